@@ -1,0 +1,130 @@
+"""The steps of attention, each forward next to its local backward.
+
+Axis letters used in shape comments throughout the package:
+    n    tokens (rows of X, Q, K, V; both axes of the score matrix)
+    d    d_model, the width of an input row of X
+    d_k  width of a query / key row
+    d_v  width of a value row
+    h    number of heads
+    m    vocabulary size (rows of an embedding table E)
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+# ---------------------------------------------------------------- projections
+# Q = X W  and its gradients  G_W = Xᵀ G_Q,  G_X = G_Q Wᵀ
+
+
+def project(X: np.ndarray, W: np.ndarray) -> np.ndarray:
+    """Q = X W (or K, V with their weight matrices)."""
+    return X @ W  # (n, d) @ (d, d_k) -> (n, d_k)
+
+
+def project_backward(X: np.ndarray, W: np.ndarray, G_out: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Return (G_W, G_X) for out = X W: G_W = Xᵀ G_out, G_X = G_out Wᵀ."""
+    G_W = X.T @ G_out  # (d, n) @ (n, d_k) -> (d, d_k)
+    G_X = G_out @ W.T  # (n, d_k) @ (d_k, d) -> (n, d)
+    return G_W, G_X
+
+
+# ---------------------------------------------------------------- scores
+# S = Q Kᵀ: row i is query i asking, column j is key j being asked
+
+
+def scores(Q: np.ndarray, K: np.ndarray) -> np.ndarray:
+    """S = Q Kᵀ."""
+    return Q @ K.T  # (n, d_k) @ (d_k, n) -> (n, n)
+
+
+def scores_backward(Q: np.ndarray, K: np.ndarray, G_S: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Return (G_Q, G_K) for S = Q Kᵀ: G_Q = G_S K, G_K = G_Sᵀ Q."""
+    G_Q = G_S @ K  # (n, n) @ (n, d_k) -> (n, d_k)
+    G_K = G_S.T @ Q  # (n, n) @ (n, d_k) -> (n, d_k)
+    return G_Q, G_K
+
+
+# ---------------------------------------------------------------- scaling
+# scaled = S / √d_k keeps the variance of a score near 1 whatever d_k is
+
+
+def scale(S: np.ndarray, d_k: int) -> np.ndarray:
+    """scaled = S / √d_k."""
+    return S / math.sqrt(d_k)  # (n, n)
+
+
+def scale_backward(G_scaled: np.ndarray, d_k: int) -> np.ndarray:
+    """G_S = G_scaled / √d_k (a constant factor passes straight through)."""
+    return G_scaled / math.sqrt(d_k)  # (n, n)
+
+
+# ---------------------------------------------------------------- causal mask
+# future positions (column j > row i) get −∞, so their weight is exactly 0
+
+
+def causal_mask(n: int) -> np.ndarray:
+    """Boolean (n, n) matrix, True where a query must not see the key (strictly above the diagonal)."""
+    return np.triu(np.ones((n, n), dtype=bool), k=1)
+
+
+def apply_mask(scaled: np.ndarray, causal: bool) -> np.ndarray:
+    """masked = scaled with −∞ above the diagonal when causal, else a copy of scaled."""
+    masked = np.array(scaled, dtype=float)  # (n, n)
+    if causal:
+        masked[causal_mask(masked.shape[0])] = -np.inf
+    return masked
+
+
+def apply_mask_backward(G_masked: np.ndarray, causal: bool) -> np.ndarray:
+    """Masked cells are constants, so no gradient flows back through them."""
+    G = np.array(G_masked, dtype=float)  # (n, n)
+    if causal:
+        G[causal_mask(G.shape[0])] = 0.0
+    return G
+
+
+# ---------------------------------------------------------------- softmax
+# A = softmax over each row: every query spreads a total weight of 1 over the keys
+
+
+def softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
+    """Numerically stable softmax along `axis`; −∞ entries get weight exactly 0."""
+    x = np.asarray(x, dtype=float)
+    # subtract the row max: same result (the factor e^{-max} cancels), no overflow
+    shifted = x - np.max(x, axis=axis, keepdims=True)
+    e = np.exp(shifted)  # exp(−∞) is exactly 0.0
+    return e / np.sum(e, axis=axis, keepdims=True)
+
+
+def softmax_backward(A: np.ndarray, G_A: np.ndarray) -> np.ndarray:
+    """G_scaled = A ⊙ (G_A − rowsum(A ⊙ G_A)), the softmax Jacobian applied row by row."""
+    row_dot = np.sum(A * G_A, axis=-1, keepdims=True)  # (n, 1)
+    return A * (G_A - row_dot)  # (n, n); masked cells have A = 0, so 0 exactly
+
+
+def softmax_backward_loop(A: np.ndarray, G_A: np.ndarray) -> np.ndarray:
+    """The same, written as the full Jacobian per row: ∂a_j/∂z_k = a_j (δ_jk − a_k)."""
+    G = np.zeros_like(A, dtype=float)
+    for i, a in enumerate(A):
+        J = np.diag(a) - np.outer(a, a)  # (n, n), symmetric
+        G[i] = J @ G_A[i]
+    return G
+
+
+# ---------------------------------------------------------------- weighted sum
+# O = A V: output row i is the mix of value rows weighted by query i's attention
+
+
+def weighted_sum(A: np.ndarray, V: np.ndarray) -> np.ndarray:
+    """O = A V."""
+    return A @ V  # (n, n) @ (n, d_v) -> (n, d_v)
+
+
+def weighted_sum_backward(A: np.ndarray, V: np.ndarray, G_O: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Return (G_A, G_V) for O = A V: G_A = G_O Vᵀ, G_V = Aᵀ G_O."""
+    G_A = G_O @ V.T  # (n, d_v) @ (d_v, n) -> (n, n)
+    G_V = A.T @ G_O  # (n, n) @ (n, d_v) -> (n, d_v)
+    return G_A, G_V

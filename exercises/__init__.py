@@ -1,0 +1,12 @@
+"""Exercises on attention: generate, grade, explain. See DESIGN §3.2 for the contract."""
+
+from .engine import KINDS, generate, rng_for, validate
+from .grading import Feedback, PartFeedback, grade
+from .i18n import Msg, t
+from .model import Exercise, Part
+from .parser import AnswerError, parse_answer, parse_number
+
+__all__ = [
+    "KINDS", "AnswerError", "Exercise", "Feedback", "Msg", "Part", "PartFeedback",
+    "generate", "grade", "parse_answer", "parse_number", "rng_for", "t", "validate",
+]

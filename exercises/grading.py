@@ -1,0 +1,194 @@
+"""Grading: parse what the learner gave, compare cell by cell, carry errors forward, name mistakes.
+
+A format error (unreadable text, wrong shape) is not a wrong answer: nothing is graded and no
+attempt is spent. A number is right when it is within 0.51 × 10^-d of the reference, d being the
+part's decimals; integer parts are exact; −∞ matches only −∞.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from . import misconceptions, pipeline
+from .i18n import Msg, msg
+from .model import Exercise, Part
+from .parser import AnswerError, parse_answer, parse_grid
+
+RIGHT, WRONG, CONSISTENT = "right", "wrong", "consistent"
+
+
+@dataclass
+class PartFeedback:
+    name: str
+    value: np.ndarray | None = None  # what the learner's answer reads as
+    cells: np.ndarray | None = None  # bool: which cells are right
+    status: np.ndarray | None = None  # per cell: "right", "wrong" or "consistent" (with earlier values)
+    score: float | None = None  # share of right (or consistent) cells; None when not graded
+    format_error: Msg | None = None  # the first problem reading the answer, or None
+    cell_errors: dict[tuple[int, int], Msg] = field(default_factory=dict)  # 0-based (row, col)
+    misconception: str | None = None
+
+    @property
+    def correct(self) -> bool:
+        return self.cells is not None and bool(np.all(self.cells))
+
+    @property
+    def consistent(self) -> bool:
+        return self.status is not None and bool(np.any(self.status == CONSISTENT))
+
+
+@dataclass
+class Feedback:
+    parts: dict[str, PartFeedback]
+    score: float | None  # mean of part scores; None when any part has a format error
+    correct: bool
+    misconception: str | None = None
+    message: Msg | None = None
+    warnings: list[Msg] = field(default_factory=list)  # sanity checks: shown, never scored
+
+    @property
+    def graded(self) -> bool:
+        return self.score is not None
+
+    def to_dict(self) -> dict[str, Any]:
+        """A plain summary for storage (attempts, submissions)."""
+        return {
+            "score": self.score, "correct": self.correct, "misconception": self.misconception,
+            "parts": {name: {"score": p.score, "misconception": p.misconception,
+                             "format_error": p.format_error.to_dict() if p.format_error else None}
+                      for name, p in self.parts.items()},
+        }
+
+
+# ---------------------------------------------------------------- reading answers
+
+
+def _label(part: Part) -> Msg:
+    return msg(f"part.{part.name}")
+
+
+def read_part(part: Part, answer: Any) -> tuple[np.ndarray | None, PartFeedback]:
+    """Turn one part's answer (text, grid of texts, numbers, option index) into a matrix."""
+    fb = PartFeedback(part.name)
+    try:
+        if part.is_choice:
+            value = _read_choice(part, answer)
+        elif isinstance(answer, str):
+            value = parse_answer(answer, msg("where.part", part=_label(part)))
+        elif _is_text_grid(answer):
+            value, errors = parse_grid(answer, _label(part))
+            if errors:
+                fb.cell_errors = {rc: e.message for rc, e in errors.items()}
+                first = next(iter(errors.values())).message
+                fb.format_error = (first if len(errors) == 1 else
+                                   msg("grade.cell_errors", count=len(errors), part=_label(part), first=first))
+                return None, fb
+        else:
+            value = np.atleast_2d(np.asarray(answer, dtype=float))
+    except AnswerError as err:
+        if err.row is not None and err.col is not None:
+            fb.cell_errors = {(err.row - 1, err.col - 1): err.message}
+        fb.format_error = err.message
+        return None, fb
+    except (TypeError, ValueError):
+        fb.format_error = msg("parse.no_rows", where=_label(part))
+        return None, fb
+    if value.shape != part.shape:
+        fb.format_error = msg("grade.shape", part=_label(part), expected_rows=part.shape[0],
+                              expected_cols=part.shape[1], got_rows=value.shape[0], got_cols=value.shape[1])
+        return None, fb
+    fb.value = value
+    return value, fb
+
+
+def _is_text_grid(answer: Any) -> bool:
+    return (isinstance(answer, (list, tuple)) and len(answer) > 0
+            and all(isinstance(row, (list, tuple)) for row in answer)
+            and any(isinstance(c, str) or c is None for row in answer for c in row))
+
+
+def _read_choice(part: Part, answer: Any) -> np.ndarray:
+    """An option index (0-based int), or its letter (A, B …) or number (1, 2 …) as text."""
+    n = len(part.options)
+    letters = [chr(ord("A") + i) for i in range(n)]
+    where = msg("where.part", part=_label(part))
+    if isinstance(answer, (int, np.integer)) and not isinstance(answer, bool) and 0 <= answer < n:
+        return np.array([[float(answer)]])
+    if isinstance(answer, str):
+        text = answer.strip().upper()
+        if text in letters:
+            return np.array([[float(letters.index(text))]])
+        if text.isdigit() and 1 <= int(text) <= n:
+            return np.array([[float(int(text) - 1)]])
+    raise AnswerError(msg("parse.choice", where=where, options=", ".join(letters)))
+
+
+def _split_answer(ex: Exercise, answer: Any) -> tuple[dict[str, Any], Msg | None]:
+    """{part name: answer}; a bare answer is accepted for a one-part exercise."""
+    names = ex.part_names
+    if isinstance(answer, Mapping):
+        unknown = [k for k in answer if k not in names]
+        if unknown:
+            return {}, msg("grade.unknown_part", part=unknown[0], parts=", ".join(names))
+        return dict(answer), None
+    if len(names) == 1:
+        return {names[0]: answer}, None
+    return {}, msg("grade.several_parts", parts=", ".join(names))
+
+
+# ---------------------------------------------------------------- grading
+
+
+def _reference_env(ex: Exercise) -> dict[str, np.ndarray]:
+    memo = ex.__dict__.setdefault("_memo", {})
+    if "reference_env" not in memo:
+        memo["reference_env"] = dict(pipeline.run(ex.given))
+    return memo["reference_env"]
+
+
+def grade(ex: Exercise, answer: Any) -> Feedback:
+    """Grade `answer` (text, array, grid of texts, or {part name: any of those}) against `ex`."""
+    answers, problem = _split_answer(ex, answer)
+    if problem is not None:
+        return Feedback(parts={}, score=None, correct=False, message=problem)
+
+    parts: dict[str, PartFeedback] = {}
+    values: dict[str, np.ndarray] = {}
+    for part in ex.parts:
+        if part.name not in answers or answers[part.name] is None:
+            parts[part.name] = PartFeedback(part.name, format_error=msg("grade.missing_part", part=_label(part)))
+            continue
+        value, fb = read_part(part, answers[part.name])
+        parts[part.name] = fb
+        if value is not None:
+            values[part.name] = value
+    if any(p.format_error for p in parts.values()):
+        return Feedback(parts=parts, score=None, correct=False, message=msg("grade.invalid"))
+
+    # the learner's own values stand in for the reference when later steps are recomputed
+    learner_env = {**_reference_env(ex), **values}
+    for part in ex.parts:
+        fb, value = parts[part.name], values[part.name]
+        right = misconceptions.cell_matches(value, part.reference, part.tolerance)
+        status = np.where(right, RIGHT, WRONG).astype(object)
+        if not right.all() and not part.is_choice:
+            own = pipeline.recompute(part.name, learner_env)
+            if own is not None and own.shape == part.shape and not np.allclose(own, part.reference, equal_nan=True):
+                consistent = ~right & misconceptions.cell_matches(value, own, part.tolerance)
+                status[consistent] = CONSISTENT
+            fb.misconception = misconceptions.diagnose(ex, part, value)
+        fb.cells = right
+        fb.status = status
+        fb.score = float(np.mean(status != WRONG))
+
+    score = float(np.mean([p.score for p in parts.values()]))
+    correct = all(p.correct for p in parts.values())
+    found = next((p.misconception for p in parts.values() if p.misconception), None)
+    total = sum(p.cells.size for p in parts.values())
+    wrong = sum(int((p.status == WRONG).sum()) for p in parts.values())
+    message = msg("grade.all_right") if correct else msg("grade.some_wrong", wrong=wrong, total=total)
+    return Feedback(parts=parts, score=score, correct=correct, misconception=found, message=message)

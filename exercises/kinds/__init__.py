@@ -1,0 +1,1 @@
+"""One module per exercise kind; the registry in exercises.engine discovers them."""

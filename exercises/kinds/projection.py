@@ -1,0 +1,27 @@
+"""Q = X W_Q (and K = X W_K, V = X W_V at higher levels): each token row times a weight matrix."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..draft import Draft, reference_parts
+from ..levels import spec
+from ..numbers import choice, nonzero_matrix
+
+ID = "projection"
+ORDER = 10
+VERSION = 1
+LEVELS = (1, 2, 3)
+PARTS_BY_LEVEL = {1: ["Q"], 2: ["Q", "K"], 3: ["Q", "K", "V"]}
+
+
+def generate(rng: np.random.Generator, level: int) -> Draft:
+    s = spec(level)
+    n = choice(rng, s.n)
+    d = 2 if level < 3 else 3  # d_model: the width of a token row
+    d_k = 2
+    given = {"X": nonzero_matrix(rng, (n, d), s.values)}  # (n, d)
+    names = PARTS_BY_LEVEL[level]
+    for name in names:
+        given[f"W_{name}"] = nonzero_matrix(rng, (d, d_k), s.values)  # (d, d_k)
+    return Draft(given=given, parts=reference_parts(given, names, s.decimals), params={"n": n, "d": d})

@@ -1,0 +1,23 @@
+"""S = Q Kᵀ: cell (i, j) is the dot product of query i with key j."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..draft import Draft, reference_parts
+from ..levels import spec
+from ..numbers import choice, nonzero_matrix
+
+ID = "scores"
+ORDER = 20
+VERSION = 1
+LEVELS = (1, 2, 3)
+
+
+def generate(rng: np.random.Generator, level: int) -> Draft:
+    s = spec(level)
+    n = choice(rng, s.n)
+    d_k = choice(rng, (2, 3) if level < 3 else (2, 4))  # a dot product short enough to do by hand
+    given = {"Q": nonzero_matrix(rng, (n, d_k), s.values),  # (n, d_k)
+             "K": nonzero_matrix(rng, (n, d_k), s.values)}  # (n, d_k)
+    return Draft(given=given, parts=reference_parts(given, ["scores"], s.decimals), params={"n": n, "d_k": d_k})

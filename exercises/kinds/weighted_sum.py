@@ -1,0 +1,25 @@
+"""O = A V: each output row mixes the value rows with that query's attention weights."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..draft import Draft, reference_parts
+from ..levels import spec
+from ..numbers import choice, nonzero_matrix, simple_weights
+
+ID = "weighted_sum"
+ORDER = 60
+VERSION = 1
+LEVELS = (1, 2, 3)
+
+
+def generate(rng: np.random.Generator, level: int) -> Draft:
+    s = spec(level)
+    n = choice(rng, s.n)
+    d_v = 2 if level < 3 else choice(rng, (2, 3))
+    causal = bool(rng.integers(2))
+    given = {"A": simple_weights(rng, n, s.denominators, causal=causal),  # (n, n), rows sum to 1
+             "V": nonzero_matrix(rng, (n, d_v), s.values),  # (n, d_v)
+             "causal": causal}
+    return Draft(given=given, parts=reference_parts(given, ["O"], s.decimals), params={"n": n, "d_v": d_v})

@@ -1,0 +1,340 @@
+"""The answer parser: a small whitelist recursive-descent parser. User text never reaches eval.
+
+Accepted in a cell: integers, decimals (``.5``, ``-1e-2``), fractions, ``+ - * / ^ **``, parentheses,
+the constants ``e``, ``pi``, ``inf``/``∞``, and the functions ``exp``, ``sqrt``/``√``, ``ln``/``log``.
+Unicode minus, ``×``, ``·``, ``÷``, full-width characters, superscript exponents and a decimal comma in a
+lone number are normalised first. Every rejection is an ``AnswerError`` that says what and where.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import unicodedata
+from dataclasses import dataclass
+
+import numpy as np
+
+from .i18n import Msg, msg
+
+MAX_CELL_CHARS = 120  # one cell: room for e^2/(e^0+e^1+e^2) with spaces, no room for abuse
+MAX_MATRIX_CHARS = 6000  # a pasted matrix
+MAX_DEPTH = 16  # nesting of parentheses, unary signs and powers
+MAX_MAGNITUDE = 1e12  # no hand calculation in this app comes near
+MAX_CELLS = 400
+
+FUNCTIONS = {"exp": math.exp, "sqrt": math.sqrt, "ln": math.log, "log": math.log}
+CONSTANTS = {"e": math.e, "pi": math.pi, "π": math.pi, "inf": math.inf}
+
+
+class AnswerError(ValueError):
+    """An answer that cannot be read. `message` is a catalog Msg; `row`/`col`/`pos` are 1-based."""
+
+    def __init__(self, message: Msg, row: int | None = None, col: int | None = None, pos: int | None = None):
+        super().__init__(str(message))
+        self.message = message
+        self.row, self.col, self.pos = row, col, pos
+
+
+# ---------------------------------------------------------------- normalisation
+
+_SUPERSCRIPTS = str.maketrans("⁰¹²³⁴⁵⁶⁷⁸⁹⁻⁺", "0123456789-+")
+_SUPERSCRIPT_RUN = re.compile("[⁰¹²³⁴⁵⁶⁷⁸⁹⁻⁺]+")
+_REPLACEMENTS = {
+    "−": "-", "–": "-", "—": "-", "‐": "-", "‑": "-",  # minus signs and dashes
+    "×": "*", "·": "*", "⋅": "*", "∙": "*", "∗": "*", "÷": "/", "∕": "/",
+    "∞": "inf", "√": "sqrt", "（": "(", "）": ")",
+}
+_LONE_COMMA_NUMBER = re.compile(r"^\s*[+-]?\d+,\d+\s*$")
+
+
+def normalise(text: str, lone: bool = False) -> str:
+    """Map look-alike characters to the ASCII the grammar knows; positions may shift slightly."""
+    text = _SUPERSCRIPT_RUN.sub(lambda m: "^(" + m.group().translate(_SUPERSCRIPTS) + ")", text)
+    text = unicodedata.normalize("NFKC", text)
+    for old, new in _REPLACEMENTS.items():
+        text = text.replace(old, new)
+    if lone and _LONE_COMMA_NUMBER.match(text):
+        text = text.replace(",", ".")  # a decimal comma (0,5) in a lone number
+    return text
+
+
+# ---------------------------------------------------------------- tokens
+
+_TOKEN = re.compile(
+    r"\s*(?:(?P<num>(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)"
+    r"|(?P<name>[A-Za-zπ]+)|(?P<op>\*\*|[-+*/^()]))"
+)
+
+
+@dataclass(frozen=True)
+class _Token:
+    kind: str  # "num", "name", "op", "end"
+    text: str
+    pos: int  # 1-based character position
+
+
+def _tokenize(text: str, where: Msg) -> list[_Token]:
+    tokens, i = [], 0
+    while i < len(text):
+        if text[i].isspace():
+            i += 1
+            continue
+        m = _TOKEN.match(text, i)
+        if not m:
+            raise AnswerError(msg("parse.bad_char", where=where, char=text[i], pos=i + 1), pos=i + 1)
+        kind = m.lastgroup
+        tokens.append(_Token(kind, m.group(kind), m.start(kind) + 1))
+        i = m.end()
+    tokens.append(_Token("end", "", len(text) + 1))
+    return tokens
+
+
+class _Parser:
+    """expr := term (('+'|'-') term)* ;  term := unary (('*'|'/') unary | implicit unary)* ;
+    unary := ('+'|'-') unary | power ;  power := atom (('^'|'**') unary)? ;
+    atom := number | constant | function '(' expr ')' | '(' expr ')'"""
+
+    def __init__(self, tokens: list[_Token], where: Msg):
+        self.tokens, self.i, self.where, self.depth = tokens, 0, where, 0
+
+    def peek(self) -> _Token:
+        return self.tokens[self.i]
+
+    def take(self) -> _Token:
+        tok = self.tokens[self.i]
+        self.i += 1
+        return tok
+
+    def fail(self, key: str, tok: _Token, **params) -> AnswerError:
+        return AnswerError(msg(key, where=self.where, pos=tok.pos, **params), pos=tok.pos)
+
+    def enter(self, tok: _Token) -> None:
+        self.depth += 1
+        if self.depth > MAX_DEPTH:
+            raise self.fail("parse.too_deep", tok, limit=MAX_DEPTH)
+
+    def parse(self) -> float:
+        value = self.expr()
+        tok = self.peek()
+        if tok.kind != "end":
+            raise self.fail("parse.unexpected", tok, token=tok.text)
+        return value
+
+    def expr(self) -> float:
+        value = self.term()
+        while self.peek().text in ("+", "-"):
+            op = self.take()
+            right = self.term()
+            value = value + right if op.text == "+" else value - right
+        return value
+
+    def term(self) -> float:
+        value = self.unary()
+        while True:
+            tok = self.peek()
+            if tok.text in ("*", "/"):
+                self.take()
+                right = self.unary()
+                if tok.text == "*":
+                    value = value * right
+                elif right == 0:
+                    raise self.fail("parse.undefined", tok)
+                else:
+                    value = value / right
+            elif tok.kind in ("num", "name") or tok.text == "(":
+                value = value * self.unary()  # implicit product: 2sqrt(2), 2e, (1)(2)
+            else:
+                return value
+
+    def unary(self) -> float:
+        tok = self.peek()
+        if tok.text in ("+", "-"):
+            self.take()
+            self.enter(tok)
+            value = self.unary()
+            self.depth -= 1
+            return -value if tok.text == "-" else value
+        return self.power()
+
+    def power(self) -> float:
+        base = self.atom()
+        tok = self.peek()
+        if tok.text not in ("^", "**"):
+            return base
+        self.take()
+        self.enter(tok)
+        exponent = self.unary()  # right-associative: 2^3^2 = 2^9; -2^2 = -(2^2)
+        self.depth -= 1
+        try:
+            value = math.pow(base, exponent)
+        except (OverflowError, ValueError):
+            raise self.fail("parse.too_large" if abs(base) > 1 else "parse.undefined", tok,
+                            limit=f"{MAX_MAGNITUDE:g}") from None
+        return value
+
+    def atom(self) -> float:
+        tok = self.take()
+        if tok.kind == "num":
+            value = float(tok.text)
+            if math.isinf(value):  # 1e400 reads as inf
+                raise self.fail("parse.too_large", tok, limit=f"{MAX_MAGNITUDE:g}")
+            return value
+        if tok.text == "(":
+            self.enter(tok)
+            value = self.expr()
+            self.depth -= 1
+            if self.take().text != ")":
+                raise self.fail("parse.unclosed", tok)
+            return value
+        if tok.kind == "name":
+            name = tok.text.lower()
+            if name in CONSTANTS:
+                return CONSTANTS[name]
+            if name in FUNCTIONS:
+                if self.peek().text != "(":
+                    raise self.fail("parse.function_paren", tok, name=name)
+                arg = self.atom()
+                try:
+                    return FUNCTIONS[name](arg)
+                except (ValueError, OverflowError):
+                    raise self.fail("parse.undefined", tok) from None
+            raise self.fail("parse.unknown_name", tok, name=tok.text)
+        if tok.kind == "end":
+            previous = self.tokens[self.i - 2] if self.i >= 2 else tok
+            raise self.fail("parse.missing_operand", previous, token=previous.text)
+        raise self.fail("parse.unexpected", tok, token=tok.text)
+
+
+def parse_number(text: str, where: Msg | None = None) -> float:
+    """One cell's text → float (−inf allowed). Raises AnswerError naming `where` and the character."""
+    where = where or msg("where.answer")
+    if text is None or not str(text).strip():
+        raise AnswerError(msg("parse.empty", where=where))
+    text = str(text)
+    if len(text) > MAX_CELL_CHARS:
+        raise AnswerError(msg("parse.too_long", where=where, length=len(text), limit=MAX_CELL_CHARS))
+    value = _Parser(_tokenize(normalise(text, lone=True), where), where).parse()
+    if math.isnan(value):
+        raise AnswerError(msg("parse.undefined", where=where))
+    if math.isfinite(value) and abs(value) > MAX_MAGNITUDE:
+        raise AnswerError(msg("parse.too_large", where=where, limit=f"{MAX_MAGNITUDE:g}"))
+    return value
+
+
+# ---------------------------------------------------------------- whole matrices
+
+_OPERATOR_END = tuple("+-*/^(")
+_OPERATOR_START = tuple("*/^)")
+
+
+def _split_top(text: str, seps: str) -> list[str]:
+    """Split on any of `seps` outside parentheses."""
+    parts, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+        elif ch in seps and depth == 0:
+            parts.append(text[start:i])
+            start = i + 1
+    parts.append(text[start:])
+    return parts
+
+
+def _split_cells(row: str) -> list[str]:
+    """Cells of one row: by commas when there are any, else by spaces as in MATLAB:
+    `1 -1` is two cells, `1 - 1` and `e^2 / 3` are one."""
+    by_comma = _split_top(row, ",")
+    if len(by_comma) > 1:
+        return [c.strip() for c in by_comma]
+    chunks = [c for c in _split_top(row, " \t") if c]
+    cells: list[str] = []
+    for chunk in chunks:
+        joins_previous = cells and (
+            cells[-1].endswith(_OPERATOR_END) or chunk.startswith(_OPERATOR_START)
+            or chunk in ("+", "-") or cells[-1].lower().endswith(tuple(FUNCTIONS)) and chunk.startswith("(")
+        )
+        if joins_previous:
+            cells[-1] = cells[-1] + " " + chunk
+        else:
+            cells.append(chunk)
+    return cells
+
+
+def _rows_of(text: str, where: Msg) -> list[str]:
+    """Row texts of `[[1, 2], [3, 4]]`, `[1 2; 3 4]`, `1 2; 3 4` or one row per line."""
+    stripped = text.strip()
+    if "[" not in stripped and "]" not in stripped:
+        return [r for r in _split_top(stripped, ";\n") if r.strip()]
+    rows, depth, current = [], 0, None
+    for i, ch in enumerate(stripped):
+        if ch == "[":
+            depth += 1
+            if depth == 2:
+                current = []
+            elif depth > 2:
+                raise AnswerError(msg("parse.brackets", where=where, pos=i + 1), pos=i + 1)
+        elif ch == "]":
+            depth -= 1
+            if depth < 0:
+                raise AnswerError(msg("parse.brackets", where=where, pos=i + 1), pos=i + 1)
+            if depth == 1 and current is not None:
+                rows.append("".join(current))
+                current = None
+        elif depth == 2:
+            current.append(ch)
+    if depth != 0:
+        raise AnswerError(msg("parse.brackets", where=where, pos=len(stripped)), pos=len(stripped))
+    if rows:
+        return rows
+    inner = stripped.strip("[] \n\t")  # one bracket level: [1, 2, 3] or [1 2; 3 4]
+    return [r for r in _split_top(inner, ";\n") if r.strip()]
+
+
+def parse_answer(text: str, where: Msg | None = None) -> np.ndarray:
+    """A whole matrix as text → 2-D float array. A lone number gives a 1×1 matrix."""
+    where = where or msg("where.answer")
+    if text is None or not str(text).strip():
+        raise AnswerError(msg("parse.empty", where=where))
+    text = str(text)
+    if len(text) > MAX_MATRIX_CHARS:
+        raise AnswerError(msg("parse.too_long", where=where, length=len(text), limit=MAX_MATRIX_CHARS))
+    if _LONE_COMMA_NUMBER.match(normalise(text)):
+        return np.array([[parse_number(text, where)]])
+    rows = [_split_cells(r.strip()) for r in _rows_of(normalise(text), where)]
+    rows = [r for r in rows if r and any(c for c in r)]
+    if not rows:
+        raise AnswerError(msg("parse.no_rows", where=where))
+    if sum(len(r) for r in rows) > MAX_CELLS:
+        raise AnswerError(msg("parse.too_long", where=where, length=len(text), limit=MAX_MATRIX_CHARS))
+    for r, row in enumerate(rows, start=1):
+        if len(row) != len(rows[0]):
+            raise AnswerError(msg("parse.ragged", row=r, got=len(row), expected=len(rows[0])), row=r)
+    values = np.empty((len(rows), len(rows[0])))
+    for r, row in enumerate(rows):
+        for c, cell in enumerate(row):
+            try:
+                values[r, c] = parse_number(cell, msg("where.cell", row=r + 1, col=c + 1))
+            except AnswerError as err:
+                err.row, err.col = r + 1, c + 1
+                raise
+    return values
+
+
+def parse_grid(cells, part_label: str | Msg | None = None) -> tuple[np.ndarray, dict[tuple[int, int], AnswerError]]:
+    """A grid of cell texts → (values with NaN where unreadable, {(row, col): error}) (0-based keys)."""
+    grid = [list(row) for row in cells]
+    values = np.full((len(grid), max((len(r) for r in grid), default=0)), np.nan)
+    errors: dict[tuple[int, int], AnswerError] = {}
+    for r, row in enumerate(grid):
+        for c, text in enumerate(row):
+            where = (msg("where.part_cell", part=part_label, row=r + 1, col=c + 1) if part_label
+                     else msg("where.cell", row=r + 1, col=c + 1))
+            try:
+                values[r, c] = parse_number(text, where)
+            except AnswerError as err:
+                err.row, err.col = r + 1, c + 1
+                errors[(r, c)] = err
+    return values, errors

@@ -1,0 +1,149 @@
+"""AppTest page tests for Home and Practice (issue 2, item 8)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from streamlit.testing.v1 import AppTest
+
+import exercises
+from tests.apptest_helpers import ROOT, click_check, current_exercise, fill_cells, open_page, reference_cells
+from ui.answer_grid import paste_key
+
+
+def feedback_of(at):
+    stored = at.session_state["practice.feedback"]
+    assert stored is not None
+    return stored[1]
+
+
+def test_home_renders_and_links_every_kind():
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=30).run()
+    assert not at.exception
+    assert at.title[0].value == "Attention by Hand"
+    text = " ".join(c.value for c in at.caption)
+    for kind in exercises.KINDS:
+        assert exercises.t(f"kind.{kind}.summary") in text
+
+
+def test_deep_link_opens_that_exact_problem():
+    at = open_page("pages/practice.py", {"kind": "softmax", "level": "2", "seed": "5"})
+    assert not at.exception
+    assert (at.session_state["practice.kind"], at.session_state["practice.level"], at.session_state["practice.seed"]) == ("softmax", 2, 5)
+    ex = exercises.generate("softmax", 5, 2)
+    given = ex.given.get("scaled", ex.given.get("masked"))
+    shown = " ".join(l.value for l in at.latex)
+    first_row = " & ".join(str(int(x)) if np.isfinite(x) else "-\\infty" for x in given[0])
+    assert first_row in shown
+    assert len(at.text_input) == ex.part("A").reference.size
+
+
+@pytest.mark.parametrize("kind", ["softmax", "scores", "masking", "weighted_sum"])
+def test_correct_answer_turns_all_green(kind):
+    at = open_page("pages/practice.py", {"kind": kind, "level": "2", "seed": "11"})
+    ex = current_exercise(at)
+    fill_cells(at, ex, reference_cells(ex))
+    click_check(at)
+    assert not at.exception
+    fb = feedback_of(at)
+    assert fb.score == 1.0 and fb.correct
+    assert all((p.status == "right").all() for p in fb.parts.values())
+    assert at.success, "a success message is shown"
+    assert len(at.session_state["practice.attempts"]) == 1
+
+
+def test_wrong_answer_marks_red_cells():
+    at = open_page("pages/practice.py", {"kind": "scores", "level": "1", "seed": "3"})
+    ex = current_exercise(at)
+    cells = reference_cells(ex)
+    cells["scores"][0][0] = str(int(float(cells["scores"][0][0])) + 5)
+    fill_cells(at, ex, cells)
+    click_check(at)
+    fb = feedback_of(at)
+    assert fb.graded and not fb.correct
+    assert fb.parts["scores"].status[0, 0] == "wrong"
+    assert (fb.parts["scores"].status == "right").sum() == ex.part("scores").reference.size - 1
+    assert at.error, "an error box shows the score"
+    marks = " ".join(c.value for c in at.caption)
+    assert "✗" in marks and "✓" in marks
+
+
+def test_garbage_everywhere_gives_messages_not_exceptions():
+    at = open_page("pages/practice.py", {"kind": "softmax", "level": "1", "seed": "2"})
+    ex = current_exercise(at)
+    junk = ["abc", "1/0", "((", "__import__('os')", "1e999", "∞∞", "2**", "", "😀"]
+    rows, cols = ex.part("A").shape
+    fill_cells(at, ex, {"A": [[junk[(i * cols + j) % len(junk)] for j in range(cols)] for i in range(rows)]})
+    click_check(at)
+    assert not at.exception
+    fb = feedback_of(at)
+    assert fb.score is None and not fb.graded
+    assert len(fb.parts["A"].cell_errors) == rows * cols
+    assert at.warning, "the 'nothing was graded' notice is shown"
+    assert len(at.session_state["practice.attempts"]) == 0, "a format error spends no attempt"
+    # the paste box with garbage: a message, no exception
+    at.text_area(key=paste_key(f"ans-{ex.id}", "A")).input("[[1, 2], [3")
+    click_check(at)
+    assert not at.exception
+    assert "brackets" in str(feedback_of(at).parts["A"].format_error)
+
+
+def test_pasted_matrix_of_wrong_shape_names_both_shapes():
+    at = open_page("pages/practice.py", {"kind": "softmax", "level": "2", "seed": "4"})
+    ex = current_exercise(at)
+    at.text_area(key=paste_key(f"ans-{ex.id}", "A")).input("1 0; 0 1")
+    click_check(at)
+    message = str(feedback_of(at).parts["A"].format_error)
+    assert "3×3" in message and "2×2" in message
+    assert any("2×2" in e.value for e in at.error)
+
+
+def test_typed_cells_survive_a_format_error():
+    at = open_page("pages/practice.py", {"kind": "scores", "level": "1", "seed": "8"})
+    ex = current_exercise(at)
+    cells = reference_cells(ex)
+    cells["scores"][0][0] = "oops"
+    fill_cells(at, ex, cells)
+    click_check(at)
+    from ui.answer_grid import cell_key
+    assert at.text_input(key=cell_key(f"ans-{ex.id}", "scores", 0, 0)).value == "oops"
+    assert at.text_input(key=cell_key(f"ans-{ex.id}", "scores", 0, 1)).value == cells["scores"][0][1]
+
+
+def test_new_problem_changes_seed_and_url_and_keeps_topic():
+    at = open_page("pages/practice.py", {"kind": "masking", "level": "2", "seed": "7"})
+    next(b for b in at.button if b.label == "New problem").click()
+    at.run()
+    assert not at.exception
+    assert at.session_state["practice.kind"] == "masking"
+    assert at.query_params["seed"] in (str(at.session_state["practice.seed"]), [str(at.session_state["practice.seed"])])
+    assert at.query_params["kind"] in ("masking", ["masking"])
+
+
+def test_rerun_does_not_regenerate():
+    at = open_page("pages/practice.py", {"kind": "scaling", "level": "1"})
+    seed = at.session_state["practice.seed"]
+    at.run()
+    at.run()
+    assert at.session_state["practice.seed"] == seed
+
+
+@pytest.mark.parametrize("query, fragment", [
+    ({"kind": "nonsense", "level": "1", "seed": "1"}, "nonsense"),
+    ({"kind": "softmax", "level": "9", "seed": "1"}, "level '9'"),
+    ({"kind": "softmax", "level": "2", "seed": "-4x"}, "-4x"),
+])
+def test_bad_url_gives_message_and_fallback_problem(query, fragment):
+    at = open_page("pages/practice.py", query)
+    assert not at.exception
+    assert any(fragment in w.value for w in at.warning)
+    assert at.session_state["practice.kind"] in exercises.KINDS
+    assert len(at.text_input) > 0, "a fallback problem is shown"
+
+
+def test_topic_change_draws_a_problem_of_that_topic():
+    at = open_page("pages/practice.py", {"kind": "softmax", "level": "1", "seed": "1"})
+    at.selectbox(key="practice.kind_widget").set_value("weighted_sum").run()
+    assert not at.exception
+    assert at.session_state["practice.kind"] == "weighted_sum"
+    assert at.query_params["kind"] in ("weighted_sum", ["weighted_sum"])

@@ -1,0 +1,102 @@
+"""Which problem the Practice page shows: from the URL on arrival, from the learner's choices after.
+
+The canonical choice lives in plain session keys (``practice.kind``, ``.level``, ``.seed``); widgets
+have their own keys and copy into them through callbacks, so leaving the page loses nothing.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+
+import streamlit as st
+
+import exercises
+from exercises.i18n import Msg, msg
+
+from .i18n import tr
+
+DEFAULT_KIND = "softmax"
+KIND, LEVEL, SEED = "practice.kind", "practice.level", "practice.seed"
+NOTICES, FEEDBACK, ATTEMPTS, STARTED = "practice.notices", "practice.feedback", "practice.attempts", "practice.started"
+
+
+def new_seed() -> int:
+    return secrets.randbelow(100_000)
+
+
+def from_url(params: dict[str, str]) -> tuple[str, int, int, list[Msg]]:
+    """(kind, level, seed) asked for by the URL, with a notice for each value that had to be replaced."""
+    notices: list[Msg] = []
+    kind = params.get("kind", DEFAULT_KIND)
+    if kind not in exercises.KINDS:
+        notices.append(msg("url.unknown_kind", kind=kind[:40], fallback=DEFAULT_KIND))
+        kind = DEFAULT_KIND
+    levels = exercises.KINDS[kind].LEVELS
+    level_text = params.get("level", str(levels[0]))
+    try:
+        level = int(level_text)
+        if level not in levels:
+            raise ValueError
+    except ValueError:
+        notices.append(msg("url.bad_level", level=level_text[:20], levels=", ".join(map(str, levels)),
+                           fallback=levels[0]))
+        level = levels[0]
+    seed_text = params.get("seed")
+    seed = new_seed()
+    if seed_text is not None:
+        try:
+            seed = int(seed_text)
+            exercises.validate(kind, seed, level)
+        except ValueError:
+            notices.append(msg("url.bad_seed", seed=seed_text[:30]))
+            seed = new_seed()
+    return kind, level, seed, notices
+
+
+def ensure() -> tuple[str, int, int]:
+    """The current (kind, level, seed); read from the URL the first time the page runs."""
+    state = st.session_state
+    if KIND not in state:
+        kind, level, seed, notices = from_url(dict(st.query_params))
+        choose(kind, level, seed)
+        state[NOTICES] = notices
+    if ATTEMPTS not in state:
+        state[ATTEMPTS] = []
+    return state[KIND], state[LEVEL], state[SEED]
+
+
+def choose(kind: str, level: int, seed: int) -> None:
+    state = st.session_state
+    state[KIND], state[LEVEL], state[SEED] = kind, level, seed
+    state[FEEDBACK] = None
+    state[STARTED] = time.time()
+
+
+def sync_url(kind: str, level: int, seed: int) -> None:
+    """Keep ?kind=…&level=…&seed=… equal to the problem on screen (other parameters stay)."""
+    wanted = {"kind": kind, "level": str(level), "seed": str(seed)}
+    if any(st.query_params.get(k) != v for k, v in wanted.items()):
+        st.query_params.update(wanted)
+
+
+# ---------------------------------------------------------------- callbacks
+
+
+def on_kind_change(widget_key: str) -> None:
+    kind = st.session_state[widget_key]
+    levels = exercises.KINDS[kind].LEVELS
+    level = st.session_state[LEVEL] if st.session_state[LEVEL] in levels else levels[0]
+    choose(kind, level, new_seed())
+
+
+def on_level_change(widget_key: str) -> None:
+    choose(st.session_state[KIND], int(st.session_state[widget_key]), new_seed())
+
+
+def on_new_problem() -> None:
+    choose(st.session_state[KIND], st.session_state[LEVEL], new_seed())
+
+
+def kind_label(kind: str) -> str:
+    return tr(f"kind.{kind}.title")

@@ -1,0 +1,21 @@
+"""The statement of a problem: its prompt and its given matrices in LaTeX."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from exercises import Exercise
+
+from . import cache
+from .i18n import tr
+
+
+def show(ex: Exercise) -> None:
+    st.markdown(tr(f"kind.{ex.kind}.prompt", **ex.params))
+    if ex.given.get("causal") is True:
+        st.caption(tr("problem.causal"))
+    lines = cache.given_lines(ex.kind, ex.seed, ex.level)
+    columns = st.columns(min(len(lines), 3) or 1)
+    for index, (_name, latex) in enumerate(lines):
+        with columns[index % len(columns)]:
+            st.latex(latex)

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# System tools the test suite needs beyond Python packages: Debian packages (a browser, a database
+# server, PDF text extraction) and the KaTeX npm package used to check every LaTeX string.
+# Idempotent: installs only what is missing. Run as root (or with sudo available).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need=()
+command -v chromium >/dev/null 2>&1 || need+=(chromium)
+command -v pdftotext >/dev/null 2>&1 || need+=(poppler-utils)
+ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
+command -v node >/dev/null 2>&1 || need+=(nodejs)
+command -v npm >/dev/null 2>&1 || need+=(npm)
+if [ ${#need[@]} -gt 0 ]; then
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}"
+fi
+
+if [ -f tests/katex/package.json ]; then
+  (cd tests/katex && npm ci --no-audit --no-fund --loglevel=error)
+fi

@@ -169,8 +169,13 @@ def _g_w(x_name, g_name):
     return compute
 
 
+def _g_x_v(env):
+    return env["G_V"] @ env["W_V"].T  # the value path's share of G_X: G_V W_Vᵀ
+
+
 def _g_x(env):
-    return (env["G_Q"] @ env["W_Q"].T + env["G_K"] @ env["W_K"].T + env["G_V"] @ env["W_V"].T)
+    # X feeds Q, K and V, so its gradient adds the three paths
+    return env["G_Q"] @ env["W_Q"].T + env["G_K"] @ env["W_K"].T + _g_x_v(env)
 
 
 def _g_e(env):
@@ -201,6 +206,7 @@ STEPS: tuple[Step, ...] = (
     Step("G_W_Q", ("X", "G_Q"), _g_w("X", "G_Q")),
     Step("G_W_K", ("X", "G_K"), _g_w("X", "G_K")),
     Step("G_W_V", ("X", "G_V"), _g_w("X", "G_V")),
+    Step("G_X_V", ("G_V", "W_V"), _g_x_v),
     Step("G_X", ("G_Q", "W_Q", "G_K", "W_K", "G_V", "W_V"), _g_x),
     Step("G_E", ("token_ids", "G_X", "E"), _g_e),
 )

@@ -1,0 +1,38 @@
+"""Assignments, submissions and practice attempts in one SQL database (DESIGN §9).
+
+    engine = storage.open_engine()            # SQLite file, or PostgreSQL when DATABASE_URL is set
+    created = storage.create_assignment(engine, "Week 3", [{"kind": "softmax", "level": 2, "count": 3}], seed=7)
+    created.assignment.code, created.teacher_key   # the key is shown once, stored only as a hash
+    storage.record_submission(engine, code, "Ada", 0, "softmax", 2, seed, answer, score, misconception)
+    storage.gradebook(engine, code, key)       # AccessDenied without the right key
+    storage.record_attempt(engine, profile, kind, level, seed, score, misconception, hints_used, seconds, at)
+    storage.list_attempts(engine, profile)
+"""
+
+from .api import (
+    AccessDenied,
+    Assignment,
+    Attempt,
+    Created,
+    Gradebook,
+    Submission,
+    UnknownAssignment,
+    create_assignment,
+    get_assignment,
+    gradebook,
+    list_attempts,
+    list_submissions,
+    record_attempt,
+    record_submission,
+    record_submissions,
+    verify_teacher_key,
+)
+from .db import database_url, open_engine
+from .keys import MalformedCode, MalformedKey, parse_code, parse_key
+
+__all__ = [
+    "AccessDenied", "Assignment", "Attempt", "Created", "Gradebook", "MalformedCode", "MalformedKey",
+    "Submission", "UnknownAssignment", "create_assignment", "database_url", "get_assignment", "gradebook",
+    "list_attempts", "list_submissions", "open_engine", "parse_code", "parse_key", "record_attempt",
+    "record_submission", "record_submissions", "verify_teacher_key",
+]

@@ -1,0 +1,130 @@
+"""The engine and the schema: one SQL layer (SQLAlchemy Core) for SQLite and PostgreSQL.
+
+SQLite (the default, a file): WAL journal, synchronous=FULL (a commit survives a crash), a busy
+timeout, foreign keys on, BEGIN IMMEDIATE for writes so two writers queue instead of failing.
+PostgreSQL when DATABASE_URL is set (psycopg 3). Either way each operation checks a connection out
+of the engine's small pool for one short transaction and gives it back.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Engine
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_SQLITE_PATH = ROOT / "data" / "attention.sqlite3"
+BUSY_TIMEOUT_S = 30.0
+
+metadata = sa.MetaData()
+_ID = sa.BigInteger().with_variant(sa.Integer, "sqlite")  # SQLite autoincrements INTEGER PRIMARY KEY only
+
+assignments = sa.Table(
+    "assignments", metadata,
+    sa.Column("code", sa.String(16), primary_key=True),
+    sa.Column("title", sa.String(200), nullable=False),
+    sa.Column("items", sa.JSON, nullable=False),  # [{"kind", "level", "count"}]
+    sa.Column("seed", sa.BigInteger, nullable=False),
+    sa.Column("per_student", sa.Boolean, nullable=False),
+    sa.Column("allow_solutions", sa.Boolean, nullable=False),
+    sa.Column("key_hash", sa.String(200), nullable=False),  # scrypt$n$r$p$salt$hash, never the key
+    sa.Column("created_at", sa.DateTime, nullable=False),  # naive UTC
+)
+
+submissions = sa.Table(
+    "submissions", metadata,
+    sa.Column("id", _ID, primary_key=True, autoincrement=True),
+    sa.Column("assignment_code", sa.String(16), sa.ForeignKey("assignments.code", ondelete="CASCADE"),
+              nullable=False),
+    sa.Column("student", sa.String(100), nullable=False),  # as typed (cleaned)
+    sa.Column("student_key", sa.String(100), nullable=False),  # case-folded: who it is
+    sa.Column("item_index", sa.Integer, nullable=False),
+    sa.Column("kind", sa.String(40), nullable=False),
+    sa.Column("level", sa.Integer, nullable=False),
+    sa.Column("seed", sa.BigInteger, nullable=False),
+    sa.Column("answer", sa.JSON, nullable=False),
+    sa.Column("score", sa.Float, nullable=True),  # None: not graded (unreadable answer)
+    sa.Column("misconception", sa.String(60), nullable=True),
+    sa.Column("submitted_at", sa.DateTime, nullable=False),
+    sa.Index("ix_submissions_code_student", "assignment_code", "student_key"),
+)
+
+attempts = sa.Table(
+    "attempts", metadata,
+    sa.Column("id", _ID, primary_key=True, autoincrement=True),
+    sa.Column("profile", sa.String(100), nullable=False),
+    sa.Column("kind", sa.String(40), nullable=False),
+    sa.Column("level", sa.Integer, nullable=False),
+    sa.Column("seed", sa.BigInteger, nullable=False),
+    sa.Column("score", sa.Float, nullable=True),
+    sa.Column("misconception", sa.String(60), nullable=True),
+    sa.Column("hints_used", sa.Integer, nullable=False),
+    sa.Column("seconds", sa.Float, nullable=False),
+    sa.Column("at", sa.DateTime, nullable=False),  # naive UTC
+    sa.Index("ix_attempts_profile_at", "profile", "at"),
+)
+
+
+def database_url(env: dict[str, str] | None = None) -> str:
+    """DATABASE_URL (PostgreSQL, driven by psycopg 3) if set, else the SQLite file ATTENTION_DB_PATH."""
+    env = os.environ if env is None else env
+    url = env.get("DATABASE_URL", "").strip()
+    if url:
+        return normalise_url(url)
+    path = Path(env.get("ATTENTION_DB_PATH", "").strip() or DEFAULT_SQLITE_PATH)
+    return f"sqlite:///{path}"
+
+
+def normalise_url(url: str) -> str:
+    """postgres:// and postgresql:// (as hosts hand them out) use the psycopg 3 driver."""
+    for prefix in ("postgres://", "postgresql://"):
+        if url.startswith(prefix):
+            return "postgresql+psycopg://" + url[len(prefix):]
+    return url
+
+
+def open_engine(url: str | None = None) -> Engine:
+    """An engine for `url` (default: database_url()), with the tables created if missing.
+
+    Thread-safe and meant to be shared: the UI keeps one per process (st.cache_resource)."""
+    url = normalise_url(url) if url else database_url()
+    parsed = sa.engine.make_url(url)
+    if parsed.get_backend_name() == "sqlite":
+        engine = _sqlite_engine(parsed)
+    else:
+        engine = sa.create_engine(parsed, pool_pre_ping=True, pool_size=5, max_overflow=10)
+    metadata.create_all(engine)
+    return engine
+
+
+def _sqlite_engine(url: sa.URL) -> Engine:
+    if url.database and url.database != ":memory:":
+        Path(url.database).parent.mkdir(parents=True, exist_ok=True)
+    # pooled, not one connection per call: closing the last connection to a WAL database
+    # checkpoints and deletes the WAL, which costs several fsyncs per operation
+    engine = sa.create_engine(url, pool_size=5, max_overflow=10, connect_args={"timeout": BUSY_TIMEOUT_S})
+
+    @sa.event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection, _record) -> None:
+        dbapi_connection.isolation_level = None  # we emit BEGIN ourselves (see _on_begin)
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA synchronous=FULL")  # fsync at each commit: acknowledged means on disk
+        cursor.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT_S * 1000)}")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.close()
+
+    @sa.event.listens_for(engine, "begin")
+    def _on_begin(conn) -> None:
+        # a writer takes the write lock up front: waits on the busy timeout instead of a deadlock
+        # between two readers that both try to upgrade
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if conn.get_execution_options().get("write") else "BEGIN")
+
+    return engine
+
+
+def writing(engine: Engine) -> Engine:
+    """The engine to use for a write transaction (`with writing(engine).begin() as conn:`)."""
+    return engine.execution_options(write=True)

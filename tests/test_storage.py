@@ -1,0 +1,287 @@
+"""Storage on SQLite and on a real PostgreSQL server (DATABASE_URL_TEST; see scripts/start_test_postgres.sh).
+
+Under CI the PostgreSQL half must run: a missing or unreachable server fails these tests.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import uuid
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+import storage
+from exercises.assignments import AssignmentError
+from storage import db as storage_db
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+ITEMS = [{"kind": "softmax", "level": 2, "count": 2}, {"kind": "scores", "level": 1, "count": 1}]
+
+
+def _postgres_url() -> str:
+    url = os.environ.get("DATABASE_URL_TEST", "").strip()
+    if not url:
+        if os.environ.get("CI"):
+            pytest.fail("CI is set but DATABASE_URL_TEST is not: start scripts/start_test_postgres.sh and export its URL")
+        pytest.skip("DATABASE_URL_TEST is not set (scripts/start_test_postgres.sh starts a server)")
+    return storage_db.normalise_url(url)
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def db_url(request, tmp_path):
+    """A fresh empty database: a SQLite file, or a schema of its own on the PostgreSQL server."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'test.sqlite3'}"
+        return
+    base = sa.engine.make_url(_postgres_url())
+    admin = sa.create_engine(base, poolclass=sa.pool.NullPool)
+    schema = f"t_{uuid.uuid4().hex[:12]}"
+    try:
+        with admin.begin() as conn:
+            conn.exec_driver_sql(f"CREATE SCHEMA {schema}")
+    except sa.exc.OperationalError as err:
+        pytest.fail(f"the PostgreSQL server at DATABASE_URL_TEST is not reachable: {err}")
+    yield base.update_query_dict({"options": f"-csearch_path={schema}"}).render_as_string(hide_password=False)
+    with admin.begin() as conn:
+        conn.exec_driver_sql(f"DROP SCHEMA {schema} CASCADE")
+    admin.dispose()
+
+
+@pytest.fixture
+def engine(db_url):
+    eng = storage.open_engine(db_url)
+    yield eng
+    eng.dispose()
+
+
+def _entry(index: int = 0, score: float | None = 1.0, misconception: str | None = None, **extra) -> dict:
+    kind, level = ("scores", 1) if index == 2 else ("softmax", 2)
+    return {"item_index": index, "kind": kind, "level": level, "seed": 100 + index,
+            "answer": {"A": [["1", "0"], ["0.5", "0.5"]]}, "score": score, "misconception": misconception, **extra}
+
+
+# ---------------------------------------------------------------- assignments and keys
+
+
+def test_create_and_get_assignment(engine):
+    created = storage.create_assignment(engine, "  Week   3 ", ITEMS, seed=7, per_student=True, allow_solutions=True)
+    a = created.assignment
+    assert len(a.code) == 8 and storage.parse_code(a.code) == a.code
+    assert a.title == "Week 3" and a.item_count == 3 and a.per_student and a.allow_solutions
+    got = storage.get_assignment(engine, f" {a.code[:4].lower()}-{a.code[4:].lower()} ")  # as a student might type it
+    assert got == a
+    assert [s.kind for s in got.spec.slots()] == ["softmax", "softmax", "scores"]
+    assert storage.get_assignment(engine, "ZZZZZZZZ") is None
+    for bad in ["", "abc", "0OIL0OIL", "'; DROP TABLE assignments; --", "X" * 500]:
+        with pytest.raises(storage.MalformedCode):
+            storage.get_assignment(engine, bad)
+
+
+def test_bad_assignment_input_is_rejected_with_catalog_messages(engine):
+    for title, items, seed in [("", ITEMS, 1), ("T", [], 1), ("T", [{"kind": "nope", "level": 1}], 1),
+                               ("T", [{"kind": "softmax", "level": 9}], 1), ("T", ITEMS, -1), ("T", ITEMS, "x"),
+                               ("T", [{"kind": "softmax", "level": 1, "count": 99}], 1)]:
+        with pytest.raises(AssignmentError) as info:
+            storage.create_assignment(engine, title, items, seed)
+        assert info.value.message.key.startswith("assignment.error.")
+
+
+def test_teacher_key_is_random_shown_once_and_stored_hashed(engine):
+    one = storage.create_assignment(engine, "A", ITEMS, 1)
+    two = storage.create_assignment(engine, "A", ITEMS, 1)
+    assert one.teacher_key != two.teacher_key and one.assignment.code != two.assignment.code
+    with engine.connect() as conn:
+        hashes = conn.execute(sa.select(storage_db.assignments.c.key_hash)).scalars().all()
+        dump = repr(conn.execute(sa.select(storage_db.assignments)).all())
+    assert all(h.startswith("scrypt$") for h in hashes)
+    assert one.teacher_key not in dump and two.teacher_key not in dump
+    code = one.assignment.code
+    assert storage.verify_teacher_key(engine, code, one.teacher_key)
+    assert not storage.verify_teacher_key(engine, code, two.teacher_key)  # another assignment's key
+    assert not storage.verify_teacher_key(engine, code, "")
+    assert not storage.verify_teacher_key(engine, "ZZZZZZZZ", one.teacher_key)
+    assert not storage.verify_teacher_key(engine, code, one.teacher_key + "' OR '1'='1")
+
+
+def test_submissions_need_the_teacher_key(engine):
+    created = storage.create_assignment(engine, "A", ITEMS, 1)
+    code, key = created.assignment.code, created.teacher_key
+    storage.record_submission(engine, code, "Ada", **_entry(0))
+    assert [s.student for s in storage.list_submissions(engine, code, key)] == ["Ada"]
+    other = storage.create_assignment(engine, "B", ITEMS, 1).teacher_key
+    with pytest.raises(storage.AccessDenied):
+        storage.list_submissions(engine, code, other)
+    with pytest.raises(storage.AccessDenied):
+        storage.gradebook(engine, code, other)
+    with pytest.raises(storage.MalformedKey):
+        storage.list_submissions(engine, code, "short")
+    with pytest.raises(storage.UnknownAssignment):
+        storage.gradebook(engine, "ZZZZZZZZ", key)
+
+
+# ---------------------------------------------------------------- submissions and the gradebook
+
+
+def test_gradebook_keeps_each_students_latest_answer(engine):
+    created = storage.create_assignment(engine, "A", ITEMS, 1)
+    code, key = created.assignment.code, created.teacher_key
+    t0 = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
+    storage.record_submissions(engine, code, "Ada Lovelace", [_entry(0, 0.25, "no_exp"), _entry(1, 1.0)], t0)
+    storage.record_submissions(engine, code, "Alan", [_entry(0, 0.5, "no_exp"), _entry(2, 0.0, "transposed_scores")],
+                               t0 + timedelta(minutes=1))
+    storage.record_submission(engine, code, "ada  LOVELACE", **_entry(0, 1.0), submitted_at=t0 + timedelta(minutes=2))
+    book = storage.gradebook(engine, code, key)
+    assert book.students == ("ada LOVELACE", "Alan")  # one student, under the name last typed
+    assert book.scores == {("ada LOVELACE", 0): 1.0, ("ada LOVELACE", 1): 1.0, ("Alan", 0): 0.5, ("Alan", 2): 0.0}
+    assert book.misconceptions == {0: [("no_exp", 1)], 2: [("transposed_scores", 1)]}
+    assert book.submitted_at["ada LOVELACE"] == t0 + timedelta(minutes=2)
+    subs = storage.list_submissions(engine, code, key)
+    assert len(subs) == 5 and subs[0].answer == _entry(0)["answer"] and subs[0].submitted_at == t0
+
+
+def test_bad_submissions_store_nothing(engine):
+    created = storage.create_assignment(engine, "A", ITEMS, 1)
+    code, key = created.assignment.code, created.teacher_key
+    bad_batches = [[_entry(0), _entry(3)], [_entry(0), {**_entry(1), "kind": "scores"}],
+                   [_entry(0), _entry(1, score=1.5)], [_entry(0), _entry(1, answer=float("nan"))], []]
+    for batch in bad_batches:
+        with pytest.raises(ValueError):
+            storage.record_submissions(engine, code, "Ada", batch)
+    for name in ["", "   ", "a\nb", "x" * 200]:
+        with pytest.raises(AssignmentError):
+            storage.record_submission(engine, code, name, **_entry(0))
+    with pytest.raises(storage.UnknownAssignment):
+        storage.record_submission(engine, "ZZZZZZZZ", "Ada", **_entry(0))
+    assert storage.list_submissions(engine, code, key) == []  # each failed batch rolled back whole
+
+
+def test_attempts_round_trip_in_time_order(engine):
+    t0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+    storage.record_attempt(engine, "me", "softmax", 2, 5, 0.5, "no_exp", 1, 40.0, t0 + timedelta(hours=1))
+    storage.record_attempt(engine, "me", "scores", 1, 6, 1.0, None, 0, 12.5, t0)
+    storage.record_attempt(engine, "you", "scores", 1, 6, None, None, 0, 3.0, t0.timestamp())
+    mine = storage.list_attempts(engine, "me")
+    assert [(a.kind, a.score, a.misconception, a.hints_used, a.seconds, a.at) for a in mine] == [
+        ("scores", 1.0, None, 0, 12.5, t0), ("softmax", 0.5, "no_exp", 1, 40.0, t0 + timedelta(hours=1))]
+    assert [a.score for a in storage.list_attempts(engine, "you")] == [None]
+    assert storage.list_attempts(engine, "nobody") == []
+    with pytest.raises(ValueError):
+        storage.record_attempt(engine, "  ", "scores", 1, 6, 1.0, None, 0, 1.0)
+
+
+# ---------------------------------------------------------------- concurrency and crashes
+
+
+def test_eight_threads_lose_no_submission(engine):
+    created = storage.create_assignment(engine, "A", ITEMS, 1)
+    code, key = created.assignment.code, created.teacher_key
+    acknowledged: list[list[int]] = [[] for _ in range(8)]
+    errors: list[BaseException] = []
+
+    def write(t: int) -> None:
+        try:
+            for i in range(250):
+                acknowledged[t].append(storage.record_submission(engine, code, f"student {t}", **_entry(i % 3)))
+        except BaseException as err:  # noqa: BLE001 - reported by the main thread
+            errors.append(err)
+
+    threads = [threading.Thread(target=write, args=(t,)) for t in range(8)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert errors == []
+    ids = [i for ids in acknowledged for i in ids]
+    assert len(ids) == 2000 and len(set(ids)) == 2000
+    stored = storage.list_submissions(engine, code, key)
+    assert sorted(s.id for s in stored) == sorted(ids)
+    assert {s.student for s in stored} == {f"student {t}" for t in range(8)}
+
+
+CHILD = """
+import sys
+import storage
+engine = storage.open_engine(sys.argv[1])
+i = 0
+while True:
+    sid = storage.record_submission(engine, sys.argv[2], "writer", 0, "softmax", 2, 1, {"i": i}, 0.5, None)
+    print(sid, flush=True)  # acknowledged: printed only after the commit returned
+    i += 1
+"""
+
+
+def _kill_writer_mid_stream(url: str, code: str, wait_for: int) -> list[int]:
+    """Start a writer, let it acknowledge `wait_for` submissions, SIGKILL it; every id it printed."""
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    env.pop("DATABASE_URL", None)
+    child = subprocess.Popen([sys.executable, "-c", CHILD, url, code], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, cwd=REPO_ROOT, env=env)
+    acked = []
+    try:
+        while len(acked) < wait_for:
+            line = child.stdout.readline()
+            if not line:
+                pytest.fail(f"the writer stopped early: {child.stderr.read()[-2000:]}")
+            acked.append(int(line))
+        os.kill(child.pid, signal.SIGKILL)
+        child.wait(timeout=30)
+        rest = child.stdout.read()  # lines it printed before the kill landed
+    finally:
+        if child.poll() is None:
+            child.kill()
+        child.stdout.close()
+        child.stderr.close()
+    assert child.returncode == -signal.SIGKILL
+    acked += [int(line) for line in rest.split("\n")[:-1] if line.strip()]  # a cut-off last line is not an ack
+    return acked
+
+
+def test_writer_killed_mid_stream_loses_nothing_acknowledged(db_url):
+    engine = storage.open_engine(db_url)
+    created = storage.create_assignment(engine, "A", ITEMS, 1)
+    code, key = created.assignment.code, created.teacher_key
+    engine.dispose()
+    acked: list[int] = []
+    for wait_for in (40, 120, 75):  # kill at different points, reopening the same database each time
+        acked += _kill_writer_mid_stream(db_url, code, wait_for)
+    engine = storage.open_engine(db_url)
+    if db_url.startswith("sqlite"):
+        with engine.connect() as conn:
+            assert conn.exec_driver_sql("PRAGMA integrity_check").scalar() == "ok"
+    stored = {s.id for s in storage.list_submissions(engine, code, key)}
+    assert set(acked) <= stored
+    assert len(acked) >= 235
+    storage.record_submission(engine, code, "after", **_entry(0))  # still writable
+    engine.dispose()
+
+
+# ---------------------------------------------------------------- configuration
+
+
+def test_sqlite_connections_use_wal_and_foreign_keys(tmp_path):
+    engine = storage.open_engine(f"sqlite:///{tmp_path / 'sub' / 'x.sqlite3'}")  # the folder is created
+    with engine.connect() as conn:
+        assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+        assert conn.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
+        assert conn.exec_driver_sql("PRAGMA busy_timeout").scalar() >= 1000
+        assert conn.exec_driver_sql("PRAGMA synchronous").scalar() == 2  # FULL
+    with pytest.raises(sa.exc.IntegrityError), storage_db.writing(engine).begin() as conn:
+        conn.execute(sa.insert(storage_db.submissions).values(
+            assignment_code="NOPENOPE", student="a", student_key="a", item_index=0, kind="softmax", level=1,
+            seed=1, answer={}, score=None, misconception=None, submitted_at=datetime(2026, 1, 1)))
+
+
+def test_database_url_from_the_environment(tmp_path):
+    assert storage.database_url({}) == f"sqlite:///{storage_db.DEFAULT_SQLITE_PATH}"
+    assert storage.database_url({"ATTENTION_DB_PATH": str(tmp_path / "a.db")}) == f"sqlite:///{tmp_path / 'a.db'}"
+    env = {"DATABASE_URL": "postgres://u:p@db.example:5432/app", "ATTENTION_DB_PATH": "/ignored"}
+    assert storage.database_url(env) == "postgresql+psycopg://u:p@db.example:5432/app"
+    assert storage.database_url({"DATABASE_URL": "postgresql://h/d"}) == "postgresql+psycopg://h/d"
+    assert storage.database_url({"DATABASE_URL": "postgresql+psycopg://h/d"}) == "postgresql+psycopg://h/d"

@@ -1,0 +1,80 @@
+"""The Chinese catalog mirrors the English one: same files, same keys, same placeholders."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+from exercises.i18n import catalog, languages, t
+from tests.apptest_helpers import ROOT
+
+
+def _load_checker():
+    spec = importlib.util.spec_from_file_location("check_catalogs", ROOT / "scripts" / "check_catalogs.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+checker = _load_checker()
+
+
+def test_chinese_is_a_language():
+    assert {"en", "zh"} <= set(languages())
+
+
+@pytest.mark.parametrize("lang", ["zh"])
+def test_same_files_keys_and_placeholders(lang):
+    reports = checker.compare(lang)
+    assert reports, "no catalog files found"
+    problems = checker.describe(lang, reports)
+    assert not problems, "\n".join(problems)
+
+
+def test_merged_catalogs_have_the_same_keys():
+    en, zh = catalog("en"), catalog("zh")
+    assert sorted(en.keys() - zh.keys()) == []
+    assert sorted(zh.keys() - en.keys()) == []
+
+
+def test_translations_are_not_english_copies():
+    """A translated catalog whose text equals the English everywhere would pass the key test."""
+    en, zh = catalog("en"), catalog("zh")
+    cjk = [key for key, text in zh.items() if any("\u4e00" <= ch <= "\u9fff" for ch in text)]
+    same = [key for key in en if zh.get(key) == en[key]]
+    assert len(cjk) > 0.6 * len(zh), f"only {len(cjk)} of {len(zh)} Chinese texts contain Chinese"
+    assert len(same) < 0.25 * len(en), f"{len(same)} texts are left in English"
+
+
+def _write(folder: Path, name: str, entries: dict[str, str]) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / name).write_text(json.dumps(entries, ensure_ascii=False), encoding="utf-8")
+
+
+def test_checker_finds_missing_extra_and_placeholder_mismatches(tmp_path):
+    _write(tmp_path / "en", "a.json", {"x.one": "One {n}", "x.two": "Two", "x.three": "{a} and {b:.0%}"})
+    _write(tmp_path / "en", "b.json", {"y.one": "Y"})
+    _write(tmp_path / "zh", "a.json", {"x.one": "一 {m}", "x.three": "{b:.0%} 与 {a}", "x.four": "四"})
+    _write(tmp_path / "zh", "c.json", {"z": "多余"})
+    reports = {r.name: r for r in checker.compare("zh", tmp_path)}
+    assert reports["a.json"].missing == ["x.two"]
+    assert reports["a.json"].extra == ["x.four"]
+    assert reports["a.json"].placeholders == {"x.one": (["n"], ["m"])}
+    assert reports["b.json"].missing_file and reports["b.json"].missing == ["y.one"]
+    assert reports["c.json"].extra_file
+    assert len(checker.describe("zh", list(reports.values()))) == 5
+
+
+def test_checker_passes_identical_catalogs_and_flags_bad_braces(tmp_path):
+    _write(tmp_path / "en", "a.json", {"k": "{x} items", "l": "fine"})
+    _write(tmp_path / "zh", "a.json", {"k": "{x} 项", "l": "坏 {"})
+    (report,) = checker.compare("zh", tmp_path)
+    assert report.malformed == ["l"] and not report.missing and not report.placeholders
+
+
+def test_chinese_renders_with_parameters():
+    text = t("feedback.correct", "zh", score="100%")
+    assert "100%" in text and text != catalog("en")["feedback.correct"].format(score="100%")

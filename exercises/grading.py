@@ -31,6 +31,7 @@ class PartFeedback:
     format_error: Msg | None = None  # the first problem reading the answer, or None
     cell_errors: dict[tuple[int, int], Msg] = field(default_factory=dict)  # 0-based (row, col)
     misconception: str | None = None
+    explanation: Msg | None = None  # why the chosen option (or value) is wrong, from the kind's explain()
 
     @property
     def correct(self) -> bool:
@@ -150,6 +151,25 @@ def _reference_env(ex: Exercise) -> dict[str, np.ndarray]:
     return memo["reference_env"]
 
 
+def _kind_hook(ex: Exercise, hook: str, part: Part, value: np.ndarray) -> Any:
+    """A kind's own diagnose(ex, part, value) -> id or explain(ex, part, value) -> Msg, if it has one."""
+    from .engine import KINDS  # imported here: engine imports every kind, and a kind may import grading
+
+    function = getattr(KINDS.get(ex.kind), hook, None)
+    return function(ex, part, value) if function is not None else None
+
+
+def _learner_env(ex: Exercise, values: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The learner's own values stand in for the reference when later steps are recomputed, and
+    the steps nobody asked for are rerun from them (masked = the learner's scaled when not causal)."""
+    reference = _reference_env(ex)
+    try:
+        rerun = pipeline.run({**ex.given, **values})
+    except (ValueError, IndexError):  # values of shapes that cannot combine: no rerun
+        return {**reference, **values}
+    return {k: v for k, v in rerun.items() if k in reference or k in values}
+
+
 def grade(ex: Exercise, answer: Any) -> Feedback:
     """Grade `answer` (text, array, grid of texts, or {part name: any of those}) against `ex`."""
     answers, problem = _split_answer(ex, answer)
@@ -169,8 +189,7 @@ def grade(ex: Exercise, answer: Any) -> Feedback:
     if any(p.format_error for p in parts.values()):
         return Feedback(parts=parts, score=None, correct=False, message=msg("grade.invalid"))
 
-    # the learner's own values stand in for the reference when later steps are recomputed
-    learner_env = {**_reference_env(ex), **values}
+    learner_env = _learner_env(ex, values)
     for part in ex.parts:
         fb, value = parts[part.name], values[part.name]
         right = misconceptions.cell_matches(value, part.reference, part.tolerance)
@@ -180,7 +199,10 @@ def grade(ex: Exercise, answer: Any) -> Feedback:
             if own is not None and own.shape == part.shape and not np.allclose(own, part.reference, equal_nan=True):
                 consistent = ~right & misconceptions.cell_matches(value, own, part.tolerance)
                 status[consistent] = CONSISTENT
-            fb.misconception = misconceptions.diagnose(ex, part, value)
+        if not right.all():
+            fb.misconception = _kind_hook(ex, "diagnose", part, value) or (
+                None if part.is_choice else misconceptions.diagnose(ex, part, value))
+            fb.explanation = _kind_hook(ex, "explain", part, value)
         fb.cells = right
         fb.status = status
         fb.score = float(np.mean(status != WRONG))
@@ -191,4 +213,7 @@ def grade(ex: Exercise, answer: Any) -> Feedback:
     total = sum(p.cells.size for p in parts.values())
     wrong = sum(int((p.status == WRONG).sum()) for p in parts.values())
     message = msg("grade.all_right") if correct else msg("grade.some_wrong", wrong=wrong, total=total)
+    why = next((p.explanation for p in parts.values() if p.explanation), None)
+    if why is not None:
+        message = msg("grade.explained", summary=message, why=why)
     return Feedback(parts=parts, score=score, correct=correct, misconception=found, message=message)

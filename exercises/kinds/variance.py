@@ -1,0 +1,79 @@
+"""Why divide by √d_k: Var(q·k) = d_k for independent unit-variance components, so its standard
+deviation is √d_k (d_k = 64 → 8); after the division both are 1. Then one row of scores through the
+softmax at both scales, to see how the unscaled row is much more peaked.
+
+    Var(q·k) = Σ_i Var(q_i k_i) = d_k        Var(q·k / √d_k) = d_k / d_k = 1
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from attention_core import softmax
+
+from .. import misconceptions
+from ..draft import Draft
+from ..levels import spec
+from ..model import Exercise, Part
+from ..numbers import choice, decimals_for
+
+ID = "variance"
+ORDER = 100
+VERSION = 1
+LEVELS = (1, 2, 3)
+
+KEY_WIDTHS = {1: (4, 16, 64), 2: (16, 36, 64, 100), 3: (64, 144, 256, 400)}  # squares: √d_k is whole
+ROW_LENGTH = {1: 2, 2: 3, 3: 4}
+SCALED_VALUES = {1: (0, 1, 2), 2: (-1, 0, 1, 2), 3: (-1, -0.5, 0, 0.5, 1, 1.5, 2)}  # z / √d_k
+
+
+def _row(rng: np.random.Generator, level: int) -> np.ndarray:
+    """Scaled scores from a small set (not all equal), so that z = √d_k × them."""
+    while True:
+        row = np.array([[choice(rng, SCALED_VALUES[level]) for _ in range(ROW_LENGTH[level])]], dtype=float)
+        if np.ptp(row) > 0:
+            return row  # (1, m)
+
+
+def generate(rng: np.random.Generator, level: int) -> Draft:
+    d_k = int(choice(rng, KEY_WIDTHS[level]))
+    root = math.isqrt(d_k)
+    z = root * _row(rng, level)  # (1, m) unscaled scores of one query
+    references = {"var_before": [[d_k]], "std_before": [[root]], "var_after": [[1]], "std_after": [[1]],
+                  "A_unscaled": softmax(z), "A_scaled": softmax(z / root)}  # (1, m) each
+    decimals = spec(level).decimals
+    parts = [Part(name=name, shape=np.shape(ref), reference=ref,
+                  decimals=decimals_for(np.asarray(ref, dtype=float), decimals))
+             for name, ref in references.items()]
+    return Draft(given={"d_k": d_k, "scores": z}, parts=parts, params={"d_k": d_k, "m": z.shape[1]})
+
+
+def _mistakes(ex: Exercise, name: str) -> dict[str, np.ndarray]:
+    """{misconception id: what that mistake gives for part `name`}."""
+    d_k = int(ex.given["d_k"])
+    z = np.asarray(ex.given["scores"], dtype=float)  # (1, m)
+    root = math.sqrt(d_k)
+    if name == "var_before":
+        return {"variance_std_confused": np.array([[root]])}
+    if name == "std_before":
+        return {"variance_std_confused": np.array([[d_k]])}
+    if name == "var_after":
+        return {"variance_divide_squared": np.array([[d_k / root]])}  # divided the variance by √d_k only
+    if name == "A_scaled":
+        return {"no_scaling": softmax(z), "scaled_by_dk": softmax(z / d_k)}
+    if name == "A_unscaled":
+        found = {"softmax_scales_swapped": softmax(z / root)}
+        if np.all(z >= 0) and z.sum() > 0:
+            found["no_exp"] = z / z.sum()  # each score divided by the row sum, no e^x
+        return found
+    return {}
+
+
+def diagnose(ex: Exercise, part: Part, value: np.ndarray) -> str | None:
+    tolerance = max(part.tolerance, misconceptions.DIAGNOSIS_TOLERANCE)
+    for mid, alt in _mistakes(ex, part.name).items():
+        if not misconceptions.matches(alt, part.reference, tolerance) and misconceptions.matches(value, alt, tolerance):
+            return mid
+    return None

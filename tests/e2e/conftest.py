@@ -1,0 +1,150 @@
+"""Browser end-to-end fixtures: one `streamlit run app.py` on loopback, one headless Debian chromium.
+
+Chromium is the system one (/usr/bin/chromium, Debian's package; .ci/run installs it when missing):
+Playwright never downloads a browser here. Without chromium the tests skip on a developer machine and
+FAIL under CI (the CI environment variable set), so a CI run can never pass without the browser.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.streamlit_driver import StreamlitPage
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+SCREENSHOTS = REPO_ROOT / "docs" / "screenshots"
+VIEWPORT = {"width": 1280, "height": 900}
+# Debian's chromium, headless as root, with no call home (the network is closed here)
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                 "--disable-dev-shm-usage"]
+SERVER_START_S = 60
+
+
+def chromium_path() -> str | None:
+    """The chromium binary: $E2E_CHROMIUM, else /usr/bin/chromium, else `chromium` on PATH."""
+    for candidate in (os.environ.get("E2E_CHROMIUM"), "/usr/bin/chromium", shutil.which("chromium")):
+        if candidate and Path(candidate).is_file() and os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def wait_healthy(url: str, process: subprocess.Popen, log: Path, limit_s: float = SERVER_START_S) -> None:
+    """Poll Streamlit's health endpoint until it answers `ok` (the server is up and the app loaded)."""
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"streamlit exited with {process.returncode}:\n{log.read_text()[-3000:]}")
+        try:
+            with urllib.request.urlopen(url + "/_stcore/health", timeout=2) as response:
+                if response.status == 200:
+                    return
+        except (urllib.error.URLError, ConnectionError, TimeoutError):
+            pass
+        time.sleep(0.1)  # polling interval of the health check, not a wait on the page
+    raise RuntimeError(f"streamlit did not become healthy in {limit_s} s:\n{log.read_text()[-3000:]}")
+
+
+def start_server(port: int, log: Path, env: dict[str, str]) -> subprocess.Popen:
+    command = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
+               "--server.port", str(port), "--server.address", "127.0.0.1",
+               "--server.fileWatcherType", "none", "--browser.gatherUsageStats", "false"]
+    with log.open("wb") as out:
+        return subprocess.Popen(command, cwd=REPO_ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+
+
+def stop_server(process: subprocess.Popen) -> None:
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=5)
+
+
+@pytest.fixture(scope="session")
+def chromium() -> str:
+    path = chromium_path()
+    if path is None:
+        reason = "Debian's chromium is not installed (apt-get install chromium; .ci/run does it)"
+        if os.environ.get("CI"):
+            pytest.fail(reason + " — required under CI", pytrace=False)
+        pytest.skip(reason)
+    return path
+
+
+@contextmanager
+def running_app(folder: Path) -> Iterator[str]:
+    """`streamlit run app.py` on a free loopback port with its own empty SQLite database in `folder`;
+    yields the base URL once healthy, stops the server after, and fails if it logged a traceback."""
+    env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
+    env.update(ATTENTION_DB_PATH=str(folder / "e2e.sqlite3"), PYTHONPATH=str(REPO_ROOT),
+               STREAMLIT_BROWSER_GATHER_USAGE_STATS="false")
+    port = free_port()
+    log = folder / "streamlit.log"
+    process = start_server(port, log, env)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_healthy(url, process, log)
+        yield url
+    finally:
+        stop_server(process)
+    text = log.read_text(errors="replace")
+    assert "Traceback" not in text, f"the server logged an error:\n{text[-3000:]}"
+
+
+@pytest.fixture(scope="session")
+def app_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The base URL of the app server shared by the tests."""
+    with running_app(tmp_path_factory.mktemp("e2e-server")) as url:
+        yield url
+
+
+@pytest.fixture(scope="session")
+def browser(chromium: str) -> Iterator[object]:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        # Playwright gives the browser a fresh, empty profile directory of its own (--user-data-dir)
+        launched = playwright.chromium.launch(executable_path=chromium, headless=True, args=CHROMIUM_ARGS)
+        try:
+            yield launched
+        finally:
+            launched.close()
+
+
+@pytest.fixture
+def app(browser, app_url: str) -> Iterator[StreamlitPage]:
+    """A new browser context (its own Streamlit session) on the app; closed after the test."""
+    context = browser.new_context(viewport=VIEWPORT, locale="en-US", device_scale_factor=1)
+    page = context.new_page()
+    try:
+        yield StreamlitPage(page, app_url)
+    finally:
+        context.close()
+
+
+@pytest.fixture(scope="session")
+def screenshots() -> Path:
+    """Where each page's picture goes (committed; the README links to it)."""
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    return SCREENSHOTS

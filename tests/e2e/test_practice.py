@@ -1,0 +1,134 @@
+"""Practice in a real browser: a deep link, typing into the cells, Check, the marks, a new problem."""
+
+from __future__ import annotations
+
+import re
+
+from playwright.sync_api import expect
+
+import exercises
+from exercises import selftest
+from exercises.display import given_latex
+from tests.e2e.streamlit_driver import StreamlitPage
+from ui.answer_grid import MARK, TINT, cell_key
+
+DEEP_LINK = "/practice?kind=softmax&level=2&seed=5"
+
+
+def reference_texts(ex: exercises.Exercise, part: str) -> list[list[str]]:
+    return [[selftest.format_cell(x) for x in row] for row in ex.part(part).reference]
+
+
+def cell(app: StreamlitPage, ex: exercises.Exercise, part: str, i: int, j: int):
+    return app.keyed(cell_key(f"ans-{ex.id}", part, i, j)).locator("input")
+
+
+def type_answer(app: StreamlitPage, ex: exercises.Exercise, part: str, texts: list[list[str]]) -> None:
+    for i, row in enumerate(texts):
+        for j, text in enumerate(row):
+            cell(app, ex, part, i, j).fill(text)
+
+
+def tint(app: StreamlitPage, status: str) -> str:
+    """The app's tint for a mark, as the browser writes a computed colour (0.10 → 0.1)."""
+    return app.computed_color(TINT[status])
+
+
+def check(app: StreamlitPage) -> None:
+    app.rerun(lambda: app.button(exercises.t("practice.check")).click())
+
+
+def test_deep_link_shows_that_exact_problem(app: StreamlitPage) -> None:
+    app.open(DEEP_LINK)
+    ex = exercises.generate("softmax", 5, 2)
+    expect(app.page.get_by_text(exercises.t("practice.share", kind="softmax", level=2, seed=5))).to_be_visible()
+    assert app.query().items() >= {"kind": "softmax", "level": "2", "seed": "5"}.items()
+    rows, cols = ex.part("A").shape
+    expect(app.page.locator('[data-testid="stTextInput"]')).to_have_count(rows * cols)
+    # KaTeX drew exactly this problem's given matrices (it keeps the LaTeX source in an annotation)
+    drawn = app.page.locator('.katex-mathml annotation[encoding="application/x-tex"]').all_text_contents()
+    drawn = {" ".join(text.split()) for text in drawn}
+    for _name, latex in given_latex(ex):
+        assert " ".join(latex.split()) in drawn, (latex, drawn)
+
+
+def test_type_check_and_see_marks_per_cell(app: StreamlitPage, screenshots) -> None:
+    app.open(DEEP_LINK)
+    ex = exercises.generate("softmax", 5, 2)
+    texts = reference_texts(ex, "A")
+    texts[0][0] = "0.5"  # one wrong cell, the rest right (typed as the reference's decimals)
+    texts[1][1] = "0.47"  # right to 2 decimals
+    type_answer(app, ex, "A", texts)
+    check(app)
+
+    expect(cell(app, ex, "A", 0, 0)).to_have_css("background-color", tint(app, "wrong"))
+    expect(cell(app, ex, "A", 1, 1)).to_have_css("background-color", tint(app, "right"))
+    expect(cell(app, ex, "A", 2, 2)).to_have_css("background-color", tint(app, "right"))
+    marks = app.page.locator('[data-testid="stCaptionContainer"]').filter(has_text=MARK["right"])
+    expect(marks).to_have_count(1)
+    expect(marks).to_contain_text(f"{MARK['wrong']} {MARK['right']} {MARK['right']}")
+    expect(marks).to_contain_text(f"{MARK['right']} {MARK['right']} {MARK['right']}")
+    score = exercises.grade(ex, {"A": texts}).score
+    expect(app.page.get_by_text(exercises.t("feedback.score", score=f"{score:.0%}"))).to_be_visible()
+    # what was typed survives the rerun
+    expect(cell(app, ex, "A", 0, 0)).to_have_value("0.5")
+    app.screenshot(str(screenshots / "practice.png"))
+
+    # fix the wrong cell: everything turns green and the score is 100 %
+    cell(app, ex, "A", 0, 0).fill(texts[0][1])
+    check(app)
+    expect(cell(app, ex, "A", 0, 0)).to_have_css("background-color", tint(app, "right"))
+    expect(app.page.get_by_text(exercises.t("feedback.correct", score="100%"))).to_be_visible()
+
+
+def test_garbage_gets_a_message_next_to_its_cell(app: StreamlitPage) -> None:
+    app.open(DEEP_LINK)
+    ex = exercises.generate("softmax", 5, 2)
+    texts = reference_texts(ex, "A")
+    texts[2][0] = "import os"
+    type_answer(app, ex, "A", texts)
+    check(app)
+    expect(cell(app, ex, "A", 2, 0)).to_have_css("background-color", tint(app, "error"))
+    expect(app.page.locator('[data-testid="stException"]')).to_have_count(0)
+
+
+def test_new_problem_changes_the_seed_in_the_address(app: StreamlitPage) -> None:
+    app.open(DEEP_LINK)
+    ex = exercises.generate("softmax", 5, 2)
+    cell(app, ex, "A", 0, 0).fill("0.1")
+    app.rerun(lambda: app.button(exercises.t("practice.new_problem")).click())
+    expect(app.page).not_to_have_url(re.compile(r"[?&]seed=5(&|$)"))
+    query = app.query()
+    assert query["kind"] == "softmax" and query["level"] == "2" and query["seed"] != "5"
+    expect(app.page.get_by_text(exercises.t("practice.share", kind="softmax", level=2,
+                                            seed=int(query["seed"])))).to_be_visible()
+    fresh = exercises.generate("softmax", int(query["seed"]), 2)
+    expect(cell(app, fresh, "A", 0, 0)).to_have_value("")
+
+
+def test_reload_keeps_the_problem_of_the_address(app: StreamlitPage) -> None:
+    app.open("/practice?kind=scores&level=1&seed=3")
+    app.page.reload()
+    app.settle()
+    assert app.query().items() >= {"kind": "scores", "level": "1", "seed": "3"}.items()
+    expect(app.page.get_by_text(exercises.t("practice.share", kind="scores", level=1, seed=3))).to_be_visible()
+
+
+def test_deep_link_on_a_fresh_server_runs_the_app_frame(browser, tmp_path) -> None:
+    """The first visitor of a new server may arrive by a shared link: app.py (navigation, sidebar)
+    must still run around the page, not the page alone as a legacy pages/ app."""
+    from tests.e2e.conftest import VIEWPORT, running_app
+
+    with running_app(tmp_path) as url:
+        context = browser.new_context(viewport=VIEWPORT, locale="en-US")
+        try:
+            app = StreamlitPage(context.new_page(), url)
+            app.open(DEEP_LINK)
+            expect(app.page.get_by_text(exercises.t("practice.share", kind="softmax", level=2,
+                                                    seed=5))).to_be_visible()
+            nav = app.page.locator('[data-testid="stSidebarNav"]')
+            expect(nav.get_by_role("link", name=exercises.t("nav.home"), exact=True)).to_be_visible()
+            expect(nav.get_by_role("link", name=exercises.t("nav.practice"), exact=True)).to_be_visible()
+            expect(nav.get_by_role("link", name="app", exact=True)).to_have_count(0)
+        finally:
+            context.close()

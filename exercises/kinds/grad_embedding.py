@@ -1,0 +1,38 @@
+"""Backward through the embedding lookup X = E[token_ids]: G_E[t] = Σ of G_X[i] over positions i with token t.
+
+Row t of E is copied into every position where token t appears, so each copy sends its gradient
+row back and they add up; a token that does not appear gets a zero row.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..draft import Draft, reference_parts
+from ..levels import spec
+from ..numbers import nonzero_matrix
+from .grad_weighted_sum import whole_values
+
+ID = "grad_embedding"
+ORDER = 250
+VERSION = 1
+LEVELS = (1, 2, 3)
+SIZES = {1: (3, 3, 2), 2: (4, 3, 2), 3: (5, 4, 3)}  # (m, n, d): vocabulary, tokens, embedding width
+
+
+def token_ids_with_repeat(rng: np.random.Generator, m: int, n: int) -> np.ndarray:
+    """n token ids from a vocabulary of m with at least one repeat, leaving at least one id unused."""
+    while True:
+        ids = rng.integers(m, size=n)  # (n,)
+        distinct = len(set(ids.tolist()))
+        if distinct < n and distinct < m:
+            return ids
+
+
+def generate(rng: np.random.Generator, level: int) -> Draft:
+    s = spec(level)
+    m, n, d = SIZES[level]
+    given = {"token_ids": token_ids_with_repeat(rng, m, n),  # (n,)
+             "E": nonzero_matrix(rng, (m, d), s.values),  # (m, d): its values do not enter G_E
+             "G_X": nonzero_matrix(rng, (n, d), whole_values(level) if level < 3 else s.values)}  # (n, d)
+    return Draft(given=given, parts=reference_parts(given, ["G_E"], s.decimals), params={"m": m, "n": n, "d": d})

@@ -1,0 +1,39 @@
+"""Backward through Q = X W_Q, K = X W_K, V = X W_V: G_W = Xᵀ G for each, and G_X adds three paths.
+
+W_Q[a,c] meets X[i,a] in cell Q[i,c] of every token row i, so its gradient sums over tokens:
+Σ_i X[i,a] G_Q[i,c], which is Xᵀ G_Q (the transpose turns "sum over tokens" into a matrix product).
+X[i,a] feeds Q, K and V, so G_X = G_Q W_Qᵀ + G_K W_Kᵀ + G_V W_Vᵀ.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..draft import Draft, reference_parts
+from ..levels import spec
+from ..numbers import choice, nonzero_matrix
+from .grad_weighted_sum import whole_values
+
+ID = "grad_projections"
+ORDER = 240
+VERSION = 1
+LEVELS = (1, 2, 3)
+SIZES = {1: (2, 1, 1), 2: (2, 2, 1), 3: (3, 2, 2)}  # (d, d_k, d_v): each path of G_X stays short
+PARTS_BY_LEVEL = {1: ["G_W_Q", "G_W_K", "G_X"], 2: ["G_W_Q", "G_W_K", "G_X"],
+                  3: ["G_W_Q", "G_W_K", "G_W_V", "G_X"]}
+
+
+def generate(rng: np.random.Generator, level: int) -> Draft:
+    s = spec(level)
+    n = choice(rng, s.n)
+    d, d_k, d_v = SIZES[level]
+    whole = whole_values(level)
+    given = {"X": nonzero_matrix(rng, (n, d), s.values),  # (n, d)
+             "W_Q": nonzero_matrix(rng, (d, d_k), whole),  # (d, d_k)
+             "W_K": nonzero_matrix(rng, (d, d_k), whole),  # (d, d_k)
+             "W_V": nonzero_matrix(rng, (d, d_v), whole),  # (d, d_v)
+             "G_Q": nonzero_matrix(rng, (n, d_k), whole),  # (n, d_k)
+             "G_K": nonzero_matrix(rng, (n, d_k), whole),  # (n, d_k)
+             "G_V": nonzero_matrix(rng, (n, d_v), whole)}  # (n, d_v)
+    return Draft(given=given, parts=reference_parts(given, PARTS_BY_LEVEL[level], s.decimals),
+                 params={"n": n, "d": d, "d_k": d_k, "d_v": d_v})

@@ -1,0 +1,54 @@
+"""Backward through scaled = Q Kᵀ / √d_k: G_scores = G_scaled / √d_k, G_Q = G_scores K, G_K = G_scoresᵀ Q.
+
+Score S[i,j] = Σ_c Q[i,c] K[j,c], so ∂S[i,j]/∂Q[i,c] = K[j,c]: query row i collects its row of
+G_scores against the keys. Key row j is met by every query in column j: G_K = G_scoresᵀ Q.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from attention_core import causal_mask
+
+from ..draft import Draft, reference_parts
+from ..levels import spec
+from ..numbers import choice, matrix, nonzero_matrix
+from .grad_weighted_sum import whole_values
+
+ID = "grad_scores"
+ORDER = 230
+VERSION = 1
+LEVELS = (1, 2, 3)
+D_K = {1: (4,), 2: (2, 4), 3: (4,)}  # √d_k whole where the chain is long; √2 at level 2 for practice
+PARTS_BY_LEVEL = {1: ["G_scores", "G_Q", "G_K"], 2: ["G_Q", "G_K"], 3: ["G_Q", "G_K"]}
+
+
+def softmax_like_gradient(rng: np.random.Generator, n: int, values, causal: bool) -> np.ndarray:
+    """An integer G_scaled as a softmax backward makes it: each row sums to 0, masked cells are 0."""
+    hidden = causal_mask(n) if causal else np.zeros((n, n), dtype=bool)
+    limit = max(abs(v) for v in values)
+    G = np.zeros((n, n))  # (n, n)
+    for i in range(n):
+        visible = np.flatnonzero(~hidden[i])
+        if len(visible) < 2:
+            continue  # one visible key: its weight is always 1, so no gradient reaches its score
+        while True:
+            row = matrix(rng, (1, len(visible)), values)[0]  # (len(visible),)
+            row[-1] = -row[:-1].sum()
+            if abs(row[-1]) <= limit + 1 and np.any(row != 0):
+                break
+        G[i, visible] = row
+    return G
+
+
+def generate(rng: np.random.Generator, level: int) -> Draft:
+    s = spec(level)
+    n = choice(rng, s.n)
+    d_k = int(choice(rng, D_K[level]))
+    causal = bool(rng.integers(2))
+    given = {"G_scaled": softmax_like_gradient(rng, n, whole_values(level), causal),  # (n, n)
+             "Q": nonzero_matrix(rng, (n, d_k), s.values),  # (n, d_k)
+             "K": nonzero_matrix(rng, (n, d_k), s.values),  # (n, d_k)
+             "d_k": d_k, "causal": causal}
+    return Draft(given=given, parts=reference_parts(given, PARTS_BY_LEVEL[level], s.decimals),
+                 params={"n": n, "d_k": d_k})

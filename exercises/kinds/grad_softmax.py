@@ -1,0 +1,64 @@
+"""Backward through the row-wise softmax: G_scaled = A ⊙ (G_A − rowsum(A ⊙ G_A)).
+
+Within a row, ∂a_j/∂z_k = a_j (δ_jk − a_k): raising one score raises its own weight and lowers all
+the others. So ∂L/∂z_k = Σ_j G_A[j] a_j (δ_jk − a_k) = a_k (G_A[k] − Σ_j a_j G_A[j]). A masked cell
+has weight 0, so its gradient is exactly 0.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from attention_core import causal_mask
+from attention_core.ops import softmax_backward
+
+from ..draft import Draft, reference_parts
+from ..levels import spec
+from ..numbers import choice, matrix
+from .grad_weighted_sum import whole_values
+
+ID = "grad_softmax"
+ORDER = 220
+VERSION = 1
+LEVELS = (1, 2, 3)
+TRIES = 24  # draws of (A, G_A) looked at for an answer in short decimals
+
+
+def spread_weights(rng: np.random.Generator, n: int, denominators, causal: bool) -> np.ndarray:
+    """Simple-fraction weights whose rows spread over two keys or more wherever two are visible
+    (a one-hot row has a zero softmax gradient: nothing to compute)."""
+    hidden = causal_mask(n) if causal else np.zeros((n, n), dtype=bool)
+    A = np.zeros((n, n))  # (n, n)
+    for i in range(n):
+        visible = np.flatnonzero(~hidden[i])
+        q = int(choice(rng, [d for d in denominators if d > 1]))
+        while True:  # a random composition of q equal shares over the visible keys
+            counts = np.bincount(rng.integers(len(visible), size=q), minlength=len(visible))
+            if np.count_nonzero(counts) >= min(2, len(visible)):
+                break
+        A[i, visible] = counts / q
+    return A
+
+
+def _short(G: np.ndarray) -> bool:
+    """Every cell has at most two decimal places."""
+    return bool(np.allclose(G * 100, np.round(G * 100), atol=1e-9))
+
+
+def generate(rng: np.random.Generator, level: int) -> Draft:
+    s = spec(level)
+    n = choice(rng, s.n)
+    causal = bool(rng.integers(2))
+    fallback = None
+    for _ in range(TRIES):
+        A = spread_weights(rng, n, s.denominators, causal)  # (n, n), rows sum to 1
+        G_A = matrix(rng, (n, n), whole_values(level))  # (n, n), small integers
+        G = softmax_backward(A, G_A)  # (n, n)
+        if not np.any(np.abs(G) > 1e-12, axis=1)[1:].all():
+            continue  # a row past the first with no gradient at all teaches nothing
+        fallback = (A, G_A)
+        if _short(G):
+            break
+    A, G_A = fallback if fallback is not None else (A, G_A)
+    given = {"A": A, "G_A": G_A, "causal": causal}
+    return Draft(given=given, parts=reference_parts(given, ["G_scaled"], s.decimals), params={"n": n})

@@ -1,0 +1,32 @@
+"""Backward through V = X W_V: G_W_V = Xᵀ G_V, and the value path's share of G_X, G_V W_Vᵀ.
+
+W_V[a,c] multiplies X[i,a] in cell V[i,c] of every row i, so its gradient sums over the tokens:
+∂L/∂W_V[a,c] = Σ_i X[i,a] G_V[i,c], which is Xᵀ G_V. X[i,a] feeds every column c of V's row i:
+∂L/∂X[i,a] = Σ_c G_V[i,c] W_V[a,c], which is G_V W_Vᵀ (X also feeds Q and K: G_X adds those paths).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..draft import Draft, reference_parts
+from ..levels import spec
+from ..numbers import choice, nonzero_matrix
+from .grad_weighted_sum import whole_values
+
+ID = "grad_value_proj"
+ORDER = 210
+VERSION = 1
+LEVELS = (1, 2, 3)
+PARTS = ["G_W_V", "G_X_V"]
+SIZES = {1: (2, 2), 2: (3, 2), 3: (3, 2)}  # (d, d_v): the width of X and of V
+
+
+def generate(rng: np.random.Generator, level: int) -> Draft:
+    s = spec(level)
+    n = choice(rng, s.n)
+    d, d_v = SIZES[level]
+    given = {"X": nonzero_matrix(rng, (n, d), s.values),  # (n, d)
+             "W_V": nonzero_matrix(rng, (d, d_v), whole_values(level)),  # (d, d_v)
+             "G_V": nonzero_matrix(rng, (n, d_v), whole_values(level))}  # (n, d_v)
+    return Draft(given=given, parts=reference_parts(given, PARTS, s.decimals), params={"n": n, "d": d, "d_v": d_v})

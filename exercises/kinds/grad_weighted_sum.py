@@ -1,0 +1,46 @@
+"""Backward through O = A V: G_A = G_O Vᵀ and G_V = Aᵀ G_O.
+
+a_ij multiplies value row j in every column of output row i, so its gradient adds one path per
+column: ∂L/∂a_ij = Σ_c G_O[i,c] V[j,c]. Value cell V[j,c] reaches output column c of every row i
+through a_ij: ∂L/∂V[j,c] = Σ_i a_ij G_O[i,c].
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..draft import Draft, reference_parts
+from ..levels import spec
+from ..numbers import choice, nonzero_matrix, simple_weights
+
+ID = "grad_weighted_sum"
+ORDER = 200
+VERSION = 1
+LEVELS = (1, 2, 3)
+PARTS = ["G_A", "G_V"]
+
+
+def whole_values(level: int) -> tuple[int, ...]:
+    """The level's range without halves: incoming gradients G_O are small integers."""
+    return tuple(int(v) for v in spec(level).values if float(v).is_integer())
+
+
+def build(A, V, G_O, causal: bool = False, decimals: int = 2) -> Draft:
+    """The exercise for given A (n_q, n), V (n, d_v) and G_O (n_q, d_v); references from the pipeline."""
+    given = {"A": np.asarray(A, dtype=float),  # (n_q, n), rows sum to 1
+             "V": np.asarray(V, dtype=float),  # (n, d_v)
+             "G_O": np.asarray(G_O, dtype=float),  # (n_q, d_v)
+             "causal": bool(causal)}
+    n, d_v = given["V"].shape
+    return Draft(given=given, parts=reference_parts(given, PARTS, decimals), params={"n": n, "d_v": d_v})
+
+
+def generate(rng: np.random.Generator, level: int) -> Draft:
+    s = spec(level)
+    n = choice(rng, s.n)
+    d_v = 2 if level < 3 else choice(rng, (2, 3))
+    causal = bool(rng.integers(2))
+    A = simple_weights(rng, n, s.denominators, causal=causal)  # (n, n)
+    V = nonzero_matrix(rng, (n, d_v), s.values)  # (n, d_v)
+    G_O = nonzero_matrix(rng, (n, d_v), whole_values(level))  # (n, d_v), small integers
+    return build(A, V, G_O, causal, s.decimals)

@@ -5,8 +5,10 @@ from .grading import Feedback, PartFeedback, grade
 from .i18n import Msg, t
 from .model import Exercise, Part
 from .parser import AnswerError, parse_answer, parse_number
+from .solutions import Aids, CellDerivation, Step, aids, solve
 
 __all__ = [
     "KINDS", "AnswerError", "Exercise", "Feedback", "Msg", "Part", "PartFeedback",
     "generate", "grade", "parse_answer", "parse_number", "rng_for", "t", "validate",
+    "Aids", "CellDerivation", "Step", "aids", "solve",
 ]

@@ -86,7 +86,7 @@ def to_exact(x: float) -> sympy.Expr | None:
 
 def short(expr: sympy.Expr | None) -> str | None:
     """The exact form of `expr` when it is short and free of e^x; else None."""
-    if expr is None or expr.has(sympy.exp):
+    if expr is None or expr.has(sympy.exp) or expr.has(sympy.E):
         return None
     if expr.is_Rational:
         return rational(expr)

@@ -115,8 +115,8 @@ def _softmax_rows(env):
 
 def _output(env):
     A, V = env["A"], env["V"]
-    if env.wrong("weights_transposed"):
-        return ops.weighted_sum(A.T, V)
+    if env.wrong("weights_transposed", applies=A.shape[0] == A.shape[1]):
+        return ops.weighted_sum(A.T, V)  # only conformable with as many queries as keys
     return ops.weighted_sum(A, V)
 
 
@@ -133,8 +133,9 @@ def _g_a(env):
 
 
 def _g_v(env):
-    if env.wrong("grad_v_no_transpose"):
-        return env["A"] @ env["G_O"]
+    A = env["A"]
+    if env.wrong("grad_v_no_transpose", applies=A.shape[0] == A.shape[1]):
+        return A @ env["G_O"]  # only conformable with as many queries as keys
     return ops.weighted_sum_backward(env["A"], env["V"], env["G_O"])[1]
 
 

@@ -3,7 +3,7 @@
 import streamlit as st
 
 import exercises
-from ui import answer_grid, attempts, cache, feedback, problem
+from ui import aids, answer_grid, attempts, cache, feedback, problem, solution
 from ui import practice_state as ps
 from ui.i18n import render, tr
 
@@ -28,6 +28,7 @@ button.button(tr("practice.new_problem"), on_click=ps.on_new_problem, icon=":mat
 
 st.caption(tr("practice.share", kind=kind, level=level, seed=seed))
 problem.show(ex)
+aids.show(ex)
 
 
 def check() -> None:
@@ -35,7 +36,7 @@ def check() -> None:
     fb = exercises.grade(ex, answer_grid.collect(ex, prefix))
     st.session_state[ps.FEEDBACK] = (ex.id, fb)
     if fb.graded:
-        attempts.record(ex, fb, st.session_state.get(ps.STARTED))
+        attempts.record(ex, fb, st.session_state.get(ps.STARTED), solution_shown=solution.was_shown(ex))
 
 
 stored = st.session_state.get(ps.FEEDBACK)
@@ -47,3 +48,6 @@ with st.form(key=f"form-{ex.id}", border=True):
 
 if fb is not None:
     feedback.show(fb)
+
+if solution.show_button(ex, key=f"sol-{ex.id}"):
+    solution.show(ex, key=f"sol-{ex.id}")

@@ -35,10 +35,10 @@ pm.practice_link(suggestion.kind, suggestion.level, icon=":material/arrow_forwar
 
 st.subheader(tr("progress.chart"))
 st.caption(tr("progress.chart_caption", last=progress.RECENT))
-st.altair_chart(progress.accuracy_chart(attempts), use_container_width=True)
+st.altair_chart(progress.accuracy_chart(attempts), width="stretch")
 
 st.subheader(tr("progress.topics"))
-st.dataframe(progress.topic_table(table), hide_index=True, use_container_width=True)
+st.dataframe(progress.topic_table(table), hide_index=True, width="stretch")
 
 st.subheader(tr("progress.mistakes"))
 mistakes = progress.top_mistakes(attempts)

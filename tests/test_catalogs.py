@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ from tests.apptest_helpers import ROOT
 def _load_checker():
     spec = importlib.util.spec_from_file_location("check_catalogs", ROOT / "scripts" / "check_catalogs.py")
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while the class is made
     spec.loader.exec_module(module)
     return module
 

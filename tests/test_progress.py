@@ -1,0 +1,247 @@
+"""Progress: attempts are stored per profile, survive a restart, and add up to standings,
+a chart, the mistakes made most and a suggestion; Home shows the standing per stage."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+import exercises
+import storage
+from exercises.i18n import catalog
+from tests.apptest_helpers import ROOT, click_check, current_exercise, fill_cells, reference_cells
+from tests.served_app import entrypoint_every_run  # noqa: F401  (fixture)
+from ui import attempts as session_attempts
+from ui import progress
+
+pytestmark = pytest.mark.usefixtures("entrypoint_every_run")
+
+T0 = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
+
+
+@dataclass
+class Row:
+    kind: str
+    score: float | None
+    misconception: str | None = None
+    level: int = 1
+    at: datetime = T0
+    hints_used: int = 0
+    seconds: float = 60.0
+
+
+def rows(*specs) -> list[Row]:
+    return [Row(*spec, at=T0 + timedelta(minutes=i)) if isinstance(spec, tuple) else spec
+            for i, spec in enumerate(specs)]
+
+
+@pytest.fixture
+def db(tmp_path, monkeypatch):
+    monkeypatch.delenv("DATABASE_URL", raising=False)
+    monkeypatch.setenv("ATTENTION_DB_PATH", str(tmp_path / "progress.sqlite3"))
+    engine = storage.open_engine()
+    yield engine
+    engine.dispose()
+
+
+def new_app() -> AppTest:
+    return AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+
+
+def open_page(page: str, query: dict[str, str] | None = None) -> AppTest:
+    at = new_app()
+    for key, value in (query or {}).items():
+        at.query_params[key] = value
+    at.run()
+    at.switch_page(page)
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def page_links(at: AppTest) -> list:
+    return [e.proto for e in at.get("page_link")]
+
+
+# ---------------------------------------------------------------- pure summaries
+
+
+def test_standings_count_best_mean_recent_and_last_level():
+    table = progress.standings(rows(("softmax", 0.0), ("softmax", 1.0), ("scores", 0.5),
+                                    Row("softmax", 0.5, level=2, at=T0 + timedelta(hours=1)),
+                                    ("masking", None)))
+    assert set(table) == {"softmax", "scores"}, "ungraded attempts do not count"
+    s = table["softmax"]
+    assert (s.attempts, s.best, s.mean, s.level) == (3, 1.0, 0.5, 2)
+    recent = progress.standings(rows(*[("scores", 0.0)] * 3, *[("scores", 1.0)] * progress.RECENT))["scores"]
+    assert recent.recent == 1.0 and recent.mean < 1.0, "recent looks at the last attempts only"
+
+
+def test_top_mistakes_most_common_first_ties_by_recency():
+    found = progress.top_mistakes(rows(("scores", 0, "transposed_scores"), ("softmax", 0, "no_exp"),
+                                       ("softmax", 0, "softmax_columns"), ("softmax", 0, "no_exp"),
+                                       ("softmax", 1.0), ("scores", 0, "transposed_scores"),
+                                       ("softmax", 0, "softmax_columns")))
+    assert found == [("softmax_columns", 2), ("transposed_scores", 2), ("no_exp", 2)], \
+        "of equal counts, the most recently made mistake comes first"
+    assert progress.top_mistakes(rows(("softmax", 1.0))) == []
+    assert len(progress.top_mistakes(rows(*[("s", 0, f"m{i}") for i in range(9)]), limit=3)) == 3
+
+
+def test_suggestion_start_weak_next_review():
+    kinds = ["projection", "scores", "softmax"]
+    assert progress.suggest({}, kinds) == progress.Suggestion("projection", 1, "start")
+    weak = progress.suggest(progress.standings(rows(("scores", 1.0), ("softmax", 0.2), Row("softmax", 0.4, level=2))),
+                            kinds)
+    assert (weak.kind, weak.level, weak.reason) == ("softmax", 2, "weak") and weak.recent == pytest.approx(0.3)
+    good = progress.suggest(progress.standings(rows(("scores", 1.0), ("softmax", 0.9))), kinds)
+    assert (good.kind, good.level, good.reason) == ("projection", 1, "next")
+    done = progress.suggest(progress.standings(rows(("projection", 1.0), ("scores", 0.85), ("softmax", 0.9))), kinds)
+    assert (done.kind, done.reason) == ("scores", "review")
+    ignored = progress.suggest(progress.standings(rows(("retired_kind", 0.0))), kinds)
+    assert ignored.reason == "start", "topics that no longer exist are not suggested"
+
+
+def test_accuracy_frame_is_a_running_mean_per_topic():
+    frame = progress.accuracy_frame(rows(("softmax", 0.0), ("scores", 1.0), ("softmax", 1.0), ("softmax", 0.5)),
+                                    label=str.upper)
+    assert list(frame["topic"]) == ["SOFTMAX", "SCORES", "SOFTMAX", "SOFTMAX"]
+    assert list(frame["accuracy"]) == [0.0, 1.0, 0.5, 0.5]
+    assert progress.accuracy_frame([]).empty
+
+
+def test_profile_names_are_tidied_and_bounded():
+    assert progress.clean_profile("  Ada   Lovelace ") == "Ada Lovelace"
+    assert progress.clean_profile("") is None and progress.clean_profile("   ") is None
+    assert progress.clean_profile("x" * (progress.MAX_PROFILE + 1)) is None
+    assert progress.clean_profile("李雷") == "李雷"
+
+
+def test_every_misconception_has_a_short_name():
+    from exercises.misconceptions import CATALOG
+    missing = [m for m in CATALOG if f"progress.mistake.{m}" not in catalog("en")]
+    assert missing == [], "add progress.mistake.<id> to exercises/locales/{en,zh}/home.json"
+    assert progress.mistake_name("no_exp") == catalog("en")["progress.mistake.no_exp"]
+
+
+def test_a_mistake_without_a_short_name_shows_its_explanation(monkeypatch):
+    monkeypatch.setattr(progress, "catalog", lambda lang: {})
+    assert progress.mistake_name("no_exp") == catalog("en")["misconception.no_exp"]
+
+
+# ---------------------------------------------------------------- stored, shown, survives a restart
+
+
+def test_attempts_survive_a_restart_and_show_on_progress(db):
+    for i, (kind, score, mistake) in enumerate([("softmax", 0.25, "softmax_columns"), ("softmax", 0.5, "no_exp"),
+                                                ("softmax", 0.25, "softmax_columns"), ("scores", 1.0, None)]):
+        storage.record_attempt(db, "me", kind, 2, 100 + i, score, mistake, 1, 42.0, T0 + timedelta(minutes=i))
+    storage.record_attempt(db, "someone else", "masking", 1, 1, 0.0, "no_mask", 0, 10.0, T0)
+
+    at = open_page("pages/progress.py")  # a fresh AppTest: a new process state, the same database
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics[catalog("en")["progress.metric.attempts"]] == "4", "only this profile's attempts"
+    assert metrics[catalog("en")["progress.metric.topics"]] == "2"
+    assert metrics[catalog("en")["progress.metric.mean"]] == "50%"
+    assert at.get("vega_lite_chart"), "the accuracy chart is drawn"
+    table = at.dataframe[0].value
+    assert sorted(table[catalog("en")["progress.col.attempts"]].tolist()) == [1, 3]
+    labels = [e.label for e in at.expander]
+    assert labels[0].startswith("2×") and catalog("en")["progress.mistake.softmax_columns"] in labels[0]
+    assert not any(catalog("en")["progress.mistake.no_mask"] in label for label in labels)
+    links = [p for p in page_links(at) if p.query_string]
+    assert "kind=softmax&level=2" in [p.query_string for p in links], "one click into the weakest topic"
+
+
+def test_progress_without_attempts_points_to_practice(db):
+    at = open_page("pages/progress.py")
+    assert at.info and "“me”" in at.info[0].value
+    assert any(p.query_string.startswith("kind=") for p in page_links(at))
+
+
+def test_a_graded_attempt_on_practice_is_stored_then_shown_after_restart(db):
+    at = open_page("pages/practice.py", {"kind": "scores", "level": "1", "seed": "3"})
+    assert sum(1 for f in session_attempts.LISTENERS if f.__qualname__ == "on_attempt") == 1
+    ex = current_exercise(at)
+    fill_cells(at, ex, reference_cells(ex))
+    click_check(at)
+    assert not at.exception
+    stored = storage.list_attempts(db, "me")
+    assert [(a.kind, a.level, a.seed, a.score) for a in stored] == [("scores", 1, 3, 1.0)]
+    assert stored[0].seconds >= 0 and stored[0].hints_used == 0
+
+    home = new_app().run()  # restart: Home reads the standing from the database
+    captions = [c.value for c in home.caption]
+    assert catalog("en")["home.standing"].format(attempts=1, best="100%", mean="100%") in captions
+    progress_page = open_page("pages/progress.py")
+    assert {m.label: m.value for m in progress_page.metric}[catalog("en")["progress.metric.attempts"]] == "1"
+
+
+def test_profile_from_the_sidebar_keeps_attempts_apart(db):
+    at = new_app().run()
+    at.sidebar.text_input[0].input("Ada").run()
+    assert at.session_state["progress.profile"] == "Ada"
+    at.switch_page("pages/practice.py")
+    at.query_params.update({"kind": "scores", "level": "1", "seed": "4"})
+    at.run()
+    ex = current_exercise(at)
+    fill_cells(at, ex, reference_cells(ex))
+    click_check(at)
+    assert [a.profile for a in storage.list_attempts(db, "Ada")] == ["Ada"]
+    assert storage.list_attempts(db, "me") == []
+    at.sidebar.text_input[0].input("   ").run()
+    assert at.session_state["progress.profile"] == "Ada", "an empty name is refused"
+    assert at.toast, "and the learner is told why"
+
+
+def test_profile_on_the_progress_page(db):
+    storage.record_attempt(db, "Bo", "softmax", 1, 1, 1.0, None, 0, 5.0, T0)
+    at = open_page("pages/progress.py")
+    assert at.info, "nothing under the default profile"
+    at.text_input(key="progress.profile.page").input("Bo").run()
+    assert not at.exception
+    assert {m.label: m.value for m in at.metric}[catalog("en")["progress.metric.attempts"]] == "1"
+    assert at.sidebar.text_input[0].value == "Bo", "the sidebar follows"
+
+
+def test_home_links_every_stage_with_its_standing(db):
+    storage.record_attempt(db, "me", "softmax", 2, 1, 0.5, None, 0, 5.0, T0)
+    storage.record_attempt(db, "me", "softmax", 2, 2, 1.0, None, 0, 5.0, T0 + timedelta(minutes=1))
+    at = new_app().run()
+    assert not at.exception
+    links = {p.query_string for p in page_links(at)}
+    for kind in ("projection", "scores", "scaling", "masking", "softmax", "weighted_sum"):
+        assert any(q.startswith(f"kind={kind}&") for q in links), kind
+    assert "kind=softmax&level=2" in links, "a tried stage links at the learner's level"
+    captions = [c.value for c in at.caption]
+    assert catalog("en")["home.standing"].format(attempts=2, best="100%", mean="75%") in captions
+    assert captions.count(catalog("en")["home.untried"]) >= len([k for k in exercises.KINDS if k != "softmax"]) - 1
+
+
+def test_home_costs_no_query_on_a_rerun(db, monkeypatch):
+    at = new_app().run()
+    calls = []
+    original = storage.list_attempts
+    monkeypatch.setattr(storage, "list_attempts", lambda *a, **k: calls.append(1) or original(*a, **k))
+    at.run()
+    at.sidebar.radio[0].set_value("zh").run()
+    assert not at.exception and calls == [], "the standing is kept in the session until an attempt is stored"
+
+
+def test_a_database_failure_does_not_break_practice(db, monkeypatch):
+    import sqlalchemy as sa
+
+    def broken(*args, **kwargs):
+        raise sa.exc.OperationalError("INSERT", {}, Exception("disk I/O error"))
+
+    at = open_page("pages/practice.py", {"kind": "scores", "level": "1", "seed": "5"})
+    monkeypatch.setattr(storage, "record_attempt", broken)
+    ex = current_exercise(at)
+    fill_cells(at, ex, reference_cells(ex))
+    click_check(at)
+    assert not at.exception
+    assert at.success, "the learner still gets the feedback"
+    assert at.toast and catalog("en")["progress.not_saved"] in at.toast[0].value

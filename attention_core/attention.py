@@ -63,9 +63,11 @@ def scaled_dot_product(Q, K, V, causal: bool = False) -> AttentionTrace:
         raise ValueError(f"Q is {Q.shape[0]}×{Q.shape[1]} and K is {K.shape[0]}×{K.shape[1]}: "
                          "their rows must have the same width d_k")
     if K.shape[0] != V.shape[0]:
-        raise ValueError(f"K has {K.shape[0]} rows and V has {V.shape[0]}: one value per key")
+        raise ValueError(f"K is {K.shape[0]}×{K.shape[1]} and V is {V.shape[0]}×{V.shape[1]}: "
+                         "one value row per key")
     if causal and Q.shape[0] != K.shape[0]:
-        raise ValueError("a causal mask needs as many queries as keys")
+        raise ValueError(f"Q is {Q.shape[0]}×{Q.shape[1]} and K is {K.shape[0]}×{K.shape[1]}: "
+                         "a causal mask needs as many queries as keys")
     d_k = Q.shape[1]
     S = ops.scores(Q, K)  # 1. (n, n)
     scaled = ops.scale(S, d_k)  # 2. (n, n)
@@ -95,7 +97,8 @@ def backward(tr: AttentionTrace, G_O) -> AttentionGrads:
     """Backpropagate G_O = ∂L/∂O through every step of the trace, last step first."""
     G_O = _as_matrix("G_O", G_O)
     if G_O.shape != tr.O.shape:
-        raise ValueError(f"G_O must have the shape of O, {tr.O.shape}, got {G_O.shape}")
+        raise ValueError(f"G_O must have the shape of O, {tr.O.shape[0]}×{tr.O.shape[1]}, "
+                         f"but it is {G_O.shape[0]}×{G_O.shape[1]}")
     G_A, G_V = ops.weighted_sum_backward(tr.A, tr.V, G_O)  # 5. (n, n), (n, d_v)
     G_scaled = ops.softmax_backward(tr.A, G_A)  # 4. (n, n)
     G_scaled = ops.apply_mask_backward(G_scaled, tr.causal)  # 3. masked cells: exactly 0

@@ -19,9 +19,13 @@ def embed(token_ids, E) -> np.ndarray:
 def embed_backward(token_ids, G_X, vocab_size: int) -> np.ndarray:
     """G_E: each row of G_X is added to the row of its token; a repeated token accumulates."""
     G_X = np.asarray(G_X, dtype=float)  # (n, d)
+    ids = np.asarray(token_ids, dtype=int)  # (n,)
+    if G_X.ndim != 2 or G_X.shape[0] != ids.size:
+        raise ValueError(f"G_X is {'×'.join(map(str, G_X.shape))} but there are {ids.size} token ids: "
+                         "G_X needs one row per token")
     G_E = np.zeros((vocab_size, G_X.shape[1]))  # (m, d)
     # np.add.at adds once per occurrence; G_E[ids] += G_X would keep only the last of repeats
-    np.add.at(G_E, np.asarray(token_ids, dtype=int), G_X)
+    np.add.at(G_E, ids, G_X)
     return G_E
 
 

@@ -46,12 +46,14 @@ _REPLACEMENTS = {
     "∞": "inf", "√": "sqrt", "（": "(", "）": ")",
 }
 _LONE_COMMA_NUMBER = re.compile(r"^\s*[+-]?\d+,\d+\s*$")
+_ROOT_OF_NUMBER = re.compile(r"√\s*(\d+(?:\.\d*)?|\.\d+)")  # √2 → sqrt(2)
 
 
 def normalise(text: str, lone: bool = False) -> str:
     """Map look-alike characters to the ASCII the grammar knows; positions may shift slightly."""
     text = _SUPERSCRIPT_RUN.sub(lambda m: "^(" + m.group().translate(_SUPERSCRIPTS) + ")", text)
     text = unicodedata.normalize("NFKC", text)
+    text = _ROOT_OF_NUMBER.sub(r"sqrt(\1)", text)
     for old, new in _REPLACEMENTS.items():
         text = text.replace(old, new)
     if lone and _LONE_COMMA_NUMBER.match(text):
@@ -114,6 +116,13 @@ class _Parser:
         if self.depth > MAX_DEPTH:
             raise self.fail("parse.too_deep", tok, limit=MAX_DEPTH)
 
+    def checked(self, value: float, tok: _Token, *operands: float) -> float:
+        """Cap every value along the way: 1e300*1e300 must not turn into ∞."""
+        overflowed = math.isinf(value) and all(math.isfinite(x) for x in operands)
+        if overflowed or (math.isfinite(value) and abs(value) > MAX_MAGNITUDE):
+            raise self.fail("parse.too_large", tok, limit=f"{MAX_MAGNITUDE:g}")
+        return value
+
     def parse(self) -> float:
         value = self.expr()
         tok = self.peek()
@@ -126,7 +135,7 @@ class _Parser:
         while self.peek().text in ("+", "-"):
             op = self.take()
             right = self.term()
-            value = value + right if op.text == "+" else value - right
+            value = self.checked(value + right if op.text == "+" else value - right, op, value, right)
         return value
 
     def term(self) -> float:
@@ -137,13 +146,15 @@ class _Parser:
                 self.take()
                 right = self.unary()
                 if tok.text == "*":
-                    value = value * right
+                    value = self.checked(value * right, tok, value, right)
                 elif right == 0:
                     raise self.fail("parse.undefined", tok)
                 else:
-                    value = value / right
-            elif tok.kind in ("num", "name") or tok.text == "(":
-                value = value * self.unary()  # implicit product: 2sqrt(2), 2e, (1)(2)
+                    value = self.checked(value / right, tok, value, right)
+            elif tok.kind == "name" or tok.text == "(":
+                # implicit product: 2sqrt(2), 2e, (1)(2); never two bare numbers ("3 1/2", "1..2")
+                right = self.unary()
+                value = self.checked(value * right, tok, value, right)
             else:
                 return value
 
@@ -168,18 +179,16 @@ class _Parser:
         self.depth -= 1
         try:
             value = math.pow(base, exponent)
-        except (OverflowError, ValueError):
-            raise self.fail("parse.too_large" if abs(base) > 1 else "parse.undefined", tok,
-                            limit=f"{MAX_MAGNITUDE:g}") from None
-        return value
+        except OverflowError:
+            raise self.fail("parse.too_large", tok, limit=f"{MAX_MAGNITUDE:g}") from None
+        except ValueError:  # (-8)^(1/3), 0^-1
+            raise self.fail("parse.undefined", tok) from None
+        return self.checked(value, tok, base, exponent)
 
     def atom(self) -> float:
         tok = self.take()
         if tok.kind == "num":
-            value = float(tok.text)
-            if math.isinf(value):  # 1e400 reads as inf
-                raise self.fail("parse.too_large", tok, limit=f"{MAX_MAGNITUDE:g}")
-            return value
+            return self.checked(float(tok.text), tok)  # 1e400 reads as inf
         if tok.text == "(":
             self.enter(tok)
             value = self.expr()
@@ -196,9 +205,12 @@ class _Parser:
                     raise self.fail("parse.function_paren", tok, name=name)
                 arg = self.atom()
                 try:
-                    return FUNCTIONS[name](arg)
-                except (ValueError, OverflowError):
+                    value = FUNCTIONS[name](arg)
+                except OverflowError:  # exp(1000)
+                    raise self.fail("parse.too_large", tok, limit=f"{MAX_MAGNITUDE:g}") from None
+                except ValueError:  # sqrt(-1), ln(0)
                     raise self.fail("parse.undefined", tok) from None
+                return self.checked(value, tok, arg)
             raise self.fail("parse.unknown_name", tok, name=tok.text)
         if tok.kind == "end":
             previous = self.tokens[self.i - 2] if self.i >= 2 else tok

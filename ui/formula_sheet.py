@@ -45,7 +45,7 @@ FORWARD = (
           "formulas.notation.grad"),
     )),
     Section("embedding", (
-        F(r"[[X | n | d]] = E[t], \qquad X_{i,:} = E_{t_i,:}, \qquad E \in \mathbb{R}^{m \times d}",
+        F(r"[[X | n | d]], \qquad x_{i} = E[t_{i}], \qquad E \in \mathbb{R}^{m \times d}",
           "formulas.embedding.lookup"),
     )),
     Section("projection", (
@@ -74,11 +74,11 @@ FORWARD = (
         F(r"M = \operatorname{triu}(\mathbf{1}_{n \times n},\ k{=}1)", "formulas.masking.triu"),
     )),
     Section("softmax", (
-        F(r"[[A | n | n]], \qquad A_{ij} = \frac{e^{\tilde{Z}_{ij}}}{\sum_{l=1}^{n} e^{\tilde{Z}_{il}}}, \qquad "
+        F(r"[[A | n | n]], \qquad A_{ij} = \frac{e^{\tilde{Z}_{ij}}}{\sum_{k} e^{\tilde{Z}_{ik}}}, \qquad "
           r"\sum_{j=1}^{n} A_{ij} = 1", "formulas.softmax.rows"),
         F(r"e^{-\infty} = 0 \ \Rightarrow\ A_{ij} = 0 \ \ (j > i)", "formulas.softmax.masked"),
-        F(r"\frac{e^{z_j - c}}{\sum_l e^{z_l - c}} = \frac{e^{-c} e^{z_j}}{e^{-c} \sum_l e^{z_l}} = "
-          r"\frac{e^{z_j}}{\sum_l e^{z_l}}, \qquad c = \max_l z_l", "formulas.softmax.max"),
+        F(r"\frac{e^{z_j - c}}{\sum_k e^{z_k - c}} = \frac{e^{-c} e^{z_j}}{e^{-c} \sum_k e^{z_k}} = "
+          r"\frac{e^{z_j}}{\sum_k e^{z_k}}, \qquad c = \max_k z_k", "formulas.softmax.max"),
     )),
     Section("weighted_sum", (
         F(r"[[O | n | d_v]] = [[A | n | n]]\,[[V | n | d_v]], \qquad o_i = \sum_{j=1}^{n} A_{ij} v_j",
@@ -110,9 +110,9 @@ BACKWARD = (
           r"[[G_X^{(V)} | n | d]] = G_V\,[[W_V^{\top} | d_v | d]]", "formulas.grad_value_proj.share"),
     )),
     Section("grad_softmax", (
-        F(r"[[G_Z | n | n]] = A \odot \left(G_A - \operatorname{rowsum}(A \odot G_A)\right)"),
-        F(r"(G_Z)_{ij} = A_{ij} \left( (G_A)_{ij} - \sum_{l=1}^{n} A_{il} (G_A)_{il} \right)",
-          "formulas.grad_softmax.cell"),
+        F(r"[[G_Z | n | n]] = A \odot \left(G_A - r \mathbf{1}^{\top}\right), \qquad "
+          r"r_{i} = \sum_{k} A_{ik} (G_A)_{ik}", "formulas.grad_softmax.rowsum"),
+        F(r"(G_Z)_{ij} = A_{ij} \left((G_A)_{ij} - r_{i}\right)", "formulas.grad_softmax.cell"),
         F(r"A_{ij} = 0 \ \ (j > i) \ \Rightarrow\ (G_Z)_{ij} = 0", "formulas.grad_softmax.masked"),
     )),
     Section("grad_scores", (
@@ -126,7 +126,7 @@ BACKWARD = (
         F(r"[[G_X | n | d]] = G_Q W_Q^{\top} + G_K W_K^{\top} + G_V W_V^{\top}", "formulas.grad_projections.x"),
     )),
     Section("grad_embedding", (
-        F(r"[[G_E | m | d]], \qquad (G_E)_{t,:} = \sum_{i:\ t_i = t} (G_X)_{i,:}",
+        F(r"[[G_E | m | d]], \qquad G_E[v] = \sum_{p:\, t_p = v} (G_X)_{p}",
           "formulas.grad_embedding.accumulate"),
     )),
     Section("grad_multi_head", (

@@ -388,3 +388,50 @@ def test_concepts_json_round_trip_keeps_options_and_params():
     back = exercises.Exercise.from_dict(ex.to_dict())
     for a, b in zip(ex.parts, back.parts):
         assert a.options == b.options and a.params == b.params and a.prompt == b.prompt
+
+
+# ---------------------------------------------------------------- worked solutions
+
+
+@pytest.mark.parametrize("kind_id", MY_KINDS)
+def test_solutions_show_every_part_with_its_reference(kind_id):
+    for level in exercises.KINDS[kind_id].LEVELS:
+        for seed in range(8):
+            ex = exercises.generate(kind_id, seed, level)
+            steps = exercises.solve(ex)
+            by_name = {s.name: s for s in steps}
+            assert len(by_name) == len(steps), [s.name for s in steps]  # one step per name
+            for part in ex.parts:
+                step = by_name[part.name]
+                np.testing.assert_allclose(step.value, part.reference)
+                for text in step.latex_strings():
+                    assert text and "None" not in text
+                for message in (step.title, step.note):
+                    if message is not None:
+                        rendered = message.render()
+                        assert "{" not in rendered and not rendered.startswith(("solution.", "part.")), rendered
+
+
+def test_concepts_solution_shows_the_letter_and_the_reason():
+    ex = _find("concepts", 2, lambda e: True)
+    for step, part in zip(exercises.solve(ex), ex.parts):
+        if part.is_choice:
+            right = int(part.reference[0, 0])
+            assert step.display() == rf"\text{{{chr(ord('A') + right)}}}"
+            assert step.note.key == part.options[right]
+
+
+def test_multi_head_solution_walks_each_head_then_concatenates():
+    ex = exercises.generate("multi_head", 2, 3)
+    names = [s.name for s in exercises.solve(ex)]
+    assert names[:2] == ["Q1", "K1"] and names[-2:] == ["concat", "out"]
+    assert names.index("O1") < names.index("Q2") < names.index("O2") < names.index("concat")
+    concat = exercises.solve(ex)[names.index("concat")]
+    assert r"O^{(2)}" in concat.cell(0, concat.shape[1] - 1).latex
+
+
+def test_variance_solution_golden_lines():
+    ex = _find("variance", 1, lambda e: e.given["d_k"] == 64)
+    steps = {s.name: s for s in exercises.solve(ex)}
+    assert steps["std_before"].display().endswith(r"&= \sqrt{64} \\  &= 8 \end{aligned}")
+    assert "e^{S_{ij}}" in steps["A_unscaled"].display() and "e^{Z_{ij}}" in steps["A_scaled"].display()

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import numpy as np
 
-from .. import misconceptions
+from .. import latex as L
+from .. import misconceptions, solutions
 from ..draft import Draft
-from ..i18n import Msg
+from ..i18n import Msg, msg
 from ..model import Exercise, Part
 from ..numbers import choice
 
@@ -145,3 +146,50 @@ def explain(ex: Exercise, part: Part, value: np.ndarray) -> Msg | None:
     """Why the chosen option is wrong (never which one is right); None for a right or numeric answer."""
     mid = diagnose(ex, part, value) if part.is_choice else None
     return Msg(f"misconception.{mid}", dict(part.params)) if mid else None
+
+
+# ---------------------------------------------------------------- worked solution
+
+class ChoiceStep(solutions.Step):
+    """The right option of a multiple-choice part: shown as its letter, never as the option's index."""
+
+    def display(self, exact: bool = True) -> str:
+        return self.symbol
+
+
+# short answer: (its symbol, the formula, the formula with the numbers put in)
+def _short_work(qid: str, p: Params) -> tuple[str, str, str]:
+    if qid == "masked_count":
+        return r"N_{-\infty}", L.frac("n(n-1)", "2"), L.frac(rf"{p['n']} \cdot {p['n'] - 1}", "2")
+    if qid == "softmax_big":
+        gap = p["b"] - p["a"]
+        return (r"a_2", L.frac(L.exp_of(str(p["b"])), f"{L.exp_of(str(p['a']))} + {L.exp_of(str(p['b']))}"),
+                L.frac(L.exp_of(str(gap)), f"{L.exp_of('0')} + {L.exp_of(str(gap))}"))
+    if qid == "std_dk":
+        return r"\sigma(q \cdot k)", r"\sqrt{d_k}", rf"\sqrt{{{p['d_k']}}}"
+    return r"d_{\mathrm{concat}}", r"h \cdot d_v", rf"{p['h']} \cdot {p['d_v']}"
+
+
+def solve(ex: Exercise) -> list[solutions.Step]:
+    """The right option of each question with its reason, and each short answer worked out."""
+    steps = []
+    for part in ex.parts:
+        title = msg(f"part.{part.name}")
+        if part.is_choice:
+            right = int(part.reference[0, 0])
+            letter = rf"\text{{{chr(ord('A') + right)}}}"
+            step = solutions.make_step(part.name, title, part.reference, 0, symbol=letter, exact_cells=[[letter]],
+                                       note=Msg(part.options[right], dict(part.params)),
+                                       derive=lambda i, j, letter=letter: solutions.CellDerivation(letter))
+            steps.append(ChoiceStep(**{f.name: getattr(step, f.name) for f in fields(step)}))
+            continue
+        symbol, formula, numbers = _short_work(part.name, part.params)
+        value = float(part.reference[0, 0])
+        result = L.decimal(value, part.decimals)
+        rel = "=" if part.decimals == 0 else L.APPROX
+        chain = L.chain(symbol, formula, numbers, (rel, result))
+        steps.append(solutions.make_step(
+            part.name, title, part.reference, part.decimals, symbol=symbol, formula=formula,
+            work=[("", "=", numbers)], note=msg(f"solution.concepts.{part.name}"),
+            derive=lambda i, j, chain=chain: solutions.CellDerivation(chain)))
+    return steps

@@ -9,14 +9,17 @@ the catalogued mistakes (diagnosed per head through the pipeline), heads concate
 
 from __future__ import annotations
 
+from dataclasses import replace
 from itertools import permutations
 
 import numpy as np
 
 from attention_core import MultiHeadTrace, multi_head_attention, ops
 
-from .. import misconceptions, pipeline
+from .. import latex as L
+from .. import misconceptions, pipeline, solutions
 from ..draft import Draft
+from ..i18n import msg
 from ..levels import spec
 from ..model import Exercise, Part
 from ..numbers import choice, decimals_for, matrix, nonzero_matrix
@@ -150,3 +153,59 @@ def diagnose(ex: Exercise, part: Part, value: np.ndarray) -> str | None:
                 if misconceptions.matches(value, swapped, tolerance):
                     return "concat_order"
     return None
+
+
+# ---------------------------------------------------------------- worked solution
+
+CONCAT = r"\mathrm{concat}"
+
+
+def solve(ex: Exercise) -> list[solutions.Step]:
+    """Each head through the pipeline (its symbols tagged Q^{(i)} …), then the concatenation and W_O."""
+    h = head_count(ex)
+    steps: list[solutions.Step] = []
+    head_outputs = []
+    for i in range(1, h + 1):
+        part = ex.part(f"O{i}")
+        for step in solutions.pipeline_steps(head_given(ex.given, i), ["O"], places={"O": part.decimals},
+                                             values={"O": part.reference}, tag=str(i)):
+            name = part.name if step.name == "O" else f"{step.name}{i}"
+            steps.append(replace(step, name=name, title=msg("solution.multi_head.head", head=i, step=step.title)))
+        head_outputs.append(steps[-1])
+    steps.append(_concat_step(ex, head_outputs))
+    if "out" in ex.part_names:
+        steps.append(_out_step(ex, steps[-1]))
+    return steps
+
+
+def _concat_step(ex: Exercise, heads: list[solutions.Step]) -> solutions.Step:
+    part = ex.part("concat")
+    d_v = heads[0].shape[1]
+    symbols = [L.symbol("O", str(i)) for i in range(1, len(heads) + 1)]
+    exact = [[c for head in heads for c in head.exact_cells[r]] for r in range(part.shape[0])]
+
+    def derive(i: int, j: int) -> solutions.CellDerivation:
+        k, c = divmod(j, d_v)  # column j of the concatenation is column c of head k + 1
+        latex = L.chain(L.cell(CONCAT, i, j), L.cell(symbols[k], i, c), L.decimal(part.reference[i, j], part.decimals))
+        return solutions.CellDerivation(latex, msg("solution.multi_head.concat_cell", head=k + 1, column=c + 1))
+
+    return solutions.make_step("concat", msg("solution.multi_head.concat"), part.reference, part.decimals,
+                               symbol=CONCAT, formula=L.bmatrix([symbols]), exact_cells=exact,
+                               note=msg("solution.multi_head.concat_note", width=part.shape[1]), derive=derive)
+
+
+def _out_step(ex: Exercise, concat: solutions.Step) -> solutions.Step:
+    part, W_O = ex.part("out"), ex.given["W_O"]
+    C = concat.value  # (n, h·d_v)
+    rounded = concat.approximate
+    rel = L.APPROX if rounded else "="
+    work = [("", rel, f"{L.bmatrix(concat.decimals)} {L.matrix_exact(W_O)}")]
+
+    def derive(i: int, j: int) -> solutions.CellDerivation:
+        terms = [L.product(L.decimal(C[i, k], concat.places), L.number(W_O[k, j])) for k in range(C.shape[1])]
+        latex = L.chain(L.cell("Y", i, j), rf"\sum_{{k}} {L.entry(CONCAT, f'{L.index(i)}k')} (W_O)_{{k{L.index(j)}}}",
+                        (rel, L.total(terms)), (rel, L.decimal(part.reference[i, j], part.decimals)))
+        return solutions.CellDerivation(latex)
+
+    return solutions.make_step("out", msg("solution.multi_head.out"), part.reference, part.decimals, symbol="Y",
+                               formula=rf"{CONCAT} \, W_O", work=work, derive=derive)

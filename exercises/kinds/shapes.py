@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import latex as L
+from .. import solutions
 from ..draft import Draft
+from ..i18n import msg
 from ..model import Exercise, Part
 from ..numbers import choice
 
@@ -79,3 +82,43 @@ def diagnose(ex: Exercise, part: Part, value: np.ndarray) -> str | None:
         if got == shape:
             return mid
     return None
+
+
+# ---------------------------------------------------------------- worked solution
+
+SIZE_SYMBOLS = {"n": "n", "d_k": "d_k", "d_v": "d_v", "h": "h", "d_model": r"d_{\mathrm{model}}"}
+# part: (its symbol, the sizes whose product gives its rows, … its columns)
+RULES = {"Q": ("Q", ("n",), ("d_k",)), "K_T": (r"K^{\top}", ("d_k",), ("n",)), "scores": ("S", ("n",), ("n",)),
+         "A": ("A", ("n",), ("n",)), "O": ("O", ("n",), ("d_v",)), "concat": (r"\mathrm{concat}", ("n",), ("h", "d_v")),
+         "W_O": ("W_O", ("h", "d_v"), ("d_model",))}
+
+
+def _size(factors: tuple[str, ...], sizes: dict[str, int] | None = None) -> str:
+    """h \\cdot d_v, or with the numbers put in, 4 \\cdot 16; in parentheses beside a \\times."""
+    text = r" \cdot ".join(SIZE_SYMBOLS[f] if sizes is None else str(sizes[f]) for f in factors)
+    return f"({text})" if len(factors) > 1 else text
+
+
+def solve(ex: Exercise) -> list[solutions.Step]:
+    """One step per matrix: rows × columns by the rule, then with the numbers."""
+    steps = []
+    for part in ex.parts:
+        symbol, rows, cols = RULES[part.name]
+        shape = tuple(int(x) for x in part.reference[0])
+        numbers = rf"{_size(rows, ex.params)} \times {_size(cols, ex.params)}"
+        result = rf"{shape[0]} \times {shape[1]}"
+        work = [("", "=", numbers)] + ([("", "=", result)] if numbers != result else [])
+
+        def derive(i: int, j: int, rule=(rows, cols), value=shape) -> solutions.CellDerivation:
+            sides = [SIZE_SYMBOLS[rule[j][0]] if len(rule[j]) == 1 else _size(rule[j])[1:-1]]
+            if len(rule[j]) > 1:
+                sides.append(_size(rule[j], ex.params)[1:-1])
+            latex = L.chain(r"\text{rows}" if j == 0 else r"\text{columns}", *sides, str(value[j]))
+            return solutions.CellDerivation(latex)
+
+        steps.append(solutions.make_step(
+            part.name, msg("solution.step.generic", part=msg(f"part.{part.name}")), part.reference, 0,
+            symbol=r"(\text{rows}, \text{columns})", lhs=rf"\operatorname{{shape}}({symbol})",
+            formula=rf"{_size(rows)} \times {_size(cols)}", work=work, exact_cells=[[str(x) for x in shape]],
+            note=msg(f"solution.shapes.{part.name}"), derive=derive))
+    return steps

@@ -8,13 +8,16 @@ softmax at both scales, to see how the unscaled row is much more peaked.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 
 from attention_core import softmax
 
-from .. import misconceptions
+from .. import latex as L
+from .. import misconceptions, solutions
 from ..draft import Draft
+from ..i18n import msg
 from ..levels import spec
 from ..model import Exercise, Part
 from ..numbers import choice, decimals_for
@@ -77,3 +80,52 @@ def diagnose(ex: Exercise, part: Part, value: np.ndarray) -> str | None:
         if not misconceptions.matches(alt, part.reference, tolerance) and misconceptions.matches(value, alt, tolerance):
             return mid
     return None
+
+
+# ---------------------------------------------------------------- worked solution
+
+DOT = r"q \cdot k"
+SCALED_DOT = r"\frac{q \cdot k}{\sqrt{d_k}}"
+
+
+def _number_step(name: str, value: float, lhs: str, formula: str, numbers: str) -> solutions.Step:
+    """A 1×1 step: formula, the numbers put in, a whole result."""
+    result = str(int(value))
+    work = [("", "=", numbers)] if numbers != result else []
+    chain = L.chain(lhs, formula, *(side for _, _, side in work), result)
+    return solutions.make_step(name, msg(f"solution.variance.{name}"), np.array([[value]]), 0, symbol=lhs,
+                               formula=formula, work=work, exact_cells=[[result]],
+                               note=msg(f"solution.variance.{name}.note"),
+                               derive=lambda i, j: solutions.CellDerivation(chain))
+
+
+def _softmax_of(name: str, part: Part, given: dict, targets: list[str], symbol: str | None = None):
+    """The softmax steps for one part; `symbol` renames the softmax input (S for the unscaled row)."""
+    ctx = solutions.build_context(given, targets, places={"A": part.decimals, "scaled": 0},
+                                  values={"A": part.reference})
+    if symbol is not None:
+        ctx.symbols["scaled"] = ctx.symbols["masked"] = symbol
+    for step_name in ctx.shown:
+        step = solutions.BUILDERS[step_name](ctx, step_name)
+        yield replace(step, name=name, title=msg(f"solution.variance.{name}")) if step_name == "A" else step
+
+
+def solve(ex: Exercise) -> list[solutions.Step]:
+    """The variance argument in four lines, then the same row through the softmax at both scales."""
+    d_k = int(ex.given["d_k"])
+    root = math.isqrt(d_k)
+    z = np.asarray(ex.given["scores"], dtype=float)  # (1, m)
+    steps = [
+        _number_step("var_before", d_k, rf"\operatorname{{Var}}({DOT})",
+                     r"\sum_{i=1}^{d_k} \operatorname{Var}(q_i)\,\operatorname{Var}(k_i) = d_k \cdot 1 \cdot 1",
+                     str(d_k)),
+        _number_step("std_before", root, rf"\sigma({DOT})", rf"\sqrt{{\operatorname{{Var}}({DOT})}}",
+                     rf"\sqrt{{{d_k}}}"),
+        _number_step("var_after", 1, rf"\operatorname{{Var}}\left({SCALED_DOT}\right)",
+                     rf"\frac{{\operatorname{{Var}}({DOT})}}{{(\sqrt{{d_k}})^2}}", rf"\frac{{{d_k}}}{{{d_k}}}"),
+        _number_step("std_after", 1, rf"\sigma\left({SCALED_DOT}\right)", rf"\frac{{\sigma({DOT})}}{{\sqrt{{d_k}}}}",
+                     rf"\frac{{{root}}}{{{root}}}"),
+    ]
+    steps += _softmax_of("A_unscaled", ex.part("A_unscaled"), {"scaled": z, "causal": False}, ["A"], symbol="S")
+    steps += _softmax_of("A_scaled", ex.part("A_scaled"), {"scores": z, "d_k": d_k, "causal": False}, ["A"])
+    return steps

@@ -47,6 +47,9 @@ def _load_exercise(source: str) -> Exercise:
         text = sys.stdin.read() if source == "-" else open(source, encoding="utf-8").read()
     except OSError as err:
         raise CliError(f"cannot read the exercise file {source!r}: {err.strerror}") from None
+    except UnicodeDecodeError:
+        raise CliError(f"{source!r} is not a text file (not UTF-8); "
+                       "make one with `python -m exercises generate KIND --json`") from None
     try:
         return Exercise.from_dict(json.loads(text))
     except json.JSONDecodeError as err:

@@ -8,6 +8,7 @@ reference, the feedback names it. An explanation for each id is in the message c
 
 from __future__ import annotations
 
+from itertools import combinations
 from typing import Literal
 
 import numpy as np
@@ -20,10 +21,14 @@ MisconceptionId = Literal[
     "no_mask", "mask_after_softmax", "softmax_columns", "no_exp", "weights_transposed",
     "grad_a_transposed", "grad_v_no_transpose", "softmax_grad_missing_term", "grad_scores_no_scale",
     "grad_k_no_transpose", "embedding_grad_no_accumulate",
+    # beyond DESIGN §5
+    "scores_not_transposed", "mask_zero_instead_of_inf", "softmax_no_normalise", "grad_a_no_transpose",
+    "softmax_grad_sign", "softmax_grad_diagonal_only", "grad_q_transposed",
 ]
-CATALOG: tuple[str, ...] = MisconceptionId.__args__  # in the order of DESIGN §5
+CATALOG: tuple[str, ...] = MisconceptionId.__args__  # DESIGN §5 first, in its order
 
 DIAGNOSIS_TOLERANCE = 0.51e-2  # a wrong method rounded to 2 decimals is still recognised
+ROUNDING = 0.5e-2  # the most that rounding to 2 decimals moves a value
 
 
 def alternatives(ex: Exercise) -> dict[str, dict[str, np.ndarray]]:
@@ -38,7 +43,9 @@ def alternatives(ex: Exercise) -> dict[str, dict[str, np.ndarray]]:
             env = pipeline.run(ex.given, mistakes={mid}, until=wanted)
             if not env.used:
                 continue  # the mistake is not on the way to any part of this exercise
-            values = {name: env[name] for name in wanted if name in env.tainted}
+            # a value no one can write (NaN, +∞: a row of −∞ through the softmax) names nothing
+            values = {name: env[name] for name in wanted
+                      if name in env.tainted and not (np.isnan(env[name]).any() or np.isposinf(env[name]).any())}
             if values:
                 found[mid] = values
         memo["alternatives"] = found
@@ -74,13 +81,30 @@ def diagnose(ex: Exercise, part: Part, value: np.ndarray) -> str | None:
     return None
 
 
+def separation(part: Part) -> float:
+    """How far apart, in some cell, two answers to `part` must be so that each of them, exact or
+    rounded to 2 decimals, is never taken for the other."""
+    return max(part.tolerance, DIAGNOSIS_TOLERANCE) + ROUNDING
+
+
+def apart(a: np.ndarray, b: np.ndarray, gap: float) -> bool:
+    """Some cell differs by more than `gap` (or is −∞ in one and not in the other)."""
+    return not bool(np.all(cell_matches(a, b, gap)))
+
+
 def collisions(ex: Exercise) -> list[tuple[str, str]]:
-    """(misconception, part) pairs where the mistake gives the right answer: such a variant cannot
-    tell the mistake apart and is redrawn by the generator."""
+    """(misconception, part) pairs that cannot be told apart: the mistake gives the right answer,
+    or the same answer as another mistake (then the id is "first+second"). Such a variant is
+    redrawn by the generator."""
     found = []
-    for mid, values in alternatives(ex).items():
+    alts = alternatives(ex)
+    for mid, values in alts.items():
         for name, alt in values.items():
             part = ex.part(name)
-            if matches(alt, part.reference, max(part.tolerance, DIAGNOSIS_TOLERANCE)):
+            if not apart(alt, part.reference, separation(part)):
                 found.append((mid, name))
+    for (first, values1), (second, values2) in combinations(alts.items(), 2):
+        for name in values1.keys() & values2.keys():
+            if not apart(values1[name], values2[name], separation(ex.part(name))):
+                found.append((f"{first}+{second}", name))
     return found

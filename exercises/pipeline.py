@@ -66,6 +66,8 @@ def _scores(env):
     Q, K = env["Q"], env["K"]
     if env.wrong("transposed_scores"):
         return ops.scores(K, Q)  # K Qᵀ: rows and columns swapped
+    if env.wrong("scores_not_transposed", applies=Q.shape[1] == K.shape[0]):
+        return Q @ K  # (n, d_k) @ (n, d_k): only conformable when d_k = n
     return ops.scores(Q, K)
 
 
@@ -92,6 +94,9 @@ def _masked(env):
     if env.wrong("mask_wrong_triangle"):
         out[np.tril(np.ones((n, n), dtype=bool), k=-1)] = -np.inf
         return out
+    if env.wrong("mask_zero_instead_of_inf", applies=n > 1):
+        out[causal_mask(n)] = 0.0  # a 0 still gets e^0 = 1 in the softmax
+        return out
     return ops.apply_mask(scaled, True)
 
 
@@ -105,6 +110,10 @@ def _softmax_rows(env):
         finite = np.where(np.isfinite(z), z, 0.0)
         with np.errstate(divide="ignore", invalid="ignore"):
             return finite / finite.sum(axis=1, keepdims=True)
+    if env.wrong("softmax_no_normalise"):
+        return np.exp(z)  # e^z, never divided by the row's sum
+    if env.wrong("mask_zero_instead_of_inf", applies=bool(np.isneginf(z).any())):
+        return ops.softmax(np.where(np.isneginf(z), 0.0, z), axis=-1)  # the given −∞ read as 0
     if causal and "scaled" in env and env.wrong("mask_after_softmax"):
         A = ops.softmax(env["scaled"], axis=-1)  # softmax over every key, the future included,
         A[causal_mask(A.shape[0])] = 0.0  # then future weights zeroed without renormalising
@@ -127,8 +136,11 @@ def _embedding(env):
 # ---------------------------------------------------------------- backward steps
 
 def _g_a(env):
+    G_O, V = env["G_O"], env["V"]
     if env.wrong("grad_a_transposed"):
-        return env["V"] @ env["G_O"].T  # (n, d_v) @ (d_v, n)
+        return V @ G_O.T  # (n, d_v) @ (d_v, n)
+    if env.wrong("grad_a_no_transpose", applies=G_O.shape[1] == V.shape[0]):
+        return G_O @ V  # (n, d_v) @ (n, d_v): only conformable when d_v = n
     return ops.weighted_sum_backward(env["A"], env["V"], env["G_O"])[0]
 
 
@@ -143,6 +155,10 @@ def _g_scaled(env):
     A, G_A = env["A"], env["G_A"]
     if env.wrong("softmax_grad_missing_term"):
         G = A * G_A
+    elif env.wrong("softmax_grad_diagonal_only"):
+        G = A * (1 - A) * G_A  # only ∂a_j/∂z_j = a_j (1 − a_j): the other weights' paths dropped
+    elif env.wrong("softmax_grad_sign"):
+        G = A * (np.sum(A * G_A, axis=-1, keepdims=True) - G_A)  # the bracket the wrong way round
     else:
         G = ops.softmax_backward(A, G_A)
     return ops.apply_mask_backward(G, bool(env.get("causal", False)))
@@ -155,6 +171,8 @@ def _g_scores(env):
 
 
 def _g_q(env):
+    if env.wrong("grad_q_transposed"):
+        return env["G_scores"].T @ env["K"]
     return ops.scores_backward(env["Q"], env["K"], env["G_scores"])[0]
 
 

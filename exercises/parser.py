@@ -341,7 +341,8 @@ def parse_grid(cells, part_label: str | Msg | None = None) -> tuple[np.ndarray, 
     values = np.full((len(grid), max((len(r) for r in grid), default=0)), np.nan)
     errors: dict[tuple[int, int], AnswerError] = {}
     for r, row in enumerate(grid):
-        for c, text in enumerate(row):
+        for c in range(values.shape[1]):
+            text = row[c] if c < len(row) else None  # a short row's missing cells are empty, not NaN
             where = (msg("where.part_cell", part=part_label, row=r + 1, col=c + 1) if part_label
                      else msg("where.cell", row=r + 1, col=c + 1))
             try:

@@ -203,6 +203,12 @@ def test_grid_reports_every_bad_cell_by_position():
     assert np.isnan(values[0, 1]) and np.isnan(values[1, 0])
 
 
+def test_grid_with_a_short_row_reports_the_missing_cells():
+    values, errors = P.parse_grid([["1", "2"], ["3"]])
+    assert set(errors) == {(1, 1)} and "empty" in str(errors[(1, 1)].message)
+    assert values.shape == (2, 2)
+
+
 def test_grid_without_a_label_still_names_row_and_column():
     _, errors = P.parse_grid([["1", "2"], ["3", "?"]])
     assert "Row 2, column 2" in str(errors[(1, 1)].message)

@@ -51,13 +51,18 @@ def _load_exercise(source: str) -> Exercise:
         raise CliError(f"{source!r} is not a text file (not UTF-8); "
                        "make one with `python -m exercises generate KIND --json`") from None
     try:
-        return Exercise.from_dict(json.loads(text))
+        ex = Exercise.from_dict(json.loads(text))
     except json.JSONDecodeError as err:
         raise CliError(f"{source!r} is not JSON (line {err.lineno}, column {err.colno}: {err.msg}); "
                        "make one with `python -m exercises generate KIND --json`") from None
     except (KeyError, TypeError, ValueError) as err:
         raise CliError(f"{source!r} is not an exercise ({err}); "
                        "make one with `python -m exercises generate KIND --json`") from None
+    for name, value in ex.given.items():
+        numeric = isinstance(value, np.ndarray) and value.dtype.kind in "if"
+        if not (numeric or isinstance(value, (int, float, bool))):
+            raise CliError(f"{source!r}: the given value {name!r} is not a number, a flag or a matrix of numbers")
+    return ex
 
 
 def _parse_answer_arg(text: str) -> Any:

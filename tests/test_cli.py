@@ -153,3 +153,14 @@ def test_malformed_answer_as_json_reports_cell_errors(softmax_file):
     fb = json.loads(result.stdout)
     assert fb["score"] is None and fb["graded"] is False
     assert fb["parts"]["A"]["cell_errors"][0]["row"] == 3 and fb["parts"]["A"]["cell_errors"][0]["col"] == 3
+
+
+def test_grade_rejects_a_hand_edited_exercise_with_a_non_numeric_given(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"kind": "softmax", "seed": 1, "level": 2, "version": 1, '
+                   '"given": {"scaled": "abc", "causal": false}, '
+                   '"parts": [{"name": "A", "shape": [1, 1], "decimals": 2, "reference": [[1.0]]}]}')
+    proc = subprocess.run([sys.executable, "-m", "exercises", "grade", str(bad), "1"],
+                          capture_output=True, text=True, cwd=REPO_ROOT)
+    assert proc.returncode == 2
+    assert "scaled" in proc.stderr and "Traceback" not in proc.stderr

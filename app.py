@@ -11,6 +11,7 @@ st.set_page_config(page_title=tr("app.title"), page_icon=":material/grid_on:", l
 pages = [
     st.Page("pages/home.py", title=tr("nav.home"), icon=":material/home:", default=True),
     st.Page("pages/practice.py", title=tr("nav.practice"), icon=":material/edit:"),
+    st.Page("pages/check_work.py", title=tr("nav.check_work"), icon=":material/fact_check:"),
     st.Page("pages/progress.py", title=tr("nav.progress"), icon=":material/insights:"),
     st.Page("pages/formulas.py", title=tr("nav.formulas"), icon=":material/functions:"),
 ]

@@ -1,0 +1,22 @@
+"""Check my work: type your own inputs and the steps you computed by hand; find the first wrong step."""
+
+import streamlit as st
+
+from ui import check_work as cw
+from ui.i18n import tr
+
+st.title(tr("checkwork.page.title"))
+st.markdown(tr("checkwork.page.intro"))
+cw.ensure_defaults()
+
+inputs, causal = cw.inputs_ui()
+claimed = cw.claims_ui(st.session_state[cw.MODE])
+
+left, right = st.columns([1, 1])
+if left.button(tr("checkwork.page.check"), type="primary", icon=":material/fact_check:", key="checkwork.check_button"):
+    st.session_state[cw.CHECKED] = True
+right.button(tr("checkwork.page.example"), on_click=cw.reset_example, icon=":material/restart_alt:",
+             key="checkwork.example_button")
+
+if st.session_state.get(cw.CHECKED):
+    cw.report_ui(cw.run(inputs, claimed, causal))

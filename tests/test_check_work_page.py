@@ -1,0 +1,115 @@
+"""AppTest: the Check my work page (pages/check_work.py) through the app's navigation."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from exercises import parse_answer, pipeline
+from exercises.i18n import t
+from tests.apptest_helpers import open_page
+from ui import check_work as cw
+
+PAGE = "pages/check_work.py"
+
+
+def _check(at) -> None:
+    at.button(key="checkwork.check_button").click()
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+
+
+def _text(at) -> str:
+    return "\n".join(str(e.value) for kind in (at.success, at.error, at.info, at.warning) for e in kind)
+
+
+def test_opens_prefilled_with_the_reference_example():
+    at = open_page(PAGE)
+    assert not at.exception
+    assert at.text_area(key=cw.input_key("X")).value == "1 0\n0 1\n1 1"
+    assert at.text_area(key=cw.input_key("W_V")).value == "1 0\n0 1"
+    assert at.toggle(key=cw.CAUSAL).value is True
+    assert at.text_area(key=cw.claim_key("A")).value == cw.EXAMPLE_CLAIMS["A"]
+    assert at.text_area(key=cw.claim_key("masked")).value == ""
+    assert not at.success and not at.error  # no report before Check
+
+
+def test_golden_example_is_accepted():
+    at = open_page(PAGE)
+    _check(at)
+    assert [s.value for s in at.success] == [t("checkwork.all_right", count=3)]
+    assert not at.error
+    assert len(at.dataframe) >= 3 * 2  # yours beside the correct value for scores, A, O
+
+
+def test_one_wrong_score_is_the_first_error_and_later_steps_are_consistent():
+    at = open_page(PAGE)
+    wrong_scores = "1 0 1\n1 1 1\n1 1 2"  # row 2, column 1 should be 0
+    given = {"X": parse_answer("1 0; 0 1; 1 1"), "W_Q": np.eye(2), "W_K": np.eye(2), "W_V": np.eye(2),
+             "d_k": 2, "causal": True, "scores": parse_answer(wrong_scores)}
+    env = pipeline.run(given)  # the learner's later steps, done right from the wrong scores
+    at.text_area(key=cw.claim_key("scores")).input(wrong_scores)
+    for name in ("scaled", "masked", "A", "O"):
+        rows = ["  ".join("-inf" if np.isneginf(x) else f"{x:.3f}" for x in row) for row in env[name]]
+        at.text_area(key=cw.claim_key(name)).input("\n".join(rows))
+    at.run()
+    _check(at)
+    errors = [e.value for e in at.error]
+    assert errors and errors[0] == t("checkwork.first_error", step=t("part.scores"))
+    info = " ".join(e.value for e in at.info)
+    for name in ("scaled", "masked", "A", "O"):
+        assert t(f"part.{name}") in info
+    assert not at.success
+    assert at.text_area(key=cw.claim_key("scores")).value == wrong_scores  # nothing typed is lost
+
+
+def test_non_conformable_shapes_give_a_message_and_keep_the_inputs():
+    at = open_page(PAGE)
+    _check(at)
+    at.text_area(key=cw.input_key("W_Q")).input("1 0\n0 1\n1 1")
+    at.run()
+    assert not at.exception
+    text = _text(at)
+    assert "X is 3×2" in text and "W_Q is 3×2" in text
+    assert not at.success and len(at.dataframe) == 0
+    assert at.text_area(key=cw.input_key("W_Q")).value == "1 0\n0 1\n1 1"
+    assert at.text_area(key=cw.input_key("X")).value == "1 0\n0 1\n1 1"
+    assert at.text_area(key=cw.claim_key("A")).value == cw.EXAMPLE_CLAIMS["A"]
+
+
+def test_garbage_anywhere_gives_messages_not_exceptions():
+    at = open_page(PAGE)
+    at.text_area(key=cw.input_key("X")).input("1 0\n0 abc\n1 1")
+    at.text_area(key=cw.claim_key("O")).input("import os")
+    at.run()
+    _check(at)
+    assert "abc" in _text(at)
+    at.text_area(key=cw.input_key("X")).input("1 0\n0 1\n1 1")
+    at.run()
+    assert not at.exception
+    assert any("O" in w.value for w in at.warning)  # the unreadable claim is named, the rest is checked
+    assert at.text_area(key=cw.claim_key("O")).value == "import os"
+
+
+def test_from_q_k_v_with_the_backward_pass():
+    at = open_page(PAGE)
+    at.radio(key=cw.MODE).set_value("QKV")
+    at.run()
+    for name, text in {"Q": "1 0", "K": "1 0\n0 1", "V": "2 4\n6 8"}.items():
+        at.text_area(key=cw.input_key(name)).input(text)
+    at.toggle(key=cw.CAUSAL).set_value(False)
+    for name in ("scores", "A", "O"):
+        at.text_area(key=cw.claim_key(name)).input("")
+    at.text_area(key=cw.input_key("G_O")).input("1 2")
+    at.text_area(key=cw.claim_key("G_A")).input("10 22")
+    at.run()
+    _check(at)
+    assert [s.value for s in at.success] == [t("checkwork.all_right", count=1)]
+
+
+def test_back_to_the_example_restores_it():
+    at = open_page(PAGE)
+    at.text_area(key=cw.input_key("X")).input("5")
+    at.run()
+    at.button(key="checkwork.example_button").click()
+    at.run()
+    assert at.text_area(key=cw.input_key("X")).value == "1 0\n0 1\n1 1"

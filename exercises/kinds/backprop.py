@@ -15,7 +15,7 @@ from functools import cache
 
 import numpy as np
 
-from attention_core import scaled_dot_product
+from attention_core import scaled_dot_product, self_attention
 
 from ..draft import Draft, reference_parts
 from ..levels import spec
@@ -28,7 +28,7 @@ VERSION = 1
 LEVELS = (1, 2, 3)
 D_K = 4  # √d_k = 2: the one division in the chain stays exact
 N = {1: 2, 2: 3, 3: 3}  # level 3 adds the projections rather than a fourth token
-D_V = {1: 1, 2: 2, 3: 2}  # d_v = n would let G_O V (no transpose) through
+D_V = {1: 1, 2: 2, 3: 2}  # at n = 2, one value column keeps every wrong G_A apart from the right one
 D = 2  # the width of X at level 3
 PARTS = ["G_A", "G_V", "G_scaled", "G_scores", "G_Q", "G_K"]
 PROJECTION_PARTS = ["G_W_Q", "G_W_K", "G_W_V", "G_X"]
@@ -88,8 +88,7 @@ def equal_score_weights(rng: np.random.Generator, X: np.ndarray, level: int) -> 
 
 def _forward(rng: np.random.Generator, level: int) -> dict | None:
     """One candidate forward pass with simple-fraction weights, or None to draw again."""
-    s, n = spec(level), N[level]
-    whole = whole_values(level)
+    n, whole = N[level], whole_values(level)
     given: dict = {}
     if level < 3:
         K = nonzero_matrix(rng, (n, D_K), whole)  # (n, d_k)
@@ -146,3 +145,46 @@ def generate(rng: np.random.Generator, level: int) -> Draft:
             break
     return Draft(given=given, parts=parts,
                  params={"n": N[level], "d_k": D_K, "d_v": D_V[level]})
+
+
+def loss_for(G_O: np.ndarray, from_x: bool):
+    def loss(p: dict[str, np.ndarray]) -> float:
+        """L = Σ O ⊙ G_O with O the whole causal forward pass (from X at level 3)."""
+        if from_x:
+            tr = self_attention(p["X"], p["W_Q"], p["W_K"], p["W_V"], causal=True)
+        else:
+            tr = scaled_dot_product(p["Q"], p["K"], p["V"], causal=True)
+        return float(np.sum(tr.O * G_O))
+    return loss
+
+
+def solve(ex) -> list:
+    """Every step's matrix form, each preceded by its derivation (one cell's chain rule, the softmax
+    Jacobian of the widest row, where 1/√d_k comes from, why Xᵀ), and a finite-difference check of
+    the deepest gradient through the whole forward pass."""
+    from . import _backward as B
+
+    v = B.values_of(ex)
+    places = {p.name: p.decimals for p in ex.parts}
+    i, j = B.largest(v["G_A"])
+    row = B.widest_row(v["A"])
+    before = {"G_A": [B.chain_weights(v, i, j, places["G_A"])],
+              "G_V": [B.chain_values(v, *B.largest(v["G_V"]), places["G_V"])],
+              "G_scaled": [B.jacobian(v, row, places["G_scaled"])],
+              "G_scores": [B.scale(v, *B.largest(v["G_scaled"]), places["G_scores"])],
+              "G_Q": [B.chain_queries(v, *B.largest(v["G_Q"]), places["G_Q"])],
+              "G_K": [B.chain_keys(v, *B.largest(v["G_K"]), places["G_K"])]}
+    from_x = "X" in ex.given
+    if from_x:
+        before["G_W_Q"] = [B.chain_weight_matrix(v, "Q", *B.largest(v["G_W_Q"]), places["G_W_Q"])]
+        before["G_X"] = [B.chain_inputs(v, *B.largest(v["G_X"]), places["G_X"])]
+        name, part = "X", "G_X"
+        point = {k: v[k] for k in ("X", "W_Q", "W_K", "W_V")}
+    else:
+        name, part = "Q", "G_Q"
+        point = {k: v[k] for k in ("Q", "K", "V")}
+    loss_latex = (r"\sum_{i,c} O_{ic} (G_O)_{ic}, \quad O = \operatorname{softmax}\left(\operatorname{mask}"
+                  r"\left(\frac{Q K^{\top}}{\sqrt{d_k}}\right)\right) V")
+    extra = [("Q, K, V", "=", r"X W_Q,\; X W_K,\; X W_V")] if from_x else []
+    return B.assemble(ex, before, [B.check(ex, loss_for(np.asarray(v["G_O"]), from_x), loss_latex, point, name,
+                                           B.largest(v[part]), part, extra)])

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from attention_core import embed
+
 from ..draft import Draft, reference_parts
 from ..levels import spec
 from ..numbers import nonzero_matrix
@@ -36,3 +38,28 @@ def generate(rng: np.random.Generator, level: int) -> Draft:
              "E": nonzero_matrix(rng, (m, d), s.values),  # (m, d): its values do not enter G_E
              "G_X": nonzero_matrix(rng, (n, d), whole_values(level) if level < 3 else s.values)}  # (n, d)
     return Draft(given=given, parts=reference_parts(given, ["G_E"], s.decimals), params={"m": m, "n": n, "d": d})
+
+
+def loss_for(token_ids):
+    def loss(p: dict[str, np.ndarray]) -> float:
+        """L = Σ X ⊙ G_X with X = E[token_ids]."""
+        return float(np.sum(embed(token_ids, p["E"]) * p["G_X"]))
+    return loss
+
+
+LOSS_LATEX = r"\sum_{p,c} X_{pc} (G_X)_{pc}, \quad X_{p} = E[t_p]"
+
+
+def solve(ex) -> list:
+    """One entry of a repeated token's row collecting every position, the matrix form, a check."""
+    from . import _backward as B
+
+    v = B.values_of(ex)
+    ids = [int(t) for t in ex.given["token_ids"]]
+    token = max(set(ids), key=lambda t: (ids.count(t), -t))  # the most repeated token (smallest id on ties)
+    c = B.largest(v["G_E"], rows=[token])[1]
+    point = {"E": v["E"], "G_X": v["G_X"]}
+    symbols = (rf"E[{token}]_{{{c + 1}}}", rf"G_E[{token}]_{{{c + 1}}}")  # token ids count from 0
+    return B.assemble(ex, {"G_E": [B.chain_embedding(v, token, c, B.places_of(ex, "G_E"))]},
+                      [B.check(ex, loss_for(ex.given["token_ids"]), LOSS_LATEX, point, "E", (token, c), "G_E",
+                               symbols=symbols)])

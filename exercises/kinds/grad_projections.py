@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from attention_core.ops import project
+
 from ..draft import Draft, reference_parts
 from ..levels import spec
 from ..numbers import choice, nonzero_matrix
@@ -37,3 +39,24 @@ def generate(rng: np.random.Generator, level: int) -> Draft:
              "G_V": nonzero_matrix(rng, (n, d_v), whole)}  # (n, d_v)
     return Draft(given=given, parts=reference_parts(given, PARTS_BY_LEVEL[level], s.decimals),
                  params={"n": n, "d": d, "d_k": d_k, "d_v": d_v})
+
+
+def loss(p: dict[str, np.ndarray]) -> float:
+    """L = Σ Q ⊙ G_Q + Σ K ⊙ G_K + Σ V ⊙ G_V with Q = X W_Q, K = X W_K, V = X W_V."""
+    return float(sum(np.sum(project(p["X"], p[f"W_{m}"]) * p[f"G_{m}"]) for m in "QKV"))
+
+
+LOSS_LATEX = r"\sum_{i,c} \left( Q_{ic} (G_Q)_{ic} + K_{ic} (G_K)_{ic} + V_{ic} (G_V)_{ic} \right)"
+
+
+def solve(ex) -> list:
+    """Why Xᵀ (one weight's chain rule), the three paths into one cell of X, the matrix forms, a check."""
+    from . import _backward as B
+
+    v = B.values_of(ex)
+    a, c = B.largest(v["G_W_Q"])
+    i, b = B.largest(v["G_X"])
+    point = {name: v[name] for name in ("X", "W_Q", "W_K", "W_V", "G_Q", "G_K", "G_V")}
+    return B.assemble(ex, {"G_W_Q": [B.chain_weight_matrix(v, "Q", a, c, B.places_of(ex, "G_W_Q"))],
+                           "G_X": [B.chain_inputs(v, i, b, B.places_of(ex, "G_X"))]},
+                      [B.check(ex, loss, LOSS_LATEX, point, "X", (i, b), "G_X")])

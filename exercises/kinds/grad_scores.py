@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from attention_core import causal_mask
+from attention_core.ops import scale, scores
 
 from ..draft import Draft, reference_parts
 from ..levels import spec
@@ -52,3 +53,27 @@ def generate(rng: np.random.Generator, level: int) -> Draft:
              "d_k": d_k, "causal": causal}
     return Draft(given=given, parts=reference_parts(given, PARTS_BY_LEVEL[level], s.decimals),
                  params={"n": n, "d_k": d_k})
+
+
+def loss_for(d_k: int):
+    def loss(p: dict[str, np.ndarray]) -> float:
+        """L = Σ Z ⊙ G_Z with Z = Q Kᵀ / √d_k."""
+        return float(np.sum(scale(scores(p["Q"], p["K"]), d_k) * p["G_scaled"]))
+    return loss
+
+
+def solve(ex) -> list:
+    """Where 1/√d_k comes from, one query's and one key's chain rule, the matrix forms, a check."""
+    from . import _backward as B
+
+    v = B.values_of(ex)
+    i, j = B.largest(v["G_scaled"])
+    q = B.largest(v["G_Q"])
+    k = B.largest(v["G_K"])
+    point = {name: v[name] for name in ("Q", "K", "G_scaled")}
+    return B.assemble(ex, {"G_scores": [B.scale(v, i, j, B.places_of(ex, "G_scores"))],
+                           "G_Q": [B.chain_queries(v, *q, B.places_of(ex, "G_Q"))],
+                           "G_K": [B.chain_keys(v, *k, B.places_of(ex, "G_K"))]},
+                      [B.check(ex, loss_for(int(ex.given["d_k"])),
+                               r"\sum_{i,j} Z_{ij} (G_Z)_{ij}, \quad Z = \frac{Q K^{\top}}{\sqrt{d_k}}", point, "Q", q,
+                               "G_Q")])

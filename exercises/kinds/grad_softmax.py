@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from attention_core import causal_mask
-from attention_core.ops import softmax_backward
+from attention_core.ops import apply_mask, softmax, softmax_backward
 
 from ..draft import Draft, reference_parts
 from ..levels import spec
@@ -62,3 +62,32 @@ def generate(rng: np.random.Generator, level: int) -> Draft:
     A, G_A = fallback if fallback is not None else (A, G_A)
     given = {"A": A, "G_A": G_A, "causal": causal}
     return Draft(given=given, parts=reference_parts(given, ["G_scaled"], s.decimals), params={"n": n})
+
+
+def softmax_input(A: np.ndarray) -> np.ndarray:
+    """Scores whose row-wise softmax is A: Z = ln A (a zero weight: −∞, as a masked score)."""
+    with np.errstate(divide="ignore"):
+        return np.log(A)  # (n, n)
+
+
+def loss_for(causal: bool):
+    def loss(p: dict[str, np.ndarray]) -> float:
+        """L = Σ A ⊙ G_A with A = softmax(mask(Z))."""
+        return float(np.sum(softmax(apply_mask(p["Z"], causal)) * p["G_A"]))
+    return loss
+
+
+def solve(ex) -> list:
+    """The softmax Jacobian of one row, the matrix form, then a finite-difference check."""
+    from . import _backward as B
+
+    v = B.values_of(ex)
+    A = np.asarray(v["A"], dtype=float)
+    i = B.widest_row(A)
+    cell = B.largest(np.where(A > 0, v["G_scaled"], 0.0), rows=[i])  # a visible key of that row
+    point = {"Z": softmax_input(A), "G_A": v["G_A"]}
+    extra = [("Z_{ik}", "=", r"\ln A_{ik} \quad (\ln 0 = -\infty)")]
+    return B.assemble(ex, {"G_scaled": [B.jacobian(v, i, B.places_of(ex, "G_scaled"))]},
+                      [B.check(ex, loss_for(bool(ex.given.get("causal", False))),
+                               r"\sum_{i,k} A_{ik} (G_A)_{ik}, \quad A = \operatorname{softmax}(Z)", point, "Z", cell,
+                               "G_scaled", extra)])

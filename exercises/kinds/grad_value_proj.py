@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from attention_core.ops import project
+
 from ..draft import Draft, reference_parts
 from ..levels import spec
 from ..numbers import choice, nonzero_matrix
@@ -30,3 +32,22 @@ def generate(rng: np.random.Generator, level: int) -> Draft:
              "W_V": nonzero_matrix(rng, (d, d_v), whole_values(level)),  # (d, d_v)
              "G_V": nonzero_matrix(rng, (n, d_v), whole_values(level))}  # (n, d_v)
     return Draft(given=given, parts=reference_parts(given, PARTS, s.decimals), params={"n": n, "d": d, "d_v": d_v})
+
+
+def loss(p: dict[str, np.ndarray]) -> float:
+    """L = Σ V ⊙ G_V with V = X W_V."""
+    return float(np.sum(project(p["X"], p["W_V"]) * p["G_V"]))
+
+
+def solve(ex) -> list:
+    """Why Xᵀ (one weight's chain rule), the value path into X, the matrix forms, a finite-difference check."""
+    from . import _backward as B
+
+    v = B.values_of(ex)
+    a, c = B.largest(v["G_W_V"])
+    i, b = B.largest(v["G_X_V"])
+    point = {name: v[name] for name in ("X", "W_V", "G_V")}
+    return B.assemble(ex, {"G_W_V": [B.chain_weight_matrix(v, "V", a, c, B.places_of(ex, "G_W_V"))],
+                           "G_X_V": [B.chain_inputs(v, i, b, B.places_of(ex, "G_X_V"), via=("V",), name="G_X_V")]},
+                      [B.check(ex, loss, r"\sum_{i,c} V_{ic} (G_V)_{ic}, \quad V = X W_V", point, "W_V", (a, c),
+                               "G_W_V")])

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from attention_core.ops import weighted_sum
+
 from ..draft import Draft, reference_parts
 from ..levels import spec
 from ..numbers import choice, nonzero_matrix, simple_weights
@@ -44,3 +46,24 @@ def generate(rng: np.random.Generator, level: int) -> Draft:
     V = nonzero_matrix(rng, (n, d_v), s.values)  # (n, d_v)
     G_O = nonzero_matrix(rng, (n, d_v), whole_values(level))  # (n, d_v), small integers
     return build(A, V, G_O, causal, s.decimals)
+
+
+def loss(p: dict[str, np.ndarray]) -> float:
+    """L = Σ O ⊙ G_O with O = A V: any loss whose gradient at O is G_O has these gradients."""
+    return float(np.sum(weighted_sum(p["A"], p["V"]) * p["G_O"]))
+
+
+LOSS_LATEX = r"\sum_{i,c} O_{ic} (G_O)_{ic}, \quad O = A V"
+
+
+def solve(ex) -> list:
+    """One weight's and one value's chain rule, the matrix forms, then a finite-difference check."""
+    from . import _backward as B
+
+    v = B.values_of(ex)
+    i, j = B.largest(v["G_A"])
+    k, c = B.largest(v["G_V"])
+    point = {name: v[name] for name in ("A", "V", "G_O")}
+    return B.assemble(ex, {"G_A": [B.chain_weights(v, i, j, B.places_of(ex, "G_A"))],
+                           "G_V": [B.chain_values(v, k, c, B.places_of(ex, "G_V"))]},
+                      [B.check(ex, loss, LOSS_LATEX, point, "A", (i, j), "G_A")])

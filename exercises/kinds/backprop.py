@@ -136,15 +136,18 @@ def _teaches(given: dict, parts) -> bool:
 def generate(rng: np.random.Generator, level: int) -> Draft:
     s = spec(level)
     names = PARTS + (PROJECTION_PARTS if level == 3 else [])
+    found = None
     for _ in range(MAX_TRIES):
         given = _forward(rng, level)
         if given is None:
             continue
-        parts = reference_parts(given, names, s.decimals)
-        if _teaches(given, parts):
+        found = given, reference_parts(given, names, s.decimals)
+        if _teaches(*found):
             break
-    return Draft(given=given, parts=parts,
-                 params={"n": N[level], "d_k": D_K, "d_v": D_V[level]})
+    if found is None:
+        raise RuntimeError(f"backprop: no forward pass with simple-fraction weights in {MAX_TRIES} draws")
+    given, parts = found
+    return Draft(given=given, parts=parts, params={"n": N[level], "d_k": D_K, "d_v": D_V[level]})
 
 
 def loss_for(G_O: np.ndarray, from_x: bool):

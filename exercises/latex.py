@@ -131,8 +131,10 @@ def frac(numerator: str, denominator: str) -> str:
 
 
 def bmatrix(cells: Iterable[Iterable[str]]) -> str:
-    """Cells already in LaTeX → \\begin{bmatrix} a & b \\\\ c & d \\end{bmatrix}."""
-    rows = [" & ".join(row) for row in cells]
+    """Cells already in LaTeX → \\begin{bmatrix} a & b \\\\ c & d \\end{bmatrix}.
+
+    A cell with a fraction is set in display style: a matrix would shrink it to script size."""
+    rows = [" & ".join(rf"\displaystyle {c}" if r"\frac" in c else c for c in row) for row in cells]
     return r"\begin{bmatrix} " + r" \\ ".join(rows) + r" \end{bmatrix}"
 
 

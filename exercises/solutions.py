@@ -135,6 +135,8 @@ def result_chain(lhs: str, exact: str | None, decimal: str, value: float, rounde
                  *middle: str | tuple[str, str]) -> str:
     """lhs = middle… = exact ≈ decimal, dropping what repeats; `rounded`: the middle used rounded numbers."""
     sides: list[str | tuple[str, str]] = list(middle)
+    if exact is not None and _plain_number(exact) and not L.is_exact_decimal(exact, value):
+        exact = None  # a rounded decimal is not an exact form
     if exact is not None and not rounded:
         if L.is_exact_decimal(exact, value):  # a whole or short number: nothing more to add
             return L.chain(lhs, *(sides if sides and sides[-1] == exact else [*sides, exact]))
@@ -160,12 +162,22 @@ def make_step(name: str, title: Msg, value: np.ndarray, places: int, *, symbol: 
     decimals = tuple(tuple(L.decimal(x, places) for x in row) for row in value)
     if exact_cells is None:
         exact_cells = [[None] * value.shape[1] for _ in range(value.shape[0])]
-    cells = tuple(tuple(c for c in row) for row in exact_cells)
+    # an "exact" cell that is a plain decimal must equal the value: a rounded number is not exact
+    cells = tuple(tuple(None if c is not None and _plain_number(c) and not L.is_exact_decimal(c, x) else c
+                        for c, x in zip(row, row_x)) for row, row_x in zip(exact_cells, value))
     complete = all(c is not None for row in cells for c in row)
     return Step(name=name, title=title, symbol=symbol, lhs=lhs or symbol, formula=formula, value=value,
                 places=places, decimals=decimals, exact=cells if complete else None, exact_cells=cells,
                 work=tuple(work), work_decimal=tuple(work if work_decimal is None else work_decimal),
                 note=note, derive=derive)
+
+
+def _plain_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def all_latex(steps: Iterable[Step]) -> list[str]:

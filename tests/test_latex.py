@@ -63,7 +63,8 @@ def test_square_roots():
 def test_matrices():
     assert L.bmatrix([["1", "2"], ["3", "4"]]) == r"\begin{bmatrix} 1 & 2 \\ 3 & 4 \end{bmatrix}"
     M = np.array([[1.0, 1 / 3], [-np.inf, 0.5]])
-    assert L.matrix_exact(M) == r"\begin{bmatrix} 1 & \frac{1}{3} \\ -\infty & \frac{1}{2} \end{bmatrix}"
+    assert L.matrix_exact(M) == \
+        r"\begin{bmatrix} 1 & \displaystyle \frac{1}{3} \\ -\infty & \displaystyle \frac{1}{2} \end{bmatrix}"
     assert L.matrix(M, 2) == r"\begin{bmatrix} 1.00 & 0.33 \\ -\infty & 0.50 \end{bmatrix}"
     assert L.in_space("X", (3, 2)) == r"X \in \mathbb{R}^{3 \times 2}"
 

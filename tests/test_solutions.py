@@ -133,7 +133,11 @@ def test_exact_forms_agree_with_the_values(kind):
                 text = step.exact_cells[i][j]
                 if text is None or not np.isfinite(x) or r"\text" in text:
                     continue
-                value = exercises.parse_number(latex_to_answer(text))
+                try:
+                    value = exercises.parse_number(latex_to_answer(text))
+                except exercises.AnswerError as err:  # e^{40}: beyond the parser's cap on typed answers
+                    assert err.message.key == "parse.too_large", (ex.id, step.name, text)
+                    continue
                 assert abs(value - x) < 1e-9 * max(1, abs(x)), (ex.id, step.name, i, j, text, x)
                 checked += 1
     assert checked > 0 or kind in {"shapes", "concepts"}

@@ -166,10 +166,12 @@ def heatmap(frame: pd.DataFrame, title: str) -> alt.LayerChart:
                  alt.Tooltip("label:N", title=tr("heatmap.value")),
                  alt.Tooltip("status:N", title=tr("heatmap.status"))],
     )
+    # light fills only (the first half of the scheme), so the labels stay readable in light and dark themes
     visible = base.transform_filter("!datum.masked").mark_rect().encode(
-        color=alt.Color("value:Q", title=tr("heatmap.value")))
+        color=alt.Color("value:Q", title=tr("heatmap.value"), legend=alt.Legend(gradientLength=size),
+                        scale=alt.Scale(scheme={"name": "blues", "extent": [0.05, 0.55]})))
     masked = base.transform_filter("datum.masked").mark_rect(
-        color="gray", opacity=0.35, strokeDash=[4, 3], strokeWidth=1.5, stroke="gray")
+        color="lightgray", strokeDash=[4, 3], strokeWidth=1.5, stroke="gray")
     text = base.mark_text(baseline="middle", fontSize=13).encode(text="label:N")
     return alt.layer(visible, masked, text).properties(width=size, height=size)
 
@@ -187,5 +189,5 @@ def heatmaps(ex: Exercise, view: list[dict[str, Any]]) -> None:
     for column, ((_name, values, labels), title, weights) in zip(columns, found):
         with column:
             chart = heatmap(heatmap_frame(values, labels, causal, weights), tr(title))
-            st.altair_chart(chart, theme="streamlit")
+            st.altair_chart(chart, theme="streamlit", height=int(chart.height) + 90)
 

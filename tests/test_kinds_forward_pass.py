@@ -435,3 +435,26 @@ def test_variance_solution_golden_lines():
     steps = {s.name: s for s in exercises.solve(ex)}
     assert steps["std_before"].display().endswith(r"&= \sqrt{64} \\  &= 8 \end{aligned}")
     assert "e^{S_{ij}}" in steps["A_unscaled"].display() and "e^{Z_{ij}}" in steps["A_scaled"].display()
+
+
+# ---------------------------------------------------------------- reachable from Practice
+
+
+@pytest.mark.parametrize("kind_id", MY_KINDS)
+def test_practice_page_shows_and_grades_each_kind(kind_id):
+    from tests.apptest_helpers import click_check, current_exercise, fill_cells, open_page
+    from ui.answer_grid import choice_key
+
+    at = open_page("pages/practice.py", {"kind": kind_id, "level": "2", "seed": "3"})
+    assert not at.exception and at.session_state["practice.kind"] == kind_id
+    ex = current_exercise(at)
+    cells = {}
+    for part in ex.parts:
+        if part.is_choice:
+            at.radio(key=choice_key(f"ans-{ex.id}", part.name)).set_value(int(part.reference[0, 0]))
+        else:
+            cells[part.name] = [[selftest.format_cell(x) for x in row] for row in part.reference]
+    fill_cells(at, ex, cells)
+    click_check(at)
+    assert not at.exception
+    assert at.success and not at.error, [e.value for e in at.error]

@@ -117,6 +117,9 @@ class StreamlitPage:
         self.page.set_viewport_size({"width": viewport["width"], "height": max(viewport["height"], height)})
         try:
             self.settle()
+            # let resize observers (Vega charts, columns) lay out again: two animation frames
+            self.page.evaluate("() => new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)))")
+            self.settle()
             self.page.screenshot(path=path, full_page=True, animations="disabled", caret="hide")
         finally:
             self.page.set_viewport_size(viewport)

@@ -44,7 +44,7 @@ def test_deep_link_shows_that_exact_problem(app: StreamlitPage) -> None:
     expect(app.page.get_by_text(exercises.t("practice.share", kind="softmax", level=2, seed=5))).to_be_visible()
     assert app.query().items() >= {"kind": "softmax", "level": "2", "seed": "5"}.items()
     rows, cols = ex.part("A").shape
-    expect(app.page.locator('[data-testid="stTextInput"]')).to_have_count(rows * cols)
+    expect(app.page.locator('[data-testid="stForm"] [data-testid="stTextInput"]')).to_have_count(rows * cols)
     # KaTeX drew exactly this problem's given matrices (it keeps the LaTeX source in an annotation)
     drawn = app.page.locator('.katex-mathml annotation[encoding="application/x-tex"]').all_text_contents()
     drawn = {" ".join(text.split()) for text in drawn}
@@ -132,3 +132,24 @@ def test_deep_link_on_a_fresh_server_runs_the_app_frame(browser, tmp_path) -> No
             expect(nav.get_by_role("link", name="app", exact=True)).to_have_count(0)
         finally:
             context.close()
+
+
+def test_show_solution_draws_the_steps_and_heatmaps(app: StreamlitPage, screenshots) -> None:
+    app.open(DEEP_LINK)
+    ex = exercises.generate("softmax", 5, 2)
+    type_answer(app, ex, "A", reference_texts(ex, "A"))
+    check(app)
+    app.rerun(lambda: app.button(exercises.t("solution.show")).click())
+    expect(app.page.get_by_role("heading", name=exercises.t("solution.title"))).to_be_visible()
+    expect(app.button(exercises.t("solution.show"))).to_have_count(0)
+    # every step's display is on the page, as KaTeX keeps it (its LaTeX source in an annotation)
+    drawn = {" ".join(text.split()) for text in
+             app.page.locator('.katex-mathml annotation[encoding="application/x-tex"]').all_text_contents()}
+    for step in exercises.solve(ex):
+        assert " ".join(step.display(exact=True).split()) in drawn, step.name
+    # the scores and the weights as heatmaps, drawn by Vega
+    charts = app.page.locator('[data-testid="stVegaLiteChart"]')
+    expect(charts).to_have_count(2)
+    expect(charts.locator("canvas, svg").first).to_be_visible()
+    expect(charts.nth(1).locator("canvas, svg").first).to_be_visible()
+    app.screenshot(str(screenshots / "practice-solution.png"))

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from . import misconceptions, pipeline
+from . import misconceptions, pipeline, sanity
 from .i18n import Msg, msg
 from .model import Exercise, Part
 from .parser import AnswerError, parse_answer, parse_grid
@@ -101,6 +101,7 @@ def read_part(part: Part, answer: Any) -> tuple[np.ndarray | None, PartFeedback]
     if value.shape != part.shape:
         fb.format_error = msg("grade.shape", part=_label(part), expected_rows=part.shape[0],
                               expected_cols=part.shape[1], got_rows=value.shape[0], got_cols=value.shape[1])
+        fb.value = value  # kept for the sanity checks (a transposed shape gets a word of its own)
         return None, fb
     fb.value = value
     return value, fb
@@ -186,8 +187,10 @@ def grade(ex: Exercise, answer: Any) -> Feedback:
         parts[part.name] = fb
         if value is not None:
             values[part.name] = value
+    # properties any right answer has (rows of A sum to 1 …): warnings only, never scored
+    warnings = sanity.check(ex, {name: p.value for name, p in parts.items() if p.value is not None})
     if any(p.format_error for p in parts.values()):
-        return Feedback(parts=parts, score=None, correct=False, message=msg("grade.invalid"))
+        return Feedback(parts=parts, score=None, correct=False, message=msg("grade.invalid"), warnings=warnings)
 
     learner_env = _learner_env(ex, values)
     for part in ex.parts:
@@ -216,4 +219,5 @@ def grade(ex: Exercise, answer: Any) -> Feedback:
     why = next((p.explanation for p in parts.values() if p.explanation), None)
     if why is not None:
         message = msg("grade.explained", summary=message, why=why)
-    return Feedback(parts=parts, score=score, correct=correct, misconception=found, message=message)
+    return Feedback(parts=parts, score=score, correct=correct, misconception=found, message=message,
+                    warnings=warnings)

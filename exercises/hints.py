@@ -1,0 +1,127 @@
+"""Hints in three levels for any exercise: a nudge, the formula, the first cell worked.
+
+    hs = hints(ex)                 # [Hint] for levels 1, 2, 3; memoised on the exercise
+    available(graded_attempts)     # how many of them are unlocked
+
+Unlocking (the Practice page follows it): hint 1 is unlocked from the start and hint k after k − 1
+graded attempts on the exercise (an unreadable answer is not an attempt). An unlocked hint is shown
+only when the learner asks for it, one level at a time; the number shown before a check is recorded
+with that attempt (``hints_used``).
+
+What each level gives away:
+1. a nudge: the idea of the step, in words (catalog ``hint.<kind>.nudge``), no numbers;
+2. the formula of every asked part, from the worked solution's own steps (no values);
+3. one cell worked out, from the solution's derivation of that cell: the first cell of the first part
+   whose value is not trivially 0, 1 or −∞ (a causal row 1 of A is just [1, 0, …]); for a
+   multiple-choice part, one wrong option ruled out with its reason.
+
+A kind module may define its own ``hints(ex) -> list[Hint]``; it is used instead.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import engine, solutions
+from . import latex as L
+from .i18n import Msg, catalog, msg
+from .model import Exercise, Part
+
+LEVELS = 3
+NUDGE, FORMULA, WORKED = 1, 2, 3
+# the whole forward pass: the frame every concept question refers to
+FORWARD_PASS = r"O = \operatorname{softmax}\left(\frac{Q K^{\top}}{\sqrt{d_k}}\right) V"
+
+
+@dataclass(frozen=True)
+class Hint:
+    """One hint: a sentence, LaTeX lines shown under it, and a note after them."""
+
+    level: int  # 1 nudge, 2 formula, 3 first cell worked
+    text: Msg
+    latex: tuple[str, ...] = ()
+    note: Msg | None = None
+    cell: tuple[str, int, int] | None = None  # (part, row, col), 0-based: the cell a level-3 hint reveals
+
+
+def available(graded_attempts: int) -> int:
+    """How many hints are unlocked after `graded_attempts` graded attempts: 1, then one more each."""
+    return max(1, min(LEVELS, 1 + int(graded_attempts)))
+
+
+def hints(ex: Exercise) -> list[Hint]:
+    """The three hints of `ex` (the kind's own when it defines hints(ex))."""
+    memo = ex.__dict__.setdefault("_memo", {})
+    if "hints" not in memo:
+        own = getattr(engine.KINDS.get(ex.kind), "hints", None)
+        memo["hints"] = tuple(own(ex) if own is not None else (nudge(ex), formula(ex), worked(ex)))
+    return list(memo["hints"])
+
+
+# ---------------------------------------------------------------- the three levels
+
+
+def _key(kind: str, what: str) -> str | None:
+    key = f"hint.{kind}.{what}"
+    return key if key in catalog("en") else None
+
+
+def nudge(ex: Exercise) -> Hint:
+    """Level 1: the idea, in words."""
+    key = _key(ex.kind, "nudge")
+    text = Msg(key, dict(ex.params)) if key else msg("hint.generic.nudge", part=msg(f"part.{ex.parts[0].name}"))
+    return Hint(NUDGE, text)
+
+
+def _steps(ex: Exercise) -> dict[str, solutions.Step]:
+    return {step.name: step for step in solutions.solve(ex)}
+
+
+def formula(ex: Exercise) -> Hint:
+    """Level 2: the formula of each asked part, as the worked solution writes it."""
+    steps = _steps(ex)
+    lines = [steps[p.name].latex for p in ex.parts if not p.is_choice and p.name in steps]
+    if any(p.is_choice for p in ex.parts):
+        lines.insert(0, FORWARD_PASS)
+    key = _key(ex.kind, "formula")
+    text = Msg(key, dict(ex.params)) if key else msg("hint.formula")
+    return Hint(FORMULA, text, tuple(dict.fromkeys(lines)))  # each formula once, in part order
+
+
+def worked_cell(part: Part) -> tuple[int, int]:
+    """The cell a level-3 hint works out: the first (row-major) whose value is not 0, 1 or ±∞."""
+    ref = np.asarray(part.reference, dtype=float)
+    telling = np.isfinite(ref) & ~np.isclose(ref, 0) & ~np.isclose(ref, 1)
+    found = np.argwhere(telling)
+    return (int(found[0][0]), int(found[0][1])) if len(found) else (0, 0)
+
+
+def worked(ex: Exercise) -> Hint:
+    """Level 3: the first telling cell of the first part, derived; or a wrong option ruled out."""
+    part = ex.parts[0]
+    if part.is_choice:
+        return _rule_out(ex, part)
+    step = _steps(ex).get(part.name)
+    i, j = worked_cell(part)
+    label = msg(f"part.{part.name}")
+    text = msg("hint.worked_one", part=label) if part.shape == (1, 1) else msg("hint.worked", part=label,
+                                                                               row=i + 1, col=j + 1)
+    if step is None or step.shape != part.shape:  # no derivation: the value alone
+        value = f"{L.cell(L.symbol(part.name), i, j)} = {L.decimal(part.reference[i, j], part.decimals)}"
+        return Hint(WORKED, text, (value,), cell=(part.name, i, j))
+    derivation = step.cell(i, j)
+    return Hint(WORKED, text, (derivation.latex,), derivation.note, cell=(part.name, i, j))
+
+
+def _rule_out(ex: Exercise, part: Part) -> Hint:
+    """A multiple-choice part: the first wrong option, with the kind's reason when it gives one.
+    With two options that would give the answer away, so the hint only says how to decide."""
+    right = int(part.reference[0, 0])
+    if len(part.options) <= 2:
+        return Hint(WORKED, msg("hint.two_options", part=msg(f"part.{part.name}")))
+    wrong = next(k for k in range(len(part.options)) if k != right)
+    explain = getattr(engine.KINDS.get(ex.kind), "explain", None)
+    why = explain(ex, part, np.array([[float(wrong)]])) if explain is not None else None
+    return Hint(WORKED, msg("hint.rule_out", letter=chr(ord("A") + wrong), part=msg(f"part.{part.name}")), note=why)

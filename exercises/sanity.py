@@ -1,0 +1,213 @@
+"""Sanity checks on a learner's answer: properties any right answer has, whatever the numbers.
+
+Rows of A sum to 1 and hold weights between 0 and 1, a hidden key's weight is exactly 0, −∞ appears
+only above the diagonal of the causal mask, rows of G_scaled (and G_scores) sum to 0, an output value
+lies within its column of V, the columns of G_V add up to those of G_O, … Each failed property is a
+warning (a Msg) shown beside the grade; it never changes the score. A warning names the learner's
+cells (1-based rows and columns) and the rule, never a reference value.
+
+    warnings = check(ex, {part name: the learner's matrix})   # matrices of any shape
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+import numpy as np
+
+from attention_core import causal_mask
+
+from . import pipeline
+from .i18n import Msg, msg
+from .model import Exercise, Part
+
+MAX_LISTED = 4  # cells or rows named in one warning; "…" after that
+
+
+def _label(part: Part) -> Msg:
+    return msg(f"part.{part.name}")
+
+
+def _places(indices: np.ndarray) -> str:
+    """1-based (row, column) pairs of a boolean matrix, at most MAX_LISTED of them."""
+    cells = [f"({i + 1}, {j + 1})" for i, j in zip(*np.nonzero(indices))]
+    return ", ".join(cells[:MAX_LISTED]) + (", …" if len(cells) > MAX_LISTED else "")
+
+
+def _numbers(indices: np.ndarray) -> str:
+    """1-based positions of a boolean vector."""
+    found = [str(k + 1) for k in np.flatnonzero(indices)]
+    return ", ".join(found[:MAX_LISTED]) + (", …" if len(found) > MAX_LISTED else "")
+
+
+def _is_causal(ex: Exercise) -> bool:
+    return bool(ex.given.get("causal", False))
+
+
+def _hidden(ex: Exercise, value: np.ndarray) -> np.ndarray:
+    """Cells a causal query may not see (above the diagonal), for a square matrix; else none."""
+    rows, cols = value.shape
+    if _is_causal(ex) and rows == cols:
+        return causal_mask(rows)
+    return np.zeros(value.shape, dtype=bool)
+
+
+def _row_slack(part: Part, count: int) -> float:
+    """How far a sum of `count` cells may drift when each is rounded within the part's tolerance."""
+    return count * part.tolerance + 1e-9
+
+
+# ---------------------------------------------------------------- the checks, one per property
+
+
+def _infinities(ex: Exercise, part: Part, value: np.ndarray, env: Mapping) -> list[Msg]:
+    """−∞ only in the masked scores, and there exactly above the diagonal of a causal mask."""
+    neg_inf = np.isneginf(value)
+    if part.name != "masked":
+        return [msg("sanity.inf_outside_mask", part=_label(part), cells=_places(neg_inf))] if neg_inf.any() else []
+    hidden = _hidden(ex, value)
+    found = []
+    if (hidden & ~neg_inf).any():
+        found.append(msg("sanity.mask_missing_inf", cells=_places(hidden & ~neg_inf)))
+    if (~hidden & neg_inf).any():
+        found.append(msg("sanity.mask_extra_inf", cells=_places(~hidden & neg_inf)))
+    return found
+
+
+def _weights(ex: Exercise, part: Part, value: np.ndarray, env: Mapping) -> list[Msg]:
+    """Softmax weights: between 0 and 1, rows summing to 1, hidden keys at exactly 0."""
+    if not np.isfinite(value).all():
+        return []  # −∞ in A has its own warning
+    found = []
+    tol = part.tolerance
+    outside = (value < -tol) | (value > 1 + tol)
+    if outside.any():
+        found.append(msg("sanity.weights_range", part=_label(part), cells=_places(outside)))
+    off = np.abs(value.sum(axis=1) - 1) > _row_slack(part, value.shape[1])
+    if off.any():
+        found.append(msg("sanity.rows_sum_one", part=_label(part), rows=_numbers(off)))
+    seen = _hidden(ex, value) & (np.abs(value) > tol)
+    if seen.any():
+        found.append(msg("sanity.hidden_weight_zero", part=_label(part), cells=_places(seen)))
+    return found
+
+
+def _softmax_gradient(ex: Exercise, part: Part, value: np.ndarray, env: Mapping) -> list[Msg]:
+    """G_scaled (and G_scores, a constant multiple): rows sum to 0, hidden cells get no gradient."""
+    if not np.isfinite(value).all() or value.shape[0] != value.shape[1]:
+        return []
+    found = []
+    off = np.abs(value.sum(axis=1)) > _row_slack(part, value.shape[1])
+    if off.any():
+        found.append(msg("sanity.rows_sum_zero", part=_label(part), rows=_numbers(off)))
+    reached = _hidden(ex, value) & (np.abs(value) > part.tolerance)
+    if reached.any():
+        found.append(msg("sanity.hidden_gradient_zero", part=_label(part), cells=_places(reached)))
+    return found
+
+
+def _output(ex: Exercise, part: Part, value: np.ndarray, env: Mapping) -> list[Msg]:
+    """O = A V with rows of A summing to 1: each O[i, c] is an average of column c of V."""
+    V = env.get("V")
+    if V is None or np.shape(V)[1] != value.shape[1] or not np.isfinite(value).all():
+        return []
+    low, high = np.min(V, axis=0), np.max(V, axis=0)  # (d_v,)
+    outside = (value < low - part.tolerance) | (value > high + part.tolerance)
+    return [msg("sanity.output_range", part=_label(part), cells=_places(outside))] if outside.any() else []
+
+
+def _grad_v(ex: Exercise, part: Part, value: np.ndarray, env: Mapping) -> list[Msg]:
+    """G_V = Aᵀ G_O with rows of A summing to 1: column sums of G_V equal those of G_O."""
+    G_O, A = env.get("G_O"), env.get("A")
+    if G_O is None or A is None or np.shape(G_O)[1] != value.shape[1] or not np.isfinite(value).all():
+        return []
+    if not np.allclose(np.sum(A, axis=1), 1):
+        return []
+    off = np.abs(value.sum(axis=0) - np.sum(G_O, axis=0)) > _row_slack(part, value.shape[0])
+    return [msg("sanity.grad_v_columns", columns=_numbers(off))] if off.any() else []
+
+
+def _grad_embedding(ex: Exercise, part: Part, value: np.ndarray, env: Mapping) -> list[Msg]:
+    """G_E: a token that does not appear gets a zero row; the rows add up to the rows of G_X."""
+    ids, G_X = env.get("token_ids"), env.get("G_X")
+    if ids is None or not np.isfinite(value).all():
+        return []
+    found = []
+    unused = np.ones(value.shape[0], dtype=bool)
+    unused[np.asarray(ids, dtype=int)[np.asarray(ids, dtype=int) < value.shape[0]]] = False
+    nonzero = unused & np.any(np.abs(value) > part.tolerance, axis=1)
+    if nonzero.any():
+        tokens = ", ".join(str(t) for t in np.flatnonzero(nonzero)[:MAX_LISTED])
+        found.append(msg("sanity.unused_token", tokens=tokens))
+    if G_X is not None and np.shape(G_X)[1] == value.shape[1]:
+        off = np.abs(value.sum(axis=0) - np.sum(G_X, axis=0)) > _row_slack(part, value.shape[0])
+        if off.any():
+            found.append(msg("sanity.grad_e_total", columns=_numbers(off)))
+    return found
+
+
+Check = Callable[[Exercise, Part, np.ndarray, Mapping], list[Msg]]
+
+
+def _checks_for(name: str) -> list[Check]:
+    """The properties a part of this name has (A_scaled, A1 … are weights too)."""
+    checks: list[Check] = [_infinities]
+    if name == "A" or name.startswith("A_") or (name[:1] == "A" and name[1:].isdigit()):
+        checks.append(_weights)
+    elif name in ("G_scaled", "G_scores"):
+        checks.append(_softmax_gradient)
+    elif name == "O":
+        checks.append(_output)
+    elif name == "G_V":
+        checks.append(_grad_v)
+    elif name == "G_E":
+        checks.append(_grad_embedding)
+    return checks
+
+
+# ---------------------------------------------------------------- entry point
+
+
+def _reference_env(ex: Exercise) -> dict:
+    memo = ex.__dict__.setdefault("_memo", {})
+    if "sanity_env" not in memo:
+        memo["sanity_env"] = dict(pipeline.run(ex.given))
+    return memo["sanity_env"]
+
+
+def rules(ex: Exercise, part: Part) -> list[Check]:
+    """The checks that hold for `part`'s own reference: only those are put to the learner's answer,
+    so a right answer never gets a warning and a part that merely shares a name (the shapes kind's
+    "A" is a shape, not weights) is left alone."""
+    memo = ex.__dict__.setdefault("_memo", {}).setdefault("sanity_rules", {})
+    if part.name not in memo:
+        env = _reference_env(ex)
+        memo[part.name] = [rule for rule in _checks_for(part.name)
+                           if not rule(ex, part, np.asarray(part.reference, dtype=float), env)]
+    return memo[part.name]
+
+
+def check(ex: Exercise, values: Mapping[str, np.ndarray]) -> list[Msg]:
+    """Warnings for the learner's `values` ({part name: matrix}, any shape); [] when all is plausible.
+
+    A part whose shape is wrong gets one warning when it is the transpose of the right shape and no
+    other check (its cells do not line up with anything)."""
+    read = {name: np.atleast_2d(np.asarray(v, dtype=float)) for name, v in values.items()
+            if name in ex.part_names and not ex.part(name).is_choice}
+    # the learner's own matrices stand in for the reference ones a check leans on (V for O …)
+    env = {**_reference_env(ex), **{k: v for k, v in read.items() if v.shape == ex.part(k).shape}}
+    warnings: list[Msg] = []
+    for part in ex.parts:
+        value = read.get(part.name)
+        if value is None:
+            continue
+        if value.shape != part.shape:
+            if value.shape == part.shape[::-1]:
+                warnings.append(msg("sanity.transposed_shape", part=_label(part), rows=part.shape[0],
+                                    cols=part.shape[1], got_rows=value.shape[0], got_cols=value.shape[1]))
+            continue
+        if np.isnan(value).any():
+            continue
+        for rule in rules(ex, part):
+            warnings.extend(rule(ex, part, value, env))
+    return warnings

@@ -357,6 +357,7 @@ class Context:
     needed: set[str]  # every computed value on the way to the targets
     causal: bool
     tag: str | None = None
+    _printed: dict = field(default_factory=dict, repr=False)  # (name, i, j) → short exact form, printed once
 
     def sym(self, name: str) -> str:
         return self.symbols.get(name) or L.symbol(name, self.tag)
@@ -366,8 +367,11 @@ class Context:
 
     def xcell(self, name: str, i: int, j: int) -> str | None:
         """The short exact form of one cell, or None."""
-        xm = self.exact.get(name)
-        return L.short(xm[i, j]) if isinstance(xm, np.ndarray) else None
+        key = (name, i, j)
+        if key not in self._printed:
+            xm = self.exact.get(name)
+            self._printed[key] = L.short(xm[i, j]) if isinstance(xm, np.ndarray) else None
+        return self._printed[key]
 
     def term(self, name: str, i: int, j: int) -> tuple[str, bool]:
         """One cell as a term of a derivation: exact when short, else the decimal; and is it rounded?"""
@@ -789,11 +793,22 @@ def _answer_step(ex: Exercise, part) -> Step:
                      part.decimals, exact_cells=cells)
 
 
+def exercise_context(ex: Exercise) -> Context | None:
+    """The context of the pipeline walk from ex.given to its parts (None when no part is on the
+    pipeline). Memoised on the exercise: solve and aids share it."""
+    memo = ex.__dict__.setdefault("_memo", {})
+    if "solution_context" not in memo:
+        on_pipeline = [p for p in ex.parts if not p.is_choice and p.name in pipeline.STEP_BY_NAME]
+        memo["solution_context"] = build_context(
+            ex.given, [p.name for p in on_pipeline], places={p.name: p.decimals for p in on_pipeline},
+            values={p.name: p.reference for p in on_pipeline}) if on_pipeline else None
+    return memo["solution_context"]
+
+
 def generic_solve(ex: Exercise) -> list[Step]:
     """Pipeline steps from ex.given to the parts; parts outside the pipeline as plain answers."""
-    on_pipeline = [p for p in ex.parts if not p.is_choice and p.name in pipeline.STEP_BY_NAME]
-    steps = pipeline_steps(ex.given, [p.name for p in on_pipeline], places={p.name: p.decimals for p in on_pipeline},
-                           values={p.name: p.reference for p in on_pipeline}) if on_pipeline else []
+    ctx = exercise_context(ex)
+    steps = [BUILDERS.get(name, _value_step)(ctx, name) for name in ctx.shown] if ctx is not None else []
     steps = [s for s in steps if s.name not in ex.part_names or s.shape == ex.part(s.name).shape]
     shown = {s.name for s in steps}
     return steps + [_answer_step(ex, p) for p in ex.parts if p.name not in shown]
@@ -881,8 +896,7 @@ def shapes_of(ex: Exercise) -> tuple[tuple[str, tuple[int, int], str], ...]:
 
 def generic_aids(ex: Exercise) -> Aids:
     """The eˣ table when a softmax is computed, √d_k when a scaling is, and the given shapes."""
-    targets = [p.name for p in ex.parts if not p.is_choice and p.name in pipeline.STEP_BY_NAME]
-    ctx = build_context(ex.given, targets) if targets else None
+    ctx = exercise_context(ex)
     table = _exp_entries(ctx) if ctx is not None and "A" in ctx.needed else ()
     root = None
     if ctx is not None and ctx.needed & set(SCALES) and "d_k" in ex.given:

@@ -407,3 +407,26 @@ def test_jacobian_row_times_g_a_is_the_softmax_gradient_row():
         np.testing.assert_allclose(G_A[i] @ J, step.value[0], atol=1e-12)
         np.testing.assert_allclose(step.value[0], ex.part("G_scaled").reference[i], atol=1e-12)
         assert abs(step.value[0].sum()) < 1e-12  # a softmax gradient row sums to 0
+
+
+# ---------------------------------------------------------------- reachable from Practice
+
+
+@pytest.mark.parametrize("kind_id", BACKWARD)
+def test_practice_page_poses_grades_and_solves_each_backward_kind(kind_id):
+    from tests.apptest_helpers import click_check, current_exercise, fill_cells, open_page, reference_cells
+
+    at = open_page("pages/practice.py", {"kind": kind_id, "level": "2", "seed": "3"})
+    assert not at.exception
+    ex = current_exercise(at)
+    assert ex.kind == kind_id
+    fill_cells(at, ex, reference_cells(ex))
+    click_check(at)
+    assert not at.exception
+    fb = at.session_state["practice.feedback"][1]
+    assert fb.correct and fb.score == 1.0
+    next(b for b in at.button if b.label == exercises.t("solution.show")).click()
+    at.run()
+    assert not at.exception
+    shown = " ".join(x.value for x in at.latex)
+    assert r"\frac{L(" in shown  # the closing finite-difference check is on the page

@@ -458,3 +458,20 @@ def test_practice_page_shows_and_grades_each_kind(kind_id):
     click_check(at)
     assert not at.exception
     assert at.success and not at.error, [e.value for e in at.error]
+
+
+@pytest.mark.parametrize("kind_id", ["multi_head", "variance"])
+def test_aids_hold_every_exponent_of_every_softmax(kind_id):
+    for level in (1, 2, 3):
+        for seed in range(6):
+            ex = exercises.generate(kind_id, seed, level)
+            table = {round(e.x, 9) for e in exercises.aids(ex).exp_table}
+            if kind_id == "variance":
+                z = ex.given["scores"]
+                needed = set(np.round(z, 9).ravel()) | set(np.round(z / np.sqrt(ex.given["d_k"]), 9).ravel())
+            else:
+                needed = set()
+                for i in range(1, multi_head.head_count(ex) + 1):
+                    masked = pipeline.run(multi_head.head_given(ex.given, i))["masked"]
+                    needed |= {round(float(x), 9) for x in masked.ravel() if np.isfinite(x)}
+            assert needed == table, (kind_id, level, seed)

@@ -23,6 +23,7 @@ from ..i18n import msg
 from ..levels import spec
 from ..model import Exercise, Part
 from ..numbers import choice, decimals_for, matrix, nonzero_matrix
+from ._aids import softmax_aids
 
 ID = "multi_head"
 ORDER = 80
@@ -209,3 +210,9 @@ def _out_step(ex: Exercise, concat: solutions.Step) -> solutions.Step:
 
     return solutions.make_step("out", msg("solution.multi_head.out"), part.reference, part.decimals, symbol="Y",
                                formula=rf"{CONCAT} \, W_O", work=work, derive=derive)
+
+
+def aids(ex: Exercise) -> solutions.Aids:
+    """e^x for every exponent in any head's softmax, and √d_k."""
+    heads = [head_given(ex.given, i) for i in range(1, head_count(ex) + 1)]
+    return softmax_aids(ex, heads, L.sqrt_dk(int(ex.given["d_k"])))

@@ -21,6 +21,7 @@ from ..i18n import msg
 from ..levels import spec
 from ..model import Exercise, Part
 from ..numbers import choice, decimals_for
+from ._aids import softmax_aids
 
 ID = "variance"
 ORDER = 100
@@ -129,3 +130,10 @@ def solve(ex: Exercise) -> list[solutions.Step]:
     steps += _softmax_of("A_unscaled", ex.part("A_unscaled"), {"scaled": z, "causal": False}, ["A"], symbol="S")
     steps += _softmax_of("A_scaled", ex.part("A_scaled"), {"scores": z, "d_k": d_k, "causal": False}, ["A"])
     return steps
+
+
+def aids(ex: Exercise) -> solutions.Aids:
+    """e^x for both rows (as given, and divided by √d_k), and √d_k."""
+    d_k, z = int(ex.given["d_k"]), np.asarray(ex.given["scores"], dtype=float)
+    return softmax_aids(ex, [{"scaled": z, "causal": False}, {"scores": z, "d_k": d_k, "causal": False}],
+                        L.sqrt_dk(d_k))

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from . import engine, grading, selftest
+from . import engine, grading, selftest, worksheets
 from .i18n import Msg, t
 from .model import Exercise
 from .parser import AnswerError
@@ -159,4 +159,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 # further sub-commands (worksheet …) register modules with NAME, add_parser(sub) and run(args)
-_EXTRA_COMMANDS: list[Any] = []
+_EXTRA_COMMANDS: list[Any] = [worksheets]

@@ -1,0 +1,189 @@
+"""Worksheets and answer keys: PDF through Typst (read back with poppler's pdftotext), Markdown, LaTeX, JSON."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from exercises import cli, worksheets
+from exercises.assignments import AssignmentError, item_seed, make_spec, student_key
+from exercises.i18n import t
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+ITEMS = [{"kind": "softmax", "level": 2, "count": 2}, {"kind": "scores", "level": 2, "count": 1}]
+
+
+def pdf_text(data: bytes, tmp_path: Path, name: str = "doc.pdf") -> str:
+    """The text of a PDF as poppler reads it (Debian package poppler-utils)."""
+    assert shutil.which("pdftotext"), "pdftotext is missing: install Debian's poppler-utils"
+    path = tmp_path / name
+    path.write_bytes(data)
+    return subprocess.run(["pdftotext", "-enc", "UTF-8", str(path), "-"], capture_output=True, text=True,
+                          check=True).stdout
+
+
+def tokens(text: str) -> set[str]:
+    return set(re.split(r"[\s\[\]()=,]+", text.replace("\u2212", "-")))
+
+
+def answer_tokens(ex) -> set[str]:
+    """The non-whole reference values of an exercise as the key prints them (2 decimals)."""
+    out = set()
+    for part in ex.parts:
+        for x in part.reference.ravel():
+            if np.isfinite(x) and not float(x).is_integer():
+                out.add(f"{x:.{worksheets.answer_places(part)}f}")
+    return out
+
+
+@pytest.fixture(scope="module")
+def class_sheet():
+    spec = make_spec("Week 3 — softmax", ITEMS, seed=3)
+    ws = worksheets.build(spec, code="K7QMX2PD")
+    return ws, worksheets.render(ws, "pdf")
+
+
+def test_pdf_worksheet_shows_the_problems_and_the_key_the_answers(class_sheet, tmp_path):
+    ws, files = class_sheet
+    assert set(files) == {"worksheet.pdf", "answer-key.pdf"}
+    assert all(data.startswith(b"%PDF-") for data in files.values())
+    sheet = pdf_text(files["worksheet.pdf"], tmp_path, "w.pdf")
+    key = pdf_text(files["answer-key.pdf"], tmp_path, "k.pdf")
+    for text in (sheet, key):
+        assert "Week 3 — softmax" in text and "K7QMX2PD" in text
+        assert t("kind.softmax.title") in text and t("kind.scores.title") in text
+        assert "Compute the score matrix S = Q Kᵀ." in text.replace("\n", " ")
+    assert "Name:" in sheet and "Answer key" not in sheet and "Worked solution" not in sheet
+    assert "Values of eˣ you may need:" in sheet
+    assert "Answer key" in key and key.count("Worked solution") == 3
+    softmax = ws.sheets[0].exercises[0]
+    assert answer_tokens(softmax) and answer_tokens(softmax) <= tokens(key)
+    assert not answer_tokens(softmax) <= tokens(sheet)  # the worksheet does not carry the answers
+    scores = ws.sheets[0].exercises[2].part("scores").reference
+    assert {str(int(x)) for x in scores.ravel()} <= tokens(key)
+
+
+def test_same_assignment_gives_byte_identical_documents(class_sheet, tmp_path):
+    ws, files = class_sheet
+    again = worksheets.build(make_spec("Week 3 — softmax", ITEMS, seed=3), code="K7QMX2PD")
+    assert worksheets.render(again, "pdf") == files
+    for fmt in ("md", "tex", "json"):
+        assert worksheets.render(again, fmt) == worksheets.render(ws, fmt)
+    # and in another process, through the command line
+    out = tmp_path / "cli"
+    subprocess.run([sys.executable, "-m", "exercises", "worksheet", "--kinds", "softmax,scores", "--level", "2",
+                    "--count", "4", "--seed", "3", "--format", "pdf", "--out", str(out)], cwd=REPO_ROOT, check=True,
+                   capture_output=True)
+    spec = make_spec(t("worksheet.default_title"), [{"kind": k, "level": 2, "count": 4} for k in ("softmax", "scores")], 3)
+    assert (out / "worksheet.pdf").read_bytes() == worksheets.to_pdf(worksheets.build(spec))
+    assert (out / "answer-key.pdf").read_bytes() == worksheets.to_pdf(worksheets.build(spec), key=True)
+
+
+def test_per_student_variants_differ_between_students_and_stay_put_per_student(tmp_path):
+    spec = make_spec("Quiz", ITEMS, seed=11, per_student=True)
+    names = ["Ada Lovelace", "Alan Turing", "Grace Hopper"]
+    ws = worksheets.build(spec, names)
+    assert [s.student for s in ws.sheets] == names
+    given = [[ex.to_dict()["given"] for ex in sheet.exercises] for sheet in ws.sheets]
+    assert given[0] != given[1] and given[1] != given[2] and given[0] != given[2]
+    # the same student gets the same variant, whoever else is in the class and however the name is typed
+    alone = worksheets.build(spec, ["  alan   TURING "]).sheets[0].exercises
+    assert [ex.to_dict() for ex in alone] == [ex.to_dict() for ex in ws.sheets[1].exercises]
+    assert item_seed(11, 0, "Alan Turing") == item_seed(11, 0, "alan turing") != item_seed(11, 0, "Ada Lovelace")
+    assert item_seed(11, 0, "Ada") != item_seed(11, 1, "Ada") != item_seed(12, 1, "Ada")
+    # pinned: the seed derivation is part of every stored assignment, it must never drift
+    assert item_seed(3, 0) == item_seed(3, 0, None) == 2158667574896057
+    assert item_seed(11, 2, "Ada Lovelace") == 8953374849862091
+    assert student_key("Ｇｒａｃｅ  Hopper") == "grace hopper"
+
+    files = worksheets.render(ws, "pdf")
+    sheet = pdf_text(files["worksheet.pdf"], tmp_path, "w.pdf")
+    key = pdf_text(files["answer-key.pdf"], tmp_path, "k.pdf")
+    for name in names:
+        assert f"Student: {name}" in sheet and f"Student: {name}" in key
+    assert sheet.count("\f") >= 3  # at least a page per student
+    for sheet_ in ws.sheets:
+        assert answer_tokens(sheet_.exercises[0]) <= tokens(key)  # the key lists every student's answers
+
+
+def test_bad_student_lists_are_rejected():
+    spec = make_spec("Quiz", ITEMS, seed=1, per_student=True)
+    for students, key in [([], "worksheet.error.no_students"), (["Ada", "ADA "], "worksheet.error.duplicate_student"),
+                          (["Ada", "a\tb"], "assignment.error.name_chars"), (["x" * 81], "assignment.error.name_long")]:
+        with pytest.raises(AssignmentError) as info:
+            worksheets.build(spec, students)
+        assert info.value.message.key == key
+
+
+def test_user_text_stays_text_in_every_format(tmp_path):
+    title = 'Week #1 $x$ {a}_b 50% & "quoted" \\ ] #set page(fill: red) <x> *bold*'
+    spec = make_spec(title, ITEMS[:1], seed=2, per_student=True)
+    ws = worksheets.build(spec, ['Ann "#strong[x]" \\'])
+    text = pdf_text(worksheets.to_pdf(ws), tmp_path)
+    assert title in text.replace("\n", " ")
+    assert 'Student: Ann "#strong[x]" \\' in text
+    tex = worksheets.to_latex(ws)
+    assert r"Week \#1 \$x\$ \{a\}\_b 50\% \& " in tex and tex.startswith("% compile with lualatex")
+    md = worksheets.to_markdown(ws)
+    assert r"Week \#1 \$x\$ \{a\}\_b 50% & " in md and r"\*bold\*" in md
+    assert json.loads(worksheets.to_json(ws))["title"] == title
+
+
+def test_markdown_latex_and_json_carry_the_same_problems(class_sheet):
+    ws, _ = class_sheet
+    md, md_key = worksheets.to_markdown(ws), worksheets.to_markdown(ws, key=True)
+    tex, tex_key = worksheets.to_latex(ws), worksheets.to_latex(ws, key=True)
+    for text in (md, md_key, tex, tex_key):
+        assert text.count("Row-wise softmax") == 2 and "Scores Q Kᵀ" in text
+    assert "Worked solution" in md_key and "Worked solution" not in md
+    assert "\\begin{document}" in tex and tex_key.rstrip().endswith("\\end{document}")
+    assert tex_key.count("\\paragraph{Worked solution}") == 3
+    softmax = ws.sheets[0].exercises[0]
+    first = softmax.part("A").reference[1]
+    row = " & ".join(f"{x:.2f}" if not float(x).is_integer() else str(int(x)) for x in first)
+    assert row in md_key and row not in md
+    sheet, key = json.loads(worksheets.to_json(ws)), json.loads(worksheets.to_json(ws, key=True))
+    problem = sheet["sheets"][0]["problems"][0]
+    assert problem["kind"] == "softmax" and "seed" not in problem and "reference" not in problem["parts"][0]
+    assert problem["exp_table"] and sheet["document"] == "worksheet"
+    solved = key["sheets"][0]["problems"][0]
+    assert solved["seed"] == softmax.seed and np.allclose(solved["parts"][0]["reference"], softmax.part("A").reference)
+    assert solved["solution"][0]["latex"] and key["assignment"]["seed"] == 3
+
+
+def test_cli_writes_each_format_and_reads_a_student_list(tmp_path, capsys):
+    names = tmp_path / "names.txt"
+    names.write_text("# class 7b\nAda Lovelace\n\nAlan Turing\n", encoding="utf-8")
+    for fmt in ("md", "tex", "json"):
+        out = tmp_path / fmt
+        assert cli.main(["worksheet", "--kinds", "softmax", "--level", "1", "--count", "2", "--seed", "5",
+                         "--format", fmt, "--out", str(out), "--students", str(names)]) == 0
+        assert sorted(p.name for p in out.iterdir()) == [f"answer-key.{fmt}", f"worksheet.{fmt}"]
+        assert "Alan Turing" in (out / f"worksheet.{fmt}").read_text(encoding="utf-8")
+    capsys.readouterr()
+    for argv, needle in [(["--kinds", "nope"], "Unknown topic 'nope'"), (["--kinds", "softmax", "--level", "9"], "levels"),
+                         (["--kinds", "softmax", "--format", "docx"], "unknown format"),
+                         (["--kinds", "softmax", "--count", "x"], "whole numbers"),
+                         (["--kinds", "softmax", "--students", str(tmp_path / "missing.txt")], "cannot read")]:
+        assert cli.main(["worksheet", "--out", str(tmp_path / "bad"), *argv]) == 2
+        assert needle in capsys.readouterr().err
+    assert not (tmp_path / "bad").exists()
+
+
+@pytest.mark.parametrize("kind", ["attention", "backprop", "grad_embedding", "multi_head", "concepts", "shapes", "variance"])
+def test_every_kind_compiles(kind, tmp_path):
+    import exercises
+
+    if kind not in exercises.KINDS:
+        pytest.fail(f"kind {kind} is missing")
+    level = exercises.KINDS[kind].LEVELS[0]
+    ws = worksheets.build(make_spec("All kinds", [{"kind": kind, "level": level, "count": 1}], seed=4))
+    key = pdf_text(worksheets.to_pdf(ws, key=True), tmp_path)
+    assert t(f"kind.{kind}.title") in key

@@ -61,10 +61,8 @@ def shown_places(value: float, places: int) -> int:
 def loss_text(x: float) -> tuple[str, str]:
     """(relation, text) of a loss value: exact when a few decimals hold it, else ≈ 8 places."""
     text = L.decimal(x, LOSS_PLACES)
-    if L.is_exact_decimal(text, x):
-        text = text.rstrip("0").rstrip(".") if "." in text else text
-        return "=", text
-    return L.APPROX, text
+    rel = "=" if L.is_exact_decimal(text, x) else L.APPROX
+    return rel, (text.rstrip("0").rstrip(".") if "." in text else text)
 
 
 def partial(of: str, by: str) -> str:
@@ -386,13 +384,14 @@ def assemble(ex: Exercise, before: Mapping[str, Sequence[solutions.Step]],
 
 def check(ex: Exercise, loss: Callable[[dict[str, np.ndarray]], float], loss_latex: str,
           point: Mapping[str, np.ndarray], name: str, cell: tuple[int, int], part: str,
-          extra: Sequence[L.Line] = (), symbols: tuple[str, str] | None = None) -> solutions.Step:
+          extra: Sequence[L.Line] = (), symbols: tuple[str, str, str] | None = None) -> solutions.Step:
     """The closing check of a solution: entry `cell` of `name` against the same cell of part `part`
-    (`symbols`: the LaTeX of that entry and of the part's cell, when not name_{ij} and (part)_{ij})."""
+    (`symbols`: the LaTeX of that entry, of the part's cell, and the entry as plain text, when they are
+    not name_{ij}, (part)_{ij} and name(i, j))."""
     values = values_of(ex)
     i, j = cell
-    variable, analytic = symbols or (at(name, i, j), at(part, i, j))
-    return check_step(title("check"), title("note_check", entry=f"{name} ({i + 1}, {j + 1})", part=part),
+    variable, analytic, entry = symbols or (at(name, i, j), at(part, i, j), f"{name}({i + 1}, {j + 1})")
+    return check_step(title("check"), title("note_check", entry=entry, part=part),
                       loss, loss_latex, point, name, cell, variable, analytic, float(values[part][i, j]),
                       places_of(ex, part), extra)
 

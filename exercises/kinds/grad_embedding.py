@@ -59,7 +59,7 @@ def solve(ex) -> list:
     token = max(set(ids), key=lambda t: (ids.count(t), -t))  # the most repeated token (smallest id on ties)
     c = B.largest(v["G_E"], rows=[token])[1]
     point = {"E": v["E"], "G_X": v["G_X"]}
-    symbols = (rf"E[{token}]_{{{c + 1}}}", rf"G_E[{token}]_{{{c + 1}}}")  # token ids count from 0
+    symbols = (rf"E[{token}]_{{{c + 1}}}", rf"G_E[{token}]_{{{c + 1}}}", f"E[{token}]_{c + 1}")  # ids from 0
     return B.assemble(ex, {"G_E": [B.chain_embedding(v, token, c, B.places_of(ex, "G_E"))]},
                       [B.check(ex, loss_for(ex.given["token_ids"]), LOSS_LATEX, point, "E", (token, c), "G_E",
                                symbols=symbols)])

@@ -793,16 +793,20 @@ def _answer_step(ex: Exercise, part) -> Step:
                      part.decimals, exact_cells=cells)
 
 
+# Caches are bounded LRUs keyed by the exercise itself (equal exercises share an entry): a fully
+# rendered solution holds about 140 kB, so nothing is parked on exercises that pages keep for long.
+CACHE_SIZE = 256
+
+
+@functools.lru_cache(maxsize=CACHE_SIZE)
 def exercise_context(ex: Exercise) -> Context | None:
     """The context of the pipeline walk from ex.given to its parts (None when no part is on the
-    pipeline). Memoised on the exercise: solve and aids share it."""
-    memo = ex.__dict__.setdefault("_memo", {})
-    if "solution_context" not in memo:
-        on_pipeline = [p for p in ex.parts if not p.is_choice and p.name in pipeline.STEP_BY_NAME]
-        memo["solution_context"] = build_context(
-            ex.given, [p.name for p in on_pipeline], places={p.name: p.decimals for p in on_pipeline},
-            values={p.name: p.reference for p in on_pipeline}) if on_pipeline else None
-    return memo["solution_context"]
+    pipeline); solve and aids share it."""
+    on_pipeline = [p for p in ex.parts if not p.is_choice and p.name in pipeline.STEP_BY_NAME]
+    if not on_pipeline:
+        return None
+    return build_context(ex.given, [p.name for p in on_pipeline], places={p.name: p.decimals for p in on_pipeline},
+                         values={p.name: p.reference for p in on_pipeline})
 
 
 def generic_solve(ex: Exercise) -> list[Step]:
@@ -815,20 +819,20 @@ def generic_solve(ex: Exercise) -> list[Step]:
 
 
 def solve(ex: Exercise) -> list[Step]:
-    """The worked solution of `ex`: the kind's own solve(ex) when it has one, else the pipeline walk.
-    Memoised on the exercise (exercises are immutable)."""
-    memo = ex.__dict__.setdefault("_memo", {})
-    if "solution" not in memo:
-        kind = engine.KINDS.get(ex.kind)
-        own = getattr(kind, "solve", None)
-        memo["solution"] = tuple(own(ex) if own is not None else generic_solve(ex))
-    return list(memo["solution"])
+    """The worked solution of `ex`: the kind's own solve(ex) when it has one, else the pipeline walk."""
+    return list(_solved(ex))
 
 
-@functools.lru_cache(maxsize=1024)
+@functools.lru_cache(maxsize=CACHE_SIZE)
+def _solved(ex: Exercise) -> tuple[Step, ...]:
+    own = getattr(engine.KINDS.get(ex.kind), "solve", None)
+    return tuple(own(ex) if own is not None else generic_solve(ex))
+
+
+@functools.lru_cache(maxsize=CACHE_SIZE)
 def solution(kind: str, seed: int, level: int) -> tuple[Step, ...]:
     """solve(generate(kind, seed, level)), cached per process: a pure function of the triple."""
-    return tuple(solve(engine.generate(kind, seed, level)))
+    return _solved(engine.generate(kind, seed, level))
 
 
 # ---------------------------------------------------------------- aids shown with the problem
@@ -904,14 +908,11 @@ def generic_aids(ex: Exercise) -> Aids:
     return Aids(exp_table=table, sqrt_dk=root, shapes=shapes_of(ex))
 
 
+@functools.lru_cache(maxsize=4 * CACHE_SIZE)
 def aids(ex: Exercise) -> Aids:
-    """The hand-calculation aids of `ex` (the kind's own aids(ex) when it has one). Memoised."""
-    memo = ex.__dict__.setdefault("_memo", {})
-    if "aids" not in memo:
-        kind = engine.KINDS.get(ex.kind)
-        own = getattr(kind, "aids", None)
-        memo["aids"] = own(ex) if own is not None else generic_aids(ex)
-    return memo["aids"]
+    """The hand-calculation aids of `ex` (the kind's own aids(ex) when it has one)."""
+    own = getattr(engine.KINDS.get(ex.kind), "aids", None)
+    return own(ex) if own is not None else generic_aids(ex)
 
 
 def given_latex(ex: Exercise) -> list[tuple[str, str]]:

@@ -40,7 +40,7 @@ def fingerprint(ex: Exercise) -> str:
 # ---------------------------------------------------------------- cached, plain data
 
 
-@st.cache_data(max_entries=2048, show_spinner=False)
+@st.cache_data(max_entries=512, show_spinner=False)
 def steps_view(key: str, language: str, _ex: Exercise) -> list[dict[str, Any]]:
     """Each step as plain data: title, note, both displays, shape, and its decimals for the heatmaps."""
     out = []

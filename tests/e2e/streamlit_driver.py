@@ -14,6 +14,7 @@ Streamlit tells the world where it is in three ways, and every wait here uses th
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from urllib.parse import parse_qs, urlparse
 
@@ -85,8 +86,9 @@ class StreamlitPage:
     # ---------------------------------------------------------------- finding things
 
     def keyed(self, key: str) -> Locator:
-        """The element container of the widget with this key (Streamlit adds the class st-key-<key>)."""
-        return self.page.locator(f".st-key-{key}")
+        """The element container of the widget with this key: Streamlit adds the class st-key-<key>,
+        every character other than a letter, digit, _ or - written as -."""
+        return self.page.locator(".st-key-" + re.sub(r"[^a-zA-Z0-9_-]", "-", key.strip()))
 
     def button(self, label: str) -> Locator:
         """The button whose accessible name contains `label` (an icon's ligature may precede it)."""

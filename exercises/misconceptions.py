@@ -81,6 +81,9 @@ def diagnose(ex: Exercise, part: Part, value: np.ndarray) -> str | None:
     return None
 
 
+GAP = DIAGNOSIS_TOLERANCE + ROUNDING  # the separation of a part graded to 2 decimals or exactly
+
+
 def separation(part: Part) -> float:
     """How far apart, in some cell, two answers to `part` must be so that each of them, exact or
     rounded to 2 decimals, is never taken for the other."""
@@ -92,19 +95,24 @@ def apart(a: np.ndarray, b: np.ndarray, gap: float) -> bool:
     return not bool(np.all(cell_matches(a, b, gap)))
 
 
+def clashes(reference: np.ndarray, alts: dict[str, np.ndarray], gap: float = GAP) -> list[str]:
+    """The ids among `alts` ({id: the value that mistake gives}) that cannot be told apart: their
+    value is within `gap` of the reference ("id"), or of another mistake's ("first+second").
+    Values no one can write (NaN) are left out."""
+    usable = {mid: alt for mid, alt in alts.items() if not np.isnan(alt).any()}
+    found = [mid for mid, alt in usable.items() if not apart(alt, reference, gap)]
+    found += [f"{first}+{second}" for (first, a), (second, b) in combinations(usable.items(), 2)
+              if np.shape(a) == np.shape(b) and not apart(a, b, gap)]
+    return found
+
+
 def collisions(ex: Exercise) -> list[tuple[str, str]]:
     """(misconception, part) pairs that cannot be told apart: the mistake gives the right answer,
     or the same answer as another mistake (then the id is "first+second"). Such a variant is
     redrawn by the generator."""
-    found = []
-    alts = alternatives(ex)
-    for mid, values in alts.items():
+    by_part: dict[str, dict[str, np.ndarray]] = {}
+    for mid, values in alternatives(ex).items():
         for name, alt in values.items():
-            part = ex.part(name)
-            if not apart(alt, part.reference, separation(part)):
-                found.append((mid, name))
-    for (first, values1), (second, values2) in combinations(alts.items(), 2):
-        for name in values1.keys() & values2.keys():
-            if not apart(values1[name], values2[name], separation(ex.part(name))):
-                found.append((f"{first}+{second}", name))
-    return found
+            by_part.setdefault(name, {})[mid] = alt
+    return [(mid, name) for name, alts in by_part.items()
+            for mid in clashes(ex.part(name).reference, alts, separation(ex.part(name)))]

@@ -27,7 +27,7 @@ from ._aids import softmax_aids
 
 ID = "multi_head"
 ORDER = 80
-VERSION = 1
+VERSION = 2  # 2: heads whose mistakes clash with each other are redrawn too
 LEVELS = (1, 2, 3)
 
 # level: (n, heads to draw from, d_k, d_v, values of X, output projection?)
@@ -95,11 +95,9 @@ def _distinguishable(given: dict, h: int, weights: list[np.ndarray], outputs: li
     right output."""
     if not (_differ(weights) and _differ(outputs)):
         return False
-    for i in range(1, h + 1):
-        for alt in _head_mistakes(head_given(given, i)).values():
-            if misconceptions.matches(alt, outputs[i - 1], misconceptions.DIAGNOSIS_TOLERANCE):
-                return False
-    return True
+    # every mistake apart from the head's right output and from each other (misconceptions.clashes)
+    return not any(misconceptions.clashes(outputs[i - 1], _head_mistakes(head_given(given, i)))
+                   for i in range(1, h + 1))
 
 
 def _trace(given: dict, h: int) -> MultiHeadTrace:

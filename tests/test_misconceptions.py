@@ -1,0 +1,303 @@
+"""The misconception catalog (DESIGN §5, issue 6): every mistake is named, exact and rounded to 2
+decimals, over 30 seeds of every level of every kind where it applies; the right answer never is;
+generated variants keep every mistake apart from the reference and from each other."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections import defaultdict
+from functools import cache
+
+import numpy as np
+import pytest
+
+import exercises
+from exercises import misconceptions, pipeline
+from exercises.i18n import catalog, languages
+from exercises.model import Exercise, Part
+from tests.apptest_helpers import ROOT
+
+SEEDS = range(30)
+CASES = [(kind, level) for kind, module in exercises.KINDS.items() for level in module.LEVELS]
+
+# where each id must apply (at some seed and level): the kinds whose step makes that mistake
+EXPECTED_KINDS = {
+    "transposed_scores": {"scores", "attention"},
+    "no_scaling": {"scaling", "attention"},
+    "scaled_by_dk": {"scaling", "attention"},
+    "mask_diagonal": {"masking", "attention"},
+    "mask_wrong_triangle": {"masking", "attention"},
+    "no_mask": {"masking", "attention"},
+    "mask_after_softmax": {"masking", "attention"},
+    "softmax_columns": {"softmax", "masking", "attention"},
+    "no_exp": {"softmax", "masking", "attention"},
+    "weights_transposed": {"weighted_sum", "attention"},
+    "grad_a_transposed": {"grad_weighted_sum", "backprop"},
+    "grad_v_no_transpose": {"grad_weighted_sum", "backprop"},
+    "softmax_grad_missing_term": {"grad_softmax", "backprop"},
+    "grad_scores_no_scale": {"grad_scores", "backprop"},
+    "grad_k_no_transpose": {"grad_scores", "backprop"},
+    "embedding_grad_no_accumulate": {"grad_embedding"},
+    "scores_not_transposed": {"scores"},
+    "mask_zero_instead_of_inf": {"masking", "softmax", "attention"},
+    "softmax_no_normalise": {"softmax", "masking", "attention"},
+    "grad_a_no_transpose": {"grad_weighted_sum"},
+    "softmax_grad_sign": {"grad_softmax", "backprop"},
+    "softmax_grad_diagonal_only": {"grad_softmax", "backprop"},
+    "grad_q_transposed": {"grad_scores", "backprop"},
+}
+DESIGN_IDS = ("transposed_scores", "no_scaling", "scaled_by_dk", "mask_diagonal", "mask_wrong_triangle",
+              "no_mask", "mask_after_softmax", "softmax_columns", "no_exp", "weights_transposed",
+              "grad_a_transposed", "grad_v_no_transpose", "softmax_grad_missing_term", "grad_scores_no_scale",
+              "grad_k_no_transpose", "embedding_grad_no_accumulate")
+
+
+@cache
+def exercise(kind: str, level: int, seed: int) -> Exercise:
+    return exercises.generate(kind, seed, level)
+
+
+def reference_answer(ex: Exercise) -> dict[str, np.ndarray | int]:
+    """Every part's reference: a matrix, or an option index for a multiple-choice part."""
+    return {p.name: int(p.reference[0, 0]) if p.is_choice else np.array(p.reference) for p in ex.parts}
+
+
+def rounded(value: np.ndarray) -> np.ndarray:
+    return np.round(np.asarray(value, dtype=float), 2)  # −∞ stays −∞
+
+
+# ---------------------------------------------------------------- the catalog itself
+
+
+def test_catalog_holds_design_ids_first_then_the_extra_ones():
+    assert misconceptions.CATALOG[:len(DESIGN_IDS)] == DESIGN_IDS
+    assert set(misconceptions.CATALOG) == set(EXPECTED_KINDS)
+    assert len(set(misconceptions.CATALOG)) == len(misconceptions.CATALOG)
+
+
+@pytest.mark.parametrize("lang", languages())
+def test_every_id_is_explained_in_one_or_two_sentences(lang):
+    texts = catalog(lang)
+    for mid in misconceptions.CATALOG:
+        text = texts.get(f"misconception.{mid}")
+        assert text, (lang, mid)
+        ends = sum(text.count(mark) for mark in (". ", "。")) + 1
+        assert ends <= 3, (lang, mid, text)  # "It looks like …" plus the concept, at most a third clause
+
+
+# ---------------------------------------------------------------- diagnosis over every kind
+
+
+@pytest.mark.parametrize("kind,level", CASES)
+def test_every_mistake_is_named_exact_and_rounded_and_the_right_answer_never(kind, level):
+    for seed in SEEDS:
+        ex = exercise(kind, level, seed)
+        right = reference_answer(ex)
+        for answer in (right, {name: rounded(v) if ex.part(name).decimals >= 2 else v for name, v in right.items()
+                               if not ex.part(name).is_choice} | {p.name: right[p.name] for p in ex.parts if p.is_choice}):
+            fb = exercises.grade(ex, answer)
+            assert fb.correct and fb.misconception is None, (kind, level, seed)
+            assert all(p.misconception is None for p in fb.parts.values())
+        for mid, values in misconceptions.alternatives(ex).items():
+            for name, alt in values.items():
+                for shown in (alt, rounded(alt)):
+                    fb = exercises.grade(ex, {**right, name: shown})
+                    part = fb.parts[name]
+                    assert fb.graded and not part.correct, (kind, level, seed, mid, name)
+                    assert part.misconception == mid, (kind, level, seed, mid, name, part.misconception)
+            # the whole wrong chain, as a learner making that one mistake would write it
+            fb = exercises.grade(ex, {**right, **{name: rounded(v) for name, v in values.items()}})
+            assert {fb.parts[name].misconception for name in values} == {mid}, (kind, level, seed, mid)
+            assert fb.misconception == mid
+
+
+@cache
+def coverage() -> dict[str, set[tuple[str, int]]]:
+    found: dict[str, set[tuple[str, int]]] = defaultdict(set)
+    for kind, level in CASES:
+        for seed in SEEDS:
+            for mid in misconceptions.alternatives(exercise(kind, level, seed)):
+                found[mid].add((kind, level))
+    return found
+
+
+@pytest.mark.parametrize("mid", misconceptions.CATALOG)
+def test_every_id_applies_in_the_kinds_whose_step_it_belongs_to(mid):
+    kinds = {kind for kind, _ in coverage()[mid]}
+    assert EXPECTED_KINDS[mid] <= kinds, (mid, sorted(kinds))
+
+
+@pytest.mark.parametrize("kind,level", CASES)
+def test_variants_keep_every_mistake_apart(kind, level):
+    """No applicable mistake gives the reference, and no two give the same answer to a part — by
+    more than the grading tolerance plus the rounding a learner may do."""
+    for seed in SEEDS:
+        ex = exercise(kind, level, seed)
+        alts = misconceptions.alternatives(ex)
+        assert misconceptions.collisions(ex) == [], (kind, level, seed)
+        for mid, values in alts.items():
+            for name, alt in values.items():
+                part = ex.part(name)
+                assert not np.isnan(alt).any()
+                with np.errstate(invalid="ignore"):  # −∞ − (−∞)
+                    gap = np.where(np.isinf(alt) | np.isinf(part.reference),
+                                   np.where(alt == part.reference, 0.0, np.inf), np.abs(alt - part.reference))
+                assert gap.max() > part.tolerance + misconceptions.ROUNDING, (kind, level, seed, mid, name)
+                for other, other_values in alts.items():
+                    if other != mid and name in other_values:
+                        assert misconceptions.apart(alt, other_values[name], misconceptions.separation(part))
+
+
+def test_generation_stays_deterministic_across_processes():
+    sample = [(kind, level, seed) for kind, level in CASES for seed in (0, 7, 29)]
+    here = {f"{k}-{l}-{s}": exercise(k, l, s).to_dict() for k, l, s in sample}
+    script = ("import json, sys, exercises\n"
+              "sample = json.loads(sys.argv[1])\n"
+              "print(json.dumps({f'{k}-{l}-{s}': exercises.generate(k, s, l).to_dict() for k, l, s in sample}))\n")
+    env = {**os.environ, "PYTHONHASHSEED": "12345", "PYTHONPATH": str(ROOT)}
+    out = subprocess.run([sys.executable, "-c", script, json.dumps(sample)], capture_output=True, text=True,
+                         cwd=ROOT, env=env, timeout=600, check=True)
+    assert json.loads(out.stdout) == json.loads(json.dumps(here))
+    assert all(exercises.generate(k, s, l) == exercise(k, l, s) for k, l, s in sample)
+
+
+# ---------------------------------------------------------------- each new mistake, by hand
+
+
+def run_with(given: dict, mistake: str, name: str) -> np.ndarray:
+    env = pipeline.run(given, mistakes={mistake})
+    assert mistake in env.used and name in env.tainted
+    return env[name]
+
+
+def test_scores_not_transposed_is_q_times_k():
+    Q, K = np.array([[1.0, 2.0], [0.0, 1.0]]), np.array([[1.0, 0.0], [1.0, 1.0]])
+    np.testing.assert_array_equal(run_with({"Q": Q, "K": K}, "scores_not_transposed", "scores"), [[3, 2], [1, 1]])
+    np.testing.assert_array_equal(pipeline.run({"Q": Q, "K": K})["scores"], [[1, 3], [0, 1]])
+    env = pipeline.run({"Q": np.ones((3, 2)), "K": np.ones((3, 2))}, mistakes={"scores_not_transposed"})
+    assert not env.used, "Q K does not fit when d_k ≠ n: the mistake cannot be made"
+
+
+def test_mask_zero_instead_of_inf_writes_zeros_and_the_softmax_keeps_future_weight():
+    scaled = np.array([[1.0, 2.0], [3.0, 4.0]])
+    given = {"scaled": scaled, "causal": True}
+    np.testing.assert_array_equal(run_with(given, "mask_zero_instead_of_inf", "masked"), [[1, 0], [3, 4]])
+    A = run_with(given, "mask_zero_instead_of_inf", "A")
+    e = np.e
+    np.testing.assert_allclose(A[0], [e / (e + 1), 1 / (e + 1)])
+    given_masked = {"masked": np.array([[1.0, -np.inf], [3.0, 4.0]]), "causal": True}  # the softmax kind's input
+    np.testing.assert_allclose(run_with(given_masked, "mask_zero_instead_of_inf", "A")[0], [e / (e + 1), 1 / (e + 1)])
+    assert not pipeline.run({"scaled": scaled, "causal": False}, mistakes={"mask_zero_instead_of_inf"}).used
+
+
+def test_softmax_no_normalise_is_the_bare_exponential():
+    z = np.array([[0.0, 1.0], [2.0, -np.inf]])
+    np.testing.assert_allclose(run_with({"masked": z, "causal": True}, "softmax_no_normalise", "A"),
+                               [[1, np.e], [np.e**2, 0]])
+
+
+def test_grad_a_no_transpose_on_the_golden_example():
+    given = {"A": np.array([[0.5, 0.5]]), "V": np.array([[2.0, 4.0], [6.0, 8.0]]), "G_O": np.array([[1.0, 2.0]])}
+    np.testing.assert_array_equal(pipeline.run(given)["G_A"], [[10, 22]])  # DESIGN §10
+    np.testing.assert_array_equal(run_with(given, "grad_a_no_transpose", "G_A"), [[14, 20]])
+    np.testing.assert_array_equal(run_with(given, "grad_a_transposed", "G_A"), [[10], [22]])
+
+
+def test_softmax_gradient_mistakes_by_hand():
+    given = {"A": np.array([[0.5, 0.5]]), "G_A": np.array([[1.0, 3.0]])}
+    # r = ½·1 + ½·3 = 2, so G = [½(1 − 2), ½(3 − 2)]
+    np.testing.assert_allclose(pipeline.run(given)["G_scaled"], [[-0.5, 0.5]])
+    np.testing.assert_allclose(run_with(given, "softmax_grad_sign", "G_scaled"), [[0.5, -0.5]])
+    np.testing.assert_allclose(run_with(given, "softmax_grad_diagonal_only", "G_scaled"), [[0.25, 0.75]])
+    np.testing.assert_allclose(run_with(given, "softmax_grad_missing_term", "G_scaled"), [[0.5, 1.5]])
+
+
+def test_grad_q_transposed_is_the_transposed_scores_gradient_times_k():
+    G_S = np.array([[1.0, 2.0], [0.0, 3.0]])
+    K, Q = np.array([[1.0, 0.0], [0.0, 1.0]]), np.array([[1.0, 1.0], [2.0, 0.0]])
+    given = {"G_scores": G_S, "K": K, "Q": Q}
+    np.testing.assert_array_equal(pipeline.run(given)["G_Q"], G_S @ K)
+    np.testing.assert_array_equal(run_with(given, "grad_q_transposed", "G_Q"), [[1, 0], [2, 3]])
+
+
+# ---------------------------------------------------------------- the mechanism's edges
+
+
+def one_part_exercise(given: dict, name: str, decimals: int = 2) -> Exercise:
+    reference = pipeline.run(given)[name]
+    return Exercise(kind="scores", seed=0, level=1, version=1, given=given,
+                    parts=(Part(name=name, shape=reference.shape, reference=reference, decimals=decimals),))
+
+
+def test_a_symmetric_score_matrix_collides_and_is_reported():
+    Q = np.array([[1.0, 0.0], [0.0, 1.0]])
+    ex = one_part_exercise({"Q": Q, "K": Q}, "scores", decimals=0)
+    found = dict(misconceptions.collisions(ex))
+    assert found.get("transposed_scores") == "scores"
+
+
+def test_two_mistakes_with_the_same_answer_collide():
+    """Upper triangle of zeros: leaving the mask out and writing 0 instead of −∞ look the same."""
+    scaled = np.array([[1.0, 0.0], [2.0, 3.0]])
+    ex = one_part_exercise({"scaled": scaled, "causal": True}, "masked")
+    assert ("no_mask+mask_zero_instead_of_inf", "masked") in misconceptions.collisions(ex)
+
+
+def test_a_gap_within_rounding_is_not_enough():
+    """0.335 and 0.3295 differ by more than the tolerance, but 0.3295 rounds to 0.33, which is right
+    for 0.335: such a mistake could not be named when rounded, so it counts as a collision."""
+    part = Part(name="A", shape=(1, 1), reference=np.array([[0.335]]))
+    assert not misconceptions.apart(np.array([[0.3295]]), part.reference, misconceptions.separation(part))
+    assert misconceptions.apart(np.array([[0.32]]), part.reference, misconceptions.separation(part))
+    assert misconceptions.apart(np.array([[-np.inf]]), np.array([[0.0]]), 1.0)
+    assert not misconceptions.apart(np.array([[-np.inf]]), np.array([[-np.inf]]), 0.0)
+
+
+def test_a_mistake_that_gives_nan_is_not_offered():
+    """Masking the diagonal too leaves row 1 with nothing but −∞: its softmax is 0/0, not an answer."""
+    given = {"scaled": np.array([[1.0, 2.0], [3.0, 4.0]]), "causal": True}
+    env = pipeline.run(given, mistakes={"mask_diagonal"})
+    assert np.isnan(env["A"]).any()
+    ref = pipeline.run(given)
+    ex = Exercise(kind="masking", seed=0, level=2, version=1, given=given,
+                  parts=(Part(name="masked", shape=(2, 2), reference=ref["masked"]),
+                         Part(name="A", shape=(2, 2), reference=ref["A"])))
+    offered = misconceptions.alternatives(ex)["mask_diagonal"]
+    assert set(offered) == {"masked"}
+
+
+def test_diagnosis_uses_the_rounding_tolerance_only_for_naming():
+    """0.33 for 1/3 is graded right (no mistake named); the same answer is never a misconception."""
+    ex = exercise("softmax", 2, 4)
+    fb = exercises.grade(ex, {"A": rounded(ex.part("A").reference)})
+    assert fb.correct and fb.misconception is None
+
+
+# ---------------------------------------------------------------- multi_head: per head, the same catalog
+
+
+@pytest.mark.parametrize("level", exercises.KINDS["multi_head"].LEVELS)
+def test_multi_head_names_a_catalogued_mistake_in_one_head(level):
+    from exercises.kinds import multi_head
+    named = 0
+    for seed in range(10):
+        ex = exercise("multi_head", level, seed)
+        right = reference_answer(ex)
+        for i in range(1, multi_head.head_count(ex) + 1):
+            name = f"O{i}"
+            head = multi_head.head_given(ex.given, i)
+            for mid in misconceptions.CATALOG:
+                env = pipeline.run(head, mistakes={mid}, until={"O"})
+                alt = env["O"]
+                if "O" not in env.tainted or np.isnan(alt).any():
+                    continue
+                if not misconceptions.apart(alt, ex.part(name).reference, misconceptions.separation(ex.part(name))):
+                    continue
+                for shown in (alt, rounded(alt)):
+                    fb = exercises.grade(ex, {**right, name: shown})
+                    assert fb.parts[name].misconception == mid, (level, seed, mid, name, fb.parts[name].misconception)
+                named += 1
+    assert named > 0

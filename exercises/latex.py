@@ -165,14 +165,17 @@ SYMBOLS: dict[str, str] = {
 }
 
 
+SHARED = frozenset({"X", "E", "d_k", "token_ids", "G_X", "G_E"})  # the same for every head: never tagged
+
+
 def symbol(name: str, tag: str | None = None) -> str:
-    """The LaTeX symbol of a value name (W_Q1 → W_{Q1}); `tag` marks a head: Q^{(1)}."""
+    """The LaTeX symbol of a value name (W_Q1 → W_{Q1}); `tag` marks a head's own value: Q^{(1)}."""
     if name in SYMBOLS:
         base = SYMBOLS[name]
     else:
         head, _, tail = name.partition("_")
         base = f"{head}_{{{tail}}}" if tail else name
-    return f"{base}^{{({tag})}}" if tag else base
+    return f"{base}^{{({tag})}}" if tag and name not in SHARED else base
 
 
 def index(i: int, j: int | None = None) -> str:
@@ -184,8 +187,8 @@ def index(i: int, j: int | None = None) -> str:
 
 
 def entry(symbol_: str, subscript: str) -> str:
-    """A_{ik}, (G_A)_{ik}: a symbol that already carries a subscript or superscript gets parentheses."""
-    base = f"({symbol_})" if ("_" in symbol_ or "^" in symbol_) else symbol_
+    """A_{ik}, A^{(1)}_{ik}, (G_A)_{ik}: a symbol that already carries a subscript gets parentheses."""
+    base = f"({symbol_})" if "_" in symbol_ else symbol_
     return f"{base}_{{{subscript}}}"
 
 

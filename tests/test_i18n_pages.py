@@ -198,3 +198,27 @@ def test_accept_language_header_parsing():
     assert accept_language("zh;q=abc,en") == ["en"]
     assert pick(["fr-FR", "zh-Hans-CN", "en"], ["en", "zh"]) == "zh"
     assert pick(["fr", None, ""], ["en", "zh"]) is None
+
+
+def _option_widgets_app():
+    import streamlit as st
+
+    from ui.i18n import option_widget_keys
+    st.selectbox("kind", ["a", "b"], key="demo.select")
+    st.radio("mode", ["x", "y"], key="demo.radio", index=None)
+    st.multiselect("many", [1, 2], key="demo.multi")
+    with st.form("demo.form"):
+        st.text_input("cell", key="demo.text")
+        st.form_submit_button("go")
+    st.checkbox("flag", key="demo.check")
+    st.session_state["demo.plain"] = "not a widget"
+    st.write("keys: " + ",".join(sorted(option_widget_keys())))
+
+
+def test_option_widgets_are_found_for_relabelling():
+    """After a switch these are written back to themselves (so the browser gets their new label);
+    text boxes, checkboxes and plain keys are left alone."""
+    at = AppTest.from_function(_option_widgets_app).run()
+    at.run()
+    assert not at.exception
+    assert at.markdown[-1].value == "keys: demo.multi,demo.radio,demo.select"

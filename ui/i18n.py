@@ -84,9 +84,41 @@ def resolve() -> str:
     return state[LANG_KEY]
 
 
+# widgets that send their choice back as its label (selectbox, radio, multiselect, pills, segmented
+# control, select slider): labels are translated, so after a switch the old label matches no option
+_OPTION_SERDES = {"SelectboxSerde", "RadioSerde", "MultiSelectSerde", "SelectSliderSerde",
+                  "_SingleSelectButtonGroupSerde", "_MultiSelectButtonGroupSerde"}
+
+
+def option_widget_keys() -> list[str]:
+    """The keys of this session's option widgets (found through Streamlit's session internals; an
+    empty list if those ever change shape, which only brings back stale labels after a switch)."""
+    try:
+        from streamlit.runtime.state.session_state_proxy import get_session_state
+        state = get_session_state()._state
+        keys = []
+        for key in list(st.session_state.keys()):
+            meta = state._new_widget_state.widget_metadata.get(state._get_widget_id(key))
+            serde = getattr(getattr(meta, "deserializer", None), "__self__", None)
+            if type(serde).__name__ in _OPTION_SERDES:
+                keys.append(key)
+        return keys
+    except (AttributeError, ImportError, KeyError, TypeError):
+        return []
+
+
+def _relabel_option_widgets() -> None:
+    """Write each option widget's value back to itself: the next run then sends the choice to the
+    browser under its label in the new language (text boxes are left alone: their drafts stay)."""
+    for key in option_widget_keys():
+        if key != WIDGET_KEY:
+            st.session_state[key] = st.session_state[key]
+
+
 def _on_switch() -> None:
     st.session_state[LANG_KEY] = st.session_state[WIDGET_KEY]
     st.query_params[URL_PARAM] = st.session_state[LANG_KEY]
+    _relabel_option_widgets()
 
 
 def language_switch() -> str:

@@ -1,0 +1,190 @@
+"""Sanity checks (issue 6, item 4): properties of any right answer, shown as warnings, never scored."""
+
+from __future__ import annotations
+
+from functools import cache
+
+import numpy as np
+import pytest
+
+import exercises
+from exercises import pipeline, sanity
+from exercises.i18n import languages
+from exercises.model import Exercise, Part
+
+SEEDS = range(30)
+CASES = [(kind, level) for kind, module in exercises.KINDS.items() for level in module.LEVELS]
+
+
+@cache
+def exercise(kind: str, level: int, seed: int) -> Exercise:
+    return exercises.generate(kind, seed, level)
+
+
+def keys(warnings) -> list[str]:
+    return [w.key for w in warnings]
+
+
+def make(given: dict, names: list[str], decimals: int = 2, kind: str = "softmax") -> Exercise:
+    env = pipeline.run(given)
+    parts = tuple(Part(name=n, shape=env[n].shape, reference=env[n], decimals=decimals) for n in names)
+    return Exercise(kind=kind, seed=0, level=2, version=1, given=given, parts=parts)
+
+
+CAUSAL = {"scaled": np.array([[1.0, 2.0, 0.0], [0.0, 1.0, 2.0], [2.0, 0.0, 1.0]]), "causal": True}
+
+
+# ---------------------------------------------------------------- never on a right answer
+
+
+@pytest.mark.parametrize("kind,level", CASES)
+def test_a_right_answer_exact_or_rounded_gets_no_warning(kind, level):
+    for seed in SEEDS:
+        ex = exercise(kind, level, seed)
+        exact = {p.name: p.reference for p in ex.parts if not p.is_choice}
+        rounded = {name: np.round(v, 2) if ex.part(name).decimals >= 2 else v for name, v in exact.items()}
+        assert sanity.check(ex, exact) == [], (kind, level, seed)
+        assert sanity.check(ex, rounded) == [], (kind, level, seed)
+        answer = {p.name: int(p.reference[0, 0]) if p.is_choice else rounded[p.name] for p in ex.parts}
+        fb = exercises.grade(ex, answer)
+        assert fb.correct and fb.warnings == [], (kind, level, seed)
+
+
+# ---------------------------------------------------------------- each property
+
+
+def test_rows_of_a_must_sum_to_one():
+    ex = make(CAUSAL, ["A"])
+    columns = pipeline.run(CAUSAL, mistakes={"softmax_columns"})["A"]
+    assert "sanity.rows_sum_one" in keys(sanity.check(ex, {"A": columns}))
+    after = pipeline.run(CAUSAL, mistakes={"mask_after_softmax"})["A"]
+    found = sanity.check(ex, {"A": after})
+    assert keys(found) == ["sanity.rows_sum_one"]
+    assert found[0].params["rows"] == "1, 2", "row 3 sees every key, so its sum is still 1"
+
+
+def test_masked_weights_must_be_zero():
+    ex = make(CAUSAL, ["A"])
+    leaky = pipeline.run(CAUSAL, mistakes={"mask_zero_instead_of_inf"})["A"]
+    found = sanity.check(ex, {"A": leaky})
+    assert keys(found) == ["sanity.hidden_weight_zero"]
+    assert found[0].params["cells"] == "(1, 2), (1, 3), (2, 3)"
+
+
+def test_weights_lie_between_zero_and_one():
+    ex = make(CAUSAL, ["A"])
+    bare = pipeline.run(CAUSAL, mistakes={"softmax_no_normalise"})["A"]
+    assert keys(sanity.check(ex, {"A": bare}))[:2] == ["sanity.weights_range", "sanity.rows_sum_one"]
+
+
+def test_minus_infinity_only_above_the_diagonal_of_the_mask():
+    ex = make(CAUSAL, ["masked", "A"])
+    no_mask = pipeline.run(CAUSAL, mistakes={"no_mask"})["masked"]
+    assert keys(sanity.check(ex, {"masked": no_mask})) == ["sanity.mask_missing_inf"]
+    diagonal = pipeline.run(CAUSAL, mistakes={"mask_diagonal"})["masked"]
+    found = sanity.check(ex, {"masked": diagonal})
+    assert keys(found) == ["sanity.mask_extra_inf"] and found[0].params["cells"] == "(1, 1), (2, 2), (3, 3)"
+    lower = pipeline.run(CAUSAL, mistakes={"mask_wrong_triangle"})["masked"]
+    assert keys(sanity.check(ex, {"masked": lower})) == ["sanity.mask_missing_inf", "sanity.mask_extra_inf"]
+    A = pipeline.run(CAUSAL)["A"].copy()
+    A[0, 1] = -np.inf
+    assert "sanity.inf_outside_mask" in keys(sanity.check(ex, {"A": A}))
+
+
+def test_minus_infinity_in_scores_is_flagged():
+    ex = exercise("scores", 2, 3)
+    S = np.array(ex.part("scores").reference)
+    S[0, 1] = -np.inf
+    found = sanity.check(ex, {"scores": S})
+    assert keys(found) == ["sanity.inf_outside_mask"] and found[0].params["cells"] == "(1, 2)"
+
+
+def test_rows_of_the_softmax_gradient_sum_to_zero_and_hidden_cells_get_none():
+    given = {"A": pipeline.run(CAUSAL)["A"], "G_A": np.array([[1.0, 2.0, 0.0], [2.0, -1.0, 1.0], [0.0, 1.0, 3.0]]),
+             "causal": True}
+    ex = make(given, ["G_scaled"], kind="grad_softmax")
+    missing = pipeline.run(given, mistakes={"softmax_grad_missing_term"})["G_scaled"]
+    assert "sanity.rows_sum_zero" in keys(sanity.check(ex, {"G_scaled": missing}))
+    leaked = np.array(ex.part("G_scaled").reference)
+    leaked[0, 2] = 0.5
+    assert keys(sanity.check(ex, {"G_scaled": leaked})) == ["sanity.rows_sum_zero", "sanity.hidden_gradient_zero"]
+    flipped = pipeline.run(given, mistakes={"softmax_grad_sign"})["G_scaled"]
+    assert sanity.check(ex, {"G_scaled": flipped}) == [], "a flipped sign keeps every property: no warning"
+
+
+def test_an_output_lies_within_its_column_of_v():
+    given = {"A": np.array([[0.5, 0.5], [1.0, 0.0]]), "V": np.array([[1.0, 4.0], [3.0, 2.0]]), "causal": False}
+    ex = make(given, ["O"], kind="weighted_sum")
+    O = np.array(ex.part("O").reference)
+    O[1, 0] = 5.0  # column 1 of V runs from 1 to 3
+    found = sanity.check(ex, {"O": O})
+    assert keys(found) == ["sanity.output_range"] and found[0].params["cells"] == "(2, 1)"
+
+
+def test_columns_of_grad_v_add_up_to_those_of_grad_o():
+    given = {"A": np.array([[1.0, 0.0], [0.25, 0.75]]), "V": np.array([[1.0, 2.0], [0.0, 1.0]]),
+             "G_O": np.array([[1.0, 2.0], [3.0, -1.0]]), "causal": True}
+    ex = make(given, ["G_A", "G_V"], kind="grad_weighted_sum")
+    wrong = pipeline.run(given, mistakes={"grad_v_no_transpose"})["G_V"]
+    assert keys(sanity.check(ex, {"G_V": wrong})) == ["sanity.grad_v_columns"]
+
+
+def test_embedding_gradient_rows_of_unused_tokens_and_totals():
+    given = {"token_ids": np.array([0, 2, 0]), "E": np.ones((4, 2)), "G_X": np.array([[1.0, 2.0], [3.0, 0.0], [1.0, 1.0]])}
+    ex = make(given, ["G_E"], kind="grad_embedding")
+    overwritten = pipeline.run(given, mistakes={"embedding_grad_no_accumulate"})["G_E"]
+    assert keys(sanity.check(ex, {"G_E": overwritten})) == ["sanity.grad_e_total"]
+    stray = np.array(ex.part("G_E").reference)
+    stray[3] = [1.0, 0.0]  # token 3 never appears
+    found = sanity.check(ex, {"G_E": stray})
+    assert keys(found) == ["sanity.unused_token", "sanity.grad_e_total"] and found[0].params["tokens"] == "3"
+
+
+def test_a_transposed_shape_gets_its_own_word_and_no_score():
+    ex = exercise("weighted_sum", 3, 1)
+    O = ex.part("O").reference
+    assert O.shape[0] != O.shape[1]
+    fb = exercises.grade(ex, {"O": O.T})
+    assert fb.score is None and fb.parts["O"].format_error.key == "grade.shape"
+    assert keys(fb.warnings) == ["sanity.transposed_shape"]
+    assert fb.warnings[0].params["rows"] == O.shape[0] and fb.warnings[0].params["got_rows"] == O.shape[1]
+
+
+def test_a_part_that_only_shares_a_name_is_left_alone():
+    """The shapes kind's part "A" is (rows, columns) of A: the weight checks do not apply to it."""
+    ex = exercise("shapes", 1, 0)
+    part = ex.part("A")
+    assert sanity.rules(ex, part) == [sanity._infinities]
+    assert sanity.check(ex, {"A": np.array([[7.0, 7.0]])}) == []
+
+
+def test_warnings_never_change_the_score(monkeypatch):
+    ex = make(CAUSAL, ["masked", "A"])
+    wrong = {name: pipeline.run(CAUSAL, mistakes={"mask_zero_instead_of_inf"})[name] for name in ("masked", "A")}
+    fb = exercises.grade(ex, wrong)
+    assert fb.warnings, "the zeros above the diagonal are flagged"
+    monkeypatch.setattr(sanity, "check", lambda ex, values: [])
+    silent = exercises.grade(ex, wrong)
+    assert silent.warnings == []
+    assert (fb.score, fb.correct, fb.misconception) == (silent.score, silent.correct, silent.misconception)
+    assert all((fb.parts[n].status == silent.parts[n].status).all() for n in ex.part_names)
+    assert fb.misconception == "mask_zero_instead_of_inf"
+
+
+def test_unreadable_parts_still_get_warnings_for_the_readable_ones():
+    ex = make(CAUSAL, ["masked", "A"])
+    columns = pipeline.run(CAUSAL, mistakes={"softmax_columns"})["A"]
+    fb = exercises.grade(ex, {"masked": "1 2; oops", "A": columns})
+    assert not fb.graded and "sanity.rows_sum_one" in keys(fb.warnings)
+
+
+@pytest.mark.parametrize("lang", languages())
+def test_every_warning_renders_without_raw_keys_or_placeholders(lang):
+    samples = [sanity.check(make(CAUSAL, ["masked", "A"]),
+                            {"masked": pipeline.run(CAUSAL, mistakes={m})["masked"],
+                             "A": pipeline.run(CAUSAL, mistakes={m})["A"]})
+               for m in ("no_mask", "mask_diagonal", "mask_zero_instead_of_inf", "softmax_no_normalise")]
+    rendered = [w.render(lang) for found in samples for w in found]
+    assert rendered
+    for text in rendered:
+        assert "sanity." not in text and "{" not in text and "part." not in text, text

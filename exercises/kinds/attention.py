@@ -18,7 +18,7 @@ from ..numbers import choice, nonzero_matrix
 
 ID = "attention"
 ORDER = 70
-VERSION = 1
+VERSION = 2  # 2: the larger misconception catalog redraws variants where two mistakes look alike
 LEVELS = (1, 2, 3)
 
 MAX_SCORE = {1: 4, 2: 4, 3: 6}  # |S| bound: the exponents S/√d_k come from a small set

@@ -17,7 +17,7 @@ from ..numbers import choice, nonzero_matrix, simple_weights
 
 ID = "grad_weighted_sum"
 ORDER = 200
-VERSION = 1
+VERSION = 2  # 2: the larger misconception catalog redraws variants where two mistakes look alike
 LEVELS = (1, 2, 3)
 PARTS = ["G_A", "G_V"]
 

@@ -10,7 +10,7 @@ from ..numbers import choice, nonzero_matrix
 
 ID = "scores"
 ORDER = 20
-VERSION = 1
+VERSION = 2  # 2: the larger misconception catalog redraws variants where two mistakes look alike
 LEVELS = (1, 2, 3)
 
 

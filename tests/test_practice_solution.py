@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from streamlit.testing.v1 import AppTest
 
 import exercises
@@ -115,3 +116,14 @@ def test_backward_kind_solution_renders():
     click(at, "Show solution")
     assert not at.exception
     assert r"\odot" in latex_text(at)
+
+
+@pytest.mark.parametrize("kind", list(exercises.KINDS))
+def test_every_kind_shows_its_solution_without_exception(kind):
+    level = exercises.KINDS[kind].LEVELS[-1]
+    at = open_page("pages/practice.py", {"kind": kind, "level": str(level), "seed": "2"})
+    click(at, "Show solution")
+    assert not at.exception
+    steps = exercises.solve(current_exercise(at))
+    shown = latex_text(at)
+    assert all(step.display(exact=True) in shown for step in steps)

@@ -64,12 +64,14 @@ def cell_view(key: str, language: str, step_index: int, i: int, j: int, _ex: Exe
 
 
 def was_shown(ex: Exercise) -> bool:
-    return ex.id in st.session_state.get(SHOWN, set())
+    return ex.id in st.session_state.get(SHOWN, [])
 
 
 def reveal(ex: Exercise) -> None:
     """Remember that the solution was opened; the latest attempt on this exercise (if any) notes it."""
-    st.session_state.setdefault(SHOWN, set()).add(ex.id)
+    shown = st.session_state.setdefault(SHOWN, [])  # a plain list: session state stays serializable
+    if ex.id not in shown:
+        shown.append(ex.id)
     earlier = attempts.for_exercise(ex)
     if earlier:
         earlier[-1]["solution_shown"] = True

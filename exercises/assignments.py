@@ -67,6 +67,10 @@ class AssignmentSpec:
     def slots(self) -> list[Slot]:
         return slots(self.items)
 
+    def seeds(self, student: str | None = None) -> list[tuple[Slot, int]]:
+        """(slot, exercise seed) of every exercise: the class's, or `student`'s own."""
+        return variant_seeds(self.items, self.seed, self.per_student, student)
+
     def exercises(self, student: str | None = None) -> list[Exercise]:
         """The exercises, in order: the class's set, or `student`'s own when variants are per student."""
         return build_exercises(self.items, self.seed, self.per_student, student)
@@ -171,10 +175,16 @@ def item_seed(seed: int, index: int, student: str | None = None) -> int:
     return int.from_bytes(digest, "big") % engine.MAX_SEED
 
 
-def build_exercises(items: Iterable[ItemSpec], seed: int, per_student: bool,
-                    student: str | None = None) -> list[Exercise]:
-    """Every exercise of the assignment for one student (per-student variants) or for the class."""
+def variant_seeds(items: Iterable[ItemSpec], seed: int, per_student: bool,
+                  student: str | None = None) -> list[tuple[Slot, int]]:
+    """(slot, exercise seed) of every exercise, for one student (per-student variants) or the class."""
     if per_student and student is None:
         raise AssignmentError(msg("assignment.error.name_empty"))
     who = student if per_student else None
-    return [engine.generate(slot.kind, item_seed(seed, slot.index, who), slot.level) for slot in slots(items)]
+    return [(slot, item_seed(seed, slot.index, who)) for slot in slots(items)]
+
+
+def build_exercises(items: Iterable[ItemSpec], seed: int, per_student: bool,
+                    student: str | None = None) -> list[Exercise]:
+    """Every exercise of the assignment for one student (per-student variants) or for the class."""
+    return [engine.generate(slot.kind, s, slot.level) for slot, s in variant_seeds(items, seed, per_student, student)]

@@ -55,6 +55,12 @@ def build(spec: AssignmentSpec, students: Iterable[str] = (), code: str | None =
     """The sheets of an assignment: one per student for per-student variants, else one for the class."""
     if not spec.per_student:
         return Worksheet(spec, (Sheet(None, tuple(spec.exercises())),), code, lang)
+    names = clean_students(students)
+    return Worksheet(spec, tuple(Sheet(n, tuple(spec.exercises(n))) for n in names), code, lang)
+
+
+def clean_students(students: Iterable[str]) -> list[str]:
+    """A class list: every name cleaned, none twice (names ignore case and spacing), not empty."""
     names = [clean_student_name(s) for s in students]
     if not names:
         raise AssignmentError(msg("worksheet.error.no_students"))
@@ -65,7 +71,7 @@ def build(spec: AssignmentSpec, students: Iterable[str] = (), code: str | None =
         if student_key(name) in seen:
             raise AssignmentError(msg("worksheet.error.duplicate_student", name=name, other=seen[student_key(name)]))
         seen[student_key(name)] = name
-    return Worksheet(spec, tuple(Sheet(n, tuple(spec.exercises(n))) for n in names), code, lang)
+    return names
 
 
 def read_students(text: str) -> list[str]:

@@ -1,0 +1,276 @@
+"""Assignments and Gradebook pages (AppTest): a teacher creates a set, two students submit in two
+sessions, the gradebook opens with the key only and its CSV matches the table."""
+
+from __future__ import annotations
+
+import io
+
+import pandas as pd
+import pytest
+import streamlit.testing.v1.app_test as app_test_module
+from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
+from streamlit.testing.v1 import AppTest
+
+import storage
+from exercises import misconceptions, selftest
+from tests.apptest_helpers import ROOT
+from ui import assignments as ui_assignments
+from ui.answer_grid import paste_key
+
+ASSIGNMENTS = str(ROOT / "pages" / "assignments.py")
+GRADEBOOK = str(ROOT / "pages" / "gradebook.py")
+
+
+class RecordingStorage(MemoryMediaFileStorage):
+    """The media store of AppTest runs, keeping every file a page hands to the browser."""
+
+    files: dict[str, bytes] = {}
+
+    def load_and_get_id(self, path_or_data, mimetype, kind, filename=None) -> str:
+        file_id = super().load_and_get_id(path_or_data, mimetype, kind, filename)
+        RecordingStorage.files[file_id] = self._files_by_id[file_id].content
+        return file_id
+
+
+@pytest.fixture(autouse=True)
+def db(tmp_path, monkeypatch):
+    monkeypatch.delenv("DATABASE_URL", raising=False)
+    monkeypatch.setenv("ATTENTION_DB_PATH", str(tmp_path / "class.sqlite3"))
+    monkeypatch.setattr(app_test_module, "MemoryMediaFileStorage", RecordingStorage)
+    RecordingStorage.files = {}
+    engine = storage.open_engine()
+    yield engine
+    engine.dispose()
+
+
+def page(path: str, query: dict[str, str] | None = None) -> AppTest:
+    at = AppTest.from_file(path, default_timeout=60)
+    for key, value in (query or {}).items():
+        at.query_params[key] = value
+    return at.run()
+
+
+def button(at: AppTest, label: str):
+    return next(b for b in at.button if b.label == label)
+
+
+def texts(at: AppTest) -> str:
+    """Everything the page wrote, as one string (to check what a visitor can read)."""
+    parts = []
+    for kind in ("markdown", "caption", "code", "latex", "success", "info", "warning", "error", "title", "subheader"):
+        parts += [str(getattr(e, "value", "")) for e in at.get(kind)]
+    return "\n".join(parts)
+
+
+def create(at: AppTest, title: str, rows: list[tuple[str, int, int]], seed: int = 7, per_student: bool = False,
+           allow_solutions: bool = False) -> tuple[str, str]:
+    """Fill in the builder and press Create; (code, key) as the page shows them."""
+    at.text_input(key="assign.title").input(title)
+    at.number_input(key="assign.rows").set_value(len(rows)).run()
+    for r, (kind, level, count) in enumerate(rows):
+        at.selectbox(key=f"assign.kind.{r}").set_value(kind).run()
+        at.selectbox(key=f"assign.level.{r}.{kind}").set_value(level)
+        at.number_input(key=f"assign.count.{r}").set_value(count)
+    at.number_input(key="assign.seed").set_value(seed)
+    if per_student:
+        at.checkbox(key="assign.per_student").check()
+    if allow_solutions:
+        at.checkbox(key="assign.allow_solutions").check()
+    button(at, "Create assignment").click().run()
+    assert not at.exception
+    code, link, key = [c.value for c in at.code]
+    assert link.endswith(f"?assignment={code}")
+    return code, key
+
+
+def student_opens(code: str, name: str) -> AppTest:
+    at = page(ASSIGNMENTS, {"assignment": code})
+    at.text_input(key=f"assign.name_input.{storage.parse_code(code)}").input(name)
+    button(at, "Start").click().run()
+    assert not at.exception and f"Working as **{name}**." in texts(at)
+    return at
+
+
+def type_answers(at: AppTest, a: storage.Assignment, name: str, answers: list[dict[str, str]]) -> None:
+    for index, (ex, answer) in enumerate(zip(a.spec.exercises(name), answers)):
+        for part, text in answer.items():
+            at.text_area(key=paste_key(f"asg-{a.code}-{index}-{ex.id}", part)).input(text)
+
+
+def submit(at: AppTest) -> None:
+    button(at, "Submit my answers").click().run()
+    assert not at.exception
+
+
+def mistaken_answer(ex, part: str) -> tuple[str, str]:
+    """(misconception id, the answer text that mistake gives) for one part of an exercise."""
+    for mid, values in misconceptions.alternatives(ex).items():
+        if part in values:
+            return mid, selftest.as_text(values[part])
+    raise AssertionError(f"no catalogued mistake for {ex.id}")
+
+
+def open_gradebook(code: str, key: str) -> AppTest:
+    at = page(GRADEBOOK)
+    at.text_input(key="gradebook.code").input(code)
+    at.text_input(key="gradebook.key").input(key)
+    button(at, "Open gradebook").click().run()
+    assert not at.exception
+    return at
+
+
+# ---------------------------------------------------------------- the teacher
+
+
+def test_teacher_creates_an_assignment_and_sees_the_key_once(db):
+    at = page(ASSIGNMENTS)
+    code, key = create(at, "Week 3", [("softmax", 2, 2), ("scores", 1, 1)], seed=42, allow_solutions=True)
+    a = storage.get_assignment(db, code)
+    assert (a.title, a.seed, a.item_count, a.allow_solutions, a.per_student) == ("Week 3", 42, 3, True, False)
+    assert storage.verify_teacher_key(db, code, key)
+    assert sorted(b.label for b in at.get("download_button")) == ["Answer key (PDF)", "Worksheet (PDF)"]
+    files = ui_assignments.pdf_files(a.spec, (), code, "en")  # what the two buttons hand out
+    assert all(files[name].startswith(b"%PDF") for name in ("worksheet.pdf", "answer-key.pdf"))
+
+    button(at, "I have saved the key: hide it").click().run()
+    assert key not in texts(at) and at.session_state[ui_assignments.CREATED]["key"] is None
+    assert code in texts(at)  # code and link stay
+
+
+def test_per_student_pdfs_wait_for_the_class_list(db):
+    at = page(ASSIGNMENTS)
+    code, _ = create(at, "Variants", [("softmax", 1, 1)], per_student=True)
+    assert not at.get("download_button") and "Enter the class list" in texts(at)
+    at.text_area(key=f"assign.students.{code}").input("Ada\nada").run()
+    assert "are the same student" in texts(at) and not at.get("download_button")
+    at.text_area(key=f"assign.students.{code}").input("Ada\nAlan").run()
+    assert len(at.get("download_button")) == 2
+
+
+def test_bad_builder_input_gets_a_message(db):
+    at = page(ASSIGNMENTS)
+    button(at, "Create assignment").click().run()  # no title
+    assert [e.value for e in at.error] == ["Give the assignment a title."]
+    assert not at.code and not at.exception
+
+
+# ---------------------------------------------------------------- students and the gradebook
+
+
+def test_two_students_submit_and_the_gradebook_shows_both_with_a_matching_csv(db):
+    teacher = page(ASSIGNMENTS)
+    code, key = create(teacher, "Quiz", [("softmax", 2, 1), ("scores", 2, 1)], seed=5, per_student=True)
+    a = storage.get_assignment(db, code)
+
+    ada = student_opens(code.lower(), "Ada Lovelace")  # the code as a student might type it
+    ada_ex = a.spec.exercises("Ada Lovelace")
+    type_answers(ada, a, "Ada Lovelace", [selftest.correct_answer(ex) for ex in ada_ex])
+    submit(ada)
+    assert "Submitted. Your score: 100%." in texts(ada)
+
+    alan = student_opens(code, "Alan Turing")
+    alan_ex = a.spec.exercises("Alan Turing")
+    assert [ex.to_dict() for ex in alan_ex] != [ex.to_dict() for ex in ada_ex]  # their own variants
+    mistake, wrong_a = mistaken_answer(alan_ex[0], "A")
+    type_answers(alan, a, "Alan Turing", [{"A": wrong_a}, selftest.correct_answer(alan_ex[1])])
+    submit(alan)
+    assert "Submitted." in texts(alan) and "Likely mistake" in texts(alan)
+    assert not any(b.label == "Show solution" for b in alan.button)  # the teacher did not allow them
+
+    book = open_gradebook(code, key)
+    frame = book.dataframe[0].value
+    assert list(frame.columns) == ["Student", "1. Row-wise softmax (L2)", "2. Scores Q Kᵀ (L2)", "Total"]
+    assert frame["Student"].tolist() == ["Ada Lovelace", "Alan Turing"]
+    assert frame.iloc[0, 1:].tolist() == [1.0, 1.0, 1.0]
+    alan_softmax = float(frame.iloc[1, 1])
+    assert alan_softmax < 1.0 and frame.iloc[1, 2] == 1.0
+    assert frame.iloc[1, 3] == pytest.approx((alan_softmax + 1.0) / 2, abs=1e-3)
+
+    [download] = book.get("download_button")
+    csv = RecordingStorage.files[download.proto.url.rsplit("/", 1)[1].split(".")[0]]
+    assert csv.startswith("\ufeff".encode())
+    exported = pd.read_csv(io.BytesIO(csv), encoding="utf-8-sig")
+    pd.testing.assert_frame_equal(exported, frame, check_dtype=False)
+
+    spec = book.get("vega_lite_chart")[0].proto.spec
+    assert "Most common mistakes" in spec
+    stored = storage.gradebook(db, code, key)
+    assert stored.misconceptions == {0: [(mistake, 1)]}
+
+
+def test_solutions_only_after_submitting_and_only_when_allowed(db):
+    code, _ = create(page(ASSIGNMENTS), "Open book", [("scaling", 1, 1)], allow_solutions=True)
+    a = storage.get_assignment(db, code)
+    at = student_opens(code, "Grace")
+    ex = a.spec.exercises("Grace")[0]
+    before = texts(at)
+    assert not any(b.label == "Show solution" for b in at.button)
+    assert "Worked solution" not in before and "Answer key" not in before
+    reference = selftest.correct_answer(ex)["scaled"]
+    assert reference not in before
+    rows, cols = ex.part("scaled").shape
+    type_answers(at, a, "Grace", [{"scaled": "\n".join(", ".join(["0"] * cols) for _ in range(rows))}])
+    submit(at)
+    assert "Submitted." in texts(at)
+    sol = button(at, "Show solution")
+    sol.click().run()
+    assert not at.exception and at.get("latex")
+
+
+def test_unreadable_or_missing_answers_are_not_submitted(db):
+    code, key = create(page(ASSIGNMENTS), "Careful", [("scores", 1, 2)])
+    a = storage.get_assignment(db, code)
+    at = student_opens(code, "Ada")
+    submit(at)  # nothing typed
+    assert "have no answer yet" in texts(at)
+    type_answers(at, a, "Ada", [{"scores": "1 2 3; abc"}, {"scores": "import os"}])
+    submit(at)
+    assert "could not be read (exercises 1, 2)" in texts(at)
+    assert storage.list_submissions(db, code, key) == []
+    # one answered, one left empty on purpose
+    type_answers(at, a, "Ada", [selftest.correct_answer(a.spec.exercises()[0]), {"scores": ""}])
+    at.checkbox(key=f"assign.allow_blank.{code}").check()
+    submit(at)
+    assert "Submitted. Your score: 50%." in texts(at) and "Not answered." in texts(at)
+    scores = sorted(s.score for s in storage.list_submissions(db, code, key))
+    assert scores == [0.0, 1.0]
+
+
+def test_a_name_is_needed_and_checked(db):
+    code, _ = create(page(ASSIGNMENTS), "Names", [("scores", 1, 1)])
+    at = page(ASSIGNMENTS, {"assignment": code})
+    button(at, "Start").click().run()
+    assert [e.value for e in at.error] == ["Enter your name first."]
+    at.text_input(key=f"assign.name_input.{code}").input("x" * 80 + "\u0007").run()
+    button(at, "Start").click().run()
+    assert at.error and not at.exception
+
+
+# ---------------------------------------------------------------- bad codes and keys
+
+
+@pytest.mark.parametrize("text, message", [
+    ("not a code!", "is not an assignment code"), ("ZZZZZZZZ", "No assignment has the code ZZZZZZZZ"),
+    ("<script>alert(1)</script>", "is not an assignment code")])
+def test_a_bad_assignment_link_gets_a_clear_message(db, text, message):
+    at = page(ASSIGNMENTS, {"assignment": text})
+    assert not at.exception
+    assert message in at.error[0].value
+    assert at.get("form")  # and a box to type the right code
+
+
+def test_the_gradebook_needs_the_right_key(db):
+    code, key = create(page(ASSIGNMENTS), "Locked", [("scores", 1, 1)])
+    _, other_key = create(page(ASSIGNMENTS), "Other", [("scores", 1, 1)])
+    storage.record_submission(db, code, "Ada", 0, "scores", 1, 1, {"scores": "1"}, 1.0, None)
+    cases = [("nope", key, "not an assignment code"), ("ZZZZZZZZ", key, "No assignment has the code ZZZZZZZZ"),
+             (code, "short", "not a teacher key"), (code, other_key, f"does not open the gradebook of {code}"),
+             (code, "", "not a teacher key")]
+    for code_text, key_text, message in cases:
+        at = open_gradebook(code_text, key_text)
+        assert message in at.error[0].value
+        assert not at.dataframe and "Ada" not in texts(at)
+    at = open_gradebook(code, key)
+    assert at.dataframe[0].value["Student"].tolist() == ["Ada"]
+    button(at, "Close").click().run()
+    assert not at.dataframe and at.get("form")

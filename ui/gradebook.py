@@ -1,0 +1,139 @@
+"""The gradebook on a page: opened with an assignment's code and teacher key; students × items,
+the mistakes made most per item, CSV export. The key stays in this session only."""
+
+from __future__ import annotations
+
+import altair as alt
+import pandas as pd
+import sqlalchemy as sa
+import streamlit as st
+
+import storage
+from exercises.assignments import slots
+
+from .i18n import tr
+from .progress import engine as db
+from .progress import mistake_name
+
+AUTH = "gradebook.auth"  # (code, key) once the key matched
+
+
+def item_labels(a: storage.Assignment) -> list[str]:
+    return [tr("gradebook.item", n=s.index + 1, title=tr(f"kind.{s.kind}.title"), level=s.level)
+            for s in slots(a.items)]
+
+
+def table(book: storage.Gradebook) -> pd.DataFrame:
+    """One row per student: each item's latest score (0–1; empty if not submitted) and the mean over all items."""
+    labels = item_labels(book.assignment)
+    rows = []
+    for student in book.students:
+        scores = [book.scores.get((student, i)) for i in range(len(labels))]
+        total = sum(s for s in scores if s is not None) / max(len(labels), 1)
+        rows.append([student, *[None if s is None else round(s, 3) for s in scores], round(total, 3)])
+    return pd.DataFrame(rows, columns=[tr("gradebook.student"), *labels, tr("gradebook.total")])
+
+
+def csv_bytes(frame: pd.DataFrame) -> bytes:
+    """The table as CSV (UTF-8 with a byte-order mark, so spreadsheet programs read accents right)."""
+    return frame.to_csv(index=False).encode("utf-8-sig")
+
+
+def mistakes_frame(book: storage.Gradebook) -> pd.DataFrame:
+    """(item, mistake, students) for every misconception named in a latest answer."""
+    labels = item_labels(book.assignment)
+    rows = [{"item": labels[index], "order": index, "mistake": mistake_name(mid), "students": count}
+            for index, found in book.misconceptions.items() if index < len(labels) for mid, count in found]
+    return pd.DataFrame(rows, columns=["item", "order", "mistake", "students"])
+
+
+def mistakes_chart(frame: pd.DataFrame) -> alt.Chart:
+    """One bar per item, split by mistake: how many students made each."""
+    order = frame.drop_duplicates("item").sort_values("order")["item"].tolist()
+    return (alt.Chart(frame).mark_bar()
+            .encode(x=alt.X("students:Q", title=tr("gradebook.chart_students"), axis=alt.Axis(tickMinStep=1)),
+                    y=alt.Y("item:N", sort=order, title=None),
+                    color=alt.Color("mistake:N", title=tr("gradebook.chart_mistake"),
+                                    legend=alt.Legend(orient="bottom", columns=1, labelLimit=600)),
+                    tooltip=[alt.Tooltip("item:N", title=tr("gradebook.chart_item")),
+                             alt.Tooltip("mistake:N", title=tr("gradebook.chart_mistake")),
+                             alt.Tooltip("students:Q", title=tr("gradebook.chart_students"))])
+            .properties(title=tr("gradebook.chart_title")))
+
+
+# ---------------------------------------------------------------- opening it
+
+
+def open_ui() -> tuple[str, str] | None:
+    """The code-and-key form; (code, key) once the key matched (kept for the session), else None."""
+    state = st.session_state
+    if AUTH in state:
+        return state[AUTH]
+    with st.form("gradebook.open"):
+        code_text = st.text_input(tr("gradebook.code"), value=st.query_params.get("code", ""), max_chars=40,
+                                  key="gradebook.code")
+        key_text = st.text_input(tr("gradebook.key"), type="password", max_chars=100, key="gradebook.key")
+        pressed = st.form_submit_button(tr("gradebook.open"), type="primary", icon=":material/lock_open:")
+    if not pressed:
+        return None
+    problem = check(code_text, key_text)
+    if problem is not None:
+        st.error(problem, icon=":material/lock:")
+        return None
+    state[AUTH] = (storage.parse_code(code_text), storage.parse_key(key_text))
+    st.rerun()
+
+
+def check(code_text: str, key_text: str) -> str | None:
+    """What is wrong with this code and key, in words; None when they open the gradebook."""
+    try:
+        code = storage.parse_code(code_text)
+    except storage.MalformedCode:
+        return tr("gradebook.error.code_malformed")
+    try:
+        if storage.get_assignment(db(), code) is None:
+            return tr("gradebook.error.code_unknown", code=code)
+        storage.parse_key(key_text)
+        if not storage.verify_teacher_key(db(), code, key_text):
+            return tr("gradebook.error.key_wrong", code=code)
+    except storage.MalformedKey:
+        return tr("gradebook.error.key_malformed")
+    except sa.exc.SQLAlchemyError:
+        return tr("assign.error.database")
+    return None
+
+
+def close() -> None:
+    st.session_state.pop(AUTH, None)
+    st.session_state.pop("gradebook.key", None)
+
+
+def show(code: str, key: str) -> None:
+    try:
+        book = storage.gradebook(db(), code, key)
+    except (storage.AccessDenied, storage.UnknownAssignment, ValueError):
+        close()
+        st.error(tr("gradebook.error.key_wrong", code=code), icon=":material/lock:")
+        return
+    except sa.exc.SQLAlchemyError:
+        st.error(tr("assign.error.database"), icon=":material/cloud_off:")
+        return
+    a = book.assignment
+    left, right = st.columns([4, 1], vertical_alignment="center")
+    left.subheader(tr("gradebook.heading", title=a.title, code=a.code))
+    right.button(tr("gradebook.close"), on_click=close, key="gradebook.close", icon=":material/lock:")
+    st.caption(tr("gradebook.summary", students=len(book.students), items=a.item_count,
+                  created=a.created_at.strftime("%Y-%m-%d %H:%M UTC")))
+    if not book.students:
+        st.info(tr("gradebook.empty"), icon=":material/hourglass_empty:")
+        return
+    frame = table(book)
+    percent = {c: st.column_config.NumberColumn(c, format="percent") for c in frame.columns[1:]}
+    st.dataframe(frame, hide_index=True, column_config=percent)
+    st.download_button(tr("gradebook.csv"), data=csv_bytes(frame), file_name=f"gradebook-{a.code}.csv",
+                       mime="text/csv", icon=":material/download:", key="gradebook.csv", on_click="ignore")
+    mistakes = mistakes_frame(book)
+    if mistakes.empty:
+        st.caption(tr("gradebook.no_mistakes"))
+    else:
+        st.altair_chart(mistakes_chart(mistakes), width="stretch")

@@ -14,7 +14,7 @@ import subprocess
 import pytest
 
 import exercises
-from exercises import display, solutions
+from exercises import solutions
 from tests.apptest_helpers import ROOT
 
 KATEX_DIR = ROOT / "tests" / "katex"
@@ -58,7 +58,6 @@ def strings_for(kind: str) -> list[tuple[str, str]]:
                 items += [(f"{where} {step.name}", s) for s in step.latex_strings()]
             items += [(f"{where} aids", s) for s in exercises.aids(ex).latex_strings()]
             items += [(f"{where} given {name}", s) for name, s in solutions.given_latex(ex)]
-            items += [(f"{where} page-given {name}", s) for name, s in display.given_latex(ex)]
     return items
 
 

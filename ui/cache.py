@@ -5,7 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 import exercises
-from exercises.display import given_latex
+from exercises.solutions import given_latex
 
 
 @st.cache_resource(max_entries=4096, show_spinner=False)

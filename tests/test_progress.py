@@ -245,3 +245,25 @@ def test_a_database_failure_does_not_break_practice(db, monkeypatch):
     assert not at.exception
     assert at.success, "the learner still gets the feedback"
     assert at.toast and catalog("en")["progress.not_saved"] in at.toast[0].value
+
+
+def _listener_app():
+    import streamlit as st
+
+    from ui import progress as p
+    st.session_state["progress.profile"] = "Lin"
+    p.on_attempt({"kind": "softmax", "level": 2, "seed": 77, "score": 0.5, "correct": False,
+                  "misconception": "no_exp", "hints_used": 2, "seconds": 12.5, "at": 1_800_000_000.0})
+    p.on_attempt({"kind": "softmax", "level": 2, "seed": 78, "score": None, "hints_used": 0, "seconds": 1.0,
+                  "at": 1_800_000_001.0})  # not graded: not stored
+    st.write(f"version {st.session_state['progress.version']}")
+
+
+def test_the_listener_stores_every_field_under_the_current_profile(db):
+    at = AppTest.from_function(_listener_app).run()
+    assert not at.exception
+    assert at.markdown[0].value == "version 1", "a stored attempt makes the cached standings stale"
+    (stored,) = storage.list_attempts(db, "Lin")
+    assert (stored.kind, stored.level, stored.seed, stored.score, stored.misconception, stored.hints_used,
+            stored.seconds) == ("softmax", 2, 77, 0.5, "no_exp", 2, 12.5)
+    assert stored.at == datetime.fromtimestamp(1_800_000_000, UTC)

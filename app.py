@@ -14,6 +14,8 @@ pages = [
     st.Page("pages/check_work.py", title=tr("nav.check_work"), icon=":material/fact_check:"),
     st.Page("pages/progress.py", title=tr("nav.progress"), icon=":material/insights:"),
     st.Page("pages/formulas.py", title=tr("nav.formulas"), icon=":material/functions:"),
+    st.Page("pages/assignments.py", title=tr("nav.assignments"), icon=":material/assignment:"),
+    st.Page("pages/gradebook.py", title=tr("nav.gradebook"), icon=":material/table_view:"),
 ]
 navigation = st.navigation(pages)
 language_switch()

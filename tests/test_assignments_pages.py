@@ -13,7 +13,8 @@ from streamlit.testing.v1 import AppTest
 
 import storage
 from exercises import misconceptions, selftest
-from tests.apptest_helpers import ROOT
+from tests.apptest_helpers import ROOT, open_page
+from tests.served_app import entrypoint_every_run  # noqa: F401  (fixture)
 from ui import assignments as ui_assignments
 from ui.answer_grid import paste_key
 
@@ -274,3 +275,11 @@ def test_the_gradebook_needs_the_right_key(db):
     assert at.dataframe[0].value["Student"].tolist() == ["Ada"]
     button(at, "Close").click().run()
     assert not at.dataframe and at.get("form")
+
+
+@pytest.mark.usefixtures("entrypoint_every_run")
+def test_both_pages_are_in_the_app_navigation(db):
+    at = open_page("pages/assignments.py")
+    assert not at.exception and "Create an assignment" in [h.value for h in at.get("header")]
+    at = open_page("pages/gradebook.py")
+    assert not at.exception and [t.value for t in at.title] == ["Gradebook"]

@@ -3,7 +3,7 @@
 import streamlit as st
 
 import exercises
-from ui import aids, answer_grid, attempts, cache, feedback, problem, solution
+from ui import aids, answer_grid, attempts, cache, feedback, hints, problem, solution
 from ui import practice_state as ps
 from ui.i18n import render, tr
 
@@ -36,7 +36,8 @@ def check() -> None:
     fb = exercises.grade(ex, answer_grid.collect(ex, prefix))
     st.session_state[ps.FEEDBACK] = (ex.id, fb)
     if fb.graded:
-        attempts.record(ex, fb, st.session_state.get(ps.STARTED), solution_shown=solution.was_shown(ex))
+        attempts.record(ex, fb, st.session_state.get(ps.STARTED), solution_shown=solution.was_shown(ex),
+                        hints_used=hints.used(ex))
 
 
 stored = st.session_state.get(ps.FEEDBACK)
@@ -48,6 +49,8 @@ with st.form(key=f"form-{ex.id}", border=True):
 
 if fb is not None:
     feedback.show(fb)
+
+hints.show(ex, graded_attempts=len(attempts.for_exercise(ex)))
 
 if solution.show_button(ex, key=f"sol-{ex.id}"):
     solution.show(ex, key=f"sol-{ex.id}")

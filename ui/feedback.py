@@ -12,6 +12,7 @@ from .i18n import render, tr
 def show(fb: Feedback) -> None:
     if not fb.graded:
         st.warning(render(fb.message) or tr("grade.invalid"), icon=":material/edit_note:")
+        _warnings(fb)
         return
     if fb.correct:
         st.success(tr("feedback.correct", score=f"{fb.score:.0%}"), icon=":material/check_circle:")
@@ -20,8 +21,25 @@ def show(fb: Feedback) -> None:
                  icon=":material/cancel:")
     if any(p.consistent for p in fb.parts.values()):
         st.info(tr("grade.consistent"), icon=":material/trending_flat:")
-    if fb.misconception:
-        st.warning(f"**{tr('misconception.title')}:** " + tr("misconception." + fb.misconception),
-                   icon=":material/lightbulb:")
+    for text, where in _mistakes(fb):
+        st.warning(f"**{tr('misconception.title')}**{where}: {text}", icon=":material/lightbulb:")
+    _warnings(fb)
+
+
+def _mistakes(fb: Feedback) -> list[tuple[str, str]]:
+    """Each likely mistake once, with the parts it shows in when the exercise has several; one that
+    the message already explains (a wrong option's reason) is not repeated."""
+    found: dict[str, list[str]] = {}
+    for part in fb.parts.values():
+        mid = part.misconception
+        explained = part.explanation is not None and part.explanation.key == f"misconception.{mid}"
+        if mid and not explained:
+            found.setdefault(mid, []).append(tr(f"part.{part.name}"))
+    several = len(fb.parts) > 1
+    return [(tr(f"misconception.{mid}"), f" ({', '.join(names)})" if several else "") for mid, names in found.items()]
+
+
+def _warnings(fb: Feedback) -> None:
+    """Sanity checks: never scored, so shown apart from the grade."""
     for warning in fb.warnings:
-        st.info(render(warning), icon=":material/info:")
+        st.info(f"**{tr('sanity.title')}:** " + render(warning), icon=":material/rule:")

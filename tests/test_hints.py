@@ -1,0 +1,136 @@
+"""Hints (issue 6, item 3): three levels for every kind — a nudge, the formula, one cell worked —
+built from the worked solution's own steps, unlocked one per graded attempt."""
+
+from __future__ import annotations
+
+import re
+from functools import cache
+
+import numpy as np
+import pytest
+
+import exercises
+from exercises import hints, latex, solutions
+from exercises.i18n import catalog, languages
+from exercises.model import Exercise, Part
+from tests.test_katex import katex_errors
+
+SEEDS = range(8)
+RAW_KEY = re.compile(r"\b(?:hint|part|sanity|misconception|kind)\.[A-Za-z_]")  # a key the catalog lacks
+KINDS = list(exercises.KINDS)
+
+
+@cache
+def exercise(kind: str, level: int, seed: int) -> Exercise:
+    return exercises.generate(kind, seed, level)
+
+
+def variants(kind: str):
+    for level in exercises.KINDS[kind].LEVELS:
+        for seed in SEEDS:
+            yield exercise(kind, level, seed)
+
+
+def test_unlocking_gives_one_more_hint_per_graded_attempt():
+    assert [hints.available(n) for n in range(5)] == [1, 2, 3, 3, 3]
+    assert hints.LEVELS == 3
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_three_levels_that_render_in_every_language(kind):
+    for ex in variants(kind):
+        found = hints.hints(ex)
+        assert [h.level for h in found] == [1, 2, 3], ex.id
+        for h in found:
+            for lang in languages():
+                for message in (h.text, h.note):
+                    if message is None:
+                        continue
+                    text = message.render(lang)
+                    assert text and not RAW_KEY.search(text) and "{" not in text, (ex.id, lang, text)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_every_kind_has_a_nudge_of_its_own(kind):
+    """A new kind needs a catalog nudge hint.<kind>.nudge (or its own hints(ex))."""
+    if hasattr(exercises.KINDS[kind], "hints"):
+        return
+    assert f"hint.{kind}.nudge" in catalog("en")
+    ex = exercise(kind, exercises.KINDS[kind].LEVELS[0], 0)
+    nudge = hints.hints(ex)[0]
+    assert nudge.text.key == f"hint.{kind}.nudge" and nudge.latex == ()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_the_formula_is_the_solution_s_own(kind):
+    for ex in variants(kind):
+        formula = hints.hints(ex)[1]
+        steps = {s.name: s for s in solutions.solve(ex)}
+        assert formula.latex, ex.id
+        allowed = {steps[p.name].latex for p in ex.parts if p.name in steps and not p.is_choice} | {hints.FORWARD_PASS}
+        assert set(formula.latex) <= allowed, ex.id
+        asked = [p for p in ex.parts if not p.is_choice and p.name in steps]
+        assert {steps[p.name].latex for p in asked} <= set(formula.latex), "every asked part has its formula"
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_one_cell_is_worked_out_from_the_solution(kind):
+    for ex in variants(kind):
+        worked = hints.hints(ex)[2]
+        part = ex.parts[0]
+        if part.is_choice:
+            right = int(part.reference[0, 0])
+            assert worked.text.key == "hint.rule_out" and worked.cell is None
+            assert worked.text.params["letter"] != chr(ord("A") + right), "never the right option"
+            assert worked.note is not None and worked.note.key.startswith("misconception."), "with its reason"
+            continue
+        i, j = hints.worked_cell(part)
+        assert worked.cell == (part.name, i, j), ex.id
+        step = {s.name: s for s in solutions.solve(ex)}[part.name]
+        assert worked.latex == (step.cell(i, j).latex,), "the solution's own derivation of that cell"
+        value = latex.decimal(part.reference[i, j], part.decimals)
+        assert value in worked.latex[0] or step.exact_cells[i][j] in worked.latex[0], (ex.id, value)
+
+
+def test_the_worked_cell_skips_cells_that_teach_nothing():
+    causal_A = np.array([[1.0, 0.0, 0.0], [0.25, 0.75, 0.0], [0.2, 0.3, 0.5]])
+    assert hints.worked_cell(Part("A", (3, 3), causal_A)) == (1, 0)
+    assert hints.worked_cell(Part("masked", (2, 2), np.array([[1.0, -np.inf], [0.0, 3.0]]))) == (1, 1)
+    assert hints.worked_cell(Part("scores", (2, 2), np.array([[0.0, 1.0], [1.0, 0.0]]))) == (0, 0)
+    assert hints.worked_cell(Part("scores", (1, 2), np.array([[4.0, 2.0]]))) == (0, 0)
+
+
+def test_a_causal_softmax_works_out_a_real_row():
+    ex = next(e for e in variants("softmax") if e.given.get("causal"))
+    worked = hints.hints(ex)[2]
+    assert worked.cell[1] == 1, "row 1 of a causal A is [1, 0, …]: the hint works on row 2"
+    assert "+" in worked.latex[0], "the denominator adds two exponentials"
+
+
+def test_two_option_questions_are_not_given_away():
+    part = Part("q", (1, 1), np.array([[1.0]]), decimals=0, options=("a", "b"))
+    ex = Exercise(kind="concepts", seed=0, level=1, version=1, given={}, parts=(part,))
+    worked = hints.worked(ex)
+    assert worked.text.key == "hint.two_options" and worked.note is None
+
+
+def test_a_kind_can_bring_its_own_hints(monkeypatch):
+    module = exercises.KINDS["scores"]
+    own = [hints.Hint(1, exercises.Msg("hint.scores.nudge"))]
+    monkeypatch.setattr(module, "hints", lambda ex: own, raising=False)
+    ex = exercises.generate("scores", 1234, 1)  # a fresh object: nothing memoised yet
+    assert hints.hints(ex) == own
+
+
+def test_hints_are_the_same_for_the_same_exercise():
+    a = hints.hints(exercises.generate("attention", 3, 2))
+    b = hints.hints(exercises.Exercise.from_dict(exercises.generate("attention", 3, 2).to_dict()))
+    assert a == b
+
+
+def test_every_hint_formula_and_derivation_renders_in_katex():
+    items = [(f"{ex.id} hint {h.level}", line) for kind in KINDS for ex in variants(kind)
+             for h in hints.hints(ex) for line in h.latex]
+    failures, summary = katex_errors(items)
+    assert summary["checked"] == len(items)
+    assert failures == [], failures[:5]

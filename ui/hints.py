@@ -1,0 +1,53 @@
+"""Hints on the Practice page: opened one level at a time, each once it is unlocked.
+
+The policy is exercises.hints': hint 1 whenever the learner asks, hint k after k − 1 graded attempts
+on the problem. Opened hints stay open for that problem; how many were open at a check is recorded
+with the attempt (``used(ex)`` → ``attempts.record(..., hints_used=…)``).
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from exercises import Exercise
+from exercises import hints as exercise_hints
+
+from .i18n import render, tr
+
+OPENED = "practice.hints"  # {exercise id: how many hints are open}
+
+
+def used(ex: Exercise) -> int:
+    """How many hints the learner has opened for `ex` in this session."""
+    return int(st.session_state.get(OPENED, {}).get(ex.id, 0))
+
+
+def _open(exercise_id: str, level: int) -> None:
+    opened = st.session_state.setdefault(OPENED, {})
+    opened[exercise_id] = max(int(opened.get(exercise_id, 0)), level)
+
+
+def _heading(level: int) -> str:
+    return tr("hint.show", level=level, name=tr(f"hint.level.{level}"))
+
+
+def show(ex: Exercise, graded_attempts: int) -> None:
+    """The hints expander: the opened hints, then a button for the next one (disabled while locked)."""
+    hints = exercise_hints.hints(ex)
+    opened = min(used(ex), len(hints))
+    unlocked = exercise_hints.available(graded_attempts)
+    with st.expander(f"{tr('hint.title')} ({opened}/{len(hints)})", expanded=opened > 0, icon=":material/lightbulb:"):
+        st.caption(tr("hint.policy"))
+        for hint in hints[:opened]:
+            st.markdown(f"**{_heading(hint.level)}** · " + render(hint.text))
+            for line in hint.latex:
+                st.latex(line)
+            if hint.note is not None:
+                st.caption(render(hint.note))
+        if opened < len(hints):
+            upcoming = hints[opened]
+            locked = opened >= unlocked
+            st.button(_heading(upcoming.level), key=f"hint-{ex.id}-{upcoming.level}", disabled=locked,
+                      on_click=_open, args=(ex.id, upcoming.level), icon=":material/lightbulb:")
+            if locked:
+                st.caption(tr("hint.locked", level=upcoming.level, count=upcoming.level - 1 - graded_attempts))

@@ -188,3 +188,21 @@ def test_every_warning_renders_without_raw_keys_or_placeholders(lang):
     assert rendered
     for text in rendered:
         assert "sanity." not in text and "{" not in text and "part." not in text, text
+
+
+@pytest.mark.parametrize("kind", list(exercises.KINDS))
+def test_any_matrix_of_any_shape_gets_warnings_not_errors(kind):
+    """Whatever a learner types (−∞ anywhere, huge numbers, any shape), the checks only warn."""
+    rng = np.random.default_rng(6)
+    for level in exercises.KINDS[kind].LEVELS:
+        ex = exercise(kind, level, 0)
+        for _ in range(25):
+            values = {}
+            for part in ex.parts:
+                shape = part.shape if rng.random() < 0.7 else (int(rng.integers(1, 5)), int(rng.integers(1, 5)))
+                value = rng.choice([-np.inf, -1e6, -2.0, 0.0, 0.5, 1.0, 3.0, 1e6], size=shape)
+                values[part.name] = value
+            for message in sanity.check(ex, values):
+                assert message.key.startswith("sanity.") and message.render("en")
+            fb = exercises.grade(ex, {p.name: values[p.name] if not p.is_choice else 0 for p in ex.parts})
+            assert all(w.key.startswith("sanity.") for w in fb.warnings)

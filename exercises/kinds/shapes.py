@@ -77,6 +77,8 @@ def _wrong_shapes(ex: Exercise, name: str) -> dict[str, tuple[int, int]]:
 
 def diagnose(ex: Exercise, part: Part, value: np.ndarray) -> str | None:
     """The named wrong order that gives `value`, or None."""
+    if not np.isfinite(value).all():
+        return None  # −∞ typed as a size: no order gives that
     got = tuple(int(round(x)) for x in np.ravel(value)[:2])
     for mid, shape in _wrong_shapes(ex, part.name).items():
         if got == shape:

@@ -176,6 +176,8 @@ def test_two_students_submit_and_the_gradebook_shows_both_with_a_matching_csv(db
     type_answers(alan, a, "Alan Turing", [{"A": wrong_a}, selftest.correct_answer(alan_ex[1])])
     submit(alan)
     assert "Submitted." in texts(alan) and "Likely mistake" in texts(alan)
+    shown = alan.text_area(key=paste_key(f"asg-{code}-0-{alan_ex[0].id}", "A"))
+    assert shown.value == wrong_a and shown.disabled  # what was submitted, marked, no longer editable
     assert not any(b.label == "Show solution" for b in alan.button)  # the teacher did not allow them
 
     book = open_gradebook(code, key)

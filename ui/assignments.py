@@ -257,7 +257,7 @@ def _submit(a: storage.Assignment, name: str, items: list[Exercise]) -> None:
         state[_key(a, "save_failed")] = True
         return
     state.pop(_key(a, "save_failed"), None)
-    state[_key(a, "result")] = {"ids": ids, "feedback": graded}
+    state[_key(a, "result")] = {"ids": ids, "feedback": graded, "answers": answers}
 
 
 def work_ui(a: storage.Assignment, name: str, items: list[Exercise]) -> None:
@@ -285,6 +285,21 @@ def work_ui(a: storage.Assignment, name: str, items: list[Exercise]) -> None:
                               args=(a, name, items))
 
 
+def _restore(ex: Exercise, prefix: str, answer: dict[str, Any]) -> None:
+    """Put the submitted answer back into the grid's widget keys (the form that held them is gone)."""
+    state = st.session_state
+    for part in ex.parts:
+        value = answer.get(part.name)
+        if part.is_choice:
+            state[answer_grid.choice_key(prefix, part.name)] = value
+        elif isinstance(value, str):
+            state[answer_grid.paste_key(prefix, part.name)] = value
+        elif value is not None:
+            for i, row in enumerate(value):
+                for j, text in enumerate(row):
+                    state[answer_grid.cell_key(prefix, part.name, i, j)] = text
+
+
 def results_ui(a: storage.Assignment, items: list[Exercise]) -> None:
     """After submitting: the marks and feedback of each item; solutions when the teacher allows them."""
     result = st.session_state[_key(a, "result")]
@@ -298,6 +313,7 @@ def results_ui(a: storage.Assignment, items: list[Exercise]) -> None:
         if fb is None:
             st.info(tr("assign.not_answered"), icon=":material/remove:")
         else:
+            _restore(ex, _prefix(a, index, ex), result["answers"][index])
             answer_grid.draw(ex, _prefix(a, index, ex), fb, disabled=True)
             feedback.show(fb)
         if a.allow_solutions and solution.show_button(ex, key=f"asg-sol-{a.code}-{index}"):

@@ -52,7 +52,7 @@ def mistakes_chart(frame: pd.DataFrame) -> alt.Chart:
     order = frame.drop_duplicates("item").sort_values("order")["item"].tolist()
     return (alt.Chart(frame).mark_bar()
             .encode(x=alt.X("students:Q", title=tr("gradebook.chart_students"), axis=alt.Axis(tickMinStep=1)),
-                    y=alt.Y("item:N", sort=order, title=None),
+                    y=alt.Y("item:N", sort=order, title=None, axis=alt.Axis(labelLimit=320)),
                     color=alt.Color("mistake:N", title=tr("gradebook.chart_mistake"),
                                     legend=alt.Legend(orient="bottom", columns=1, labelLimit=600)),
                     tooltip=[alt.Tooltip("item:N", title=tr("gradebook.chart_item")),

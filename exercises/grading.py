@@ -145,13 +145,6 @@ def _split_answer(ex: Exercise, answer: Any) -> tuple[dict[str, Any], Msg | None
 # ---------------------------------------------------------------- grading
 
 
-def _reference_env(ex: Exercise) -> dict[str, np.ndarray]:
-    memo = ex.__dict__.setdefault("_memo", {})
-    if "reference_env" not in memo:
-        memo["reference_env"] = dict(pipeline.run(ex.given))
-    return memo["reference_env"]
-
-
 def _kind_hook(ex: Exercise, hook: str, part: Part, value: np.ndarray) -> Any:
     """A kind's own diagnose(ex, part, value) -> id or explain(ex, part, value) -> Msg, if it has one."""
     from .engine import KINDS  # imported here: engine imports every kind, and a kind may import grading
@@ -163,7 +156,7 @@ def _kind_hook(ex: Exercise, hook: str, part: Part, value: np.ndarray) -> Any:
 def _learner_env(ex: Exercise, values: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """The learner's own values stand in for the reference when later steps are recomputed, and
     the steps nobody asked for are rerun from them (masked = the learner's scaled when not causal)."""
-    reference = _reference_env(ex)
+    reference = pipeline.reference_env(ex)
     try:
         rerun = pipeline.run({**ex.given, **values})
     except (ValueError, IndexError):  # values of shapes that cannot combine: no rerun

@@ -40,7 +40,9 @@ def alternatives(ex: Exercise) -> dict[str, dict[str, np.ndarray]]:
         wanted = set(ex.part_names)
         found: dict[str, dict[str, np.ndarray]] = {}
         for mid in CATALOG:
-            env = pipeline.run(ex.given, mistakes={mid}, until=wanted)
+            if not pipeline.AFFECTED.get(mid, frozenset()) & wanted:
+                continue  # no step making this mistake leads to a part of this exercise
+            env = pipeline.run_mistake(ex.given, pipeline.reference_env(ex), mid, until=wanted)
             if not env.used:
                 continue  # the mistake is not on the way to any part of this exercise
             # a value no one can write (NaN, +∞: a row of −∞ through the softmax) names nothing

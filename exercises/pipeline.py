@@ -8,8 +8,11 @@ values it yields what a later step should be "consistent with" (errors carried f
 
 from __future__ import annotations
 
+import inspect
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -232,6 +235,27 @@ STEPS: tuple[Step, ...] = (
 STEP_BY_NAME = {s.output: s for s in STEPS}
 
 
+def _downstream(names: set[str]) -> set[str]:
+    """`names` and every value computed (directly or not) from them."""
+    out = set(names)
+    for step in STEPS:
+        if out.intersection(step.inputs):
+            out.add(step.output)
+    return out
+
+
+def _mistakes_of(step: Step) -> set[str]:
+    """The mistakes a step can make: the ids it asks env.wrong about, read from its source."""
+    return set(re.findall(r'env\.wrong\(\s*"(\w+)"', inspect.getsource(step.compute)))
+
+
+# mistake id -> the values it can change: the steps that make it and everything after them
+AFFECTED: dict[str, frozenset[str]] = {}
+for _step in STEPS:
+    for _mistake in _mistakes_of(_step):
+        AFFECTED[_mistake] = frozenset(AFFECTED.get(_mistake, frozenset()) | _downstream({_step.output}))
+
+
 def run(given: dict, mistakes: Iterable[str] = (), until: Iterable[str] | None = None) -> Env:
     """Every value computable from `given`, in step order. Given values are never recomputed."""
     env = Env({k: v for k, v in given.items()}, mistakes)
@@ -247,6 +271,23 @@ def run(given: dict, mistakes: Iterable[str] = (), until: Iterable[str] | None =
         if wanted is not None and wanted <= env.keys():
             break
     return env
+
+
+def reference_env(ex: Any) -> dict[str, np.ndarray]:
+    """Every value of an exercise computed from its given data, memoised on the (immutable) exercise."""
+    memo = ex.__dict__.setdefault("_memo", {})
+    if "reference_env" not in memo:
+        memo["reference_env"] = dict(run(ex.given))
+    return memo["reference_env"]
+
+
+def run_mistake(given: dict, reference: dict, mistake: str, until: Iterable[str] | None = None) -> Env:
+    """run(given, {mistake}) that recomputes only what the mistake can change: everything upstream of
+    the steps making it is taken from `reference` (the mistake-free run of the same given data)."""
+    affected = AFFECTED.get(mistake, frozenset())
+    start = {k: v for k, v in reference.items() if k not in affected}
+    start.update(given)  # given values are never recomputed
+    return run(start, mistakes={mistake}, until=until)
 
 
 def recompute(name: str, values: dict) -> np.ndarray | None:

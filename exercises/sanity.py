@@ -168,20 +168,13 @@ def _checks_for(name: str) -> list[Check]:
 # ---------------------------------------------------------------- entry point
 
 
-def _reference_env(ex: Exercise) -> dict:
-    memo = ex.__dict__.setdefault("_memo", {})
-    if "sanity_env" not in memo:
-        memo["sanity_env"] = dict(pipeline.run(ex.given))
-    return memo["sanity_env"]
-
-
 def rules(ex: Exercise, part: Part) -> list[Check]:
     """The checks that hold for `part`'s own reference: only those are put to the learner's answer,
     so a right answer never gets a warning and a part that merely shares a name (the shapes kind's
     "A" is a shape, not weights) is left alone."""
     memo = ex.__dict__.setdefault("_memo", {}).setdefault("sanity_rules", {})
     if part.name not in memo:
-        env = _reference_env(ex)
+        env = pipeline.reference_env(ex)
         memo[part.name] = [rule for rule in _checks_for(part.name)
                            if not rule(ex, part, np.asarray(part.reference, dtype=float), env)]
     return memo[part.name]
@@ -195,7 +188,7 @@ def check(ex: Exercise, values: Mapping[str, np.ndarray]) -> list[Msg]:
     read = {name: np.atleast_2d(np.asarray(v, dtype=float)) for name, v in values.items()
             if name in ex.part_names and not ex.part(name).is_choice}
     # the learner's own matrices stand in for the reference ones a check leans on (V for O …)
-    env = {**_reference_env(ex), **{k: v for k, v in read.items() if v.shape == ex.part(k).shape}}
+    env = {**pipeline.reference_env(ex), **{k: v for k, v in read.items() if v.shape == ex.part(k).shape}}
     warnings: list[Msg] = []
     for part in ex.parts:
         value = read.get(part.name)

@@ -57,9 +57,12 @@ def head_given(given: dict, i: int) -> dict:
 
 def _head_mistakes(one_head: dict) -> dict[str, np.ndarray]:
     """{misconception id: the head output O that mistake gives} for the mistakes that change O."""
+    reference = dict(pipeline.run(one_head, until={"O"}))
     found = {}
     for mid in misconceptions.CATALOG:
-        env = pipeline.run(one_head, mistakes={mid}, until={"O"})
+        if "O" not in pipeline.AFFECTED.get(mid, frozenset()):
+            continue
+        env = pipeline.run_mistake(one_head, reference, mid, until={"O"})
         if "O" in env.tainted:
             found[mid] = env["O"]
     return found

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -250,7 +251,7 @@ def typst_matrix(cells: Sequence[Sequence[Token]]) -> str:
 _TYPST_PREAMBLE = """\
 #set document(title: {title}, author: (), date: none)
 #set page(paper: "a4", margin: (x: 2cm, y: 1.8cm), numbering: "1")
-#set text(font: "Libertinus Serif", size: 11pt, lang: {lang})
+#set text(font: "Libertinus Serif", size: 11pt, lang: {lang})  // CJK glyphs: Typst falls back to the loaded CJK font
 #set par(justify: false, leading: 0.6em)
 #set math.mat(column-gap: 0.9em, row-gap: 0.45em)
 #let sheet-head(title, left, right) = {{
@@ -455,11 +456,48 @@ def to_typst(ws: Worksheet, key: bool = False) -> str:
     return out[0] + "\n\n".join(line for line in out[1:] if line) + "\n"  # one paragraph per line
 
 
+# Fonts: Typst's bundled ones (Libertinus Serif, New Computer Modern Math) cover Latin text and the
+# maths; Chinese text needs a CJK font, taken from one known folder. System fonts are never searched,
+# so a document is the same bytes wherever the same font packages are installed.
+CJK_FONT_ENV = "ATTENTION_CJK_FONT_DIR"  # a folder with a CJK font, to use instead of the ones below
+CJK_FONT_DIRS = (
+    "/usr/share/fonts/truetype/wqy",  # Debian fonts-wqy-microhei (WenQuanYi Micro Hei)
+    "/usr/share/fonts/opentype/noto",  # Debian fonts-noto-cjk (Noto Sans CJK SC)
+)
+_CJK = re.compile(r"[\u2e80-\u9fff\uf900-\ufaff\uff00-\uffef]")
+
+
+class MissingFont(RuntimeError):
+    """The document has Chinese text and no CJK font folder is installed."""
+
+
+def needs_cjk(text: str) -> bool:
+    return bool(_CJK.search(text))
+
+
+def cjk_font_dir() -> Path | None:
+    """$ATTENTION_CJK_FONT_DIR, else the first installed folder of CJK_FONT_DIRS, else None."""
+    override = os.environ.get(CJK_FONT_ENV, "").strip()
+    for folder in [override] if override else CJK_FONT_DIRS:
+        path = Path(folder)
+        if path.is_dir() and any(f.suffix.lower() in (".ttf", ".ttc", ".otf", ".otc") for f in path.iterdir()):
+            return path
+    return None
+
+
 def to_pdf(ws: Worksheet, key: bool = False) -> bytes:
-    """The PDF, compiled with Typst's bundled fonts only (the same bytes on any machine)."""
+    """The PDF, compiled with Typst's bundled fonts (and a CJK font folder for Chinese text) only."""
     import typst  # imported here: the rest of the package works without it
 
-    return typst.compile(to_typst(ws, key).encode("utf-8"), format="pdf", ignore_system_fonts=True)
+    source = to_typst(ws, key)
+    fonts: list[str] = []
+    if needs_cjk(source):
+        folder = cjk_font_dir()
+        if folder is None:
+            raise MissingFont("Chinese text needs a CJK font: install Debian's fonts-wqy-microhei "
+                              f"(or fonts-noto-cjk), or set {CJK_FONT_ENV} to a folder with one")
+        fonts = [str(folder)]
+    return typst.compile(source.encode("utf-8"), format="pdf", ignore_system_fonts=True, font_paths=fonts)
 
 
 # ---------------------------------------------------------------- LaTeX and Markdown (math in LaTeX)

@@ -187,3 +187,18 @@ def test_every_kind_compiles(kind, tmp_path):
     ws = worksheets.build(make_spec("All kinds", [{"kind": kind, "level": level, "count": 1}], seed=4))
     key = pdf_text(worksheets.to_pdf(ws, key=True), tmp_path)
     assert t(f"kind.{kind}.title") in key
+
+
+def test_chinese_worksheets_use_a_cjk_font(tmp_path, monkeypatch):
+    spec = make_spec("第三周：softmax", ITEMS[:1], seed=3, per_student=True)
+    ws = worksheets.build(spec, ["张伟"], lang="zh")
+    assert worksheets.cjk_font_dir() is not None, "no CJK font: install Debian's fonts-wqy-microhei"
+    text = pdf_text(worksheets.to_pdf(ws), tmp_path)
+    assert spec.title == "第三周:softmax" and spec.title in text and "张伟" in text  # titles are NFKC-normalised
+    assert t("kind.softmax.prompt", "zh").split("：")[0] in text
+    assert worksheets.to_pdf(ws) == worksheets.to_pdf(ws)  # deterministic with the CJK font too
+    monkeypatch.setenv(worksheets.CJK_FONT_ENV, str(tmp_path / "no-fonts-here"))
+    with pytest.raises(worksheets.MissingFont, match="fonts-wqy-microhei"):
+        worksheets.to_pdf(ws)
+    english = worksheets.build(make_spec("Week 3", ITEMS[:1], seed=3))
+    assert worksheets.to_pdf(english).startswith(b"%PDF")  # Latin text never needs it

@@ -138,6 +138,10 @@ def downloads_ui(spec: AssignmentSpec, code: str) -> None:
         except AssignmentError as err:
             st.error(render(err.message), icon=":material/error:")
             return
+    if worksheets.cjk_font_dir() is None and worksheets.needs_cjk(spec.title + "".join(students)
+                                                                 + tr("worksheet.name_line")):
+        st.warning(tr("assign.error.pdf_font"), icon=":material/font_download_off:")
+        return
     left, right = st.columns(2)
     # the PDFs are made when a button is clicked (data as a callable), not on every rerun
     left.download_button(tr("assign.download_sheet"), data=functools.partial(_pdf, spec, students, code, lang(),

@@ -178,6 +178,14 @@ def heatmap(frame: pd.DataFrame, title: str) -> alt.LayerChart:
     return alt.layer(visible, masked, text).properties(width=size, height=size)
 
 
+@st.cache_data(max_entries=2048, show_spinner=False)
+def heatmap_spec(key: str, language: str, title: str, weights: bool, causal: bool, values: Any,
+                 labels: Any) -> dict[str, Any]:
+    """One heatmap's Vega-Lite spec, built once per exercise and language: building an Altair chart
+    and converting it costs ~30 ms, which every rerun would pay again while the solution is open."""
+    return heatmap(heatmap_frame(values, labels, causal, weights), tr(title)).to_dict()
+
+
 def heatmaps(ex: Exercise, view: list[dict[str, Any]]) -> None:
     """Scores (the softmax input) and weights side by side, when the exercise has them."""
     causal = bool(ex.given.get("causal", False))
@@ -190,6 +198,6 @@ def heatmaps(ex: Exercise, view: list[dict[str, Any]]) -> None:
     columns = st.columns(len(found))
     for column, ((_name, values, labels), title, weights) in zip(columns, found):
         with column:
-            chart = heatmap(heatmap_frame(values, labels, causal, weights), tr(title))
-            st.altair_chart(chart, theme="streamlit", height=int(chart.height) + 90)
+            spec = heatmap_spec(fingerprint(ex), lang(), title, weights, causal, values, labels)
+            st.vega_lite_chart(spec, theme="streamlit", height=int(spec["height"]) + 90)
 

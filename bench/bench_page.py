@@ -1,0 +1,232 @@
+"""Page cost: the server time of each Practice interaction next to a bare page with the same elements.
+
+    python bench/bench_page.py [--reps 15] [--kinds softmax,attention] [--via server,apptest]
+
+Two ways, both by default, each timing the real app (app.py → pages/practice.py) and bench/bare_practice.py
+in alternating sessions, each session new:
+- server: two `streamlit run` servers on loopback (the app and the bare page, same flags) and a client
+  that speaks Streamlit's websocket protocol (bench/bench_class.py's Session): the time from sending a
+  rerun to receiving its `script_finished`, time.perf_counter in the client. This is the script run plus
+  everything the server does around it (Streamlit's post-run garbage collection included, which holds
+  the interpreter and so delays the messages) and the transfer over loopback; no browser rendering.
+- apptest: Streamlit's AppTest in this process, each `at.run()` timed with time.perf_counter (wall) and
+  time.process_time (CPU of the whole process): the script run alone. AppTest skips the post-run
+  garbage collection, so it understates what a server spends.
+The interactions:
+    first load     the Practice page opened at ?kind=…&level=…&seed=… (a new seed each repetition, so
+                   the per-exercise caches are cold, as for a student's first visit)
+    Check          every cell typed (one wrong), then the Check button
+    Show solution  the button; the steps, heatmaps and cell picker appear
+    New problem    the button; a fresh random problem
+The bare page draws the same elements (counts read off the real exercise: cells, LaTeX blocks, aids,
+solution steps, heatmaps) with constant content and no logic. Reported: medians and the ratio
+real / bare (goal ≤ 1.5×). One untimed session of each warms imports and caches first.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from urllib.parse import urlencode
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+os.environ.pop("DATABASE_URL", None)
+os.environ["ATTENTION_DB_PATH"] = str(Path(tempfile.mkdtemp(prefix="bench-page-")) / "bench.sqlite3")
+
+import bench_class as bc  # noqa: E402
+from streamlit.testing.v1 import AppTest  # noqa: E402
+
+import exercises  # noqa: E402
+from exercises.solutions import given_latex  # noqa: E402
+
+STEPS = ("first load", "Check", "Show solution", "New problem")
+GOAL_RATIO = 1.5
+TIMEOUT_S = 120
+BARE = {"check": "Check", "show": "Show solution", "new": "New problem"}
+
+
+def real_labels() -> dict[str, str]:
+    return {"check": exercises.t("practice.check"), "show": exercises.t("solution.show"),
+            "new": exercises.t("practice.new_problem")}
+
+
+def shape_of(ex: exercises.Exercise) -> dict[str, str]:
+    """What the bare page must draw to match the real one for this exercise."""
+    steps = exercises.solve(ex)
+    cells = [p for p in ex.parts if not p.is_choice]
+    rows = sum(p.shape[0] for p in cells)
+    cols = max((p.shape[1] for p in cells), default=1)
+    aids = exercises.aids(ex)
+    square = {s.name: s.shape[0] for s in steps if s.shape[0] == s.shape[1]}
+    square.update({name: len(v) for name, v in ex.given.items()
+                   if name not in square and getattr(v, "ndim", 0) == 2 and v.shape[0] == v.shape[1]})
+    charts = int(any(name in square for name in ("masked", "scaled", "scores"))) + int("A" in square)
+    n = max((square[name] for name in ("masked", "scaled", "scores", "A") if name in square), default=3)
+    aid_blocks = sum(1 for x in (aids.table_latex(), aids.sqrt_dk, aids.shapes) if x)
+    return {"rows": str(rows), "cols": str(cols), "given": str(len(given_latex(ex))), "aids": str(aid_blocks),
+            "steps": str(len(steps)), "charts": str(charts), "n": str(n)}
+
+
+# ---------------------------------------------------------------- through a server
+
+
+async def server_session(url: str, query: dict[str, str], texts: Callable[[bc.Session], dict[str, str]],
+                         labels: dict[str, str]) -> dict[str, float]:
+    """One new session: the four interactions, each timed from sending the rerun to its script_finished."""
+    session = bc.Session(url, urlencode(query))
+    times: dict[str, float] = {}
+
+    async def timed_run(step: str, states: list) -> None:
+        started = time.perf_counter()
+        ok, _ = await session.run(states)
+        times[step] = (time.perf_counter() - started) * 1000
+        assert ok, f"{step} did not finish"
+
+    await session.connect()
+    try:
+        await timed_run("first load", [])
+        await timed_run("Check", [*session.typed(texts(session)), session.press("submit")])
+        await timed_run("Show solution", [session.press(labels["show"])])
+        await timed_run("New problem", [session.press(labels["new"])])
+    finally:
+        await session.socket.close()
+    return times
+
+
+def bare_texts(session: bc.Session) -> dict[str, str]:
+    return {key: "0.5" for key in session.widgets if key.startswith("bare.0.") and not key.endswith("paste")}
+
+
+async def via_server(kind: str, level: int, reps: int, flags: tuple[str, ...]) -> dict[str, dict[str, list]]:
+    results = {"real": {s: [] for s in STEPS}, "bare": {s: [] for s in STEPS}}
+    with tempfile.TemporaryDirectory(prefix="bench-page-") as folder:
+        real_server, real_url = bc.start_server(Path(folder), flags=flags)
+        bare_dir = Path(folder) / "bare"
+        bare_dir.mkdir()
+        bare_server, bare_url = bc.start_server(bare_dir, script="bench/bare_practice.py", flags=flags)
+        try:
+            await bc.open_root(real_url)  # see bench_class.open_root: run the app frame, not pages/ alone
+            warm = exercises.generate(kind, 99_999, level)
+            await server_session(real_url, {"kind": kind, "level": str(level), "seed": "99999"},
+                                 lambda _s: bc.answer_texts(warm, wrong=True), real_labels())
+            await server_session(bare_url, shape_of(warm), bare_texts, BARE)
+            for rep in range(reps):
+                seed = 500 + rep
+                ex = exercises.generate(kind, seed, level)
+                real = server_session(real_url, {"kind": kind, "level": str(level), "seed": str(seed)},
+                                      lambda _s, ex=ex: bc.answer_texts(ex, wrong=True), real_labels())
+                bare = server_session(bare_url, shape_of(ex), bare_texts, BARE)
+                order = [("real", real), ("bare", bare)] if rep % 2 == 0 else [("bare", bare), ("real", real)]
+                for which, run in order:
+                    for step, ms in (await run).items():
+                        results[which][step].append(ms)
+        finally:
+            bc.stop_server(real_server)
+            bc.stop_server(bare_server)
+    return results
+
+
+# ---------------------------------------------------------------- in process, with AppTest
+
+
+def timed(at: AppTest) -> float:
+    started = time.perf_counter()
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return (time.perf_counter() - started) * 1000
+
+
+def click(at: AppTest, label: str) -> None:
+    next(b for b in at.button if b.label == label).click()
+
+
+def apptest_session(script: str, query: dict[str, str], page: str | None, texts: list[str] | None,
+                    labels: dict[str, str]) -> dict[str, float]:
+    at = AppTest.from_file(str(ROOT / script), default_timeout=TIMEOUT_S)
+    at.query_params.update(query)
+    if page:
+        at.switch_page(page)
+    times = {"first load": timed(at)}
+    boxes = [box for box in at.text_input if box.key and (box.key.startswith("ans-") or box.key.startswith("bare.0."))]
+    for box, text in zip(boxes, texts or ["0.5"] * len(boxes)):
+        box.input(text)
+    click(at, labels["check"])
+    times["Check"] = timed(at)
+    click(at, labels["show"])
+    times["Show solution"] = timed(at)
+    click(at, labels["new"])
+    times["New problem"] = timed(at)
+    return times
+
+
+def via_apptest(kind: str, level: int, reps: int) -> dict[str, dict[str, list]]:
+    def real(seed: int) -> dict[str, float]:
+        ex = exercises.generate(kind, seed, level)
+        texts = list(bc.answer_texts(ex, wrong=True).values())
+        return apptest_session("app.py", {"kind": kind, "level": str(level), "seed": str(seed)},
+                               "pages/practice.py", texts, real_labels())
+
+    def bare(seed: int) -> dict[str, float]:
+        return apptest_session("bench/bare_practice.py", shape_of(exercises.generate(kind, seed, level)),
+                               None, None, BARE)
+
+    real(99_999), bare(99_999)  # warm imports and Streamlit's caches, untimed
+    results = {"real": {s: [] for s in STEPS}, "bare": {s: [] for s in STEPS}}
+    for rep in range(reps):
+        order = [("real", real), ("bare", bare)] if rep % 2 == 0 else [("bare", bare), ("real", real)]
+        for which, run in order:
+            for step, ms in run(500 + rep).items():
+                results[which][step].append(ms)
+    return results
+
+
+def report(title: str, results: dict[str, dict[str, list]]) -> None:
+    print(title)
+    print(f"{'interaction':<15} {'real p50':>9} {'bare p50':>9} {'ratio':>7}   {'real p95':>9} {'bare p95':>9}")
+    for step in STEPS:
+        real, bare = results["real"][step], results["bare"][step]
+        rm, bm = statistics.median(real), statistics.median(bare)
+        rp, bp = sorted(real)[int(0.95 * (len(real) - 1))], sorted(bare)[int(0.95 * (len(bare) - 1))]
+        flag = "ok" if rm / bm <= GOAL_RATIO else "OVER"
+        print(f"{step:<15} {rm:9.1f} {bm:9.1f} {rm / bm:6.2f}×   {rp:9.1f} {bp:9.1f}  {flag}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--reps", type=int, default=15, help="sessions of each page per kind and way")
+    parser.add_argument("--kinds", default="softmax,attention", help="comma-separated kind ids")
+    parser.add_argument("--level", type=int, default=2)
+    parser.add_argument("--via", default="server,apptest", help="server, apptest or both (comma-separated)")
+    parser.add_argument("--post-script-gc", choices=("config", "on", "off"), default="config",
+                        help="Streamlit's runner.postScriptGC for the servers (see bench_class.py)")
+    args = parser.parse_args()
+    ways = [w for w in args.via.split(",") if w]
+
+    print(f"# bench_page — {bc.machine()}")
+    print(f"# {time.strftime('%Y-%m-%d %H:%M')}, load average {os.getloadavg()[0]:.1f}; {args.reps} new sessions per "
+          f"page, kind and way, real and bare alternating; times in ms; servers with runner.postScriptGC "
+          f"{bc.post_script_gc(args.post_script_gc)}")
+    for kind in [k for k in args.kinds.split(",") if k]:
+        levels = exercises.KINDS[kind].LEVELS
+        level = args.level if args.level in levels else levels[-1]
+        shape = shape_of(exercises.generate(kind, 500, level))
+        print(f"\n## {kind}, level {level} (bare page: {', '.join(f'{k}={v}' for k, v in shape.items())})")
+        if "server" in ways:
+            report("server: send rerun → script_finished over the websocket",
+                   asyncio.run(via_server(kind, level, args.reps, bc.gc_flags(args.post_script_gc))))
+        if "apptest" in ways:
+            report("apptest: at.run() wall time in process (no post-run GC)", via_apptest(kind, level, args.reps))
+    print(f"\ngoal: real / bare ≤ {GOAL_RATIO}× (medians); load average now {os.getloadavg()[0]:.1f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -46,7 +46,7 @@ submissions = sa.Table(
     sa.Column("seed", sa.BigInteger, nullable=False),
     sa.Column("answer", sa.JSON, nullable=False),
     sa.Column("score", sa.Float, nullable=True),  # None: not graded (unreadable answer)
-    sa.Column("misconception", sa.String(60), nullable=True),
+    sa.Column("misconception", sa.String(100), nullable=True),
     sa.Column("submitted_at", sa.DateTime, nullable=False),
     sa.Index("ix_submissions_code_student", "assignment_code", "student_key"),
 )
@@ -59,7 +59,7 @@ attempts = sa.Table(
     sa.Column("level", sa.Integer, nullable=False),
     sa.Column("seed", sa.BigInteger, nullable=False),
     sa.Column("score", sa.Float, nullable=True),
-    sa.Column("misconception", sa.String(60), nullable=True),
+    sa.Column("misconception", sa.String(100), nullable=True),
     sa.Column("hints_used", sa.Integer, nullable=False),
     sa.Column("seconds", sa.Float, nullable=False),
     sa.Column("at", sa.DateTime, nullable=False),  # naive UTC
@@ -95,7 +95,10 @@ def open_engine(url: str | None = None) -> Engine:
         engine = _sqlite_engine(parsed)
     else:
         engine = sa.create_engine(parsed, pool_pre_ping=True, pool_size=5, max_overflow=10)
-    metadata.create_all(engine)
+    try:
+        metadata.create_all(engine)
+    except (sa.exc.IntegrityError, sa.exc.ProgrammingError, sa.exc.OperationalError):
+        metadata.create_all(engine)  # another replica was creating the same tables at that moment
     return engine
 
 

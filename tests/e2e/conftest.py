@@ -113,10 +113,43 @@ def running_app(folder: Path) -> Iterator[str]:
 
 
 @pytest.fixture(scope="session")
-def app_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def server_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The shared server's folder: its log and its SQLite database (e2e.sqlite3)."""
+    return tmp_path_factory.mktemp("e2e-server")
+
+
+@pytest.fixture(scope="session")
+def app_url(server_folder: Path) -> Iterator[str]:
     """The base URL of the app server shared by the tests."""
-    with running_app(tmp_path_factory.mktemp("e2e-server")) as url:
+    with running_app(server_folder) as url:
         yield url
+
+
+@pytest.fixture(scope="session")
+def site(browser, app_url: str) -> str:
+    """The shared server's URL after one visit of its root page, as any server soon has had.
+
+    (Until a session has run app.py, Streamlit treats the pages/ folder as a legacy multipage app and a
+    first visitor arriving on /practice gets that page alone; test_practice's fresh-server test keeps
+    that case in view. The other tests, and their screenshots, show the app as it normally runs.)"""
+    context = browser.new_context(viewport=VIEWPORT)
+    try:
+        StreamlitPage(context.new_page(), app_url).open("/")
+    finally:
+        context.close()
+    return app_url
+
+
+@pytest.fixture
+def app_db(app_url: str, server_folder: Path) -> Iterator[object]:
+    """An engine on the shared server's database (to read what the pages stored)."""
+    import storage
+
+    engine = storage.open_engine(f"sqlite:///{server_folder / 'e2e.sqlite3'}")
+    try:
+        yield engine
+    finally:
+        engine.dispose()
 
 
 @pytest.fixture(scope="session")
@@ -133,12 +166,29 @@ def browser(chromium: str) -> Iterator[object]:
 
 
 @pytest.fixture
-def app(browser, app_url: str) -> Iterator[StreamlitPage]:
+def people(browser, site: str) -> Iterator[object]:
+    """Opens a new browser context (a separate person, their own session) per call; all closed after."""
+    contexts = []
+
+    def open_person() -> StreamlitPage:
+        context = browser.new_context(viewport=VIEWPORT, locale="en-US", device_scale_factor=1, accept_downloads=True)
+        contexts.append(context)
+        return StreamlitPage(context.new_page(), site)
+
+    try:
+        yield open_person
+    finally:
+        for context in contexts:
+            context.close()
+
+
+@pytest.fixture
+def app(browser, site: str) -> Iterator[StreamlitPage]:
     """A new browser context (its own Streamlit session) on the app; closed after the test."""
     context = browser.new_context(viewport=VIEWPORT, locale="en-US", device_scale_factor=1)
     page = context.new_page()
     try:
-        yield StreamlitPage(page, app_url)
+        yield StreamlitPage(page, site)
     finally:
         context.close()
 

@@ -34,8 +34,11 @@ SERVER_START_S = 60
 
 
 def chromium_path() -> str | None:
-    """The chromium binary: $E2E_CHROMIUM, else /usr/bin/chromium, else `chromium` on PATH."""
-    for candidate in (os.environ.get("E2E_CHROMIUM"), "/usr/bin/chromium", shutil.which("chromium")):
+    """The chromium binary: $E2E_CHROMIUM when set (and only it), else /usr/bin/chromium, else `chromium`
+    on PATH; None when there is none."""
+    wanted = os.environ.get("E2E_CHROMIUM")
+    candidates = [wanted] if wanted else ["/usr/bin/chromium", shutil.which("chromium")]
+    for candidate in candidates:
         if candidate and Path(candidate).is_file() and os.access(candidate, os.X_OK):
             return candidate
     return None

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+import pytest
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:
@@ -15,3 +18,28 @@ if str(REPO_ROOT) not in sys.path:
 # server, which inherits the environment) go to a throwaway SQLite file unless a test picks its own.
 if "ATTENTION_DB_PATH" not in os.environ:
     os.environ["ATTENTION_DB_PATH"] = str(Path(tempfile.mkdtemp(prefix="attention-tests-")) / "attention.sqlite3")
+
+
+@pytest.fixture(scope="session")
+def throwaway_postgres():
+    """The URL of a PostgreSQL server for storage tests: DATABASE_URL_TEST when set, else a throwaway
+    cluster on 127.0.0.1 started by scripts/start_test_postgres.sh (and stopped after the session);
+    None when neither is possible (the tests then fail under CI and skip elsewhere)."""
+    if os.environ.get("DATABASE_URL_TEST", "").strip():
+        yield os.environ["DATABASE_URL_TEST"].strip()
+        return
+    script = REPO_ROOT / "scripts" / "start_test_postgres.sh"
+    try:
+        proc = subprocess.run(["bash", str(script)], capture_output=True, text=True, timeout=180)
+    except (OSError, subprocess.TimeoutExpired):
+        yield None
+        return
+    lines = proc.stdout.strip().splitlines()
+    if proc.returncode != 0 or not lines:
+        sys.stderr.write(f"could not start a throwaway PostgreSQL server:\n{proc.stderr}\n")
+        yield None
+        return
+    try:
+        yield lines[-1]
+    finally:
+        subprocess.run(["bash", str(script), "stop"], capture_output=True, timeout=120)

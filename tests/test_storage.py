@@ -25,22 +25,23 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 ITEMS = [{"kind": "softmax", "level": 2, "count": 2}, {"kind": "scores", "level": 1, "count": 1}]
 
 
-def _postgres_url() -> str:
-    url = os.environ.get("DATABASE_URL_TEST", "").strip()
+def _postgres_url(started: str | None) -> str:
+    url = os.environ.get("DATABASE_URL_TEST", "").strip() or (started or "")
     if not url:
         if os.environ.get("CI"):
-            pytest.fail("CI is set but DATABASE_URL_TEST is not: start scripts/start_test_postgres.sh and export its URL")
-        pytest.skip("DATABASE_URL_TEST is not set (scripts/start_test_postgres.sh starts a server)")
+            pytest.fail("CI is set but no PostgreSQL server could be started: install Debian's postgresql "
+                        "package (scripts/install_test_tools.sh) or set DATABASE_URL_TEST")
+        pytest.skip("no PostgreSQL server (set DATABASE_URL_TEST or install Debian's postgresql package)")
     return storage_db.normalise_url(url)
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
-def db_url(request, tmp_path):
+def db_url(request, tmp_path, throwaway_postgres):
     """A fresh empty database: a SQLite file, or a schema of its own on the PostgreSQL server."""
     if request.param == "sqlite":
         yield f"sqlite:///{tmp_path / 'test.sqlite3'}"
         return
-    base = sa.engine.make_url(_postgres_url())
+    base = sa.engine.make_url(_postgres_url(throwaway_postgres))
     admin = sa.create_engine(base, poolclass=sa.pool.NullPool)
     schema = f"t_{uuid.uuid4().hex[:12]}"
     try:

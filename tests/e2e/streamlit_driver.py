@@ -14,6 +14,7 @@ Streamlit tells the world where it is in three ways, and every wait here uses th
 
 from __future__ import annotations
 
+import io
 import re
 from collections.abc import Callable
 from urllib.parse import parse_qs, urlparse
@@ -110,7 +111,7 @@ class StreamlitPage:
         }""", css)
 
     def screenshot(self, path: str) -> None:
-        """A PNG of the whole settled page. Streamlit scrolls inside ``stMain``, not the document,
+        """A PNG of the whole settled page, 1280 px wide. Streamlit scrolls inside ``stMain``, not the document,
         so the viewport is made as tall as that content for the picture, then put back."""
         self.settle()
         viewport = self.page.viewport_size or {"width": 1280, "height": 900}
@@ -122,6 +123,16 @@ class StreamlitPage:
             # let resize observers (Vega charts, columns) lay out again: two animation frames
             self.page.evaluate("() => new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)))")
             self.settle()
-            self.page.screenshot(path=path, full_page=True, animations="disabled", caret="hide")
+            picture = self.page.screenshot(full_page=True, animations="disabled", caret="hide")
         finally:
             self.page.set_viewport_size(viewport)
+        save_small_png(picture, path)
+
+
+def save_small_png(picture: bytes, path: str) -> None:
+    """Save a screenshot with a 256-colour palette: a page of flat colours and text loses nothing
+    visible and the file is about 2.5 times smaller (the pictures are committed)."""
+    from PIL import Image
+
+    image = Image.open(io.BytesIO(picture)).convert("RGB")
+    image.quantize(colors=256, method=Image.Quantize.MEDIANCUT, dither=Image.Dither.NONE).save(path, optimize=True)

@@ -102,10 +102,34 @@ def clashes(reference: np.ndarray, alts: dict[str, np.ndarray], gap: float = GAP
     value is within `gap` of the reference ("id"), or of another mistake's ("first+second").
     Values no one can write (NaN) are left out."""
     usable = {mid: alt for mid, alt in alts.items() if not np.isnan(alt).any()}
-    found = [mid for mid, alt in usable.items() if not apart(alt, reference, gap)]
-    found += [f"{first}+{second}" for (first, a), (second, b) in combinations(usable.items(), 2)
-              if np.shape(a) == np.shape(b) and not apart(a, b, gap)]
+    names = list(usable)
+    ref = _comparable(reference)
+    found = [mid for mid in names if np.shape(usable[mid]) == ref.shape
+             and not _far(_comparable(usable[mid]), ref, gap)]
+    # every pair at once: the largest cell difference of each pair of same-shaped values
+    stacked = {mid: _comparable(alt) for mid, alt in usable.items()}
+    by_shape: dict[tuple, list[int]] = {}
+    for index, mid in enumerate(names):
+        by_shape.setdefault(stacked[mid].shape, []).append(index)
+    close = np.zeros((len(names), len(names)), dtype=bool)
+    for indices in by_shape.values():
+        block = np.stack([stacked[names[i]] for i in indices]).reshape(len(indices), -1)  # (k, cells)
+        widest = np.abs(block[:, None, :] - block[None, :, :]).max(axis=-1)  # (k, k)
+        close[np.ix_(indices, indices)] = widest <= gap
+    found += [f"{names[i]}+{names[j]}" for i, j in combinations(range(len(names)), 2) if close[i, j]]
     return found
+
+
+_INFINITY_STAND_IN = 1e15  # −∞ compares equal to −∞ and far from every number a mistake gives
+
+
+def _comparable(value: np.ndarray) -> np.ndarray:
+    value = np.asarray(value, dtype=float)
+    return np.where(np.isinf(value), np.sign(value) * _INFINITY_STAND_IN, value)
+
+
+def _far(a: np.ndarray, b: np.ndarray, gap: float) -> bool:
+    return a.size > 0 and bool(np.abs(a - b).max() > gap)
 
 
 def collisions(ex: Exercise) -> list[tuple[str, str]]:

@@ -3,6 +3,9 @@
 Chromium is the system one (/usr/bin/chromium, Debian's package; .ci/run installs it when missing):
 Playwright never downloads a browser here. Without chromium the tests skip on a developer machine and
 FAIL under CI (the CI environment variable set), so a CI run can never pass without the browser.
+
+    python -m pytest tests/e2e                                      # the browser tests
+    E2E_SCREENSHOTS=docs/screenshots python -m pytest tests/e2e     # …and refresh the committed pictures
 """
 
 from __future__ import annotations
@@ -24,7 +27,6 @@ import pytest
 from tests.e2e.streamlit_driver import StreamlitPage
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-SCREENSHOTS = REPO_ROOT / "docs" / "screenshots"
 VIEWPORT = {"width": 1280, "height": 900}
 # Debian's chromium, headless as root, with no call home (the network is closed here)
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -197,7 +199,11 @@ def app(browser, site: str) -> Iterator[StreamlitPage]:
 
 
 @pytest.fixture(scope="session")
-def screenshots() -> Path:
-    """Where each page's picture goes (committed; the README links to it)."""
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    return SCREENSHOTS
+def screenshots(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where each page's picture goes. The committed ones (docs/screenshots, linked from the README) are
+    refreshed with E2E_SCREENSHOTS=docs/screenshots; otherwise a temporary folder, so that a test run
+    does not rewrite committed files (codes, dates and random seeds differ on every run)."""
+    wanted = os.environ.get("E2E_SCREENSHOTS")
+    folder = (REPO_ROOT / wanted) if wanted else tmp_path_factory.mktemp("screenshots")
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder

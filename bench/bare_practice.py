@@ -1,4 +1,4 @@
-"""A bare Practice page: the same Streamlit elements as pages/practice.py, and no logic at all.
+"""A bare Practice page: the same Streamlit elements as app_pages/practice.py, and no logic at all.
 
 bench/bench_page.py runs it next to the real page to price what the app adds to Streamlit's own cost.
 How many of each element to draw comes from the URL (the bench reads it off the real page):

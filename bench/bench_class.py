@@ -201,7 +201,7 @@ def answer_texts(ex: exercises.Exercise, wrong: bool) -> dict[str, str]:
 
 async def open_root(url: str) -> None:
     """One session on the app's root page. A fresh server whose first visitor arrives on /practice runs
-    that page alone, as a legacy pages/ app (no app.py frame): this makes the measured sessions run the
+    that page alone, as a legacy app_pages/ app (no app.py frame): this makes the measured sessions run the
     whole app, as they would on a server that has seen any visitor on its root page."""
     session = Session(url, "", page="")
     await session.connect()

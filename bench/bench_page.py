@@ -2,7 +2,7 @@
 
     python bench/bench_page.py [--reps 15] [--kinds softmax,attention] [--via server,apptest]
 
-Two ways, both by default, each timing the real app (app.py → pages/practice.py) and bench/bare_practice.py
+Two ways, both by default, each timing the real app (app.py → app_pages/practice.py) and bench/bare_practice.py
 in alternating sessions, each session new:
 - server: two `streamlit run` servers on loopback (the app and the bare page, same flags) and a client
   that speaks Streamlit's websocket protocol (bench/bench_class.py's Session): the time from sending a
@@ -114,7 +114,7 @@ async def via_server(kind: str, level: int, reps: int, flags: tuple[str, ...]) -
         bare_dir.mkdir()
         bare_server, bare_url = bc.start_server(bare_dir, script="bench/bare_practice.py", flags=flags)
         try:
-            await bc.open_root(real_url)  # see bench_class.open_root: run the app frame, not pages/ alone
+            await bc.open_root(real_url)  # see bench_class.open_root: run the app frame, not app_pages/ alone
             warm = exercises.generate(kind, 99_999, level)
             await server_session(real_url, {"kind": kind, "level": str(level), "seed": "99999"},
                                  lambda _s: bc.answer_texts(warm, wrong=True), real_labels())
@@ -173,7 +173,7 @@ def via_apptest(kind: str, level: int, reps: int) -> dict[str, dict[str, list]]:
         ex = exercises.generate(kind, seed, level)
         texts = list(bc.answer_texts(ex, wrong=True).values())
         return apptest_session("app.py", {"kind": kind, "level": str(level), "seed": str(seed)},
-                               "pages/practice.py", texts, real_labels())
+                               "app_pages/practice.py", texts, real_labels())
 
     def bare(seed: int) -> dict[str, float]:
         return apptest_session("bench/bare_practice.py", shape_of(exercises.generate(kind, seed, level)),

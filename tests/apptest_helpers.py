@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def open_page(page: str, query: dict[str, str] | None = None, lang: str | None = None) -> AppTest:
-    """Run app.py, then switch to `page` (a path like pages/practice.py) with the given URL query."""
+    """Run app.py, then switch to `page` (a path like app_pages/practice.py) with the given URL query."""
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=30)
     for key, value in (query or {}).items():
         at.query_params[key] = value

@@ -1,6 +1,6 @@
 """Make AppTest run app.py on every rerun, as a served app does.
 
-A project with a ``pages/`` folder makes AppTest reset ``PagesManager.uses_pages_directory`` to True
+A project with a ``app_pages/`` folder makes AppTest reset ``PagesManager.uses_pages_directory`` to True
 before each run; after the first run it then executes the page alone (the old pages-folder mode)
 and skips app.py, so the sidebar, the language and the listeners set up there vanish. A served app
 calls st.navigation on every run, which sets the flag to False; this fixture does the same.

@@ -18,8 +18,8 @@ from tests.served_app import entrypoint_every_run  # noqa: F401  (fixture)
 from ui import assignments as ui_assignments
 from ui.answer_grid import paste_key
 
-ASSIGNMENTS = str(ROOT / "pages" / "assignments.py")
-GRADEBOOK = str(ROOT / "pages" / "gradebook.py")
+ASSIGNMENTS = str(ROOT / "app_pages" / "assignments.py")
+GRADEBOOK = str(ROOT / "app_pages" / "gradebook.py")
 
 
 class RecordingStorage(MemoryMediaFileStorage):
@@ -281,7 +281,7 @@ def test_the_gradebook_needs_the_right_key(db):
 
 @pytest.mark.usefixtures("entrypoint_every_run")
 def test_both_pages_are_in_the_app_navigation(db):
-    at = open_page("pages/assignments.py")
+    at = open_page("app_pages/assignments.py")
     assert not at.exception and "Create an assignment" in [h.value for h in at.get("header")]
-    at = open_page("pages/gradebook.py")
+    at = open_page("app_pages/gradebook.py")
     assert not at.exception and [t.value for t in at.title] == ["Gradebook"]

@@ -1,4 +1,4 @@
-"""AppTest: the Check my work page (pages/check_work.py) through the app's navigation."""
+"""AppTest: the Check my work page (app_pages/check_work.py) through the app's navigation."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from exercises.i18n import t
 from tests.apptest_helpers import open_page
 from ui import check_work as cw
 
-PAGE = "pages/check_work.py"
+PAGE = "app_pages/check_work.py"
 
 
 def _check(at) -> None:

@@ -65,7 +65,7 @@ def test_formula_page_shows_the_whole_sheet_in_both_languages():
         at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
         at.query_params["lang"] = lang
         at.run()
-        at.switch_page("pages/formulas.py")
+        at.switch_page("app_pages/formulas.py")
         at.run()
         assert not at.exception
         assert [e.value.strip("$\n") for e in at.latex] == fs.all_latex()  # st.latex wraps in $$

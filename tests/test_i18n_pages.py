@@ -40,7 +40,7 @@ def _key_patterns() -> tuple[re.Pattern, re.Pattern]:
 
 
 KNOWN_KEY, KEY_SHAPED = _key_patterns()
-DEFAULT_PAGE = "pages/home.py"
+DEFAULT_PAGE = "app_pages/home.py"
 
 
 NOT_SHOWN = {"id", "form_id", "page_script_hash", "query_string", "page", "icon", "url", "key"}
@@ -112,7 +112,7 @@ def open_in(page: str, lang: str) -> AppTest:
 def test_app_registers_the_pages_of_this_issue():
     pages = registered_pages()
     assert pages[0] == DEFAULT_PAGE
-    assert {"pages/home.py", "pages/practice.py", "pages/progress.py", "pages/formulas.py"} <= set(pages)
+    assert {"app_pages/home.py", "app_pages/practice.py", "app_pages/progress.py", "app_pages/formulas.py"} <= set(pages)
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
@@ -136,7 +136,7 @@ def test_raw_key_detector_catches_missing_keys():
     assert raw_keys(["Score: practice.title"]) == ["practice.title"]
     assert raw_keys(["Fill in part.G_E here"]) == ["part.G_E"]
     assert raw_keys(["a brand-new progress.something_else key"]) == ["progress.something_else"]
-    assert raw_keys(["np.triu(ones, k=1)", "pages/practice.py", "注意力权重 A", "e.g. 0.5"]) == []
+    assert raw_keys(["np.triu(ones, k=1)", "app_pages/practice.py", "注意力权重 A", "e.g. 0.5"]) == []
 
 
 def test_url_language_is_used_and_kept():
@@ -166,7 +166,7 @@ def test_sidebar_switch_changes_language_and_url():
     assert at.title[0].value == catalog("zh")["app.title"]
     # (the Formula sheet, not Practice: AppTest formats selectbox options outside the script run,
     # in the default language, and so cannot send back a Chinese option label)
-    at.switch_page("pages/formulas.py")
+    at.switch_page("app_pages/formulas.py")
     at.run()
     assert at.title[0].value == catalog("zh")["formulas.title"], "the choice survives a page change"
     assert dict(at.query_params)["lang"] in ("zh", ["zh"])

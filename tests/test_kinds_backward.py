@@ -416,7 +416,7 @@ def test_jacobian_row_times_g_a_is_the_softmax_gradient_row():
 def test_practice_page_poses_grades_and_solves_each_backward_kind(kind_id):
     from tests.apptest_helpers import click_check, current_exercise, fill_cells, open_page, reference_cells
 
-    at = open_page("pages/practice.py", {"kind": kind_id, "level": "2", "seed": "3"})
+    at = open_page("app_pages/practice.py", {"kind": kind_id, "level": "2", "seed": "3"})
     assert not at.exception
     ex = current_exercise(at)
     assert ex.kind == kind_id

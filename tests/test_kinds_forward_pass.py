@@ -445,7 +445,7 @@ def test_practice_page_shows_and_grades_each_kind(kind_id):
     from tests.apptest_helpers import click_check, current_exercise, fill_cells, open_page
     from ui.answer_grid import choice_key
 
-    at = open_page("pages/practice.py", {"kind": kind_id, "level": "2", "seed": "3"})
+    at = open_page("app_pages/practice.py", {"kind": kind_id, "level": "2", "seed": "3"})
     assert not at.exception and at.session_state["practice.kind"] == kind_id
     ex = current_exercise(at)
     cells = {}

@@ -176,7 +176,7 @@ def hint_button(at, level: int):
 
 
 def test_practice_hints_unlock_with_checks_and_are_recorded():
-    at = open_page("pages/practice.py", {"kind": "softmax", "level": "2", "seed": "5"})
+    at = open_page("app_pages/practice.py", {"kind": "softmax", "level": "2", "seed": "5"})
     ex = current_exercise(at)
     assert not at.exception
     assert any(e.label.startswith("Hints (0/3)") for e in at.expander)
@@ -216,7 +216,7 @@ def test_practice_hints_unlock_with_checks_and_are_recorded():
 
 
 def test_a_right_answer_shows_no_mistake_and_no_warning():
-    at = open_page("pages/practice.py", {"kind": "masking", "level": "2", "seed": "3"})
+    at = open_page("app_pages/practice.py", {"kind": "masking", "level": "2", "seed": "3"})
     ex = current_exercise(at)
     fill_cells(at, ex, reference_cells(ex))
     click_check(at)
@@ -226,7 +226,7 @@ def test_a_right_answer_shows_no_mistake_and_no_warning():
 
 
 def test_a_multi_part_mistake_names_the_parts_it_shows_in():
-    at = open_page("pages/practice.py", {"kind": "masking", "level": "2", "seed": "3"})
+    at = open_page("app_pages/practice.py", {"kind": "masking", "level": "2", "seed": "3"})
     ex = current_exercise(at)
     values = misconceptions.alternatives(ex)["mask_zero_instead_of_inf"]
     cells = reference_cells(ex)

@@ -84,7 +84,7 @@ def test_heatmap_marks_masked_cells():
 
 
 def test_show_solution_on_request_is_noted_in_the_next_attempt():
-    at = open_page("pages/practice.py", {"kind": "softmax", "level": "2", "seed": "5"})
+    at = open_page("app_pages/practice.py", {"kind": "softmax", "level": "2", "seed": "5"})
     ex = current_exercise(at)
     assert any(r"\hline" in el.value for el in at.latex), "the eˣ table is shown with the problem"
     click(at, "Show solution")
@@ -99,7 +99,7 @@ def test_show_solution_on_request_is_noted_in_the_next_attempt():
 
 
 def test_show_solution_after_an_attempt_marks_that_attempt():
-    at = open_page("pages/practice.py", {"kind": "scores", "level": "1", "seed": "3"})
+    at = open_page("app_pages/practice.py", {"kind": "scores", "level": "1", "seed": "3"})
     ex = current_exercise(at)
     fill_cells(at, ex, reference_cells(ex))
     click_check(at)
@@ -112,7 +112,7 @@ def test_show_solution_after_an_attempt_marks_that_attempt():
 
 
 def test_backward_kind_solution_renders():
-    at = open_page("pages/practice.py", {"kind": "grad_softmax", "level": "2", "seed": "1"})
+    at = open_page("app_pages/practice.py", {"kind": "grad_softmax", "level": "2", "seed": "1"})
     click(at, "Show solution")
     assert not at.exception
     assert r"\odot" in latex_text(at)
@@ -121,7 +121,7 @@ def test_backward_kind_solution_renders():
 @pytest.mark.parametrize("kind", list(exercises.KINDS))
 def test_every_kind_shows_its_solution_without_exception(kind):
     level = exercises.KINDS[kind].LEVELS[-1]
-    at = open_page("pages/practice.py", {"kind": kind, "level": str(level), "seed": "2"})
+    at = open_page("app_pages/practice.py", {"kind": kind, "level": str(level), "seed": "2"})
     click(at, "Show solution")
     assert not at.exception
     steps = exercises.solve(current_exercise(at))

@@ -141,7 +141,7 @@ def test_attempts_survive_a_restart_and_show_on_progress(db):
         storage.record_attempt(db, "me", kind, 2, 100 + i, score, mistake, 1, 42.0, T0 + timedelta(minutes=i))
     storage.record_attempt(db, "someone else", "masking", 1, 1, 0.0, "no_mask", 0, 10.0, T0)
 
-    at = open_page("pages/progress.py")  # a fresh AppTest: a new process state, the same database
+    at = open_page("app_pages/progress.py")  # a fresh AppTest: a new process state, the same database
     metrics = {m.label: m.value for m in at.metric}
     assert metrics[catalog("en")["progress.metric.attempts"]] == "4", "only this profile's attempts"
     assert metrics[catalog("en")["progress.metric.topics"]] == "2"
@@ -157,13 +157,13 @@ def test_attempts_survive_a_restart_and_show_on_progress(db):
 
 
 def test_progress_without_attempts_points_to_practice(db):
-    at = open_page("pages/progress.py")
+    at = open_page("app_pages/progress.py")
     assert at.info and "“me”" in at.info[0].value
     assert any(p.query_string.startswith("kind=") for p in page_links(at))
 
 
 def test_a_graded_attempt_on_practice_is_stored_then_shown_after_restart(db):
-    at = open_page("pages/practice.py", {"kind": "scores", "level": "1", "seed": "3"})
+    at = open_page("app_pages/practice.py", {"kind": "scores", "level": "1", "seed": "3"})
     assert sum(1 for f in session_attempts.LISTENERS if f.__qualname__ == "on_attempt") == 1
     ex = current_exercise(at)
     fill_cells(at, ex, reference_cells(ex))
@@ -176,7 +176,7 @@ def test_a_graded_attempt_on_practice_is_stored_then_shown_after_restart(db):
     home = new_app().run()  # restart: Home reads the standing from the database
     captions = [c.value for c in home.caption]
     assert catalog("en")["home.standing"].format(attempts=1, best="100%", mean="100%") in captions
-    progress_page = open_page("pages/progress.py")
+    progress_page = open_page("app_pages/progress.py")
     assert {m.label: m.value for m in progress_page.metric}[catalog("en")["progress.metric.attempts"]] == "1"
 
 
@@ -184,7 +184,7 @@ def test_profile_from_the_sidebar_keeps_attempts_apart(db):
     at = new_app().run()
     at.sidebar.text_input[0].input("Ada").run()
     assert at.session_state["progress.profile"] == "Ada"
-    at.switch_page("pages/practice.py")
+    at.switch_page("app_pages/practice.py")
     at.query_params.update({"kind": "scores", "level": "1", "seed": "4"})
     at.run()
     ex = current_exercise(at)
@@ -199,7 +199,7 @@ def test_profile_from_the_sidebar_keeps_attempts_apart(db):
 
 def test_profile_on_the_progress_page(db):
     storage.record_attempt(db, "Bo", "softmax", 1, 1, 1.0, None, 0, 5.0, T0)
-    at = open_page("pages/progress.py")
+    at = open_page("app_pages/progress.py")
     assert at.info, "nothing under the default profile"
     at.text_input(key="progress.profile.page").input("Bo").run()
     assert not at.exception
@@ -237,7 +237,7 @@ def test_a_database_failure_does_not_break_practice(db, monkeypatch):
     def broken(*args, **kwargs):
         raise sa.exc.OperationalError("INSERT", {}, Exception("disk I/O error"))
 
-    at = open_page("pages/practice.py", {"kind": "scores", "level": "1", "seed": "5"})
+    at = open_page("app_pages/practice.py", {"kind": "scores", "level": "1", "seed": "5"})
     monkeypatch.setattr(storage, "record_attempt", broken)
     ex = current_exercise(at)
     fill_cells(at, ex, reference_cells(ex))

@@ -70,7 +70,7 @@ def standing_icon(standing: Standing | None) -> str:
 
 def practice_link(kind: str, level: int = 1, label: str | None = None, icon: str | None = None) -> None:
     """A link into Practice for `kind` at `level` (a fresh problem)."""
-    st.page_link("pages/practice.py", label=label or tr(f"kind.{kind}.title"), icon=icon,
+    st.page_link("app_pages/practice.py", label=label or tr(f"kind.{kind}.title"), icon=icon,
                  query_params={"kind": kind, "level": str(level)})
 
 

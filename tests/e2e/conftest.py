@@ -134,7 +134,7 @@ def app_url(server_folder: Path) -> Iterator[str]:
 def site(browser, app_url: str) -> str:
     """The shared server's URL after one visit of its root page, as any server soon has had.
 
-    (Until a session has run app.py, Streamlit treats the pages/ folder as a legacy multipage app and a
+    (Until a session has run app.py, Streamlit treats a pages/ folder beside app.py as a legacy multipage app and a
     first visitor arriving on /practice gets that page alone; test_practice's fresh-server test keeps
     that case in view. The other tests, and their screenshots, show the app as it normally runs.)"""
     context = browser.new_context(viewport=VIEWPORT)

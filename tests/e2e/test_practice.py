@@ -116,7 +116,7 @@ def test_reload_keeps_the_problem_of_the_address(app: StreamlitPage) -> None:
 
 def test_deep_link_on_a_fresh_server_runs_the_app_frame(browser, tmp_path) -> None:
     """The first visitor of a new server may arrive by a shared link: app.py (navigation, sidebar)
-    must still run around the page, not the page alone as a legacy pages/ app."""
+    must still run around the page, not the page alone as a legacy pages/ app (the reason the folder is app_pages/)."""
     from tests.e2e.conftest import VIEWPORT, running_app
 
     with running_app(tmp_path) as url:

@@ -38,4 +38,4 @@ if others:
     st.header(tr("home.more"))
     pm.draw_row(others, table, numbered=False)
 
-st.page_link("pages/progress.py", label=tr("home.see_progress"), icon=":material/insights:")
+st.page_link("app_pages/progress.py", label=tr("home.see_progress"), icon=":material/insights:")

@@ -40,26 +40,6 @@ def test_all_five_kinds_are_registered_in_order():
     assert orders == sorted(orders) and all(70 <= o <= 110 for o in orders)
 
 
-@pytest.mark.parametrize("kind_id, level", KIND_LEVELS)
-def test_self_test_right_wrong_unreadable(kind_id, level):
-    for seed in SEEDS:
-        where = f"{kind_id} L{level} s{seed}"
-        ex = exercises.generate(kind_id, seed, level)
-        assert exercises.Exercise.from_dict(ex.to_dict()) == ex, where
-        assert exercises.generate(kind_id, seed, level) == ex, where  # deterministic
-
-        right = exercises.grade(ex, selftest.correct_answer(ex))
-        assert right.correct and right.score == 1.0 and right.misconception is None, where
-
-        rng = np.random.default_rng(seed)
-        wrong = exercises.grade(ex, selftest.incorrect_answer(ex, rng))
-        assert wrong.graded and not wrong.correct and wrong.score < 1.0, where
-
-        invalid = exercises.grade(ex, selftest.invalid_answer(ex, rng))
-        assert invalid.score is None and not invalid.correct, where
-        assert any(p.format_error is not None for p in invalid.parts.values()), where
-
-
 @pytest.mark.parametrize("kind_id", MY_KINDS)
 def test_titles_prompts_and_part_labels_are_in_the_catalog(kind_id):
     en = catalog("en")

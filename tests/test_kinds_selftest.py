@@ -37,6 +37,8 @@ def test_kind_grades_its_own_right_wrong_and_unreadable_answers(kind_id, level):
         assert (ex.kind, ex.seed, ex.level) == (kind_id, seed, level)
         assert ex.version == exercises.KINDS[kind_id].VERSION
         assert ex.parts, where
+        assert exercises.Exercise.from_dict(ex.to_dict()) == ex, where
+        assert "{" not in exercises.t(f"kind.{kind_id}.prompt", **ex.params), where  # placeholders filled
 
         right = exercises.grade(ex, selftest.correct_answer(ex))
         assert right.score == 1.0 and right.correct, where

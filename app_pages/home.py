@@ -31,7 +31,7 @@ st.header(tr("home.whole"))
 pm.draw_row(pm.WHOLE, table, numbered=False, per_row=2)
 
 st.header(tr("home.around"))
-pm.draw_row(pm.AROUND, table, numbered=False, per_row=4)
+pm.draw_row(pm.AROUND, table, numbered=False, per_row=2)  # 4 abreast clips "Shapes through attention"
 
 others = tuple(pm.Stage(kind, "") for kind in exercises.KINDS if kind not in pm.mapped_kinds())
 if others:

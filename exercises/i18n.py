@@ -69,3 +69,8 @@ class Msg:
 
 def msg(key: str, **params: Any) -> Msg:
     return Msg(key, params)
+
+
+def plural(key: str, count: int, **params: Any) -> Msg:
+    """The message `key.one` when `count` is 1, else `key.other`; both get {count} (a catalog has both keys)."""
+    return Msg(f"{key}.{'one' if count == 1 else 'other'}", {"count": count, **params})

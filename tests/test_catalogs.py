@@ -80,3 +80,17 @@ def test_checker_passes_identical_catalogs_and_flags_bad_braces(tmp_path):
 def test_chinese_renders_with_parameters():
     text = t("feedback.correct", "zh", score="100%")
     assert "100%" in text and text != catalog("en")["feedback.correct"].format(score="100%")
+
+
+def test_plural_picks_the_singular_for_one_and_both_forms_exist_in_every_language():
+    from exercises.i18n import plural
+
+    assert plural("gradebook.students", 1).render("en") == "1 student"
+    assert plural("gradebook.students", 3).render("en") == "3 students"
+    assert t("gradebook.summary", "en", students=plural("gradebook.students", 1),
+             items=plural("gradebook.items", 1), created="today") == "1 student · 1 exercise · created today"
+    for lang in languages():
+        forms = {key.rsplit(".", 1)[0] for key in catalog(lang) if key.endswith((".one", ".other"))}
+        for base in forms:
+            if f"{base}.one" in catalog("en"):
+                assert {f"{base}.one", f"{base}.other"} <= catalog(lang).keys(), (lang, base)

@@ -20,6 +20,7 @@ import storage
 from exercises import Exercise, Feedback, worksheets
 from exercises.assignments import MAX_COUNT, AssignmentError, AssignmentSpec, clean_student_name
 from exercises.engine import MAX_SEED
+from exercises.i18n import plural
 
 from . import aids as aids_ui
 from . import answer_grid, cache, feedback, problem, solution
@@ -329,7 +330,7 @@ def results_ui(a: storage.Assignment, items: list[Exercise]) -> None:
 
 def student_ui(a: storage.Assignment) -> None:
     st.title(a.title)
-    st.caption(tr("assign.student_intro", count=a.item_count, code=a.code))
+    st.caption(render(plural("assign.student_intro", a.item_count, code=a.code)))
     name = student_name_ui(a)
     if name is None:
         return

@@ -10,6 +10,7 @@ import streamlit as st
 
 import storage
 from exercises.assignments import slots
+from exercises.i18n import plural
 
 from .i18n import tr
 from .progress import engine as db
@@ -122,7 +123,8 @@ def show(code: str, key: str) -> None:
     left, right = st.columns([4, 1], vertical_alignment="center")
     left.subheader(tr("gradebook.heading", title=a.title, code=a.code))
     right.button(tr("gradebook.close"), on_click=close, key="gradebook.close", icon=":material/lock:")
-    st.caption(tr("gradebook.summary", students=len(book.students), items=a.item_count,
+    st.caption(tr("gradebook.summary", students=plural("gradebook.students", len(book.students)),
+                  items=plural("gradebook.items", a.item_count),
                   created=a.created_at.strftime("%Y-%m-%d %H:%M UTC")))
     if not book.students:
         st.info(tr("gradebook.empty"), icon=":material/hourglass_empty:")

@@ -18,7 +18,7 @@ import numpy as np
 from attention_core import causal_mask
 
 from . import pipeline
-from .i18n import Msg, msg
+from .i18n import Msg, msg, plural
 from .model import Exercise, Part
 
 MAX_LISTED = 4  # cells or rows named in one warning; "…" after that
@@ -28,16 +28,20 @@ def _label(part: Part) -> Msg:
     return msg(f"part.{part.name}")
 
 
-def _places(indices: np.ndarray) -> str:
-    """1-based (row, column) pairs of a boolean matrix, at most MAX_LISTED of them."""
-    cells = [f"({i + 1}, {j + 1})" for i, j in zip(*np.nonzero(indices))]
-    return ", ".join(cells[:MAX_LISTED]) + (", …" if len(cells) > MAX_LISTED else "")
+def _listed(noun: str, items: list[str]) -> Msg:
+    """'cell (1, 2)' or 'cells (1, 2), (2, 3)': the noun agrees with the count; at most MAX_LISTED items."""
+    text = ", ".join(items[:MAX_LISTED]) + (", …" if len(items) > MAX_LISTED else "")
+    return plural(f"sanity.where.{noun}", len(items), list=text)
 
 
-def _numbers(indices: np.ndarray) -> str:
-    """1-based positions of a boolean vector."""
-    found = [str(k + 1) for k in np.flatnonzero(indices)]
-    return ", ".join(found[:MAX_LISTED]) + (", …" if len(found) > MAX_LISTED else "")
+def _places(indices: np.ndarray) -> Msg:
+    """The cells of a boolean matrix, as 1-based (row, column) pairs."""
+    return _listed("cells", [f"({i + 1}, {j + 1})" for i, j in zip(*np.nonzero(indices))])
+
+
+def _numbers(indices: np.ndarray, noun: str) -> Msg:
+    """The 1-based positions of a boolean vector: rows or columns."""
+    return _listed(noun, [str(k + 1) for k in np.flatnonzero(indices)])
 
 
 def _is_causal(ex: Exercise) -> bool:
@@ -85,7 +89,7 @@ def _weights(ex: Exercise, part: Part, value: np.ndarray, env: Mapping) -> list[
         found.append(msg("sanity.weights_range", part=_label(part), cells=_places(outside)))
     off = np.abs(value.sum(axis=1) - 1) > _row_slack(part, value.shape[1])
     if off.any():
-        found.append(msg("sanity.rows_sum_one", part=_label(part), rows=_numbers(off)))
+        found.append(msg("sanity.rows_sum_one", part=_label(part), rows=_numbers(off, "rows")))
     seen = _hidden(ex, value) & (np.abs(value) > tol)
     if seen.any():
         found.append(msg("sanity.hidden_weight_zero", part=_label(part), cells=_places(seen)))
@@ -99,7 +103,7 @@ def _softmax_gradient(ex: Exercise, part: Part, value: np.ndarray, env: Mapping)
     found = []
     off = np.abs(value.sum(axis=1)) > _row_slack(part, value.shape[1])
     if off.any():
-        found.append(msg("sanity.rows_sum_zero", part=_label(part), rows=_numbers(off)))
+        found.append(msg("sanity.rows_sum_zero", part=_label(part), rows=_numbers(off, "rows")))
     reached = _hidden(ex, value) & (np.abs(value) > part.tolerance)
     if reached.any():
         found.append(msg("sanity.hidden_gradient_zero", part=_label(part), cells=_places(reached)))
@@ -124,7 +128,7 @@ def _grad_v(ex: Exercise, part: Part, value: np.ndarray, env: Mapping) -> list[M
     if not np.allclose(np.sum(A, axis=1), 1):
         return []
     off = np.abs(value.sum(axis=0) - np.sum(G_O, axis=0)) > _row_slack(part, value.shape[0])
-    return [msg("sanity.grad_v_columns", columns=_numbers(off))] if off.any() else []
+    return [msg("sanity.grad_v_columns", columns=_numbers(off, "columns"))] if off.any() else []
 
 
 def _grad_embedding(ex: Exercise, part: Part, value: np.ndarray, env: Mapping) -> list[Msg]:
@@ -137,12 +141,12 @@ def _grad_embedding(ex: Exercise, part: Part, value: np.ndarray, env: Mapping) -
     unused[np.asarray(ids, dtype=int)[np.asarray(ids, dtype=int) < value.shape[0]]] = False
     nonzero = unused & np.any(np.abs(value) > part.tolerance, axis=1)
     if nonzero.any():
-        tokens = ", ".join(str(t) for t in np.flatnonzero(nonzero)[:MAX_LISTED])
+        tokens = _listed("tokens", [str(t) for t in np.flatnonzero(nonzero)])  # token ids count from 0
         found.append(msg("sanity.unused_token", tokens=tokens))
     if G_X is not None and np.shape(G_X)[1] == value.shape[1]:
         off = np.abs(value.sum(axis=0) - np.sum(G_X, axis=0)) > _row_slack(part, value.shape[0])
         if off.any():
-            found.append(msg("sanity.grad_e_total", columns=_numbers(off)))
+            found.append(msg("sanity.grad_e_total", columns=_numbers(off, "columns")))
     return found
 
 

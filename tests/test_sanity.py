@@ -60,7 +60,8 @@ def test_rows_of_a_must_sum_to_one():
     after = pipeline.run(CAUSAL, mistakes={"mask_after_softmax"})["A"]
     found = sanity.check(ex, {"A": after})
     assert keys(found) == ["sanity.rows_sum_one"]
-    assert found[0].params["rows"] == "1, 2", "row 3 sees every key, so its sum is still 1"
+    assert str(found[0].params["rows"]) == "rows 1, 2", "row 3 sees every key, so its sum is still 1"
+    assert str(found[0]).endswith("Check rows 1, 2.")
 
 
 def test_masked_weights_must_be_zero():
@@ -68,7 +69,7 @@ def test_masked_weights_must_be_zero():
     leaky = pipeline.run(CAUSAL, mistakes={"mask_zero_instead_of_inf"})["A"]
     found = sanity.check(ex, {"A": leaky})
     assert keys(found) == ["sanity.hidden_weight_zero"]
-    assert found[0].params["cells"] == "(1, 2), (1, 3), (2, 3)"
+    assert str(found[0].params["cells"]) == "cells (1, 2), (1, 3), (2, 3)"
 
 
 def test_weights_lie_between_zero_and_one():
@@ -83,7 +84,7 @@ def test_minus_infinity_only_above_the_diagonal_of_the_mask():
     assert keys(sanity.check(ex, {"masked": no_mask})) == ["sanity.mask_missing_inf"]
     diagonal = pipeline.run(CAUSAL, mistakes={"mask_diagonal"})["masked"]
     found = sanity.check(ex, {"masked": diagonal})
-    assert keys(found) == ["sanity.mask_extra_inf"] and found[0].params["cells"] == "(1, 1), (2, 2), (3, 3)"
+    assert keys(found) == ["sanity.mask_extra_inf"] and str(found[0].params["cells"]) == "cells (1, 1), (2, 2), (3, 3)"
     lower = pipeline.run(CAUSAL, mistakes={"mask_wrong_triangle"})["masked"]
     assert keys(sanity.check(ex, {"masked": lower})) == ["sanity.mask_missing_inf", "sanity.mask_extra_inf"]
     A = pipeline.run(CAUSAL)["A"].copy()
@@ -96,7 +97,7 @@ def test_minus_infinity_in_scores_is_flagged():
     S = np.array(ex.part("scores").reference)
     S[0, 1] = -np.inf
     found = sanity.check(ex, {"scores": S})
-    assert keys(found) == ["sanity.inf_outside_mask"] and found[0].params["cells"] == "(1, 2)"
+    assert keys(found) == ["sanity.inf_outside_mask"] and str(found[0].params["cells"]) == "cell (1, 2)"
 
 
 def test_rows_of_the_softmax_gradient_sum_to_zero_and_hidden_cells_get_none():
@@ -118,7 +119,7 @@ def test_an_output_lies_within_its_column_of_v():
     O = np.array(ex.part("O").reference)
     O[1, 0] = 5.0  # column 1 of V runs from 1 to 3
     found = sanity.check(ex, {"O": O})
-    assert keys(found) == ["sanity.output_range"] and found[0].params["cells"] == "(2, 1)"
+    assert keys(found) == ["sanity.output_range"] and str(found[0].params["cells"]) == "cell (2, 1)"
 
 
 def test_columns_of_grad_v_add_up_to_those_of_grad_o():
@@ -137,7 +138,7 @@ def test_embedding_gradient_rows_of_unused_tokens_and_totals():
     stray = np.array(ex.part("G_E").reference)
     stray[3] = [1.0, 0.0]  # token 3 never appears
     found = sanity.check(ex, {"G_E": stray})
-    assert keys(found) == ["sanity.unused_token", "sanity.grad_e_total"] and found[0].params["tokens"] == "3"
+    assert keys(found) == ["sanity.unused_token", "sanity.grad_e_total"] and str(found[0].params["tokens"]) == "token 3"
 
 
 def test_a_transposed_shape_gets_its_own_word_and_no_score():
@@ -206,3 +207,12 @@ def test_any_matrix_of_any_shape_gets_warnings_not_errors(kind):
                 assert message.key.startswith("sanity.") and message.render("en")
             fb = exercises.grade(ex, {p.name: values[p.name] if not p.is_choice else 0 for p in ex.parts})
             assert all(w.key.startswith("sanity.") for w in fb.warnings)
+
+
+def test_a_single_row_reads_in_the_singular_in_both_languages():
+    ex = make(CAUSAL, ["A"])
+    A = np.array(ex.part("A").reference)
+    A[1] = A[1] * 2  # only row 2 no longer sums to 1
+    (found,) = [m for m in sanity.check(ex, {"A": A}) if m.key == "sanity.rows_sum_one"]
+    assert found.render("en").endswith("Check row 2.")
+    assert found.render("zh").endswith("请检查第 2 行。")

@@ -20,7 +20,7 @@ import numpy as np
 
 from . import misconceptions, pipeline
 from .grading import CONSISTENT, RIGHT, WRONG
-from .i18n import Msg, msg
+from .i18n import Msg, msg, plural
 from .model import Part
 from .numbers import decimals_for
 from .parser import AnswerError, parse_answer
@@ -84,7 +84,7 @@ class Report:
         if not self.steps and not self.claim_errors:
             lines.append(msg("checkwork.no_claims"))
         elif self.all_right and not self.claim_errors:
-            lines.append(msg("checkwork.all_right", count=len(self.steps)))
+            lines.append(plural("checkwork.all_right", len(self.steps)))
         if self.first_error:
             lines.append(msg("checkwork.first_error", step=label(self.first_error)))
             if self.likely_mistake:

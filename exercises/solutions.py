@@ -29,7 +29,7 @@ import sympy
 
 from . import engine, pipeline
 from . import latex as L
-from .i18n import Msg, msg
+from .i18n import Msg, msg, plural
 from .model import Exercise
 from .numbers import decimals_for
 
@@ -698,7 +698,7 @@ def _embedding_grad_step(ctx: Context, name: str) -> Step:
         rounded = any(r for _, r in terms)
         latex = result_chain(here, ctx.xcell(name, v, j), L.decimal(value[v, j], ctx.places_of(name)), value[v, j],
                              rounded, symbolic, named, (L.APPROX if rounded else "=", L.total([t for t, _ in terms])))
-        return CellDerivation(latex, msg("solution.cell.embedding_accumulate", token=v, count=len(positions)))
+        return CellDerivation(latex, plural("solution.cell.embedding_accumulate", len(positions), token=v))
 
     return make_step(name, _title(name), value, ctx.places_of(name), symbol=out,
                      lhs=rf"{out}[v]", formula=rf"\sum_{{p:\, t_p = v}} ({gx})_{{p}}",

@@ -185,7 +185,7 @@ def test_practice_hints_unlock_with_checks_and_are_recorded():
     nudge = t(f"hint.{ex.kind}.nudge")
     assert any(nudge in m for m in texts_of(at, "markdown")), "the nudge is shown"
     assert hint_button(at, 2).disabled, "the formula waits for a checked answer"
-    assert any("unlocks after 1 more" in c for c in texts_of(at, "caption"))
+    assert any("unlocks after one more checked answer." in c for c in texts_of(at, "caption"))
 
     # a column-wise softmax: the mistake is named, the rows are flagged, no value is given away
     wrong = misconceptions.alternatives(ex)["softmax_columns"]["A"]

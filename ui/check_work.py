@@ -14,6 +14,7 @@ import streamlit as st
 
 import exercises
 from exercises.checkwork import BACKWARD, FORWARD, FROM_QKV, FROM_X, NEEDS_X, Report, StepCheck
+from exercises.i18n import plural
 
 from .i18n import render, tr
 
@@ -139,10 +140,10 @@ def summary_ui(report: Report) -> None:
             st.error(render(problem), icon=":material/error:")
         return
     if report.all_right and not report.claim_errors:
-        st.success(tr("checkwork.all_right", count=len(report.steps)), icon=":material/check_circle:")
+        st.success(render(plural("checkwork.all_right", len(report.steps))), icon=":material/check_circle:")
     for line in report.summary():
         key = line.key
-        if key == "checkwork.all_right":
+        if key.startswith("checkwork.all_right."):
             continue
         if key == "checkwork.first_error":
             st.error(render(line), icon=":material/flag:")

@@ -11,6 +11,7 @@ import streamlit as st
 
 from exercises import Exercise
 from exercises import hints as exercise_hints
+from exercises.i18n import plural
 
 from .i18n import render, tr
 
@@ -50,4 +51,4 @@ def show(ex: Exercise, graded_attempts: int) -> None:
             st.button(_heading(upcoming.level), key=f"hint-{ex.id}-{upcoming.level}", disabled=locked,
                       on_click=_open, args=(ex.id, upcoming.level), icon=":material/lightbulb:")
             if locked:
-                st.caption(tr("hint.locked", level=upcoming.level, count=upcoming.level - 1 - graded_attempts))
+                st.caption(render(plural("hint.locked", upcoming.level - 1 - graded_attempts, level=upcoming.level)))

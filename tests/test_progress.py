@@ -267,3 +267,17 @@ def test_the_listener_stores_every_field_under_the_current_profile(db):
     assert (stored.kind, stored.level, stored.seed, stored.score, stored.misconception, stored.hints_used,
             stored.seconds) == ("softmax", 2, 77, 0.5, "no_exp", 2, 12.5)
     assert stored.at == datetime.fromtimestamp(1_800_000_000, UTC)
+
+
+def test_the_time_axis_of_one_attempt_spans_an_hour_around_it():
+    import pandas as pd
+
+    from ui.progress import time_domain
+
+    one = pd.Series(pd.to_datetime(["2025-03-04 10:20:30.774"], utc=True))
+    low, high = (d.to_dict() for d in time_domain(one))
+    assert (low["hours"], low["minutes"], high["hours"], high["minutes"]) == (9, 50, 10, 50)
+    assert low["utc"] and low["date"] == 4 and "milliseconds" not in low
+    week = pd.Series(pd.to_datetime(["2025-03-01", "2025-03-11"], utc=True))
+    low, high = (d.to_dict() for d in time_domain(week))
+    assert (low["date"], low["hours"], high["date"], high["hours"]) == (28, 12, 11, 12), "5% of ten days each side"

@@ -224,12 +224,30 @@ def mistake_name(mistake: str) -> str:
     return tr(key) if key in catalog(DEFAULT_LANG) else tr(f"misconception.{mistake}")
 
 
+TIME_FORMAT = "%m-%d %H:%M"  # month-day hour:minute, read alike in every language
+
+
+def time_domain(times: pd.Series) -> list[alt.DateTime]:
+    """The time axis's range, padded by 5% and at least 30 minutes on each side, so that one attempt
+    (or a few within a minute) sits mid-axis under readable ticks, not '.774'."""
+    low, high = times.min(), times.max()
+    pad = max((high - low) * 0.05, pd.Timedelta(minutes=30))
+    return [_datetime(low - pad), _datetime(high + pad)]
+
+
+def _datetime(moment: pd.Timestamp) -> alt.DateTime:
+    utc = moment.tz_convert("UTC")
+    return alt.DateTime(year=utc.year, month=utc.month, date=utc.day, hours=utc.hour, minutes=utc.minute,
+                        seconds=utc.second, utc=True)
+
+
 def accuracy_chart(attempts: Sequence[Any]) -> alt.Chart:
     """Running accuracy per topic over time: one line per topic, a point per attempt."""
     frame = accuracy_frame(attempts, topic_label)
     frame["at"] = pd.to_datetime(frame["at"], utc=True)
     base = alt.Chart(frame).encode(
-        x=alt.X("at:T", title=tr("progress.axis.time")),
+        x=alt.X("at:T", title=tr("progress.axis.time"), scale=alt.Scale(domain=time_domain(frame["at"])),
+                axis=alt.Axis(format=TIME_FORMAT, labelAngle=0, labelOverlap=True, tickCount=6)),
         y=alt.Y("accuracy:Q", title=tr("progress.axis.accuracy"), scale=alt.Scale(domain=[0, 1]),
                 axis=alt.Axis(format="%")),
         color=alt.Color("topic:N", title=tr("progress.axis.topic")),

@@ -12,11 +12,11 @@ cw.ensure_defaults()
 inputs, causal = cw.inputs_ui()
 claimed = cw.claims_ui(st.session_state[cw.MODE])
 
-left, right = st.columns([1, 1])
-if left.button(tr("checkwork.page.check"), type="primary", icon=":material/fact_check:", key="checkwork.check_button"):
+row = st.container(horizontal=True)  # the two buttons side by side, each as wide as its label
+if row.button(tr("checkwork.page.check"), type="primary", icon=":material/fact_check:", key="checkwork.check_button"):
     st.session_state[cw.CHECKED] = True
-right.button(tr("checkwork.page.example"), on_click=cw.reset_example, icon=":material/restart_alt:",
-             key="checkwork.example_button")
+row.button(tr("checkwork.page.example"), on_click=cw.reset_example, icon=":material/restart_alt:",
+           key="checkwork.example_button")
 
 if st.session_state.get(cw.CHECKED):
     cw.report_ui(cw.run(inputs, claimed, causal))

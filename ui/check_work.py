@@ -64,7 +64,10 @@ def reset_example() -> None:
     state.pop(CHECKED, None)
 
 
-def _matrix_area(name: str, key: str, height: int = 96) -> None:
+AREA_HEIGHT = 120  # px: three rows of a matrix (or the three-line placeholder) without a scrollbar
+
+
+def _matrix_area(name: str, key: str, height: int = AREA_HEIGHT) -> None:
     st.text_area(tr(f"part.{name}"), key=key, height=height, placeholder=tr("checkwork.page.placeholder"))
 
 
@@ -93,7 +96,7 @@ def claims_ui(mode: str) -> dict[str, str]:
     backward = [s for s in BACKWARD if mode == "X" or s not in NEEDS_X]
     with st.expander(tr("checkwork.page.backward"), expanded=bool(st.session_state.get(input_key("G_O")))):
         st.caption(tr("checkwork.page.backward_help"))
-        _matrix_area("G_O", input_key("G_O"), height=80)
+        _matrix_area("G_O", input_key("G_O"))
         for row in range(0, len(backward), 4):
             for column, name in zip(st.columns(4), backward[row:row + 4]):
                 with column:

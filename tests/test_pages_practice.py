@@ -152,3 +152,13 @@ def test_topic_change_draws_a_problem_of_that_topic():
     assert not at.exception
     assert at.session_state["practice.kind"] == "weighted_sum"
     assert at.query_params["kind"] in ("weighted_sum", ["weighted_sum"])
+
+
+def test_the_mask_prompt_asks_for_the_softmax_when_the_exercise_has_an_a_part():
+    import exercises
+    from exercises.i18n import t
+    from ui.problem import prompt_text
+
+    one, two = exercises.generate("masking", 3, 1), exercises.generate("masking", 3, 2)
+    assert t("kind.masking.prompt_softmax") not in prompt_text(one)
+    assert prompt_text(two).endswith(" " + t("kind.masking.prompt_softmax"))

@@ -8,16 +8,20 @@ from ui.i18n import language_switch, resolve, tr
 resolve()  # the language first: page titles below are translated
 st.set_page_config(page_title=tr("app.title"), page_icon=":material/grid_on:", layout="wide")
 
+assignments_page = st.Page("app_pages/assignments.py", title=tr("nav.assignments"), icon=":material/assignment:")
 pages = [
     st.Page("app_pages/home.py", title=tr("nav.home"), icon=":material/home:", default=True),
     st.Page("app_pages/practice.py", title=tr("nav.practice"), icon=":material/edit:"),
     st.Page("app_pages/check_work.py", title=tr("nav.check_work"), icon=":material/fact_check:"),
     st.Page("app_pages/progress.py", title=tr("nav.progress"), icon=":material/insights:"),
     st.Page("app_pages/formulas.py", title=tr("nav.formulas"), icon=":material/functions:"),
-    st.Page("app_pages/assignments.py", title=tr("nav.assignments"), icon=":material/assignment:"),
+    assignments_page,
     st.Page("app_pages/gradebook.py", title=tr("nav.gradebook"), icon=":material/table_view:"),
 ]
 navigation = st.navigation(pages)
+if navigation is pages[0] and st.query_params.get("assignment"):
+    # a bare share link, /?assignment=CODE, opens the assignment rather than Home
+    st.switch_page(assignments_page, query_params=dict(st.query_params))
 language_switch()
 progress.subscribe()  # every graded attempt is stored under the profile below
 progress.profile_input("progress.profile.sidebar", st.sidebar)

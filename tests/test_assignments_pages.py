@@ -285,3 +285,11 @@ def test_both_pages_are_in_the_app_navigation(db):
     assert not at.exception and "Create an assignment" in [h.value for h in at.get("header")]
     at = open_page("app_pages/gradebook.py")
     assert not at.exception and [t.value for t in at.title] == ["Gradebook"]
+
+
+def test_a_bare_share_link_opens_the_assignment_not_home():
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=30)
+    at.query_params["assignment"] = "ABCD2345"
+    at.run()
+    assert not at.exception
+    assert any("ABCD2345" in e.value for e in at.error), "the Assignments page answered for the code"

@@ -46,6 +46,11 @@ class StepCheck:
     mistake: str | None = None  # a catalogued mistake that gives the learner's value
 
     @property
+    def own_differs(self) -> bool:
+        """The learner's own earlier values lead somewhere else than the truth (worth showing)."""
+        return self.own is not None and not np.allclose(self.own, self.true, atol=1e-9, equal_nan=True)
+
+    @property
     def verdict(self) -> str:
         """right: every cell right; consistent: no cell wrong; wrong: some cell matches neither."""
         if (self.status == RIGHT).all():

@@ -15,6 +15,7 @@ import streamlit as st
 import exercises
 from exercises.checkwork import BACKWARD, FORWARD, FROM_QKV, FROM_X, NEEDS_X, Report, StepCheck
 from exercises.i18n import plural
+from exercises.numbers import decimals_for
 
 from .i18n import render, tr
 
@@ -167,7 +168,7 @@ def step_ui(name: str, reference: np.ndarray, check: StepCheck | None, problem: 
     st.markdown(f"**{tr('part.' + name)}** " + badge.format(label))
     if problem is not None:
         st.warning(render(problem), icon=":material/edit_note:")
-    places = 0 if _whole(reference) else 3  # one more place than is checked
+    places = 0 if decimals_for(reference) == 0 else 3  # one more place than is checked
     if check is None:
         st.caption(tr("checkwork.page.correct"))
         st.dataframe(matrix_frame(reference, places), key=f"{PREFIX}.ref.{name}")
@@ -179,18 +180,12 @@ def step_ui(name: str, reference: np.ndarray, check: StepCheck | None, problem: 
     with correct:
         st.caption(tr("checkwork.page.correct"))
         st.dataframe(matrix_frame(reference, places), key=f"{PREFIX}.true.{name}")
-    differs = check.own is not None and not np.allclose(check.own, reference, atol=1e-9, equal_nan=True)
-    if differs and verdict != "right":  # what the learner's own earlier values give, when that is news
+    if check.own_differs and verdict != "right":  # what the learner's own earlier values give, when that is news
         with own:
             st.caption(tr("checkwork.page.own"))
-            st.dataframe(matrix_frame(check.own, 0 if _whole(check.own) else 3), key=f"{PREFIX}.own.{name}")
+            st.dataframe(matrix_frame(check.own, 0 if decimals_for(check.own) == 0 else 3), key=f"{PREFIX}.own.{name}")
     if check.mistake:
         st.caption(f"**{tr('misconception.title')}:** " + tr(f"misconception.{check.mistake}"))
-
-
-def _whole(value: np.ndarray) -> bool:
-    finite = value[np.isfinite(value)]
-    return bool(np.allclose(finite, np.round(finite)))
 
 
 def report_ui(report: Report) -> None:

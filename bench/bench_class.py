@@ -26,13 +26,11 @@ import asyncio
 import os
 import platform
 import random
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -46,6 +44,8 @@ from streamlit.proto.WidgetStates_pb2 import WidgetState  # noqa: E402
 
 import exercises  # noqa: E402
 from exercises import selftest  # noqa: E402
+from tests import streamlit_server as server  # noqa: E402
+from tests.streamlit_server import free_port, stop_server  # noqa: E402
 from ui.answer_grid import cell_key  # noqa: E402
 
 KINDS = ["softmax", "scores", "masking", "weighted_sum", "scaling", "projection"]
@@ -56,47 +56,16 @@ GOAL_P95_MS, GOAL_RSS_MB = 500.0, 600.0
 # ---------------------------------------------------------------- the server
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 def start_server(folder: Path, script: str = "app.py", flags: tuple[str, ...] = ()) -> tuple[subprocess.Popen, str]:
     """`streamlit run <script>` on a free loopback port, its own SQLite file in `folder`; (process, URL)."""
     port = free_port()
     env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
     env.update(ATTENTION_DB_PATH=str(folder / "bench.sqlite3"), PYTHONPATH=str(ROOT))
-    log = (folder / "streamlit.log").open("wb")
-    process = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", script, "--server.headless", "true", "--server.port", str(port),
-         "--server.address", "127.0.0.1", "--server.fileWatcherType", "none", "--browser.gatherUsageStats", "false",
-         *flags],
-        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    log = folder / "streamlit.log"
+    process = server.start_server(port, log, env, script=script, flags=flags)
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError((folder / "streamlit.log").read_text()[-2000:])
-        try:
-            with urllib.request.urlopen(url + "/_stcore/health", timeout=2) as response:
-                if response.status == 200:
-                    return process, url
-        except OSError:
-            pass
-        time.sleep(0.1)  # health-check polling interval
-    process.kill()
-    raise RuntimeError("the server did not become healthy in 60 s")
-
-
-def stop_server(process: subprocess.Popen) -> None:
-    if process.poll() is None:
-        process.terminate()
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+    server.wait_healthy(url, process, log)
+    return process, url
 
 
 def rss_mb(pid: int) -> float:

@@ -12,12 +12,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
-import subprocess
-import sys
-import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -25,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.streamlit_driver import StreamlitPage
+from tests.streamlit_server import free_port, start_server, stop_server, wait_healthy
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 VIEWPORT = {"width": 1280, "height": 900}
@@ -32,7 +27,6 @@ VIEWPORT = {"width": 1280, "height": 900}
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
                  "--disable-dev-shm-usage"]
-SERVER_START_S = 60
 
 
 def chromium_path() -> str | None:
@@ -44,46 +38,6 @@ def chromium_path() -> str | None:
         if candidate and Path(candidate).is_file() and os.access(candidate, os.X_OK):
             return candidate
     return None
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-def wait_healthy(url: str, process: subprocess.Popen, log: Path, limit_s: float = SERVER_START_S) -> None:
-    """Poll Streamlit's health endpoint until it answers `ok` (the server is up and the app loaded)."""
-    deadline = time.monotonic() + limit_s
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"streamlit exited with {process.returncode}:\n{log.read_text()[-3000:]}")
-        try:
-            with urllib.request.urlopen(url + "/_stcore/health", timeout=2) as response:
-                if response.status == 200:
-                    return
-        except (urllib.error.URLError, ConnectionError, TimeoutError):
-            pass
-        time.sleep(0.1)  # polling interval of the health check, not a wait on the page
-    raise RuntimeError(f"streamlit did not become healthy in {limit_s} s:\n{log.read_text()[-3000:]}")
-
-
-def start_server(port: int, log: Path, env: dict[str, str]) -> subprocess.Popen:
-    command = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
-               "--server.port", str(port), "--server.address", "127.0.0.1",
-               "--server.fileWatcherType", "none", "--browser.gatherUsageStats", "false"]
-    with log.open("wb") as out:
-        return subprocess.Popen(command, cwd=REPO_ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
-
-
-def stop_server(process: subprocess.Popen) -> None:
-    if process.poll() is None:
-        process.terminate()
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=5)
 
 
 @pytest.fixture(scope="session")

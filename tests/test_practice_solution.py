@@ -29,19 +29,12 @@ def charts(at: AppTest) -> list:
 
 def golden_script() -> None:
     """Runs as its own Streamlit script: the golden example's solution through ui.solution."""
-    import numpy as np
     import streamlit as st
 
-    from exercises import pipeline
-    from exercises.model import Exercise, Part
+    from tests.test_solutions import golden_exercise
     from ui import solution
 
-    I = np.eye(2)
-    given = {"X": np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]), "W_Q": I, "W_K": I, "W_V": I,
-             "d_k": 2, "causal": True}
-    env = pipeline.run(given)
-    parts = tuple(Part(name=n, shape=env[n].shape, reference=env[n], decimals=3) for n in ("A", "O"))
-    ex = Exercise(kind="golden", seed=0, level=1, version=1, given=given, parts=parts)
+    ex = golden_exercise()
     if solution.show_button(ex, key="golden"):
         solution.show(ex, key="golden")
     st.session_state["golden.id"] = ex.id

@@ -185,12 +185,13 @@ def grade(ex: Exercise, answer: Any) -> Feedback:
     if any(p.format_error for p in parts.values()):
         return Feedback(parts=parts, score=None, correct=False, message=msg("grade.invalid"), warnings=warnings)
 
-    learner_env = _learner_env(ex, values)
+    learner_env = None  # the learner's values carried forward: only needed once a cell is wrong
     for part in ex.parts:
         fb, value = parts[part.name], values[part.name]
         right = misconceptions.cell_matches(value, part.reference, part.tolerance)
         status = np.where(right, RIGHT, WRONG).astype(object)
         if not right.all() and not part.is_choice:
+            learner_env = learner_env if learner_env is not None else _learner_env(ex, values)
             own = pipeline.recompute(part.name, learner_env)
             if own is not None and own.shape == part.shape and not np.allclose(own, part.reference, equal_nan=True):
                 consistent = ~right & misconceptions.cell_matches(value, own, part.tolerance)

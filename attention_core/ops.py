@@ -1,8 +1,11 @@
 """The steps of attention, each forward next to its local backward.
 
 Axis letters used in shape comments throughout the package:
-    n    tokens (rows of X, Q, K, V; both axes of the score matrix)
+    n_q  query tokens (rows of Q, of the score matrix and of O)
+    n_k  key tokens (rows of K and V, columns of the score matrix)
+    n    tokens of self-attention, where n_q = n_k = n (rows of X; a projection works on any n rows)
     d    d_model, the width of an input row of X
+    d_m  width of a memory row of H in cross-attention (d_m = d in the usual transformer)
     d_k  width of a query / key row
     d_v  width of a value row
     h    number of heads
@@ -16,7 +19,8 @@ import math
 import numpy as np
 
 # ---------------------------------------------------------------- projections
-# Q = X W  and its gradients  G_W = Xᵀ G_Q,  G_X = G_Q Wᵀ
+# Q = X W  and its gradients  G_W = Xᵀ G_Q,  G_X = G_Q Wᵀ  (any n rows: queries from X, and in
+# cross-attention keys and values from a memory H with n_k rows)
 
 
 def project(X: np.ndarray, W: np.ndarray) -> np.ndarray:
@@ -37,13 +41,13 @@ def project_backward(X: np.ndarray, W: np.ndarray, G_out: np.ndarray) -> tuple[n
 
 def scores(Q: np.ndarray, K: np.ndarray) -> np.ndarray:
     """S = Q Kᵀ."""
-    return Q @ K.T  # (n, d_k) @ (d_k, n) -> (n, n)
+    return Q @ K.T  # (n_q, d_k) @ (d_k, n_k) -> (n_q, n_k)
 
 
 def scores_backward(Q: np.ndarray, K: np.ndarray, G_S: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Return (G_Q, G_K) for S = Q Kᵀ: G_Q = G_S K, G_K = G_Sᵀ Q."""
-    G_Q = G_S @ K  # (n, n) @ (n, d_k) -> (n, d_k)
-    G_K = G_S.T @ Q  # (n, n) @ (n, d_k) -> (n, d_k)
+    G_Q = G_S @ K  # (n_q, n_k) @ (n_k, d_k) -> (n_q, d_k)
+    G_K = G_S.T @ Q  # (n_k, n_q) @ (n_q, d_k) -> (n_k, d_k)
     return G_Q, G_K
 
 
@@ -53,36 +57,44 @@ def scores_backward(Q: np.ndarray, K: np.ndarray, G_S: np.ndarray) -> tuple[np.n
 
 def scale(S: np.ndarray, d_k: int) -> np.ndarray:
     """scaled = S / √d_k."""
-    return S / math.sqrt(d_k)  # (n, n)
+    return S / math.sqrt(d_k)  # (n_q, n_k)
 
 
 def scale_backward(G_scaled: np.ndarray, d_k: int) -> np.ndarray:
     """G_S = G_scaled / √d_k (a constant factor passes straight through)."""
-    return G_scaled / math.sqrt(d_k)  # (n, n)
+    return G_scaled / math.sqrt(d_k)  # (n_q, n_k)
 
 
 # ---------------------------------------------------------------- causal mask
-# future positions (column j > row i) get −∞, so their weight is exactly 0
+# future positions get −∞, so their weight is exactly 0. With n_q queries and n_k keys the queries
+# are the LAST n_q of the n_k positions (decoding with a KV cache: query i sits at position
+# i + n_k − n_q), so key j is hidden from query i when j > i + (n_k − n_q); square: when j > i
 
 
-def causal_mask(n: int) -> np.ndarray:
-    """Boolean (n, n) matrix, True where a query must not see the key (strictly above the diagonal)."""
-    return np.triu(np.ones((n, n), dtype=bool), k=1)
+def causal_mask(n_q: int, n_k: int | None = None) -> np.ndarray:
+    """Boolean (n_q, n_k) matrix, True where a query must not see the key; causal_mask(n) is (n, n).
+
+    Square: strictly above the diagonal. Rectangle: above the diagonal that ends in the bottom-right
+    corner, so the last query sees every key. With n_q > n_k the first n_q − n_k rows are all hidden.
+    """
+    if n_k is None:
+        n_k = n_q  # self-attention: as many queries as keys
+    return np.triu(np.ones((n_q, n_k), dtype=bool), k=1 + n_k - n_q)  # (n_q, n_k)
 
 
 def apply_mask(scaled: np.ndarray, causal: bool) -> np.ndarray:
-    """masked = scaled with −∞ above the diagonal when causal, else a copy of scaled."""
-    masked = np.array(scaled, dtype=float)  # (n, n)
+    """masked = scaled with −∞ where causal_mask hides a key when causal, else a copy of scaled."""
+    masked = np.array(scaled, dtype=float)  # (n_q, n_k)
     if causal:
-        masked[causal_mask(masked.shape[0])] = -np.inf
+        masked[causal_mask(*masked.shape)] = -np.inf
     return masked
 
 
 def apply_mask_backward(G_masked: np.ndarray, causal: bool) -> np.ndarray:
     """Masked cells are constants, so no gradient flows back through them."""
-    G = np.array(G_masked, dtype=float)  # (n, n)
+    G = np.array(G_masked, dtype=float)  # (n_q, n_k)
     if causal:
-        G[causal_mask(G.shape[0])] = 0.0
+        G[causal_mask(*G.shape)] = 0.0
     return G
 
 
@@ -101,15 +113,15 @@ def softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
 
 def softmax_backward(A: np.ndarray, G_A: np.ndarray) -> np.ndarray:
     """G_scaled = A ⊙ (G_A − rowsum(A ⊙ G_A)), the softmax Jacobian applied row by row."""
-    row_dot = np.sum(A * G_A, axis=-1, keepdims=True)  # (n, 1)
-    return A * (G_A - row_dot)  # (n, n); masked cells have A = 0, so 0 exactly
+    row_dot = np.sum(A * G_A, axis=-1, keepdims=True)  # (n_q, 1)
+    return A * (G_A - row_dot)  # (n_q, n_k); masked cells have A = 0, so 0 exactly
 
 
 def softmax_backward_loop(A: np.ndarray, G_A: np.ndarray) -> np.ndarray:
     """The same, written as the full Jacobian per row: ∂a_j/∂z_k = a_j (δ_jk − a_k)."""
-    G = np.zeros_like(A, dtype=float)
+    G = np.zeros_like(A, dtype=float)  # (n_q, n_k)
     for i, a in enumerate(A):
-        J = np.diag(a) - np.outer(a, a)  # (n, n), symmetric
+        J = np.diag(a) - np.outer(a, a)  # (n_k, n_k), symmetric
         G[i] = J @ G_A[i]
     return G
 
@@ -120,11 +132,11 @@ def softmax_backward_loop(A: np.ndarray, G_A: np.ndarray) -> np.ndarray:
 
 def weighted_sum(A: np.ndarray, V: np.ndarray) -> np.ndarray:
     """O = A V."""
-    return A @ V  # (n, n) @ (n, d_v) -> (n, d_v)
+    return A @ V  # (n_q, n_k) @ (n_k, d_v) -> (n_q, d_v)
 
 
 def weighted_sum_backward(A: np.ndarray, V: np.ndarray, G_O: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Return (G_A, G_V) for O = A V: G_A = G_O Vᵀ, G_V = Aᵀ G_O."""
-    G_A = G_O @ V.T  # (n, d_v) @ (d_v, n) -> (n, n)
-    G_V = A.T @ G_O  # (n, n) @ (n, d_v) -> (n, d_v)
+    G_A = G_O @ V.T  # (n_q, d_v) @ (d_v, n_k) -> (n_q, n_k)
+    G_V = A.T @ G_O  # (n_k, n_q) @ (n_q, d_v) -> (n_k, d_v)
     return G_A, G_V

@@ -58,11 +58,12 @@ def reference_softmax_rows(z: np.ndarray) -> np.ndarray:
 
 
 def masked_copy(z: np.ndarray, causal: bool) -> np.ndarray:
-    z = np.array(z, dtype=float)  # (n, n)
+    """−∞ after each query's own position; the n_q queries are the last n_q of the n_k positions."""
+    z = np.array(z, dtype=float)  # (n_q, n_k); square: (n, n)
     if causal:
-        n = z.shape[0]
-        for i in range(n):
-            z[i, i + 1:] = -np.inf
+        n_q, n_k = z.shape
+        for i in range(n_q):
+            z[i, max(0, i + 1 + n_k - n_q):] = -np.inf  # square: z[i, i + 1:]
     return z
 
 
@@ -328,10 +329,12 @@ def test_keys_and_values_of_different_length_name_both_shapes():
     assert names(str(err.value), (3, 2)) and names(str(err.value), (2, 5))
 
 
-def test_causal_with_fewer_queries_than_keys_names_both_shapes():
+def test_causal_with_more_queries_than_keys_names_both_shapes():
+    # fewer queries than keys is the decoding case (tests/test_rectangular.py); more would leave the
+    # first query rows with no visible key
     with pytest.raises(ValueError) as err:
-        scaled_dot_product(np.ones((1, 2)), np.ones((3, 2)), np.ones((3, 2)), causal=True)
-    assert names(str(err.value), (1, 2)) and names(str(err.value), (3, 2))
+        scaled_dot_product(np.ones((3, 2)), np.ones((1, 2)), np.ones((1, 2)), causal=True)
+    assert names(str(err.value), (3, 2)) and names(str(err.value), (1, 2))
 
 
 def test_projection_mismatch_names_both_shapes():

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
 from attention_core import backward, causal_mask, cross_attention, ops, scaled_dot_product, self_attention, softmax
+from exercises.levels import LEVELS, LevelSpec
 from tests.test_attention_core import assert_close, masked_copy, numeric_grad, reference_softmax_rows
 
 SIZES = range(1, 7)
@@ -239,3 +240,31 @@ def test_causal_cross_attention_needs_at_least_as_many_keys_as_queries():
         cross_attention(np.ones((4, 2)), np.ones((3, 2)), W, W, W, causal=True)
     assert names(str(err.value), (4, 2)) and names(str(err.value), (3, 2))
 
+
+# ---------------------------------------------------------------- level specs name both token axes
+
+
+def test_level_specs_keep_todays_fields_and_values():
+    assert [LEVELS[k].n for k in (1, 2, 3)] == [(2, 3), (3,), (4,)]
+    assert [LEVELS[k].d_k for k in (1, 2, 3)] == [(1, 4), (2, 4), (4, 8)]
+    assert [LEVELS[k].denominators for k in (1, 2, 3)] == [(1, 2), (2, 4), (2, 3, 4)]
+    assert [LEVELS[k].decimals for k in (1, 2, 3)] == [2, 2, 2]
+    assert LEVELS[1].values == (0, 1, 2) and LEVELS[2].values == (-2, -1, 0, 1, 2)
+    assert LEVELS[3].values == tuple(np.arange(-2, 3.01, 0.5))
+
+
+@pytest.mark.parametrize("level", sorted(LEVELS))
+def test_level_specs_draw_true_rectangles_no_larger_than_the_square(level):
+    s = LEVELS[level]
+    assert s.n_q and s.n_k
+    assert max(s.n_q) < min(s.n_k), "every draw is a rectangle and a causal row always sees a key"
+    assert max(s.n_q) * max(s.n_k) <= max(s.n) ** 2, "no more cells than the level's square"
+    rng = np.random.default_rng(level)
+    n_q, n_k = int(rng.choice(s.n_q)), int(rng.choice(s.n_k))
+    Q, K, V = rng.normal(size=(n_q, 2)), rng.normal(size=(n_k, 2)), rng.normal(size=(n_k, 2))
+    assert scaled_dot_product(Q, K, V, causal=True).A.shape == (n_q, n_k)
+
+
+def test_a_level_spec_without_token_axes_is_square():
+    s = LevelSpec(n=(3, 4), d_k=(2,), values=(0, 1), denominators=(2,))
+    assert s.n_q == s.n_k == s.n == (3, 4)

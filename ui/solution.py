@@ -20,6 +20,7 @@ import pandas as pd
 import streamlit as st
 
 import exercises
+from attention_core import causal_mask
 from exercises import Exercise
 from exercises import latex as L
 
@@ -126,27 +127,60 @@ def cell_picker(ex: Exercise, view: list[dict[str, Any]], key: str) -> None:
         st.caption(note)
 
 
+QUERY_SOURCES = ("Q", "q", "X")  # the first that the exercise holds gives n_q, its row count
+KEY_SOURCES = ("K", "V", "H", "X")  # and n_k (cross-attention: keys and values come from a memory H)
+
+
+def _token_axes(ex: Exercise, view: list[dict[str, Any]]) -> tuple[int | None, int | None]:
+    """(n_q, n_k): the rows of the queries and of the keys, from what the exercise gives, else from what
+    the solution computes; None for an axis that neither holds."""
+    given = {name: value.shape for name, value in ex.given.items() if isinstance(value, np.ndarray) and value.ndim == 2}
+    computed = {s["name"]: tuple(s["shape"]) for s in view}
+
+    def rows(sources: tuple[str, ...]) -> int | None:
+        for shapes in (given, computed):
+            for name in sources:
+                if name in shapes:
+                    return int(shapes[name][0])
+        return None
+
+    return rows(QUERY_SOURCES), rows(KEY_SOURCES)
+
+
 def _matrix_for(ex: Exercise, view: list[dict[str, Any]], names: tuple[str, ...]) -> tuple[str, Any, Any] | None:
-    """(name, values, labels) of the first of `names` that the solution computes or the exercise gives."""
+    """(name, values, labels) of the first of `names` that the solution computes or the exercise gives,
+    when it is a query × key matrix: n_q × n_k when the exercise shows both axes, else square (a row of
+    dot products or a table of shapes has the name of a step but is not one)."""
+    n_q, n_k = _token_axes(ex, view)
+
+    def query_by_key(shape: tuple[int, ...]) -> bool:
+        if n_q is None or n_k is None:
+            return shape[0] == shape[1]
+        return tuple(shape) == (n_q, n_k)
+
     by_name = {s["name"]: s for s in view}
     for name in names:
         step = by_name.get(name)
-        if step is not None and step["shape"][0] == step["shape"][1]:
+        if step is not None and query_by_key(step["shape"]):
             return name, step["value"], step["labels"]
     for name in names:
         value = ex.given.get(name)
-        if isinstance(value, np.ndarray) and value.ndim == 2 and value.shape[0] == value.shape[1]:
+        if isinstance(value, np.ndarray) and value.ndim == 2 and query_by_key(value.shape):
             places = 0 if np.allclose(value[np.isfinite(value)] % 1, 0) else 2
             return name, value.tolist(), [[L.decimal(x, places) for x in row] for row in value]
     return None
 
 
 def heatmap_frame(values: Any, labels: Any, causal: bool, weights: bool) -> pd.DataFrame:
-    """One row per cell: query, key, value (None where masked), label, masked flag."""
+    """One row per cell of an n_q × n_k matrix: query (its row), key (its column), value (None where
+    masked), label, masked flag. Scores are masked where they are −∞; weights where the causal mask
+    hides the key (the n_q queries are the last n_q of the n_k positions)."""
+    n_q, n_k = len(values), len(values[0]) if len(values) else 0
+    hidden = causal_mask(n_q, n_k) if weights and causal else np.zeros((n_q, n_k), dtype=bool)  # (n_q, n_k)
     records = []
     for i, row in enumerate(values):
         for j, x in enumerate(row):
-            masked = bool(x == float("-inf")) or (weights and causal and j > i)
+            masked = bool(x == float("-inf")) or bool(hidden[i, j])
             label = labels[i][j]
             records.append({"query": i + 1, "key": j + 1, "value": None if masked else float(x),
                             "label": "−∞" if label == r"-\infty" else label.replace("-", "−"),
@@ -157,9 +191,10 @@ def heatmap_frame(values: Any, labels: Any, causal: bool, weights: bool) -> pd.D
 
 
 def heatmap(frame: pd.DataFrame, title: str) -> alt.LayerChart:
-    """Cells coloured by value; masked cells grey with a dashed border and their label; no fixed text colour."""
-    n = int(frame["query"].max())
-    size = max(160, 56 * n)
+    """Cells coloured by value; masked cells grey with a dashed border and their label; no fixed text colour.
+    Queries run down the rows and keys along the columns, 56 px a cell whatever n_q and n_k are."""
+    n_q, n_k = int(frame["query"].max()), int(frame["key"].max())
+    width, height = max(160, 56 * n_k), max(160, 56 * n_q)
     base = alt.Chart(frame, title=title).encode(
         x=alt.X("key:O", title=tr("heatmap.key"), axis=alt.Axis(labelAngle=0, orient="top")),
         y=alt.Y("query:O", title=tr("heatmap.query")),
@@ -170,12 +205,12 @@ def heatmap(frame: pd.DataFrame, title: str) -> alt.LayerChart:
     )
     # light fills only (the first half of the scheme), so the labels stay readable in light and dark themes
     visible = base.transform_filter("!datum.masked").mark_rect().encode(
-        color=alt.Color("value:Q", title=tr("heatmap.value"), legend=alt.Legend(gradientLength=size),
+        color=alt.Color("value:Q", title=tr("heatmap.value"), legend=alt.Legend(gradientLength=height),
                         scale=alt.Scale(scheme={"name": "blues", "extent": [0.05, 0.55]})))
     masked = base.transform_filter("datum.masked").mark_rect(
         color="lightgray", strokeDash=[4, 3], strokeWidth=1.5, stroke="gray")
     text = base.mark_text(baseline="middle", fontSize=13).encode(text="label:N")
-    return alt.layer(visible, masked, text).properties(width=size, height=size)
+    return alt.layer(visible, masked, text).properties(width=width, height=height)
 
 
 @st.cache_data(max_entries=2048, show_spinner=False)

@@ -19,17 +19,20 @@ from typing import Any
 import numpy as np
 
 from . import misconceptions, pipeline
+from . import steps as registry
 from .grading import CONSISTENT, RIGHT, WRONG
 from .i18n import Msg, msg, plural
 from .model import Part
 from .numbers import decimals_for
 from .parser import AnswerError, parse_answer
 
-FROM_X = ("X", "W_Q", "W_K", "W_V")
-FROM_QKV = ("Q", "K", "V")
-FORWARD = ("Q", "K", "V", "scores", "scaled", "masked", "A", "O")
-BACKWARD = ("G_A", "G_V", "G_scaled", "G_scores", "G_Q", "G_K", "G_W_Q", "G_W_K", "G_W_V", "G_X")
-NEEDS_X = ("G_W_Q", "G_W_K", "G_W_V", "G_X")
+# the step lists, read from the step registry: the claimable steps forward and backward, the
+# projections' inputs (X, W_Q, W_K, W_V) and outputs (Q, K, V), and the backward steps needing X's path
+FORWARD: tuple[str, ...] = registry.of_direction("forward", checkable=True)
+BACKWARD: tuple[str, ...] = registry.of_direction("backward", checkable=True)
+FROM_QKV: tuple[str, ...] = tuple(name for name in FORWARD if "X" in registry.STEP_BY_NAME[name].inputs)
+FROM_X: tuple[str, ...] = tuple(dict.fromkeys(i for name in FROM_QKV for i in registry.STEP_BY_NAME[name].inputs))
+NEEDS_X: tuple[str, ...] = tuple(name for name in BACKWARD if set(FROM_X) & set(registry.STEP_BY_NAME[name].inputs))
 ORDER = [s.output for s in pipeline.STEPS]  # the pipeline's step order: forward, then backward
 
 

@@ -18,6 +18,7 @@ import numpy as np
 import sympy
 
 from .numbers import as_fraction
+from .steps import INPUT_SYMBOLS, STEPS
 
 # ---------------------------------------------------------------- the printer
 
@@ -156,13 +157,8 @@ def in_space(symbol: str, shape: Sequence[int]) -> str:
 
 # ---------------------------------------------------------------- notation
 
-SYMBOLS: dict[str, str] = {
-    "X": "X", "E": "E", "W_Q": "W_Q", "W_K": "W_K", "W_V": "W_V", "W_O": "W_O",
-    "Q": "Q", "K": "K", "V": "V", "scores": "S", "scaled": "Z", "masked": r"\tilde{Z}", "A": "A", "O": "O",
-    "G_O": "G_O", "G_A": "G_A", "G_V": "G_V", "G_scaled": "G_Z", "G_scores": "G_S", "G_Q": "G_Q",
-    "G_K": "G_K", "G_W_Q": "G_{W_Q}", "G_W_K": "G_{W_K}", "G_W_V": "G_{W_V}", "G_X": "G_X",
-    "G_X_V": r"G_X^{(V)}", "G_E": "G_E", "d_k": "d_k", "token_ids": "t",
-}
+# the symbol of every value: the given ones, then each step's own (exercises.steps)
+SYMBOLS: dict[str, str] = {**INPUT_SYMBOLS, **{step.name: step.symbol for step in STEPS}}
 
 
 SHARED = frozenset({"X", "E", "d_k", "token_ids", "G_X", "G_E"})  # the same for every head: never tagged

@@ -2,7 +2,8 @@
 
 Rows of A sum to 1 and hold weights between 0 and 1, a hidden key's weight is exactly 0, −∞ appears
 only above the diagonal of the causal mask, rows of G_scaled (and G_scores) sum to 0, an output value
-lies within its column of V, the columns of G_V add up to those of G_O, … Each failed property is a
+lies within its column of V, the columns of G_V add up to those of G_O, … Which rules a part obeys is
+read from its step in the registry (exercises.steps). Each failed property is a
 warning (a Msg) shown beside the grade; it never changes the score. A warning names the learner's
 cells (1-based rows and columns) and the rule, never a reference value.
 
@@ -18,6 +19,7 @@ import numpy as np
 from attention_core import causal_mask
 
 from . import pipeline
+from . import steps as registry
 from .i18n import Msg, msg, plural
 from .model import Exercise, Part
 
@@ -65,9 +67,10 @@ def _row_slack(part: Part, count: int) -> float:
 
 
 def _infinities(ex: Exercise, part: Part, value: np.ndarray, env: Mapping) -> list[Msg]:
-    """−∞ only in the masked scores, and there exactly above the diagonal of a causal mask."""
+    """−∞ only in the masked scores (the step whose rules say "mask_infinities"), and there exactly
+    above the diagonal of a causal mask."""
     neg_inf = np.isneginf(value)
-    if part.name != "masked":
+    if "mask_infinities" not in _step_rules(part.name):
         return [msg("sanity.inf_outside_mask", part=_label(part), cells=_places(neg_inf))] if neg_inf.any() else []
     hidden = _hidden(ex, value)
     found = []
@@ -153,20 +156,29 @@ def _grad_embedding(ex: Exercise, part: Part, value: np.ndarray, env: Mapping) -
 Check = Callable[[Exercise, Part, np.ndarray, Mapping], list[Msg]]
 
 
+def _registry_name(name: str) -> str:
+    """The registry step a part's values are of: A_scaled, A1 … are softmax weights too."""
+    if name.startswith("A_") or (name[:1] == "A" and name[1:].isdigit()):
+        return "A"
+    return name
+
+
+def _step_rules(name: str) -> tuple[str, ...]:
+    """The sanity rules the step registry gives a part of this name (none for a kind's own parts)."""
+    step = registry.STEP_BY_NAME.get(_registry_name(name))
+    return step.sanity if step is not None else ()
+
+
+# the rules by the names the step registry gives them (AttentionStep.sanity); −∞ is checked everywhere
+RULES: dict[str, Check] = {
+    "mask_infinities": _infinities, "weights": _weights, "softmax_gradient": _softmax_gradient,
+    "output": _output, "grad_v": _grad_v, "grad_embedding": _grad_embedding,
+}
+
+
 def _checks_for(name: str) -> list[Check]:
-    """The properties a part of this name has (A_scaled, A1 … are weights too)."""
-    checks: list[Check] = [_infinities]
-    if name == "A" or name.startswith("A_") or (name[:1] == "A" and name[1:].isdigit()):
-        checks.append(_weights)
-    elif name in ("G_scaled", "G_scores"):
-        checks.append(_softmax_gradient)
-    elif name == "O":
-        checks.append(_output)
-    elif name == "G_V":
-        checks.append(_grad_v)
-    elif name == "G_E":
-        checks.append(_grad_embedding)
-    return checks
+    """The properties a part of this name has: where −∞ may be, then its step's own rules."""
+    return [_infinities] + [RULES[rule] for rule in _step_rules(name) if RULES[rule] is not _infinities]
 
 
 # ---------------------------------------------------------------- entry point

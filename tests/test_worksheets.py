@@ -202,3 +202,72 @@ def test_chinese_worksheets_use_a_cjk_font(tmp_path, monkeypatch):
         worksheets.to_pdf(ws)
     english = worksheets.build(make_spec("Week 3", ITEMS[:1], seed=3))
     assert worksheets.to_pdf(english).startswith(b"%PDF")  # Latin text never needs it
+
+
+def _key_titles(markdown: str) -> list[list[str]]:
+    """The worked-solution step titles of each problem of a Markdown answer key, in order."""
+    problems: list[list[str]] = []
+    inside = False
+    for line in markdown.splitlines():
+        if line.startswith("## "):
+            problems.append([])
+            inside = False
+        elif line == f"**{t('worksheet.solution')}**":
+            inside = True
+        elif inside and (found := re.fullmatch(r"\*(\d+)\. (.*)\*", line)):
+            assert int(found.group(1)) == len(problems[-1]) + 1
+            problems[-1].append(found.group(2))
+    return problems
+
+
+@pytest.mark.parametrize("kind", sorted(__import__("exercises").KINDS))
+def test_every_key_shows_the_steps_of_the_screen(kind):
+    """The answer key, in every format, has exercises.solve's steps: the same, in order, same titles."""
+    import exercises
+
+    for level in exercises.KINDS[kind].LEVELS:
+        ws = worksheets.build(make_spec("Key", [{"kind": kind, "level": level, "count": 2}], seed=level))
+        problems = list(ws.sheets[0].exercises)
+        solved = [exercises.solve(ex) for ex in problems]
+        titles = [[worksheets.md_escape(s.title.render("en")) for s in steps] for steps in solved]
+        assert _key_titles(worksheets.to_markdown(ws, key=True)) == titles
+        typst_source = worksheets.to_typst(ws, key=True)
+        heads = re.findall(r'#step-head\("(\d+\. [^"]*)"\)', typst_source)
+        assert heads == [f"{n}. {s.title.render('en')}".replace('"', '\\"') for steps in solved
+                         for n, s in enumerate(steps, start=1)]
+        # every step's derivation is the screen's own LaTeX set in Typst, none falls back to a bare result
+        for ex, steps in zip(problems, solved):
+            for s in steps:
+                if not ex.part_names or s.name not in ex.part_names or not ex.part(s.name).is_choice:
+                    assert worksheets.latex_to_typst(s.display(exact=True)) in typst_source
+
+
+def test_the_grad_softmax_key_shows_the_jacobian_and_the_finite_difference(tmp_path):
+    import exercises
+
+    ws = worksheets.build(make_spec("Key", [{"kind": "grad_softmax", "level": 2, "count": 1}], seed=1))
+    ex = ws.sheets[0].exercises[0]
+    key = pdf_text(worksheets.to_pdf(ws, key=True), tmp_path).replace("\n", " ")
+    for step in exercises.solve(ex):
+        assert step.title.render("en") in key
+    assert "diag" in key and "0.002" in key  # J = diag(a) − aᵀa, and the finite difference over 2h = 0.002
+    md = worksheets.to_markdown(ws, key=True)
+    assert r"\operatorname{diag}" in md and "10^{-3}" in md
+
+
+def test_latex_becomes_typst_math():
+    convert = worksheets.latex_to_typst
+    assert convert(r"\frac{e^{1}}{e^{0} + e^{1}} \approx 0.73") == "frac(e^1, e^0 + e^1) approx 0.73"
+    assert convert(r"S_{12} = q_{1} \cdot k_{2}") == "S_12 = q_1 dot k_2"
+    assert convert(r"\tilde{Z}_{ij}") == "tilde(Z)_(i j)"
+    assert convert(r"\begin{bmatrix} 1 & \displaystyle \frac{1}{2} \\ -\infty & 0 \end{bmatrix}") == \
+        'mat(delim: "[", 1, display(frac(1, 2)); - infinity, 0)'
+    assert convert(r"\begin{aligned} a &= b \\ &\approx c \end{aligned}") == r"a & = b \  & approx c"
+    assert convert(r"\left(1, 2\right)") == r"lr((1 \, 2))"
+    assert convert(r"\operatorname{shape}(Q) = (\text{rows}, \text{columns})") == \
+        r'op("shape") ( Q ) = ( "rows" \, "columns" )'
+    assert convert(r"\sum_{p:\, t_p = v} (G_X)_{p}") == "sum_(p : thin t_p = v) ( G_X )_p"
+    with pytest.raises(worksheets.UnsupportedLatex):
+        convert(r"\begin{array}{c} 1 \end{array}")
+    with pytest.raises(worksheets.UnsupportedLatex):
+        convert(r"\unknowncommand")

@@ -1,0 +1,315 @@
+"""The step builders: one per kind of step in the registry (a matrix product, a scaling, the mask,
+the softmax, its backward, G_X, the embedding and its gradient), each turning a Context into a Step."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import numpy as np
+
+from .. import latex as L
+from ..exact import xrow_dot as _x_row_dot
+from ..i18n import msg, plural
+from ..steps import G_X_PATHS, STEP_BY_NAME, STEPS
+from .context import Context, _note, _title
+from .exact import PRODUCTS, SCALES, _agreeing, _oriented
+from .records import CellDerivation, Line, Step, make_step, result_chain
+
+
+def _product_step(ctx: Context, name: str) -> Step:
+    p = PRODUCTS[name]
+    out, ls, rs = ctx.sym(name), ctx.sym(p.left), ctx.sym(p.right)
+    left = L.transposed(ls) if p.left_t else ls
+    right = L.transposed(rs) if p.right_t else rs
+    work, work_dec = [], []
+    for exact, target in ((True, work), (False, work_dec)):
+        lm, lr = ctx.operand(p.left, exact, p.left_t)
+        rm, rr = ctx.operand(p.right, exact, p.right_t)
+        target.append(("", L.APPROX if (lr or rr) else "=", f"{lm} {rm}"))
+    Lv, Rv = _oriented(ctx.val(p.left), p.left_t), _oriented(ctx.val(p.right), p.right_t)
+    value = ctx.val(name)
+
+    def left_term(i, k):
+        return ctx.term(p.left, k, i) if p.left_t else ctx.term(p.left, i, k)
+
+    def right_term(k, j):
+        return ctx.term(p.right, j, k) if p.right_t else ctx.term(p.right, k, j)
+
+    def derive(i: int, j: int) -> CellDerivation:
+        li = f"k{L.index(i)}" if p.left_t else f"{L.index(i)}k"
+        rj = f"{L.index(j)}k" if p.right_t else f"k{L.index(j)}"
+        if name == "scores":
+            symbolic = rf"{L.row_vector(ls, i)} \cdot {L.row_vector(rs, j)}"
+        else:
+            symbolic = rf"\sum_{{k}} {L.entry(ls, li)} " \
+                       rf"{L.entry(rs, rj)}"
+        pairs = [(left_term(i, k), right_term(k, j)) for k in range(Lv.shape[1])]
+        rounded = any(a[1] or b[1] for a, b in pairs)
+        sum_text = L.total([L.product(a[0], b[0]) for a, b in pairs])
+        latex = result_chain(L.cell(out, i, j), ctx.xcell(name, i, j), L.decimal(value[i, j], ctx.places_of(name)),
+                             value[i, j], rounded, symbolic, (L.APPROX if rounded else "=", sum_text))
+        return CellDerivation(latex)
+
+    assert Lv.shape[1] == Rv.shape[0]
+    return make_step(name, _title(name), value, ctx.places_of(name), symbol=out, formula=f"{left} {right}",
+                     exact_cells=ctx.exact_cells(name), work=work, work_decimal=work_dec, note=_note(name),
+                     derive=derive)
+
+
+def _scale_step(ctx: Context, name: str) -> Step:
+    src = SCALES[name]
+    out, ss = ctx.sym(name), ctx.sym(src)
+    d_k = int(ctx.values["d_k"])
+    whole = math.isqrt(d_k) ** 2 == d_k
+    root = str(math.isqrt(d_k)) if whole else rf"\sqrt{{{d_k}}}"
+    work, work_dec = [(r"\sqrt{d_k}", "=", L.sqrt_dk(d_k))], [(r"\sqrt{d_k}", "=", L.sqrt_dk(d_k))]
+    if not whole:
+        work_dec[0] = (r"\sqrt{d_k}", L.APPROX, L.decimal(math.sqrt(d_k), L.EXP_PLACES))
+    for exact, target in ((True, work), (False, work_dec)):
+        m, rounded = ctx.operand(src, exact)
+        target.append((out, L.APPROX if rounded else "=", rf"{L.frac('1', root)} {m}"))
+    value = ctx.val(name)
+
+    def derive(i: int, j: int) -> CellDerivation:
+        num, rounded = ctx.term(src, i, j)
+        latex = result_chain(L.cell(out, i, j), ctx.xcell(name, i, j), L.decimal(value[i, j], ctx.places_of(name)),
+                             value[i, j], rounded, L.frac(L.cell(ss, i, j), r"\sqrt{d_k}"),
+                             (L.APPROX if rounded else "=", L.frac(num, root)))
+        return CellDerivation(latex)
+
+    return make_step(name, _title(name), value, ctx.places_of(name), symbol=out,
+                     formula=L.frac(ss, r"\sqrt{d_k}"), exact_cells=ctx.exact_cells(name), work=work,
+                     work_decimal=work_dec, note=_note(name), derive=derive)
+
+
+def _mask_step(ctx: Context, name: str) -> Step:
+    zs, ms = ctx.sym("scaled"), ctx.sym(name)
+    value = ctx.val(name)
+    if ctx.causal:
+        formula = (rf"\begin{{cases}} {L.entry(zs, 'ij')} & j \le i \\ "
+                   r"-\infty & j > i \end{cases}")
+        lhs = L.entry(ms, 'ij')
+    else:
+        formula, lhs = zs, ms
+
+    def derive(i: int, j: int) -> CellDerivation:
+        here = L.cell(ms, i, j)
+        if ctx.causal and j > i:
+            return CellDerivation(rf"{here} = -\infty \quad (j = {j + 1} > i = {i + 1})",
+                                  msg("solution.cell.masked", column=j + 1, query=i + 1))
+        text, _ = ctx.term("scaled", i, j)
+        why = rf" \quad (j = {j + 1} \le i = {i + 1})" if ctx.causal else ""
+        return CellDerivation(f"{here} = {L.cell(zs, i, j)} = {text}{why}",
+                              msg("solution.cell.visible", column=j + 1, query=i + 1) if ctx.causal else None)
+
+    return make_step(name, _title(name), value, ctx.places_of(name), symbol=ms, lhs=lhs, formula=formula,
+                     exact_cells=ctx.exact_cells(name), note=_note(name) if ctx.causal else None, derive=derive)
+
+
+def _softmax_step(ctx: Context, name: str) -> Step:
+    src = STEP_BY_NAME["A"].inputs[0]  # "masked" (equal to the scaled scores without a mask)
+    zs, out = ctx.sym(src), ctx.sym(name)
+    z, value = ctx.val(src), ctx.val(name)
+    rows, cols = z.shape
+    visible = np.isfinite(z)  # (n, n)
+    with np.errstate(over="ignore"):
+        e = np.where(visible, np.exp(np.where(visible, z, 0.0)), 0.0)  # (n, n) shown only, e^{-inf} = 0
+    sums = e.sum(axis=1)  # (n,)
+    exponent = [[ctx.term(src, i, j) for j in range(cols)] for i in range(rows)]
+    rounded_exp = any(r for row in exponent for _, r in row)
+    e_text = [[L.exp_of(exponent[i][j][0]) if visible[i, j] else "0" for j in range(cols)] for i in range(rows)]
+    e_dec = [[L.decimal(e[i, j], L.EXP_PLACES) if visible[i, j] else "0" for j in range(cols)] for i in range(rows)]
+    denominators = [L.total([e_text[i][k] for k in range(cols) if visible[i, k]]) for i in range(rows)]
+    sums_dec = L.bmatrix([[L.decimal(s, L.EXP_PLACES)] for s in sums])
+
+    exact_cells: list[list[str | None]] = []
+    for i in range(rows):
+        row: list[str | None] = []
+        for j in range(cols):
+            rational = ctx.xcell(name, i, j)
+            if rational is not None:
+                row.append(rational)
+            elif visible[i, j] and not any(exponent[i][k][1] for k in range(cols)) and len(denominators[i]) <= 90:
+                row.append(L.frac(e_text[i][j], denominators[i]))
+            else:
+                row.append(None)
+        exact_cells.append(row)
+
+    e_sym = L.exp_of(zs)
+    sum_sym = rf"\sum_{{k}} {L.exp_of(L.entry(zs, 'ik'))}"
+    work = [(e_sym, L.APPROX if rounded_exp else "=", L.bmatrix(e_text)), ("", L.APPROX, L.bmatrix(e_dec)),
+            (sum_sym, L.APPROX, sums_dec)]
+    work_dec = [(e_sym, L.APPROX, L.bmatrix(e_dec)), (sum_sym, L.APPROX, sums_dec)]
+
+    def derive(i: int, j: int) -> CellDerivation:
+        here = L.cell(out, i, j)
+        symbolic = L.frac(L.exp_of(L.cell(zs, i, j)), rf"\sum_{{k}} {L.exp_of(L.entry(zs, L.index(i) + 'k'))}")
+        places = ctx.places_of(name)
+        decimal = L.decimal(value[i, j], places)
+        if not visible[i, j]:
+            latex = L.chain(here, symbolic, L.frac(L.exp_of(r"-\infty"), denominators[i] or "0"),
+                            L.frac("0", L.decimal(sums[i], L.EXP_PLACES)), "0")
+            return CellDerivation(latex, msg("solution.cell.masked_weight", column=j + 1, query=i + 1))
+        row_rounded = any(exponent[i][k][1] for k in range(cols) if visible[i, k])
+        numbers = L.frac(e_dec[i][j], L.total([e_dec[i][k] for k in range(cols) if visible[i, k]]))
+        exact_form = L.frac(e_text[i][j], denominators[i])
+        middle: list[str | tuple[str, str]] = [symbolic, (L.APPROX if row_rounded else "=", exact_form)]
+        rational = ctx.xcell(name, i, j)
+        if rational is None:
+            middle.append((L.APPROX, numbers))
+        latex = result_chain(here, rational, decimal, value[i, j], rational is None, *middle)
+        note = "solution.cell.softmax_masked_row" if not visible[i].all() else "solution.cell.softmax_row"
+        return CellDerivation(latex, msg(note, row=i + 1))
+
+    return make_step(name, _title(name), value, ctx.places_of(name), symbol=out,
+                     lhs=L.entry(out, 'ij'),
+                     formula=L.frac(L.exp_of(L.entry(zs, 'ij')), sum_sym),
+                     exact_cells=exact_cells, work=work, work_decimal=work_dec, note=_note(name), derive=derive)
+
+
+def _softmax_backward_step(ctx: Context, name: str) -> Step:
+    out, As, Gs = ctx.sym(name), ctx.sym("A"), ctx.sym("G_A")
+    A, G, value = ctx.val("A"), ctx.val("G_A"), ctx.val(name)
+    rows, cols = A.shape
+    r = np.sum(A * G, axis=1)  # (n,) rowsum(A ⊙ G_A), shown only
+    Ax, Gx = ctx.exact.get("A"), ctx.exact.get("G_A")
+    r_exact = [None] * rows
+    if isinstance(Ax, np.ndarray) and isinstance(Gx, np.ndarray):
+        r_exact = [L.short(_agreeing(np.array([[_x_row_dot(Ax, Gx, i)]], dtype=object), r[i:i + 1, None])[0, 0])
+                   for i in range(rows)]
+    r_dec = [L.decimal(x, max(ctx.places_of(name), ctx.places_of("A"))) for x in r]
+    r_sum = rf"\sum_{{k}} {L.entry(As, 'ik')} {L.entry(Gs, 'ik')}"
+    if all(x is not None for x in r_exact):
+        r_line = ("r", "=", L.bmatrix([[x] for x in r_exact]))
+    else:
+        r_line = ("r", L.APPROX, L.bmatrix([[d] for d in r_dec]))
+    r_dec_exact = all(L.is_exact_decimal(d, x) for d, x in zip(r_dec, r))
+    work = [("r_{i}", "=", r_sum), r_line]
+    work_dec = [("r_{i}", "=", r_sum), ("r", "=" if r_dec_exact else L.APPROX, L.bmatrix([[d] for d in r_dec]))]
+    masked = np.triu(np.ones((rows, cols), dtype=bool), k=1) if ctx.causal else np.zeros((rows, cols), dtype=bool)
+
+    def derive(i: int, j: int) -> CellDerivation:
+        here = L.cell(out, i, j)
+        if masked[i, j]:
+            return CellDerivation(rf"{here} = 0", msg("solution.cell.masked_gradient", column=j + 1, query=i + 1))
+        # line 1: the row's weighted average r_i; line 2: this cell
+        terms = [(ctx.term("A", i, k), ctx.term("G_A", i, k)) for k in range(cols)]
+        rounded = any(a[1] or g[1] for a, g in terms)
+        row = L.index(i)
+        r_chain = result_chain(f"r_{{{row}}}", r_exact[i], r_dec[i], r[i], rounded,
+                               rf"\sum_{{k}} {L.entry(As, row + 'k')} {L.entry(Gs, row + 'k')}",
+                               (L.APPROX if rounded else "=", L.total([L.product(a[0], g[0]) for a, g in terms])))
+        r_text = r_exact[i] if r_exact[i] is not None and not rounded else r_dec[i]
+        rounded = rounded or (r_text == r_dec[i] and not L.is_exact_decimal(r_dec[i], r[i]))
+        a, _ = ctx.term("A", i, j)
+        g, _ = ctx.term("G_A", i, j)
+        symbolic = rf"{L.cell(As, i, j)} \left({L.cell(Gs, i, j)} - r_{{{row}}}\right)"
+        numbers = rf"{L.paren(a)} \cdot \left({g} - {L.paren(r_text)}\right)"
+        cell_chain = result_chain(here, ctx.xcell(name, i, j), L.decimal(value[i, j], ctx.places_of(name)),
+                                  value[i, j], rounded, symbolic, (L.APPROX if rounded else "=", numbers))
+        return CellDerivation(L.aligned([_split(r_chain), _split(cell_chain)]))
+
+    return make_step(name, _title(name), value, ctx.places_of(name), symbol=out,
+                     formula=rf"{As} \odot \left({Gs} - r \mathbf{{1}}^{{\top}}\right)",
+                     exact_cells=ctx.exact_cells(name), work=work, work_decimal=work_dec, note=_note(name),
+                     derive=derive)
+
+
+def _split(chain_text: str) -> Line:
+    """'a = b = c' → ('a', '=', 'b = c') for an aligned block."""
+    lhs, _, rest = chain_text.partition(" = ")
+    return lhs, "=", rest
+
+
+def _g_x_step(ctx: Context, name: str) -> Step:
+    out = ctx.sym(name)
+    value = ctx.val(name)
+    formula = " + ".join(f"{ctx.sym(g)} {L.transposed(ctx.sym(w))}" for g, w in G_X_PATHS)
+    work, work_dec = [], []
+    for exact, target in ((True, work), (False, work_dec)):
+        pieces, rounded = [], False
+        for g, w in G_X_PATHS:
+            gm, gr = ctx.operand(g, exact)
+            wm, wr = ctx.operand(w, exact, transpose=True)
+            pieces.append(f"{gm} {wm}")
+            rounded = rounded or gr or wr
+        target.append(("", L.APPROX if rounded else "=", " + ".join(pieces)))
+
+    def derive(i: int, j: int) -> CellDerivation:
+        groups, rounded = [], False
+        for g, w in G_X_PATHS:
+            width = ctx.val(g).shape[1]
+            pairs = [(ctx.term(g, i, k), ctx.term(w, j, k)) for k in range(width)]
+            rounded = rounded or any(a[1] or b[1] for a, b in pairs)
+            groups.append(r"\left(" + L.total([L.product(a[0], b[0]) for a, b in pairs]) + r"\right)")
+        symbolic = " + ".join(rf"\sum_{{k}} {L.entry(ctx.sym(g), L.index(i) + 'k')} "
+                              rf"{L.entry(ctx.sym(w), L.index(j) + 'k')}"
+                              for g, w in G_X_PATHS)
+        latex = result_chain(L.cell(out, i, j), ctx.xcell(name, i, j), L.decimal(value[i, j], ctx.places_of(name)),
+                             value[i, j], rounded, symbolic, (L.APPROX if rounded else "=", " + ".join(groups)))
+        return CellDerivation(latex)
+
+    return make_step(name, _title(name), value, ctx.places_of(name), symbol=out, formula=formula,
+                     exact_cells=ctx.exact_cells(name), work=work, work_decimal=work_dec, note=_note(name),
+                     derive=derive)
+
+
+def _token_list(ids: np.ndarray) -> str:
+    return r"\left(" + ", ".join(str(int(t)) for t in ids) + r"\right)"
+
+
+def _embedding_step(ctx: Context, name: str) -> Step:
+    ids = np.asarray(ctx.values["token_ids"], dtype=int)  # (n,)
+    out, es = ctx.sym(name), ctx.sym("E")
+    value = ctx.val(name)
+    work = [("t", "=", _token_list(ids))]
+
+    def derive(i: int, j: int) -> CellDerivation:
+        text, _ = ctx.term("E", int(ids[i]), j)
+        return CellDerivation(rf"{L.cell(out, i, j)} = {es}[t_{{{L.index(i)}}}]_{{{L.index(j)}}} = "
+                              rf"{es}[{int(ids[i])}]_{{{L.index(j)}}} = {text}",
+                              msg("solution.cell.embedding_lookup", position=i + 1, token=int(ids[i])))
+
+    return make_step(name, _title(name), value, ctx.places_of(name), symbol=out,
+                     lhs=rf"{out.lower()}_{{i}}", formula=rf"{es}[t_{{i}}]",
+                     exact_cells=ctx.exact_cells(name), work=work, note=_note(name), derive=derive)
+
+
+def _embedding_grad_step(ctx: Context, name: str) -> Step:
+    ids = np.asarray(ctx.values["token_ids"], dtype=int)  # (n,)
+    out, gx = ctx.sym(name), ctx.sym("G_X")
+    value = ctx.val(name)
+    work = [("t", "=", _token_list(ids))]
+
+    def derive(v: int, j: int) -> CellDerivation:
+        positions = [p for p, tok in enumerate(ids) if tok == v]
+        here = rf"{out}[{v}]_{{{L.index(j)}}}"
+        symbolic = rf"\sum_{{p:\, t_p = {v}}} {L.entry(gx, 'p' + L.index(j))}"
+        if not positions:
+            return CellDerivation(f"{here} = {symbolic} = 0", msg("solution.cell.embedding_unused", token=v))
+        named = " + ".join(L.cell(gx, p, j) for p in positions)
+        terms = [ctx.term("G_X", p, j) for p in positions]
+        rounded = any(r for _, r in terms)
+        latex = result_chain(here, ctx.xcell(name, v, j), L.decimal(value[v, j], ctx.places_of(name)), value[v, j],
+                             rounded, symbolic, named, (L.APPROX if rounded else "=", L.total([t for t, _ in terms])))
+        return CellDerivation(latex, plural("solution.cell.embedding_accumulate", len(positions), token=v))
+
+    return make_step(name, _title(name), value, ctx.places_of(name), symbol=out,
+                     lhs=rf"{out}[v]", formula=rf"\sum_{{p:\, t_p = v}} ({gx})_{{p}}",
+                     exact_cells=ctx.exact_cells(name), work=work, note=_note(name), derive=derive)
+
+
+def _value_step(ctx: Context, name: str) -> Step:
+    """A step this module has no formula for (added to the pipeline later): its result, exact where short."""
+    return make_step(name, msg("solution.step.generic", part=msg(f"part.{name}")), ctx.val(name),
+                     ctx.places_of(name), symbol=ctx.sym(name), exact_cells=ctx.exact_cells(name))
+
+
+# the builder each registry step names (AttentionStep.builder)
+BY_KIND: dict[str, Callable[[Context, str], Step]] = {
+    "product": _product_step, "scale": _scale_step, "mask": _mask_step, "softmax": _softmax_step,
+    "softmax_backward": _softmax_backward_step, "g_x": _g_x_step, "embedding": _embedding_step,
+    "embedding_grad": _embedding_grad_step,
+}
+BUILDERS: dict[str, Callable[[Context, str], Step]] = {s.name: BY_KIND[s.builder] for s in STEPS}

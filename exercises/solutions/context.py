@@ -1,0 +1,88 @@
+"""The context of one solution: reference values, exact values, places and symbols by name."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .. import latex as L
+from ..i18n import Msg, msg
+from ..steps import STEP_BY_NAME
+
+
+@dataclass
+class Context:
+    """What the step builders read: reference values, exact values, places and symbols by name."""
+
+    values: dict[str, Any]
+    exact: dict[str, Any]
+    places: dict[str, int]
+    symbols: dict[str, str]
+    shown: list[str]  # the steps shown, in pipeline order
+    needed: set[str]  # every computed value on the way to the targets
+    causal: bool
+    tag: str | None = None
+    _printed: dict = field(default_factory=dict, repr=False)  # (name, i, j) → short exact form, printed once
+
+    def sym(self, name: str) -> str:
+        return self.symbols.get(name) or L.symbol(name, self.tag)
+
+    def val(self, name: str) -> np.ndarray:
+        return np.atleast_2d(np.asarray(self.values[name], dtype=float))
+
+    def xcell(self, name: str, i: int, j: int) -> str | None:
+        """The short exact form of one cell, or None."""
+        key = (name, i, j)
+        if key not in self._printed:
+            xm = self.exact.get(name)
+            self._printed[key] = L.short(xm[i, j]) if isinstance(xm, np.ndarray) else None
+        return self._printed[key]
+
+    def term(self, name: str, i: int, j: int) -> tuple[str, bool]:
+        """One cell as a term of a derivation: exact when short, else the decimal; and is it rounded?"""
+        exact = self.xcell(name, i, j)
+        if exact is not None:
+            return exact, False
+        x = self.val(name)[i, j]
+        text = L.decimal(x, self.places.get(name, 2))
+        return text, not L.is_exact_decimal(text, x)
+
+    def operand(self, name: str, exact: bool, transpose: bool = False) -> tuple[str, bool]:
+        """A whole matrix as an operand: exact when every cell is short (and `exact`), else decimals."""
+        M = self.val(name)
+        cells = [[self.term(name, i, j) if exact else self._decimal_term(name, i, j) for j in range(M.shape[1])]
+                 for i in range(M.shape[0])]
+        if exact and any(r for row in cells for _, r in row):
+            cells = [[self._decimal_term(name, i, j) for j in range(M.shape[1])] for i in range(M.shape[0])]
+        texts = [[t for t, _ in row] for row in cells]
+        if transpose:
+            texts = [list(col) for col in zip(*texts)]
+        rounded = any(r for row in cells for _, r in row)
+        return (texts[0][0] if M.shape == (1, 1) else L.bmatrix(texts)), rounded
+
+    def _decimal_term(self, name: str, i: int, j: int) -> tuple[str, bool]:
+        x = self.val(name)[i, j]
+        exact = self.xcell(name, i, j)
+        if exact is not None and L.is_exact_decimal(exact, x):
+            return exact, False  # whole numbers stay whole
+        text = L.decimal(x, self.places.get(name, 2))
+        return text, not L.is_exact_decimal(text, x)
+
+    def exact_cells(self, name: str) -> list[list[str | None]]:
+        rows, cols = self.val(name).shape
+        return [[self.xcell(name, i, j) for j in range(cols)] for i in range(rows)]
+
+    def places_of(self, name: str) -> int:
+        return self.places.get(name, 2)
+
+
+def _title(name: str) -> Msg:
+    step = STEP_BY_NAME.get(name)
+    return msg(step.title_key if step is not None else f"solution.step.{name}")
+
+
+def _note(name: str) -> Msg:
+    step = STEP_BY_NAME.get(name)
+    return msg(step.note_key if step is not None else f"solution.note.{name}")

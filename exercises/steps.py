@@ -1,0 +1,527 @@
+"""The step registry: every step of attention, forward and backward, as one record.
+
+A record holds everything the rest of the package knows about a step: its name and inputs, the right
+computation (attention_core's own), the catalogued mistakes a learner makes there (each a named
+alternative computation with the condition under which it can be told apart), its exact rule on
+sympy numbers, its symbol and formula in LaTeX and in Typst, the sanity rules its values obey, and
+its shape in named axes. The pipeline, the worked solutions, the answer keys, check my work, the
+sanity checks and the formula sheet all read these records.
+
+Axes (rectangular-ready: self-attention is the case n_q = n_k = n):
+    n_q      query tokens (rows of Q, scores, A, O)
+    n_k      key/value tokens (rows of K and V, columns of scores and A)
+    n        tokens of X when it feeds queries and keys alike (self-attention)
+    d_model  width of X and of the embedding table E
+    d_k      width of queries and keys
+    d_v      width of values and of the output
+    vocab    rows of the embedding table E
+
+    Q = X W_Q                  # (n_q, d_k)
+    S = Q Kᵀ                   # (n_q, n_k)
+    Z = S / √d_k               # (n_q, n_k)
+    A = softmax(Z̃) row-wise    # (n_q, n_k)
+    O = A V                    # (n_q, d_v)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import sympy
+
+from attention_core import causal_mask, ops
+from attention_core.embedding import embed, embed_backward
+
+from . import exact as X
+
+Values = Mapping[str, Any]  # the values computed so far, by name
+Compute = Callable[[Values], np.ndarray]
+
+AXES: dict[str, str] = {
+    "n_q": "query tokens", "n_k": "key and value tokens", "n": "tokens (self-attention: n_q = n_k = n)",
+    "d_model": "width of X and E", "d_k": "width of queries and keys", "d_v": "width of values and outputs",
+    "vocab": "rows of the embedding table",
+}
+
+
+def _always(env: Values) -> bool:
+    return True
+
+
+@dataclass(frozen=True)
+class Mistake:
+    """A catalogued wrong computation of one step (its explanation: message misconception.<id>).
+
+    applies: can the mistake be made here and give something else (a conformable product, d_k ≠ 1 …)."""
+
+    id: str
+    compute: Compute
+    applies: Callable[[Values], bool] = _always
+
+
+@dataclass(frozen=True)
+class Product:
+    """out = L' R' with L' = Lᵀ when left_t and R' = Rᵀ when right_t."""
+
+    left: str
+    right: str
+    left_t: bool = False
+    right_t: bool = False
+
+
+@dataclass(frozen=True)
+class AttentionStep:
+    """One step of attention. Mistakes are listed in precedence order: when several are asked for and
+    apply, the first one listed is the one made."""
+
+    name: str
+    inputs: tuple[str, ...]
+    compute: Compute  # the right computation
+    shape: tuple[str, str]  # named axes (AXES)
+    symbol: str  # LaTeX (exercises.latex notation)
+    formula_latex: str  # the whole formula in LaTeX: S = Q K^{\top}
+    typst_symbol: str
+    typst_formula: str
+    builder: str  # which worked-solution builder shows it (exercises.solutions.builders)
+    direction: str  # "forward" or "backward"
+    mistakes: tuple[Mistake, ...] = ()
+    exact: Callable[[dict, Values], Any] | None = None  # (exact values so far, reference values) -> object array
+    product: Product | None = None  # the matrix product it is, if it is one
+    scales: str | None = None  # the value it divides by √d_k, if it does
+    sanity: tuple[str, ...] = ()  # the sanity rules its values obey (exercises.sanity)
+    checkable: bool = True  # a step a learner can claim in check my work
+
+    @property
+    def output(self) -> str:
+        """The value the step computes (its name)."""
+        return self.name
+
+    @property
+    def mistake_ids(self) -> tuple[str, ...]:
+        return tuple(m.id for m in self.mistakes)
+
+    @property
+    def title_key(self) -> str:
+        return f"solution.step.{self.name}"
+
+    @property
+    def note_key(self) -> str:
+        return f"solution.note.{self.name}"
+
+    @property
+    def label_key(self) -> str:
+        return f"part.{self.name}"
+
+    def mistake(self, wanted: frozenset[str] | set[str], env: Values) -> Mistake | None:
+        """The mistake this step makes for the `wanted` ids on these values, or None."""
+        for m in self.mistakes:
+            if m.id in wanted and m.applies(env):
+                return m
+        return None
+
+
+def _d_k(env: Values) -> int:
+    return int(env["d_k"])
+
+
+def _causal(env: Values) -> bool:
+    return bool(env.get("causal", False))
+
+
+def _square(name: str) -> Callable[[Values], bool]:
+    return lambda env: env[name].shape[0] == env[name].shape[1]
+
+
+# ---------------------------------------------------------------- exact rules
+
+
+def _exact_product(p: Product) -> Callable[[dict, Values], Any]:
+    def rule(xs: dict, values: Values):
+        left, right = xs[p.left], xs[p.right]
+        return X.xmatmul(left.T if p.left_t else left, right.T if p.right_t else right)
+    return rule
+
+
+def _exact_scale(src: str) -> Callable[[dict, Values], Any]:
+    return lambda xs, values: X.xscale(xs[src], xs.get("d_k"))
+
+
+def _exact_mask(xs: dict, values: Values):
+    return X.upper(xs["scaled"], -sympy.oo) if _causal(values) else xs["scaled"].copy()
+
+
+def _exact_softmax(xs: dict, values: Values):
+    return X.xsoftmax(xs["masked"])
+
+
+def _exact_softmax_backward(xs: dict, values: Values):
+    out = X.xsoftmax_backward(xs["A"], xs["G_A"])
+    return X.upper(out, sympy.Integer(0)) if _causal(values) else out
+
+
+G_X_PATHS = (("G_Q", "W_Q"), ("G_K", "W_K"), ("G_V", "W_V"))  # X feeds Q, K and V
+
+
+def _exact_g_x(xs: dict, values: Values):
+    return X.xadd(*[X.xmatmul(xs[g], xs[w].T) for g, w in G_X_PATHS])
+
+
+def _exact_embedding(xs: dict, values: Values):
+    return xs["E"][np.asarray(values["token_ids"], dtype=int)]
+
+
+def _exact_embedding_grad(xs: dict, values: Values):
+    out = np.full(np.shape(values["E"]), sympy.Integer(0), dtype=object)  # (vocab, d_model)
+    for p, tok in enumerate(np.asarray(values["token_ids"], dtype=int)):
+        for j in range(out.shape[1]):
+            out[tok, j] = X.xsum([out[tok, j], xs["G_X"][p, j]])
+    return out
+
+
+# ---------------------------------------------------------------- forward: embedding and projections
+
+
+def _embedding(env):
+    return embed(env["token_ids"], env["E"])  # (n, d_model): row p is E[t_p]
+
+
+def _projection(name: str, weight: str, shape: tuple[str, str]) -> AttentionStep:
+    product = Product("X", weight)
+    return AttentionStep(
+        name, ("X", weight), lambda env: ops.project(env["X"], env[weight]), shape=shape,
+        symbol=name, formula_latex=f"{name} = X {weight}", typst_symbol=name,
+        typst_formula=f"{name} = X {weight}", builder="product", direction="forward",
+        exact=_exact_product(product), product=product)
+
+
+# ---------------------------------------------------------------- forward: scores, scaling, mask
+
+
+def _scores(env):
+    return ops.scores(env["Q"], env["K"])  # (n_q, d_k) @ (d_k, n_k) -> (n_q, n_k)
+
+
+SCORES_MISTAKES = (
+    Mistake("transposed_scores", lambda env: ops.scores(env["K"], env["Q"])),  # K Qᵀ: rows and columns swapped
+    # Q K without the transpose: only conformable when d_k = n_k
+    Mistake("scores_not_transposed", lambda env: env["Q"] @ env["K"],
+            applies=lambda env: env["Q"].shape[1] == env["K"].shape[0]),
+)
+
+
+def _scaled(env):
+    return ops.scale(env["scores"], _d_k(env))
+
+
+SCALED_MISTAKES = (
+    Mistake("no_scaling", lambda env: np.array(env["scores"], dtype=float), applies=lambda env: _d_k(env) != 1),
+    Mistake("scaled_by_dk", lambda env: env["scores"] / _d_k(env), applies=lambda env: _d_k(env) not in (0, 1)),
+)
+
+
+def _masked(env):
+    return ops.apply_mask(env["scaled"], _causal(env))
+
+
+def _masked_where(cells: Callable[[int], np.ndarray], fill: float) -> Compute:
+    """The scaled scores with `cells(n)` set to `fill`: a causal mask put in the wrong place."""
+    def compute(env):
+        out = np.array(env["scaled"], dtype=float)
+        out[cells(out.shape[0])] = fill
+        return out
+    return compute
+
+
+MASKED_MISTAKES = (
+    Mistake("no_mask", lambda env: np.array(env["scaled"], dtype=float), applies=_causal),
+    Mistake("mask_diagonal", _masked_where(lambda n: np.triu(np.ones((n, n), dtype=bool), k=0), -np.inf),
+            applies=_causal),
+    Mistake("mask_wrong_triangle", _masked_where(lambda n: np.tril(np.ones((n, n), dtype=bool), k=-1), -np.inf),
+            applies=_causal),
+    # a 0 still gets e^0 = 1 in the softmax
+    Mistake("mask_zero_instead_of_inf", _masked_where(causal_mask, 0.0),
+            applies=lambda env: _causal(env) and env["scaled"].shape[0] > 1),
+)
+
+
+# ---------------------------------------------------------------- forward: softmax and output
+
+
+def _softmax_rows(env):
+    with np.errstate(invalid="ignore"):
+        return ops.softmax(env["masked"], axis=-1)  # (n_q, n_k), each row sums to 1
+
+
+def _softmax_columns(env):
+    with np.errstate(invalid="ignore"):
+        return ops.softmax(env["masked"], axis=0)
+
+
+def _no_exp(env):
+    z = env["masked"]
+    finite = np.where(np.isfinite(z), z, 0.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return finite / finite.sum(axis=1, keepdims=True)
+
+
+def _softmax_of_zeroed_mask(env):
+    z = env["masked"]
+    return ops.softmax(np.where(np.isneginf(z), 0.0, z), axis=-1)  # the given −∞ read as 0
+
+
+def _mask_after_softmax(env):
+    A = ops.softmax(env["scaled"], axis=-1)  # softmax over every key, the future included,
+    A[causal_mask(A.shape[0])] = 0.0  # then future weights zeroed without renormalising
+    return A
+
+
+SOFTMAX_MISTAKES = (
+    Mistake("softmax_columns", _softmax_columns),
+    Mistake("no_exp", _no_exp),
+    Mistake("softmax_no_normalise", lambda env: np.exp(env["masked"])),  # e^z, never divided by the row's sum
+    Mistake("mask_zero_instead_of_inf", _softmax_of_zeroed_mask,
+            applies=lambda env: bool(np.isneginf(env["masked"]).any())),
+    Mistake("mask_after_softmax", _mask_after_softmax, applies=lambda env: _causal(env) and "scaled" in env),
+)
+
+
+def _output(env):
+    return ops.weighted_sum(env["A"], env["V"])  # (n_q, n_k) @ (n_k, d_v) -> (n_q, d_v)
+
+
+OUTPUT_MISTAKES = (
+    # Aᵀ V: only conformable with as many queries as keys
+    Mistake("weights_transposed", lambda env: ops.weighted_sum(env["A"].T, env["V"]), applies=_square("A")),
+)
+
+
+# ---------------------------------------------------------------- backward: through O = A V
+
+
+def _g_a(env):
+    return ops.weighted_sum_backward(env["A"], env["V"], env["G_O"])[0]  # G_O Vᵀ: (n_q, n_k)
+
+
+G_A_MISTAKES = (
+    Mistake("grad_a_transposed", lambda env: env["V"] @ env["G_O"].T),  # (n_k, d_v) @ (d_v, n_q)
+    # G_O V: (n_q, d_v) @ (n_k, d_v), only conformable when d_v = n_k
+    Mistake("grad_a_no_transpose", lambda env: env["G_O"] @ env["V"],
+            applies=lambda env: env["G_O"].shape[1] == env["V"].shape[0]),
+)
+
+
+def _g_v(env):
+    return ops.weighted_sum_backward(env["A"], env["V"], env["G_O"])[1]  # Aᵀ G_O: (n_k, d_v)
+
+
+G_V_MISTAKES = (
+    # A G_O: only conformable with as many queries as keys
+    Mistake("grad_v_no_transpose", lambda env: env["A"] @ env["G_O"], applies=_square("A")),
+)
+
+
+# ---------------------------------------------------------------- backward: softmax, scaling, scores
+
+
+def _through_mask(gradient: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> Compute:
+    """A gradient w.r.t. the softmax input, then back through the mask (hidden cells get none)."""
+    return lambda env: ops.apply_mask_backward(gradient(env["A"], env["G_A"]), _causal(env))
+
+
+_g_scaled = _through_mask(ops.softmax_backward)  # A ⊙ (G_A − rowsum(A ⊙ G_A))
+
+G_SCALED_MISTAKES = (
+    Mistake("softmax_grad_missing_term", _through_mask(lambda A, G_A: A * G_A)),
+    # only ∂a_j/∂z_j = a_j (1 − a_j): the other weights' paths dropped
+    Mistake("softmax_grad_diagonal_only", _through_mask(lambda A, G_A: A * (1 - A) * G_A)),
+    # the bracket the wrong way round
+    Mistake("softmax_grad_sign", _through_mask(lambda A, G_A: A * (np.sum(A * G_A, axis=-1, keepdims=True) - G_A))),
+)
+
+
+def _g_scores(env):
+    return ops.scale_backward(env["G_scaled"], _d_k(env))
+
+
+G_SCORES_MISTAKES = (
+    Mistake("grad_scores_no_scale", lambda env: np.array(env["G_scaled"], dtype=float),
+            applies=lambda env: _d_k(env) != 1),
+)
+
+
+def _g_q(env):
+    return ops.scores_backward(env["Q"], env["K"], env["G_scores"])[0]  # G_S K: (n_q, d_k)
+
+
+def _g_k(env):
+    return ops.scores_backward(env["Q"], env["K"], env["G_scores"])[1]  # G_Sᵀ Q: (n_k, d_k)
+
+
+G_Q_MISTAKES = (Mistake("grad_q_transposed", lambda env: env["G_scores"].T @ env["K"]),)
+G_K_MISTAKES = (Mistake("grad_k_no_transpose", lambda env: env["G_scores"] @ env["Q"]),)
+
+
+# ---------------------------------------------------------------- backward: projections and embedding
+
+
+def _g_w(x_name: str, g_name: str) -> Compute:
+    return lambda env: env[x_name].T @ env[g_name]  # Xᵀ G: (d_model, d_k or d_v)
+
+
+def _g_x_v(env):
+    return env["G_V"] @ env["W_V"].T  # the value path's share of G_X: G_V W_Vᵀ
+
+
+def _g_x(env):
+    # X feeds Q, K and V, so its gradient adds the three paths
+    return env["G_Q"] @ env["W_Q"].T + env["G_K"] @ env["W_K"].T + _g_x_v(env)
+
+
+def _g_e(env):
+    return embed_backward(env["token_ids"], env["G_X"], np.shape(env["E"])[0])  # (vocab, d_model)
+
+
+def _g_e_overwritten(env):
+    G_E = np.zeros(np.shape(env["E"]))
+    G_E[np.asarray(env["token_ids"], dtype=int)] = env["G_X"]  # fancy assignment keeps only the last repeat
+    return G_E
+
+
+def _repeated_token(env) -> bool:
+    ids = env["token_ids"]
+    return len(set(np.asarray(ids).tolist())) < len(ids)
+
+
+G_E_MISTAKES = (Mistake("embedding_grad_no_accumulate", _g_e_overwritten, applies=_repeated_token),)
+
+
+def _weight_grad(name: str, weight: str, g: str, shape: tuple[str, str]) -> AttentionStep:
+    product = Product("X", g, left_t=True)
+    symbol = f"G_{{{weight}}}"
+    return AttentionStep(
+        name, ("X", g), _g_w("X", g), shape=shape, symbol=symbol,
+        formula_latex=rf"{symbol} = X^{{\top}} {g}", typst_symbol=f"G_({weight})",
+        typst_formula=f"G_({weight}) = X^top {g}", builder="product", direction="backward",
+        exact=_exact_product(product), product=product)
+
+
+def _product_step(name: str, inputs: tuple[str, ...], compute: Compute, shape: tuple[str, str], symbol: str,
+                  formula: str, typst_symbol: str, typst_formula: str, product: Product, direction: str,
+                  **more: Any) -> AttentionStep:
+    return AttentionStep(name, inputs, compute, shape=shape, symbol=symbol, formula_latex=f"{symbol} = {formula}",
+                         typst_symbol=typst_symbol, typst_formula=typst_formula, builder="product",
+                         direction=direction, exact=_exact_product(product), product=product, **more)
+
+
+_SCORES = Product("Q", "K", right_t=True)
+_O = Product("A", "V")
+_G_A = Product("G_O", "V", right_t=True)
+_G_V = Product("A", "G_O", left_t=True)
+_G_Q = Product("G_scores", "K")
+_G_K = Product("G_scores", "Q", left_t=True)
+_G_X_V = Product("G_V", "W_V", right_t=True)
+
+STEPS: tuple[AttentionStep, ...] = (
+    AttentionStep("X", ("token_ids", "E"), _embedding, shape=("n", "d_model"), symbol="X",
+                  formula_latex=r"x_{i} = E[t_{i}]", typst_symbol="X", typst_formula="x_i = E[t_i]",
+                  builder="embedding", direction="forward", exact=_exact_embedding, checkable=False),
+    _projection("Q", "W_Q", ("n_q", "d_k")),
+    _projection("K", "W_K", ("n_k", "d_k")),
+    _projection("V", "W_V", ("n_k", "d_v")),
+    _product_step("scores", ("Q", "K"), _scores, ("n_q", "n_k"), "S", r"Q K^{\top}", "S", "S = Q K^top",
+                  _SCORES, "forward", mistakes=SCORES_MISTAKES),
+    AttentionStep("scaled", ("scores", "d_k"), _scaled, shape=("n_q", "n_k"), symbol="Z",
+                  formula_latex=r"Z = \frac{S}{\sqrt{d_k}}", typst_symbol="Z", typst_formula="Z = S / sqrt(d_k)",
+                  builder="scale", direction="forward", mistakes=SCALED_MISTAKES, exact=_exact_scale("scores"),
+                  scales="scores"),
+    AttentionStep("masked", ("scaled",), _masked, shape=("n_q", "n_k"), symbol=r"\tilde{Z}",
+                  formula_latex=r"\tilde{Z}_{ij} = \begin{cases} Z_{ij} & j \le i \\ -\infty & j > i \end{cases}",
+                  typst_symbol="tilde(Z)",
+                  typst_formula="tilde(Z)_(i j) = cases(Z_(i j) & j <= i, -infinity & j > i)",
+                  builder="mask", direction="forward", mistakes=MASKED_MISTAKES, exact=_exact_mask,
+                  sanity=("mask_infinities",)),
+    AttentionStep("A", ("masked",), _softmax_rows, shape=("n_q", "n_k"), symbol="A",
+                  formula_latex=r"A_{ij} = \frac{e^{\tilde{Z}_{ij}}}{\sum_{k} e^{\tilde{Z}_{ik}}}",
+                  typst_symbol="A", typst_formula="A_(i j) = e^(tilde(Z)_(i j)) / (sum_k e^(tilde(Z)_(i k)))",
+                  builder="softmax", direction="forward", mistakes=SOFTMAX_MISTAKES, exact=_exact_softmax,
+                  sanity=("weights",)),
+    _product_step("O", ("A", "V"), _output, ("n_q", "d_v"), "O", "A V", "O", "O = A V", _O, "forward",
+                  mistakes=OUTPUT_MISTAKES, sanity=("output",)),
+    _product_step("G_A", ("G_O", "V"), _g_a, ("n_q", "n_k"), "G_A", r"G_O V^{\top}", "G_A", "G_A = G_O V^top",
+                  _G_A, "backward", mistakes=G_A_MISTAKES),
+    _product_step("G_V", ("A", "G_O"), _g_v, ("n_k", "d_v"), "G_V", r"A^{\top} G_O", "G_V", "G_V = A^top G_O",
+                  _G_V, "backward", mistakes=G_V_MISTAKES, sanity=("grad_v",)),
+    AttentionStep("G_scaled", ("A", "G_A"), _g_scaled, shape=("n_q", "n_k"), symbol="G_Z",
+                  formula_latex=r"G_Z = A \odot \left(G_A - r \mathbf{1}^{\top}\right), \quad "
+                                r"r_{i} = \sum_{k} A_{ik} (G_A)_{ik}",
+                  typst_symbol="G_Z",
+                  typst_formula="G_Z = A dot.o (G_A - r bold(1)^top), quad r_i = sum_k A_(i k) (G_A)_(i k)",
+                  builder="softmax_backward", direction="backward", mistakes=G_SCALED_MISTAKES,
+                  exact=_exact_softmax_backward, sanity=("softmax_gradient",)),
+    AttentionStep("G_scores", ("G_scaled", "d_k"), _g_scores, shape=("n_q", "n_k"), symbol="G_S",
+                  formula_latex=r"G_S = \frac{G_Z}{\sqrt{d_k}}", typst_symbol="G_S",
+                  typst_formula="G_S = G_Z / sqrt(d_k)", builder="scale", direction="backward",
+                  mistakes=G_SCORES_MISTAKES, exact=_exact_scale("G_scaled"), scales="G_scaled",
+                  sanity=("softmax_gradient",)),
+    _product_step("G_Q", ("G_scores", "K"), _g_q, ("n_q", "d_k"), "G_Q", "G_S K", "G_Q", "G_Q = G_S K",
+                  _G_Q, "backward", mistakes=G_Q_MISTAKES),
+    _product_step("G_K", ("G_scores", "Q"), _g_k, ("n_k", "d_k"), "G_K", r"G_S^{\top} Q", "G_K",
+                  "G_K = G_S^top Q", _G_K, "backward", mistakes=G_K_MISTAKES),
+    _weight_grad("G_W_Q", "W_Q", "G_Q", ("d_model", "d_k")),
+    _weight_grad("G_W_K", "W_K", "G_K", ("d_model", "d_k")),
+    _weight_grad("G_W_V", "W_V", "G_V", ("d_model", "d_v")),
+    _product_step("G_X_V", ("G_V", "W_V"), _g_x_v, ("n_k", "d_model"), r"G_X^{(V)}", r"G_V W_V^{\top}",
+                  "G_X^((V))", "G_X^((V)) = G_V W_V^top", _G_X_V, "backward", checkable=False),
+    AttentionStep("G_X", ("G_Q", "W_Q", "G_K", "W_K", "G_V", "W_V"), _g_x, shape=("n", "d_model"), symbol="G_X",
+                  formula_latex=r"G_X = G_Q W_Q^{\top} + G_K W_K^{\top} + G_V W_V^{\top}", typst_symbol="G_X",
+                  typst_formula="G_X = G_Q W_Q^top + G_K W_K^top + G_V W_V^top", builder="g_x",
+                  direction="backward", exact=_exact_g_x),
+    AttentionStep("G_E", ("token_ids", "G_X", "E"), _g_e, shape=("vocab", "d_model"), symbol="G_E",
+                  formula_latex=r"G_E[v] = \sum_{p:\, t_p = v} (G_X)_{p}", typst_symbol="G_E",
+                  typst_formula="G_E [v] = sum_(p: t_p = v) (G_X)_p", builder="embedding_grad",
+                  direction="backward", mistakes=G_E_MISTAKES, exact=_exact_embedding_grad,
+                  sanity=("grad_embedding",), checkable=False),
+)
+STEP_BY_NAME: dict[str, AttentionStep] = {s.name: s for s in STEPS}
+
+# the symbols of the values no step computes (the given matrices and numbers)
+INPUT_SYMBOLS: dict[str, str] = {"E": "E", "W_Q": "W_Q", "W_K": "W_K", "W_V": "W_V", "W_O": "W_O", "G_O": "G_O",
+                                 "d_k": "d_k", "token_ids": "t"}
+INPUT_TYPST_SYMBOLS: dict[str, str] = {"token_ids": "t", "d_k": "d_k"}
+INPUT_SHAPES: dict[str, tuple[str, ...]] = {"E": ("vocab", "d_model"), "W_Q": ("d_model", "d_k"),
+                                            "W_K": ("d_model", "d_k"), "W_V": ("d_model", "d_v"),
+                                            "G_O": ("n_q", "d_v"), "token_ids": ("n",), "d_k": ()}
+
+
+def shape_of(name: str, sizes: Mapping[str, int]) -> tuple[int, ...]:
+    """The shape of a value in numbers from the sizes of its axes (n alone stands for n_q = n_k = n)."""
+    axes = STEP_BY_NAME[name].shape if name in STEP_BY_NAME else INPUT_SHAPES[name]
+    n = sizes.get("n")
+    known = {"n_q": n, "n_k": n, **sizes}
+    return tuple(int(known[a]) for a in axes)
+
+
+def downstream(names: set[str]) -> set[str]:
+    """`names` and every value computed (directly or not) from them."""
+    out = set(names)
+    for step in STEPS:
+        if out.intersection(step.inputs):
+            out.add(step.name)
+    return out
+
+
+def mistakes() -> dict[str, tuple[AttentionStep, ...]]:
+    """Every catalogued mistake id → the steps that can make it, in step order."""
+    found: dict[str, tuple[AttentionStep, ...]] = {}
+    for step in STEPS:
+        for m in step.mistakes:
+            found[m.id] = found.get(m.id, ()) + (step,)
+    return found
+
+
+def of_direction(direction: str, checkable: bool | None = None) -> tuple[str, ...]:
+    """The names of the forward (or backward) steps, in order; only the claimable ones when asked."""
+    return tuple(s.name for s in STEPS if s.direction == direction and (checkable is None or s.checkable == checkable))

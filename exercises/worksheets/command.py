@@ -1,0 +1,67 @@
+"""python -m exercises worksheet: write a worksheet and its answer key from the command line.
+
+    python -m exercises worksheet --kinds softmax,scores --level 2 --count 4 --seed 3 --format pdf --out DIR
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from ..assignments import AssignmentError, ItemSpec, make_spec
+from ..i18n import DEFAULT_LANG, t
+from .files import write
+from .model import FORMATS, build, read_students
+
+NAME = "worksheet"
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser(NAME, help="write a worksheet and its answer key (PDF, Markdown, LaTeX or JSON)",
+                       description="Write DIR/worksheet.FMT and DIR/answer-key.FMT.")
+    p.add_argument("--kinds", required=True, help="comma-separated kinds, e.g. softmax,scores")
+    p.add_argument("--level", default="1", help="level of every item (default 1)")
+    p.add_argument("--count", default="1", help="exercises per kind (default 1)")
+    p.add_argument("--seed", default="0", help="the assignment's seed (default 0)")
+    p.add_argument("--format", default="pdf", help="pdf, md, tex, json or all (default pdf)")
+    p.add_argument("--out", required=True, help="the folder to write into (created if missing)")
+    p.add_argument("--students", help="a text file of names, one per line: one variant per student")
+    p.add_argument("--title", default=None, help="the title printed on the sheets")
+    p.add_argument("--code", default=None, help="an assignment code to print on the sheets")
+    p.add_argument("--lang", default=DEFAULT_LANG, help="language of the texts (default en)")
+
+
+def run(args: argparse.Namespace) -> int:
+    import sys
+
+    def fail(text: str) -> int:
+        print(f"error: {text}", file=sys.stderr)
+        return 2
+
+    formats = list(FORMATS) if args.format == "all" else [args.format]
+    if any(f not in FORMATS for f in formats):
+        return fail(f"unknown format {args.format!r}; choose one of {', '.join(FORMATS)} or all")
+    kinds = [k.strip() for k in str(args.kinds).split(",") if k.strip()]
+    students: list[str] = []
+    if args.students:
+        try:
+            students = read_students(Path(args.students).read_text(encoding="utf-8"))
+        except OSError as err:
+            return fail(f"cannot read the students file {args.students!r}: {err.strerror}")
+        except UnicodeDecodeError:
+            return fail(f"{args.students!r} is not a UTF-8 text file")
+    try:
+        items = [ItemSpec(k, int(args.level), int(args.count)) for k in kinds]
+    except ValueError:
+        return fail("--level and --count must be whole numbers")
+    title = args.title or t("worksheet.default_title", args.lang)
+    try:
+        spec = make_spec(title, items, args.seed, per_student=bool(args.students))
+        ws = build(spec, students, args.code, args.lang)
+    except AssignmentError as err:
+        return fail(err.message.render(args.lang))
+    for fmt in formats:
+        for path in write(ws, fmt, Path(args.out)):
+            print(path)
+    return 0

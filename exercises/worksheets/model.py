@@ -1,0 +1,219 @@
+"""What a worksheet holds, whatever the format: the sheets (one per student, or one for the class),
+each problem as every format shows it, and the worked solution with its texts in the sheet's language.
+
+A worksheet holds the problems only — no seeds, no answers. For per-student variants it holds one
+sheet per student (a page break between them); the answer key lists every student's answers and
+worked solutions, the very steps exercises.solve gives the screen.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .. import latex
+from ..assignments import AssignmentError, AssignmentSpec, clean_student_name, student_key
+from ..i18n import DEFAULT_LANG, catalog, msg, t
+from ..model import Exercise, Part
+from ..numbers import as_fraction
+from ..solutions import Aids, Step, aids, solve
+
+FORMATS = ("pdf", "md", "tex", "json")
+NAMES = ("worksheet", "answer-key")
+MAX_STUDENTS = 200
+EXP_PLACES = latex.EXP_PLACES
+CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")  # control characters: never reach a document
+
+
+@dataclass(frozen=True)
+class Sheet:
+    """The problems one student (or, with student None, the whole class) works on."""
+
+    student: str | None
+    exercises: tuple[Exercise, ...]
+
+
+@dataclass(frozen=True)
+class Worksheet:
+    spec: AssignmentSpec
+    sheets: tuple[Sheet, ...]
+    code: str | None = None  # the assignment's share code, printed on the sheets
+    lang: str = DEFAULT_LANG
+
+
+def build(spec: AssignmentSpec, students: Iterable[str] = (), code: str | None = None,
+          lang: str = DEFAULT_LANG) -> Worksheet:
+    """The sheets of an assignment: one per student for per-student variants, else one for the class."""
+    if not spec.per_student:
+        return Worksheet(spec, (Sheet(None, tuple(spec.exercises())),), code, lang)
+    names = clean_students(students)
+    return Worksheet(spec, tuple(Sheet(n, tuple(spec.exercises(n))) for n in names), code, lang)
+
+
+def clean_students(students: Iterable[str]) -> list[str]:
+    """A class list: every name cleaned, none twice (names ignore case and spacing), not empty."""
+    names = [clean_student_name(s) for s in students]
+    if not names:
+        raise AssignmentError(msg("worksheet.error.no_students"))
+    if len(names) > MAX_STUDENTS:
+        raise AssignmentError(msg("worksheet.error.too_many_students", limit=MAX_STUDENTS))
+    seen: dict[str, str] = {}
+    for name in names:
+        if student_key(name) in seen:
+            raise AssignmentError(msg("worksheet.error.duplicate_student", name=name, other=seen[student_key(name)]))
+        seen[student_key(name)] = name
+    return names
+
+
+def read_students(text: str) -> list[str]:
+    """Names from a text file: one per line; blank lines and lines starting with # are skipped."""
+    return [line.strip() for line in text.splitlines() if line.strip() and not line.strip().startswith("#")]
+
+
+# ---------------------------------------------------------------- what a problem shows (any format)
+
+Token = tuple  # ("int", "2") | ("frac", sign, numerator, denominator) | ("dec", "0.33") | ("inf", sign)
+
+
+def _token(x: float, places: int | None) -> Token:
+    """A number as shown: whole, a simple fraction, −∞, else a decimal (`places`, or its own digits)."""
+    x = float(x)
+    if math.isinf(x):
+        return ("inf", "-" if x < 0 else "")
+    if math.isnan(x):
+        return ("dec", "NaN")
+    f = as_fraction(x)
+    if f is not None:
+        if f.denominator == 1:
+            return ("int", str(f.numerator))
+        return ("frac", "-" if f < 0 else "", str(abs(f.numerator)), str(f.denominator))
+    text = f"{x:.{places}f}" if places is not None else f"{x:.6g}"
+    return ("dec", text[1:] if text.startswith("-") and float(text) == 0 else text)
+
+
+def _tokens(M: np.ndarray, places: int | None = None) -> list[list[Token]]:
+    return [[_token(x, places) for x in row] for row in np.atleast_2d(np.asarray(M, dtype=float))]
+
+
+def _text(key: str, lang: str, fallback: str | None = None, **params: Any) -> str:
+    """A catalog message; `fallback` when neither the language nor English defines the key."""
+    if fallback is not None and key not in catalog(lang) and key not in catalog(DEFAULT_LANG):
+        return fallback
+    return t(key, lang, **params)
+
+
+def part_label(name: str, lang: str) -> str:
+    return _text(f"part.{name}", lang, fallback=name)
+
+
+@dataclass(frozen=True)
+class Given:
+    name: str
+    kind: str  # "matrix", "vector", "number"
+    value: Any
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One numbered problem as every format shows it (texts already in the sheet's language)."""
+
+    number: int
+    exercise: Exercise
+    title: str
+    prompt: str
+    notes: tuple[str, ...]
+    given: tuple[Given, ...]
+    asks: tuple[tuple[Part, str], ...]  # (part, what to find, in words)
+    aids: Aids  # the eˣ table and √d_k a hand calculation needs (exercises.solutions)
+
+
+def problem(ex: Exercise, number: int, lang: str) -> Problem:
+    notes = []
+    if ex.given.get("causal") is True:
+        notes.append(t("worksheet.causal", lang))
+    given = []
+    for name, value in ex.given.items():
+        if isinstance(value, np.ndarray) and value.ndim == 2:
+            given.append(Given(name, "matrix", value))
+        elif isinstance(value, np.ndarray) and value.ndim == 1:
+            given.append(Given(name, "vector", value))
+        elif isinstance(value, (int, float)) and not isinstance(value, bool):
+            given.append(Given(name, "number", value))
+    asks = []
+    for part in ex.parts:
+        if part.prompt:
+            words = t(part.prompt, lang, **part.params)
+        elif part.is_choice:
+            words = t("worksheet.choose", lang, part=part_label(part.name, lang))
+        else:
+            precision = (t("worksheet.exact", lang) if part.decimals == 0
+                         else t("worksheet.decimals", lang, decimals=part.decimals))
+            words = t("worksheet.find", lang, part=part_label(part.name, lang), rows=part.shape[0],
+                      cols=part.shape[1], precision=precision)
+        asks.append((part, words))
+    return Problem(number=number, exercise=ex, title=t(f"kind.{ex.kind}.title", lang),
+                   prompt=t(f"kind.{ex.kind}.prompt", lang, **ex.params), notes=tuple(notes),
+                   given=tuple(given), asks=tuple(asks), aids=aids(ex))
+
+
+def exp_rows(p: Problem) -> list[tuple[Token, str]]:
+    """(x, e^x to EXP_PLACES) for every exponent the softmax meets: x exact when a simple fraction."""
+    return [(_token(e.x, EXP_PLACES), latex.decimal(e.value, EXP_PLACES)) for e in p.aids.exp_table]
+
+
+def _option_text(option: str, part: Part, lang: str) -> str:
+    return _text(option, lang, fallback=option, **part.params)
+
+
+def _choice_answer(part: Part, lang: str) -> str:
+    letter = chr(ord("A") + int(part.reference[0, 0]))
+    return t("worksheet.choice_answer", lang, part=part_label(part.name, lang), letter=letter)
+
+
+def answer_places(part: Part) -> int:
+    return max(part.decimals, 2)
+
+
+@dataclass(frozen=True)
+class SolutionStep:
+    name: str  # the step's value name (pipeline name, or the kind's own)
+    title: str
+    latex: str  # the whole step (formula, numbers substituted, result) as one LaTeX block
+    value: np.ndarray  # the reference values the grader uses
+    places: int
+    note: str | None
+    cell: str | None = None  # one cell worked out, as the screen's cell explainer shows it
+
+
+EXAMPLE_ROWS = 2  # the worked cell is the fullest of the first rows' cells
+
+
+def example_cell(step: Step) -> str | None:
+    """The LaTeX of one cell's derivation (the screen shows any cell; the key shows one): the cell of
+    the first rows with a non-zero result whose derivation has the most terms, the first such. None for a step without a
+    derivation of its own."""
+    if step.derive is None:
+        return None
+    rows, cols = step.shape
+    best, best_score = None, (False, -1)
+    for i in range(min(rows, EXAMPLE_ROWS)):
+        for j in range(cols):
+            text = step.cell(i, j).latex
+            x = float(step.value[i, j])
+            score = (math.isfinite(x) and x != 0, text.count("+") + text.count(r"\cdot"))  # a non-zero result first
+            if score > best_score:
+                best, best_score = text, score
+    return best
+
+
+def solution_steps(ex: Exercise, lang: str) -> list[SolutionStep]:
+    """The worked solution (exercises.solve) with its texts in `lang`: the very steps of the screen."""
+    return [SolutionStep(name=s.name, title=s.title.render(lang), latex=s.display(exact=True),
+                         value=np.atleast_2d(np.asarray(s.value, dtype=float)), places=s.places,
+                         note=s.note.render(lang) if s.note is not None else None, cell=example_cell(s))
+            for s in solve(ex)]

@@ -1,0 +1,150 @@
+"""Markdown and LaTeX source of a worksheet or its answer key: the same content, two syntaxes, the
+maths in LaTeX as the screen shows it."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from .. import latex
+from ..i18n import t
+from ..model import Part
+from .model import (
+    CONTROL,
+    Given,
+    Problem,
+    Token,
+    Worksheet,
+    _choice_answer,
+    _option_text,
+    _token,
+    _tokens,
+    answer_places,
+    problem,
+    solution_steps,
+)
+
+_TEX_ESCAPES = {"\\": r"\textbackslash{}", "{": r"\{", "}": r"\}", "$": r"\$", "&": r"\&", "#": r"\#",
+                "^": r"\textasciicircum{}", "_": r"\_", "%": r"\%", "~": r"\textasciitilde{}"}
+_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]<>()#+!|$~])")
+
+
+def tex_escape(text: str) -> str:
+    return "".join(_TEX_ESCAPES.get(c, c) for c in CONTROL.sub(" ", str(text)))
+
+
+def md_escape(text: str) -> str:
+    return _MD_SPECIAL.sub(r"\\\1", CONTROL.sub(" ", str(text)).replace("\n", " "))
+
+
+def _latex_cell(token: Token) -> str:
+    kind = token[0]
+    if kind == "inf":
+        return rf"{token[1]}\infty"
+    if kind == "frac":
+        return f"{token[1]}{latex.frac(token[2], token[3])}"
+    return token[1]
+
+
+def _latex_matrix(cells: Sequence[Sequence[Token]]) -> str:
+    return latex.bmatrix([[_latex_cell(c) for c in row] for row in cells])
+
+
+def _latex_given(g: Given) -> str:
+    sym = latex.symbol(g.name)
+    if g.kind == "matrix":
+        return f"{sym} = {_latex_matrix(_tokens(g.value))}"
+    if g.kind == "vector":
+        return f"{sym} = ({', '.join(_latex_cell(_token(x, None)) for x in g.value)})"
+    return f"{sym} = {_latex_cell(_token(g.value, None))}"
+
+
+def _latex_answer(part: Part) -> str:
+    return f"{latex.symbol(part.name)} = {_latex_matrix(_tokens(part.reference, answer_places(part)))}"
+
+
+def _aids_latex(p: Problem) -> list[str]:
+    return [s for s in (p.aids.table_latex(), p.aids.sqrt_dk) if s]
+
+
+def _doc_lines(ws: Worksheet, key: bool, fmt: str) -> list[str]:
+    """The Markdown or LaTeX body: the same content, two syntaxes."""
+    lang = ws.lang
+    tex = fmt == "tex"
+    esc = tex_escape if tex else md_escape
+
+    def display(math_: str) -> list[str]:
+        return [r"\[ " + math_ + r" \]"] if tex else ["$$", math_, "$$"]
+
+    def heading(text: str, level: int) -> str:
+        if tex:
+            return (r"\section*{" if level == 1 else r"\subsection*{") + esc(text) + "}"
+        return "#" * level + " " + esc(text)
+
+    out: list[str] = []
+    for index, sheet in enumerate(ws.sheets):
+        if index:
+            out.append(r"\newpage" if tex else "\n---\n")
+        title = ws.spec.title + (" — " + t("worksheet.key_title", lang) if key else "")
+        out += [heading(title, 1), ""]
+        if sheet.student is not None:
+            out += [esc(t("worksheet.student", lang, name=sheet.student)), ""]
+        elif not key:
+            out += [esc(t("worksheet.name_line", lang)) + (r" \rule{6cm}{0.4pt}" if tex else " ______________"), ""]
+        if ws.code:
+            out += [esc(t("worksheet.code", lang, code=ws.code)), ""]
+        for number, ex in enumerate(sheet.exercises, start=1):
+            p = problem(ex, number, lang)
+            level = t("worksheet.level", lang, level=ex.level)
+            out += [heading(f"{number}. {p.title} ({level})", 2), "", esc(p.prompt), ""]
+            for n in p.notes:
+                out += [(r"\emph{" + esc(n) + "}") if tex else f"*{esc(n)}*", ""]
+            if p.given:
+                out += display(r",\qquad ".join(_latex_given(g) for g in p.given)) + [""]
+            if not key:
+                for aid in _aids_latex(p):
+                    out += display(aid) + [""]
+            for part, words in p.asks:
+                out += [esc(words), ""]
+                if part.is_choice:
+                    for i, option in enumerate(part.options):
+                        out.append(("\\quad " if tex else "- ") + f"{chr(ord('A') + i)}. "
+                                   + esc(_option_text(option, part, lang)) + (r"\\" if tex else ""))
+                    out.append("")
+                    if key:
+                        out += [esc(_choice_answer(part, lang)), ""]
+                elif key:
+                    out += display(_latex_answer(part)) + [""]
+            if key:
+                steps = solution_steps(ex, lang)
+                if steps:
+                    out += [(r"\paragraph{" + esc(t("worksheet.solution", lang)) + "}") if tex
+                            else f"**{esc(t('worksheet.solution', lang))}**", ""]
+                for number, s in enumerate(steps, start=1):
+                    title = f"{number}. {s.title}"
+                    out += [(r"\emph{" + esc(title) + "}") if tex else f"*{esc(title)}*", ""]
+                    if s.note:
+                        out += [esc(s.note), ""]
+                    out += display(s.latex) + [""]
+                    if s.cell:
+                        out += display(s.cell) + [""]
+    return out
+
+
+def to_markdown(ws: Worksheet, key: bool = False) -> str:
+    return "\n".join(_doc_lines(ws, key, "md")).rstrip() + "\n"
+
+
+_TEX_PREAMBLE = r"""% compile with lualatex or xelatex (the text is UTF-8)
+\documentclass[11pt,a4paper]{article}
+\usepackage[margin=2cm]{geometry}
+\usepackage{amsmath,amssymb}
+\usepackage{fontspec}
+\setlength{\parindent}{0pt}
+\setlength{\parskip}{0.5em}
+\begin{document}
+"""
+
+
+def to_latex(ws: Worksheet, key: bool = False) -> str:
+    return _TEX_PREAMBLE + "\n".join(_doc_lines(ws, key, "tex")).rstrip() + "\n\\end{document}\n"

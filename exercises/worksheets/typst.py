@@ -1,0 +1,274 @@
+"""The PDF: Typst source of a worksheet or its answer key, compiled with Typst's own fonts.
+
+The answer key prints each step of exercises.solve — the same steps, titles, notes and derivations
+as the screen — its LaTeX set in Typst math by typst_math. The same assignment gives byte-identical
+documents: no dates, Typst's own fonts only, everything in a fixed order.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from collections.abc import Sequence
+from pathlib import Path
+
+from .. import steps as registry
+from ..i18n import t
+from ..model import Exercise, Part
+from .model import (
+    EXP_PLACES,
+    Given,
+    Problem,
+    Sheet,
+    SolutionStep,
+    Token,
+    Worksheet,
+    _choice_answer,
+    _option_text,
+    _token,
+    _tokens,
+    answer_places,
+    exp_rows,
+    problem,
+    solution_steps,
+)
+from .typst_math import UnsupportedLatex, latex_to_typst, typst_string
+
+# the Typst symbol of every value: the given ones, then each step's own (exercises.steps)
+_TYPST_SYMBOLS = {**registry.INPUT_TYPST_SYMBOLS, **{step.name: step.typst_symbol for step in registry.STEPS}}
+
+
+def typst_symbol(name: str) -> str:
+    """The math symbol of a value name: W_Q → W_Q, G_W_Q → G_(W_Q), W_Q1 → W_("Q1"), concat → "concat"."""
+    if name in _TYPST_SYMBOLS:
+        return _TYPST_SYMBOLS[name]
+    if re.fullmatch(r"[A-Za-z]", name):
+        return name
+    head, _, tail = name.partition("_")
+    if re.fullmatch(r"[A-Za-z]", head) and tail:
+        if re.fullmatch(r"[A-Za-z]", tail):
+            return f"{head}_{tail}"
+        if re.fullmatch(r"[A-Za-z]_[A-Za-z]", tail):
+            return f"{head}_({typst_symbol(tail)})"
+        if re.fullmatch(r"[A-Za-z0-9]+", tail):
+            return f'{head}_("{tail}")'
+    return typst_string(name)
+
+
+def _typst_cell(token: Token) -> str:
+    kind = token[0]
+    if kind == "inf":
+        return f"{token[1]}infinity"
+    if kind == "frac":
+        return f"{token[1]}display(frac({token[2]}, {token[3]}))"  # full size, also inside a matrix
+    return token[1]
+
+
+def typst_matrix(cells: Sequence[Sequence[Token]]) -> str:
+    rows = "; ".join(", ".join(_typst_cell(c) for c in row) for row in cells)
+    return f'mat(delim: "[", {rows})'
+
+
+_TYPST_PREAMBLE = """\
+#set document(title: {title}, author: (), date: none)
+#set page(paper: "a4", margin: (x: 2cm, y: 1.8cm), numbering: "1")
+#set text(font: "Libertinus Serif", size: 11pt, lang: {lang})  // CJK glyphs: Typst falls back to the loaded CJK font
+#set par(justify: false, leading: 0.6em)
+#set math.mat(column-gap: 0.9em, row-gap: 0.45em)
+#let sheet-head(title, left, right) = {{
+  block(below: 0.4em, text(size: 16pt, weight: "bold", title))
+  grid(columns: (1fr, auto), left, right)
+  line(length: 100%, stroke: 0.6pt)
+}}
+#let write-in(label) = [#label #box(width: 6cm, stroke: (bottom: 0.5pt), height: 1em)]
+#let problem-head(n, title, level) = block(above: 1.3em, below: 0.5em, sticky: true,
+  text(weight: "bold", n + ". " + title) + h(0.6em) + text(size: 9pt, fill: luma(90), level))
+#let answer-grid(rows, cols) = table(columns: range(cols).map(_ => 1.7cm), rows: range(rows).map(_ => 0.85cm),
+  stroke: 0.5pt + luma(150), ..range(rows * cols).map(_ => []))
+#let note(body) = text(size: 9.5pt, fill: luma(70), body)
+#let step-head(body) = block(above: 0.7em, below: 0.3em, sticky: true, text(style: "italic", body))
+#let fit(body) = layout(size => {{
+  let width = measure(body).width
+  if width > size.width {{ scale(size.width / width * 100%, reflow: true, body) }} else {{ body }}
+}})
+"""
+
+
+def _typst_given(g: Given) -> str:
+    sym = typst_symbol(g.name)
+    if g.kind == "matrix":
+        return f"{sym} = {typst_matrix(_tokens(g.value))}"
+    if g.kind == "vector":
+        return f"{sym} = ({', '.join(_typst_cell(_token(x, None)) for x in g.value)})"
+    return f"{sym} = {_typst_cell(_token(g.value, None))}"
+
+
+def _typst_math_rows(lines: list[str], per_row: int = 3) -> list[str]:
+    """Math lines side by side, a few per row."""
+    out = []
+    for start in range(0, len(lines), per_row):
+        out.append("$ " + " wide ".join(lines[start:start + per_row]) + " $")
+    return out
+
+
+def _typst_sheet_head(ws: Worksheet, sheet: Sheet, key: bool) -> list[str]:
+    lang = ws.lang
+    title = ws.spec.title + (" — " + t("worksheet.key_title", lang) if key else "")
+    if sheet.student is None:
+        left = f"#write-in({typst_string(t('worksheet.name_line', lang))})" if not key else "[]"
+    else:
+        left = f"text(weight: \"bold\", {typst_string(t('worksheet.student', lang, name=sheet.student))})"
+        left = f"[#{left}]"
+    right = f"[#{typst_string(t('worksheet.code', lang, code=ws.code))}]" if ws.code else "[]"
+    left = left if left.startswith("[") else f"[{left}]"
+    return ["#counter(page).update(1)", f"#sheet-head({typst_string(title)}, {left}, {right})"]
+
+
+def _typst_problem(p: Problem, lang: str, key: bool) -> list[str]:
+    level = t("worksheet.level", lang, level=p.exercise.level)
+    out = [f"#problem-head({typst_string(str(p.number))}, {typst_string(p.title)}, {typst_string(level)})",
+           f"#{typst_string(p.prompt)}", ""]
+    out += [f"#note({typst_string(n)})" for n in p.notes]
+    out += _typst_math_rows([_typst_given(g) for g in p.given])
+    if not key:
+        out += _typst_aids(p, lang)
+    for part, words in p.asks:
+        out.append(f"#{typst_string(words)}")
+        out.append("")
+        if part.is_choice:
+            for i, option in enumerate(part.options):
+                out.append(f"- {chr(ord('A') + i)}. #{typst_string(_option_text(option, part, lang))}")
+            out.append("")
+            if key:
+                out.append(f"#strong({typst_string(_choice_answer(part, lang))})")
+        elif key:
+            out += _typst_answer(part)
+        else:
+            out.append(f"#answer-grid({part.shape[0]}, {part.shape[1]})")
+    if key:
+        out += _typst_steps(p.exercise, lang)
+    return out
+
+
+def _typst_aids(p: Problem, lang: str) -> list[str]:
+    out = []
+    rows = exp_rows(p)
+    if rows:
+        header = ", ".join(f"${_typst_cell(x)}$" for x, _ in rows)
+        values = ", ".join(f"[{v}]" for _, v in rows)
+        out.append(f"#note({typst_string(t('worksheet.exp_table', lang))})")
+        out.append(f"#table(columns: {len(rows) + 1}, stroke: 0.4pt + luma(160), inset: 4pt, "
+                   f"$x$, {header}, $e^x$, {values})")
+    if p.aids.sqrt_dk is not None and "d_k" in p.exercise.given:
+        d_k = int(p.exercise.given["d_k"])
+        root = math.isqrt(d_k)
+        value = str(root) if root * root == d_k else f"approx {math.sqrt(d_k):.{EXP_PLACES}f}"
+        out.append(f"#note($sqrt({d_k}) = {value}$)" if root * root == d_k else f"#note($sqrt({d_k}) {value}$)")
+    return out
+
+
+def _typst_answer(part: Part) -> list[str]:
+    if part.is_choice:
+        return []
+    return [f"$ {typst_symbol(part.name)} = {typst_matrix(_tokens(part.reference, answer_places(part)))} $"]
+
+
+def _typst_math(latex: str) -> str | None:
+    """A display line of the screen's LaTeX in Typst math, shrunk to the page width when wider; None
+    when it uses LaTeX the converter does not know."""
+    try:
+        return f"#fit($ {latex_to_typst(latex)} $)"
+    except UnsupportedLatex:
+        return None
+
+
+def _typst_step(s: SolutionStep) -> list[str]:
+    """One step as the screen shows it: its whole derivation, then one cell worked out."""
+    shown = _typst_math(s.latex)
+    if shown is None:  # the registry's formula and the result, as plain Typst
+        step = registry.STEP_BY_NAME.get(s.name)
+        formula = [f"$ {step.typst_formula} $"] if step is not None else []
+        return formula + [f"$ {typst_symbol(s.name)} = {typst_matrix(_tokens(s.value, s.places))} $"]
+    out = [shown]
+    cell = _typst_math(s.cell) if s.cell else None
+    if cell is not None:
+        out.append(cell)
+    return out
+
+
+def _typst_steps(ex: Exercise, lang: str) -> list[str]:
+    """The worked solution: every step of exercises.solve, in order, with its title and note."""
+    steps = solution_steps(ex, lang)
+    if not steps:
+        return []
+    choices = {p.name: p for p in ex.parts if p.is_choice}
+    out = [f"#step-head({typst_string(t('worksheet.solution', lang))})"]
+    for number, s in enumerate(steps, start=1):
+        out.append(f"#step-head({typst_string(f'{number}. {s.title}')})")
+        if s.note:
+            out.append(f"#note({typst_string(s.note)})")
+        if s.name in choices:  # the value is an option's index: the option is what to show
+            out.append(f"#{typst_string(_choice_answer(choices[s.name], lang))}")
+            continue
+        out += _typst_step(s)
+    return out
+
+
+def to_typst(ws: Worksheet, key: bool = False) -> str:
+    """The Typst source of the worksheet (key=False) or of the answer key."""
+    lang = ws.lang
+    doc_title = ws.spec.title + (" — " + t("worksheet.key_title", lang) if key else "")
+    out = [_TYPST_PREAMBLE.format(title=typst_string(doc_title), lang=typst_string(lang))]
+    for index, sheet in enumerate(ws.sheets):
+        if index:
+            out.append("#pagebreak()")
+        out += _typst_sheet_head(ws, sheet, key)
+        for number, ex in enumerate(sheet.exercises, start=1):
+            p = problem(ex, number, lang)
+            out += _typst_problem(p, lang, key)
+    return out[0] + "\n\n".join(line for line in out[1:] if line) + "\n"  # one paragraph per line
+
+
+# Fonts: Typst's bundled ones (Libertinus Serif, New Computer Modern Math) cover Latin text and the
+# maths; Chinese text needs a CJK font, taken from one known folder. System fonts are never searched,
+# so a document is the same bytes wherever the same font packages are installed.
+CJK_FONT_ENV = "ATTENTION_CJK_FONT_DIR"  # a folder with a CJK font, to use instead of the ones below
+CJK_FONT_DIRS = (
+    "/usr/share/fonts/truetype/wqy",  # Debian fonts-wqy-microhei (WenQuanYi Micro Hei)
+    "/usr/share/fonts/opentype/noto",  # Debian fonts-noto-cjk (Noto Sans CJK SC)
+)
+_CJK = re.compile(r"[\u2e80-\u9fff\uf900-\ufaff\uff00-\uffef]")
+
+
+class MissingFont(RuntimeError):
+    """The document has Chinese text and no CJK font folder is installed."""
+
+
+def needs_cjk(text: str) -> bool:
+    return bool(_CJK.search(text))
+
+
+def cjk_font_dir() -> Path | None:
+    """$ATTENTION_CJK_FONT_DIR, else the first installed folder of CJK_FONT_DIRS, else None."""
+    override = os.environ.get(CJK_FONT_ENV, "").strip()
+    for folder in [override] if override else CJK_FONT_DIRS:
+        path = Path(folder)
+        if path.is_dir() and any(f.suffix.lower() in (".ttf", ".ttc", ".otf", ".otc") for f in path.iterdir()):
+            return path
+    return None
+
+
+def to_pdf(ws: Worksheet, key: bool = False) -> bytes:
+    """The PDF, compiled with Typst's bundled fonts (and a CJK font folder for Chinese text) only."""
+    import typst  # imported here: the rest of the package works without it
+
+    source = to_typst(ws, key)
+    fonts: list[str] = []
+    if needs_cjk(source):
+        folder = cjk_font_dir()
+        if folder is None:
+            raise MissingFont("Chinese text needs a CJK font: install Debian's fonts-wqy-microhei "
+                              f"(or fonts-noto-cjk), or set {CJK_FONT_ENV} to a folder with one")
+        fonts = [str(folder)]
+    return typst.compile(source.encode("utf-8"), format="pdf", ignore_system_fonts=True, font_paths=fonts)

@@ -1,0 +1,192 @@
+"""The step registry: one record per step, read by everything that needs to know a step.
+
+The records are checked against attention_core (an independent oracle for every value), their
+mistakes against the catalog (ids, precedence and conditions as the pipeline has always made them),
+their exact rules against the float values, and their shapes against the values they compute, with
+n_q ≠ n_k as well.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+import sympy
+
+from attention_core import backward, self_attention
+from exercises import checkwork, latex, misconceptions, pipeline, sanity, solutions, steps
+from exercises.exact import xmatmul
+from exercises.solutions.exact import _exact_given
+from exercises.worksheets import latex_to_typst
+from tests.test_katex import katex_errors
+
+NAMES = ("X", "Q", "K", "V", "scores", "scaled", "masked", "A", "O", "G_A", "G_V", "G_scaled", "G_scores", "G_Q",
+         "G_K", "G_W_Q", "G_W_K", "G_W_V", "G_X_V", "G_X", "G_E")
+
+# each step's mistakes in precedence order: pinned, since misconception diagnosis, carry-forward and
+# the generator's redraw on a collision all depend on them
+MISTAKES = {
+    "scores": ("transposed_scores", "scores_not_transposed"),
+    "scaled": ("no_scaling", "scaled_by_dk"),
+    "masked": ("no_mask", "mask_diagonal", "mask_wrong_triangle", "mask_zero_instead_of_inf"),
+    "A": ("softmax_columns", "no_exp", "softmax_no_normalise", "mask_zero_instead_of_inf", "mask_after_softmax"),
+    "O": ("weights_transposed",),
+    "G_A": ("grad_a_transposed", "grad_a_no_transpose"),
+    "G_V": ("grad_v_no_transpose",),
+    "G_scaled": ("softmax_grad_missing_term", "softmax_grad_diagonal_only", "softmax_grad_sign"),
+    "G_scores": ("grad_scores_no_scale",),
+    "G_Q": ("grad_q_transposed",),
+    "G_K": ("grad_k_no_transpose",),
+    "G_E": ("embedding_grad_no_accumulate",),
+}
+
+
+def self_attention_given(seed: int = 0, n: int = 3, d: int = 3, d_k: int = 4, causal: bool = True) -> dict:
+    rng = np.random.default_rng(seed)
+    return {"X": rng.integers(-2, 3, (n, d)).astype(float), "W_Q": rng.integers(-2, 3, (d, d_k)).astype(float),
+            "W_K": rng.integers(-2, 3, (d, d_k)).astype(float), "W_V": rng.integers(-2, 3, (d, 2)).astype(float),
+            "G_O": rng.integers(-2, 3, (n, 2)).astype(float), "d_k": d_k, "causal": causal}
+
+
+def test_every_step_is_one_frozen_record_in_order():
+    assert tuple(s.name for s in steps.STEPS) == NAMES
+    assert pipeline.STEPS is steps.STEPS and pipeline.STEP_BY_NAME is steps.STEP_BY_NAME
+    for step in steps.STEPS:
+        assert dataclasses.is_dataclass(step) and step.output == step.name
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            step.name = "other"
+        assert step.direction in ("forward", "backward")
+        assert step.builder in solutions.BY_KIND
+        assert all(rule in sanity.RULES for rule in step.sanity)
+        assert all(axis in steps.AXES for axis in step.shape)
+        assert step.formula_latex.startswith(step.symbol) or step.name in ("X", "masked", "A", "G_E")
+        assert step.typst_formula.split(" =")[0].split("_(")[0].split("[")[0].strip()
+
+
+def test_mistakes_are_declared_alternatives_in_the_old_order():
+    assert {s.name: s.mistake_ids for s in steps.STEPS if s.mistakes} == MISTAKES
+    for step in steps.STEPS:
+        for m in step.mistakes:
+            assert m.compute is not step.compute and callable(m.applies)
+    made = {m for ids in MISTAKES.values() for m in ids}
+    assert made <= set(misconceptions.CATALOG)
+    assert made == set(misconceptions.CATALOG)  # every catalogued mistake is one the registry can make
+
+
+def test_affected_follows_the_declared_mistakes():
+    assert pipeline.AFFECTED["transposed_scores"] >= {"scores", "scaled", "masked", "A", "O", "G_X"}
+    assert "Q" not in pipeline.AFFECTED["transposed_scores"]
+    assert min(pipeline.AFFECTED["mask_zero_instead_of_inf"], key=NAMES.index) == "masked"
+    assert pipeline.AFFECTED["embedding_grad_no_accumulate"] == frozenset({"G_E"})
+    assert pipeline.AFFECTED["grad_k_no_transpose"] == frozenset({"G_K", "G_W_K", "G_X", "G_E"})
+
+
+def test_the_first_applicable_mistake_of_a_step_wins():
+    given = self_attention_given()
+    both = pipeline.run(given, mistakes={"no_exp", "softmax_columns"})
+    columns = pipeline.run(given, mistakes={"softmax_columns"})
+    assert both.used == {"softmax_columns"} and np.array_equal(both["A"], columns["A"])
+    # a mistake that cannot apply is not made: d_k = 1 has nothing to scale
+    one = pipeline.run({**given, "d_k": 1}, mistakes={"no_scaling"})
+    assert not one.used and "scaled" not in one.tainted
+    # no mask mistake without a causal mask
+    open_ = pipeline.run({**given, "causal": False}, mistakes={"no_mask", "mask_diagonal"})
+    assert not open_.used
+
+
+def test_steps_agree_with_attention_core():
+    for seed in range(5):
+        given = self_attention_given(seed, causal=bool(seed % 2))
+        env = pipeline.run(given)
+        tr = self_attention(given["X"], given["W_Q"], given["W_K"], given["W_V"], causal=given["causal"])
+        g = backward(tr, given["G_O"])
+        for name in ("Q", "K", "V", "scores", "scaled", "masked", "A", "O"):
+            assert np.allclose(env[name], getattr(tr, name)), name
+        for name in ("G_A", "G_V", "G_scaled", "G_scores", "G_Q", "G_K", "G_W_Q", "G_W_K", "G_W_V", "G_X"):
+            assert np.allclose(env[name], getattr(g, name)), name
+
+
+def test_compute_functions_leave_their_inputs_alone():
+    given = self_attention_given()
+    env = pipeline.run(given)
+    frozen = {}
+    for name, value in env.items():
+        if isinstance(value, np.ndarray):
+            value = value.copy()
+            value.setflags(write=False)
+        frozen[name] = value
+    for step in steps.STEPS:
+        if all(i in frozen for i in step.inputs):
+            step.compute(frozen)
+            for m in step.mistakes:
+                if m.applies(frozen):
+                    m.compute(frozen)
+
+
+def test_shapes_in_named_axes_hold_also_for_rectangular_attention():
+    given = self_attention_given(n=3, d=2)
+    env = pipeline.run(given)
+    sizes = {"n": 3, "d_model": 2, "d_k": 4, "d_v": 2}
+    for step in steps.STEPS:
+        if step.name in env:
+            assert env[step.name].shape == steps.shape_of(step.name, sizes), step.name
+    # cross-attention shapes: 2 queries over 3 keys
+    rng = np.random.default_rng(1)
+    cross = {"Q": rng.integers(-2, 3, (2, 4)).astype(float), "K": rng.integers(-2, 3, (3, 4)).astype(float),
+             "V": rng.integers(-2, 3, (3, 2)).astype(float), "G_O": rng.integers(-2, 3, (2, 2)).astype(float),
+             "d_k": 4}
+    env = pipeline.run(cross)
+    sizes = {"n_q": 2, "n_k": 3, "d_k": 4, "d_v": 2}
+    for name in ("scores", "scaled", "masked", "A", "O", "G_A", "G_V", "G_scaled", "G_scores", "G_Q", "G_K"):
+        assert env[name].shape == steps.shape_of(name, sizes), name
+
+
+def test_exact_rules_agree_with_the_values():
+    given = self_attention_given(causal=True)
+    env = pipeline.run(given)
+    exact = {name: _exact_given(v) for name, v in given.items()}
+    for step in steps.STEPS:
+        if step.exact is None or step.name not in env or not all(i in exact for i in step.inputs):
+            continue
+        xm = step.exact(exact, env)
+        exact[step.name] = xm
+        for (i, j), cell in np.ndenumerate(xm):
+            if cell is not None:
+                assert float(cell) == pytest.approx(env[step.name][i, j], abs=1e-9), (step.name, i, j)
+    assert exact["scores"][0, 0] == xmatmul(exact["Q"], exact["K"].T)[0, 0]
+    assert exact["masked"][0, 1] == -sympy.oo and exact["G_scaled"][0, 2] == 0
+
+
+def test_symbols_and_lists_are_views_of_the_registry():
+    assert latex.SYMBOLS == {
+        "X": "X", "E": "E", "W_Q": "W_Q", "W_K": "W_K", "W_V": "W_V", "W_O": "W_O",
+        "Q": "Q", "K": "K", "V": "V", "scores": "S", "scaled": "Z", "masked": r"\tilde{Z}", "A": "A", "O": "O",
+        "G_O": "G_O", "G_A": "G_A", "G_V": "G_V", "G_scaled": "G_Z", "G_scores": "G_S", "G_Q": "G_Q",
+        "G_K": "G_K", "G_W_Q": "G_{W_Q}", "G_W_K": "G_{W_K}", "G_W_V": "G_{W_V}", "G_X": "G_X",
+        "G_X_V": r"G_X^{(V)}", "G_E": "G_E", "d_k": "d_k", "token_ids": "t",
+    }
+    assert checkwork.FROM_X == ("X", "W_Q", "W_K", "W_V") and checkwork.FROM_QKV == ("Q", "K", "V")
+    assert checkwork.FORWARD == ("Q", "K", "V", "scores", "scaled", "masked", "A", "O")
+    assert checkwork.BACKWARD == ("G_A", "G_V", "G_scaled", "G_scores", "G_Q", "G_K", "G_W_Q", "G_W_K", "G_W_V",
+                                  "G_X")
+    assert checkwork.NEEDS_X == ("G_W_Q", "G_W_K", "G_W_V", "G_X")
+    assert set(solutions.PRODUCTS) == {"Q", "K", "V", "scores", "O", "G_A", "G_V", "G_Q", "G_K", "G_W_Q", "G_W_K",
+                                       "G_W_V", "G_X_V"}
+    assert solutions.SCALES == {"scaled": "scores", "G_scores": "G_scaled"}
+    assert set(solutions.BUILDERS) == set(NAMES)
+    assert sanity._checks_for("A") == [sanity._infinities, sanity._weights]
+    assert sanity._checks_for("masked") == [sanity._infinities]
+    assert sanity._checks_for("G_scores") == [sanity._infinities, sanity._softmax_gradient]
+
+
+def test_formulas_render_in_katex_and_in_typst():
+    import typst
+
+    failures, summary = katex_errors([(s.name, s.formula_latex) for s in steps.STEPS])
+    assert not failures and summary["checked"] == len(steps.STEPS)
+    source = "\n\n".join(f"$ {s.typst_formula} $" for s in steps.STEPS)
+    assert typst.compile(source.encode(), format="pdf").startswith(b"%PDF")
+    # the LaTeX formula, set in Typst by the converter the answer keys use, compiles too
+    converted = "\n\n".join(f"$ {latex_to_typst(s.formula_latex)} $" for s in steps.STEPS)
+    assert typst.compile(converted.encode(), format="pdf").startswith(b"%PDF")

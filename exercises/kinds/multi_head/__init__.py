@@ -16,14 +16,14 @@ import numpy as np
 
 from attention_core import MultiHeadTrace, multi_head_attention, ops
 
-from .. import latex as L
-from .. import misconceptions, pipeline, solutions
-from ..draft import Draft
-from ..i18n import msg
-from ..levels import spec
-from ..model import Exercise, Part
-from ..numbers import choice, decimals_for, matrix, nonzero_matrix
-from ._aids import softmax_aids
+from ... import latex as L
+from ... import misconceptions, pipeline, solutions
+from ...draft import Draft
+from ...i18n import msg
+from ...levels import spec
+from ...model import Exercise, Part
+from ...numbers import choice, decimals_for, matrix, nonzero_matrix
+from .._shared.aids import softmax_aids
 
 ID = "multi_head"
 ORDER = 80

@@ -11,10 +11,10 @@ import numpy as np
 
 from attention_core.ops import project
 
-from ..draft import Draft, reference_parts
-from ..levels import spec
-from ..numbers import choice, nonzero_matrix
-from .grad_weighted_sum import whole_values
+from ...draft import Draft, reference_parts
+from ...levels import spec
+from ...numbers import choice, nonzero_matrix
+from .._shared.values import whole_values
 
 ID = "grad_projections"
 ORDER = 240
@@ -51,7 +51,7 @@ LOSS_LATEX = r"\sum_{i,c} \left( Q_{ic} (G_Q)_{ic} + K_{ic} (G_K)_{ic} + V_{ic} 
 
 def solve(ex) -> list:
     """Why Xᵀ (one weight's chain rule), the three paths into one cell of X, the matrix forms, a check."""
-    from . import _backward as B
+    from .._shared import backward as B
 
     v = B.values_of(ex)
     a, c = B.largest(v["G_W_Q"])

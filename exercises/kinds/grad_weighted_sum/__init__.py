@@ -11,20 +11,16 @@ import numpy as np
 
 from attention_core.ops import weighted_sum
 
-from ..draft import Draft, reference_parts
-from ..levels import spec
-from ..numbers import choice, nonzero_matrix, simple_weights
+from ...draft import Draft, reference_parts
+from ...levels import spec
+from ...numbers import choice, nonzero_matrix, simple_weights
+from .._shared.values import whole_values
 
 ID = "grad_weighted_sum"
 ORDER = 200
 VERSION = 2  # 2: the larger misconception catalog redraws variants where two mistakes look alike
 LEVELS = (1, 2, 3)
 PARTS = ["G_A", "G_V"]
-
-
-def whole_values(level: int) -> tuple[int, ...]:
-    """The level's range without halves: incoming gradients G_O are small integers."""
-    return tuple(int(v) for v in spec(level).values if float(v).is_integer())
 
 
 def build(A, V, G_O, causal: bool = False, decimals: int = 2) -> Draft:
@@ -58,7 +54,7 @@ LOSS_LATEX = r"\sum_{i,c} O_{ic} (G_O)_{ic}, \quad O = A V"
 
 def solve(ex) -> list:
     """One weight's and one value's chain rule, the matrix forms, then a finite-difference check."""
-    from . import _backward as B
+    from .._shared import backward as B
 
     v = B.values_of(ex)
     i, j = B.largest(v["G_A"])

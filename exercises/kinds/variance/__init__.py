@@ -14,14 +14,14 @@ import numpy as np
 
 from attention_core import softmax
 
-from .. import latex as L
-from .. import misconceptions, solutions
-from ..draft import Draft
-from ..i18n import msg
-from ..levels import spec
-from ..model import Exercise, Part
-from ..numbers import choice, decimals_for
-from ._aids import softmax_aids
+from ... import latex as L
+from ... import misconceptions, solutions
+from ...draft import Draft
+from ...i18n import msg
+from ...levels import spec
+from ...model import Exercise, Part
+from ...numbers import choice, decimals_for
+from .._shared.aids import softmax_aids
 
 ID = "variance"
 ORDER = 100

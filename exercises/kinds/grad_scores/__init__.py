@@ -11,10 +11,10 @@ import numpy as np
 from attention_core import causal_mask
 from attention_core.ops import scale, scores
 
-from ..draft import Draft, reference_parts
-from ..levels import spec
-from ..numbers import choice, matrix, nonzero_matrix
-from .grad_weighted_sum import whole_values
+from ...draft import Draft, reference_parts
+from ...levels import spec
+from ...numbers import choice, matrix, nonzero_matrix
+from .._shared.values import whole_values
 
 ID = "grad_scores"
 ORDER = 230
@@ -64,7 +64,7 @@ def loss_for(d_k: int):
 
 def solve(ex) -> list:
     """Where 1/√d_k comes from, one query's and one key's chain rule, the matrix forms, a check."""
-    from . import _backward as B
+    from .._shared import backward as B
 
     v = B.values_of(ex)
     i, j = B.largest(v["G_scaled"])

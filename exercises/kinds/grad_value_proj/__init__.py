@@ -11,10 +11,10 @@ import numpy as np
 
 from attention_core.ops import project
 
-from ..draft import Draft, reference_parts
-from ..levels import spec
-from ..numbers import choice, nonzero_matrix
-from .grad_weighted_sum import whole_values
+from ...draft import Draft, reference_parts
+from ...levels import spec
+from ...numbers import choice, nonzero_matrix
+from .._shared.values import whole_values
 
 ID = "grad_value_proj"
 ORDER = 210
@@ -41,7 +41,7 @@ def loss(p: dict[str, np.ndarray]) -> float:
 
 def solve(ex) -> list:
     """Why Xᵀ (one weight's chain rule), the value path into X, the matrix forms, a finite-difference check."""
-    from . import _backward as B
+    from .._shared import backward as B
 
     v = B.values_of(ex)
     a, c = B.largest(v["G_W_V"])

@@ -6,9 +6,9 @@ import numpy as np
 
 from attention_core.ops import apply_mask
 
-from ..draft import Draft, reference_parts
-from ..levels import spec
-from ..numbers import choice, matrix
+from ...draft import Draft, reference_parts
+from ...levels import spec
+from ...numbers import choice, matrix
 
 ID = "softmax"
 ORDER = 50

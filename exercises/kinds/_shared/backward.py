@@ -18,10 +18,10 @@ from typing import Any
 import numpy as np
 import sympy
 
-from .. import latex as L
-from .. import pipeline, solutions
-from ..i18n import Msg, msg
-from ..model import Exercise
+from ... import latex as L
+from ... import pipeline, solutions
+from ...i18n import Msg, msg
+from ...model import Exercise
 
 H = 1e-3  # the finite-difference step
 H_LATEX = "10^{-3}"

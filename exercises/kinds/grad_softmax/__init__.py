@@ -12,10 +12,10 @@ import numpy as np
 from attention_core import causal_mask
 from attention_core.ops import apply_mask, softmax, softmax_backward
 
-from ..draft import Draft, reference_parts
-from ..levels import spec
-from ..numbers import choice, matrix
-from .grad_weighted_sum import whole_values
+from ...draft import Draft, reference_parts
+from ...levels import spec
+from ...numbers import choice, matrix
+from .._shared.values import whole_values
 
 ID = "grad_softmax"
 ORDER = 220
@@ -79,7 +79,7 @@ def loss_for(causal: bool):
 
 def solve(ex) -> list:
     """The softmax Jacobian of one row, the matrix form, then a finite-difference check."""
-    from . import _backward as B
+    from .._shared import backward as B
 
     v = B.values_of(ex)
     A = np.asarray(v["A"], dtype=float)

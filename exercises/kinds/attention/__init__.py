@@ -12,9 +12,9 @@ import numpy as np
 
 from attention_core import ops
 
-from ..draft import Draft, reference_parts
-from ..levels import spec
-from ..numbers import choice, nonzero_matrix
+from ...draft import Draft, reference_parts
+from ...levels import spec
+from ...numbers import choice, nonzero_matrix
 
 ID = "attention"
 ORDER = 70

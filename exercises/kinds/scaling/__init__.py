@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..draft import Draft, reference_parts
-from ..levels import spec
-from ..numbers import choice, matrix
+from ...draft import Draft, reference_parts
+from ...levels import spec
+from ...numbers import choice, matrix
 
 ID = "scaling"
 ORDER = 30

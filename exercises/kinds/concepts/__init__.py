@@ -14,12 +14,12 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
-from .. import latex as L
-from .. import misconceptions, solutions
-from ..draft import Draft
-from ..i18n import Msg, msg
-from ..model import Exercise, Part
-from ..numbers import choice
+from ... import latex as L
+from ... import misconceptions, solutions
+from ...draft import Draft
+from ...i18n import Msg, msg
+from ...model import Exercise, Part
+from ...numbers import choice
 
 ID = "concepts"
 ORDER = 110

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import latex as L
-from .. import solutions
-from ..draft import Draft
-from ..i18n import msg
-from ..model import Exercise, Part
-from ..numbers import choice
+from ... import latex as L
+from ... import solutions
+from ...draft import Draft
+from ...i18n import msg
+from ...model import Exercise, Part
+from ...numbers import choice
 
 ID = "shapes"
 ORDER = 90

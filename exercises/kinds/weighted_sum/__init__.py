@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..draft import Draft, reference_parts
-from ..levels import spec
-from ..numbers import choice, nonzero_matrix, simple_weights
+from ...draft import Draft, reference_parts
+from ...levels import spec
+from ...numbers import choice, nonzero_matrix, simple_weights
 
 ID = "weighted_sum"
 ORDER = 60

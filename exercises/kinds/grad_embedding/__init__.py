@@ -10,10 +10,10 @@ import numpy as np
 
 from attention_core import embed
 
-from ..draft import Draft, reference_parts
-from ..levels import spec
-from ..numbers import nonzero_matrix
-from .grad_weighted_sum import whole_values
+from ...draft import Draft, reference_parts
+from ...levels import spec
+from ...numbers import nonzero_matrix
+from .._shared.values import whole_values
 
 ID = "grad_embedding"
 ORDER = 250
@@ -52,7 +52,7 @@ LOSS_LATEX = r"\sum_{p,c} X_{pc} (G_X)_{pc}, \quad X_{p} = E[t_p]"
 
 def solve(ex) -> list:
     """One entry of a repeated token's row collecting every position, the matrix form, a check."""
-    from . import _backward as B
+    from .._shared import backward as B
 
     v = B.values_of(ex)
     ids = [int(t) for t in ex.given["token_ids"]]

@@ -17,10 +17,10 @@ import numpy as np
 
 from attention_core import scaled_dot_product, self_attention
 
-from ..draft import Draft, reference_parts
-from ..levels import spec
-from ..numbers import nonzero_matrix
-from .grad_weighted_sum import whole_values
+from ...draft import Draft, reference_parts
+from ...levels import spec
+from ...numbers import nonzero_matrix
+from .._shared.values import whole_values
 
 ID = "backprop"
 ORDER = 270
@@ -165,7 +165,7 @@ def solve(ex) -> list:
     """Every step's matrix form, each preceded by its derivation (one cell's chain rule, the softmax
     Jacobian of the widest row, where 1/√d_k comes from, why Xᵀ), and a finite-difference check of
     the deepest gradient through the whole forward pass."""
-    from . import _backward as B
+    from .._shared import backward as B
 
     v = B.values_of(ex)
     places = {p.name: p.decimals for p in ex.parts}

@@ -20,6 +20,10 @@ ID = "attention"
 ORDER = 70
 VERSION = 2  # 2: the larger misconception catalog redraws variants where two mistakes look alike
 LEVELS = (1, 2, 3)
+# every catalogued mistake that can apply to this kind's parts: the redraw keeps them apart
+GUARDS = ("transposed_scores", "no_scaling", "scaled_by_dk", "mask_diagonal", "mask_wrong_triangle",
+          "no_mask", "mask_after_softmax", "softmax_columns", "no_exp", "weights_transposed",
+          "scores_not_transposed", "mask_zero_instead_of_inf", "softmax_no_normalise")
 
 MAX_SCORE = {1: 4, 2: 4, 3: 6}  # |S| bound: the exponents S/√d_k come from a small set
 SCORE_STEP = {1: 1.0, 2: 1.0, 3: 0.5}  # every score is a multiple of this

@@ -26,6 +26,9 @@ ID = "backprop"
 ORDER = 270
 VERSION = 1
 LEVELS = (1, 2, 3)
+# every catalogued mistake that can apply to this kind's parts: the redraw keeps them apart
+GUARDS = ("grad_a_transposed", "grad_v_no_transpose", "softmax_grad_missing_term", "grad_scores_no_scale",
+          "grad_k_no_transpose", "softmax_grad_sign", "softmax_grad_diagonal_only", "grad_q_transposed")
 D_K = 4  # √d_k = 2: the one division in the chain stays exact
 N = {1: 2, 2: 3, 3: 3}  # level 3 adds the projections rather than a fourth token
 D_V = {1: 1, 2: 2, 3: 2}  # at n = 2, one value column keeps every wrong G_A apart from the right one

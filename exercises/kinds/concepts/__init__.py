@@ -25,6 +25,8 @@ ID = "concepts"
 ORDER = 110
 VERSION = 1
 LEVELS = (1, 2, 3)
+# every catalogued mistake that can apply to this kind's parts: the redraw keeps them apart
+GUARDS = ()
 
 Params = dict[str, int]
 

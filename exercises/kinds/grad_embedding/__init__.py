@@ -19,6 +19,8 @@ ID = "grad_embedding"
 ORDER = 250
 VERSION = 1
 LEVELS = (1, 2, 3)
+# every catalogued mistake that can apply to this kind's parts: the redraw keeps them apart
+GUARDS = ("embedding_grad_no_accumulate",)
 SIZES = {1: (3, 3, 2), 2: (4, 3, 2), 3: (5, 4, 3)}  # (m, n, d): vocabulary, tokens, embedding width
 
 

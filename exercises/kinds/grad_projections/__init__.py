@@ -20,6 +20,8 @@ ID = "grad_projections"
 ORDER = 240
 VERSION = 1
 LEVELS = (1, 2, 3)
+# every catalogued mistake that can apply to this kind's parts: the redraw keeps them apart
+GUARDS = ()
 SIZES = {1: (2, 1, 1), 2: (2, 2, 1), 3: (3, 2, 2)}  # (d, d_k, d_v): each path of G_X stays short
 PARTS_BY_LEVEL = {1: ["G_W_Q", "G_W_K", "G_X"], 2: ["G_W_Q", "G_W_K", "G_X"],
                   3: ["G_W_Q", "G_W_K", "G_W_V", "G_X"]}

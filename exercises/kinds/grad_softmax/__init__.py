@@ -21,6 +21,8 @@ ID = "grad_softmax"
 ORDER = 220
 VERSION = 1
 LEVELS = (1, 2, 3)
+# every catalogued mistake that can apply to this kind's parts: the redraw keeps them apart
+GUARDS = ("softmax_grad_missing_term", "softmax_grad_sign", "softmax_grad_diagonal_only")
 TRIES = 24  # draws of (A, G_A) looked at for an answer in short decimals
 
 

@@ -20,6 +20,8 @@ ID = "grad_value_proj"
 ORDER = 210
 VERSION = 1
 LEVELS = (1, 2, 3)
+# every catalogued mistake that can apply to this kind's parts: the redraw keeps them apart
+GUARDS = ()
 PARTS = ["G_W_V", "G_X_V"]
 SIZES = {1: (2, 2), 2: (3, 2), 3: (3, 2)}  # (d, d_v): the width of X and of V
 

@@ -20,6 +20,8 @@ ID = "grad_weighted_sum"
 ORDER = 200
 VERSION = 2  # 2: the larger misconception catalog redraws variants where two mistakes look alike
 LEVELS = (1, 2, 3)
+# every catalogued mistake that can apply to this kind's parts: the redraw keeps them apart
+GUARDS = ("grad_a_transposed", "grad_v_no_transpose", "grad_a_no_transpose")
 PARTS = ["G_A", "G_V"]
 
 

@@ -12,6 +12,9 @@ ID = "masking"
 ORDER = 40
 VERSION = 2  # 2: the larger misconception catalog redraws variants where two mistakes look alike
 LEVELS = (1, 2, 3)
+# every catalogued mistake that can apply to this kind's parts: the redraw keeps them apart
+GUARDS = ("mask_diagonal", "mask_wrong_triangle", "no_mask", "mask_after_softmax", "softmax_columns",
+          "no_exp", "mask_zero_instead_of_inf", "softmax_no_normalise")
 
 
 def generate(rng: np.random.Generator, level: int) -> Draft:

@@ -29,6 +29,10 @@ ID = "multi_head"
 ORDER = 80
 VERSION = 2  # 2: heads whose mistakes clash with each other are redrawn too
 LEVELS = (1, 2, 3)
+# every catalogued mistake that can change a head's output: the redraw keeps them apart, head by head
+GUARDS = ("transposed_scores", "mask_diagonal", "mask_wrong_triangle", "no_mask", "mask_after_softmax",
+          "softmax_columns", "no_exp", "weights_transposed", "mask_zero_instead_of_inf",
+          "softmax_no_normalise")
 
 # level: (n, heads to draw from, d_k, d_v, values of X, output projection?)
 SIZES = {1: (2, (2,), 1, 1, (0, 1, 2), False),
@@ -55,11 +59,12 @@ def head_given(given: dict, i: int) -> dict:
             "d_k": int(np.shape(given[w_q])[1]), "causal": bool(given.get("causal", False))}
 
 
-def _head_mistakes(one_head: dict) -> dict[str, np.ndarray]:
-    """{misconception id: the head output O that mistake gives} for the mistakes that change O."""
+def _head_mistakes(one_head: dict, mistakes: tuple[str, ...] | None = None) -> dict[str, np.ndarray]:
+    """{misconception id: the head output O that mistake gives} for the mistakes that change O,
+    among `mistakes` (default: the whole catalog, for diagnosis; the redraw passes GUARDS)."""
     reference = dict(pipeline.run(one_head, until={"O"}))
     found = {}
-    for mid in misconceptions.CATALOG:
+    for mid in misconceptions.CATALOG if mistakes is None else mistakes:
         if "O" not in pipeline.AFFECTED.get(mid, frozenset()):
             continue
         env = pipeline.run_mistake(one_head, reference, mid, until={"O"})
@@ -99,7 +104,7 @@ def _distinguishable(given: dict, h: int, weights: list[np.ndarray], outputs: li
     if not (_differ(weights) and _differ(outputs)):
         return False
     # every mistake apart from the head's right output and from each other (misconceptions.clashes)
-    return not any(misconceptions.clashes(outputs[i - 1], _head_mistakes(head_given(given, i)))
+    return not any(misconceptions.clashes(outputs[i - 1], _head_mistakes(head_given(given, i), GUARDS))
                    for i in range(1, h + 1))
 
 

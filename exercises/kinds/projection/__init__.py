@@ -12,6 +12,8 @@ ID = "projection"
 ORDER = 10
 VERSION = 1
 LEVELS = (1, 2, 3)
+# every catalogued mistake that can apply to this kind's parts: the redraw keeps them apart
+GUARDS = ()
 PARTS_BY_LEVEL = {1: ["Q"], 2: ["Q", "K"], 3: ["Q", "K", "V"]}
 
 

@@ -12,6 +12,8 @@ ID = "scaling"
 ORDER = 30
 VERSION = 1
 LEVELS = (1, 2, 3)
+# every catalogued mistake that can apply to this kind's parts: the redraw keeps them apart
+GUARDS = ("no_scaling", "scaled_by_dk")
 SCORE_VALUES = {1: range(0, 7), 2: range(-4, 5), 3: np.arange(-6, 6.01, 0.5)}
 
 

@@ -12,6 +12,8 @@ ID = "scores"
 ORDER = 20
 VERSION = 2  # 2: the larger misconception catalog redraws variants where two mistakes look alike
 LEVELS = (1, 2, 3)
+# every catalogued mistake that can apply to this kind's parts: the redraw keeps them apart
+GUARDS = ("transposed_scores", "scores_not_transposed")
 
 
 def generate(rng: np.random.Generator, level: int) -> Draft:

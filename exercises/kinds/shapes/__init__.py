@@ -22,6 +22,8 @@ ID = "shapes"
 ORDER = 90
 VERSION = 1
 LEVELS = (1, 2, 3)
+# every catalogued mistake that can apply to this kind's parts: the redraw keeps them apart
+GUARDS = ()
 
 SINGLE_HEAD = ["Q", "K_T", "scores", "A", "O"]
 PARTS_BY_LEVEL = {1: SINGLE_HEAD, 2: SINGLE_HEAD + ["concat", "W_O"], 3: SINGLE_HEAD + ["concat", "W_O"]}

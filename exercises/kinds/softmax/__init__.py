@@ -14,6 +14,8 @@ ID = "softmax"
 ORDER = 50
 VERSION = 1
 LEVELS = (1, 2, 3)
+# every catalogued mistake that can apply to this kind's parts: the redraw keeps them apart
+GUARDS = ("softmax_columns", "no_exp", "mask_zero_instead_of_inf", "softmax_no_normalise")
 
 
 def generate(rng: np.random.Generator, level: int) -> Draft:

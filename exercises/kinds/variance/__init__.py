@@ -27,6 +27,8 @@ ID = "variance"
 ORDER = 100
 VERSION = 1
 LEVELS = (1, 2, 3)
+# every catalogued mistake that can apply to this kind's parts: the redraw keeps them apart
+GUARDS = ()
 
 KEY_WIDTHS = {1: (4, 16, 64), 2: (16, 36, 64, 100), 3: (64, 144, 256, 400)}  # squares: √d_k is whole
 ROW_LENGTH = {1: 2, 2: 3, 3: 4}

@@ -12,6 +12,8 @@ ID = "weighted_sum"
 ORDER = 60
 VERSION = 1
 LEVELS = (1, 2, 3)
+# every catalogued mistake that can apply to this kind's parts: the redraw keeps them apart
+GUARDS = ("weights_transposed",)
 
 
 def generate(rng: np.random.Generator, level: int) -> Draft:

@@ -15,6 +15,7 @@ from attention_core import ops
 from ...draft import Draft, reference_parts
 from ...levels import spec
 from ...numbers import choice, nonzero_matrix
+from .._shared.contract import HomeStage
 
 ID = "attention"
 ORDER = 70
@@ -88,3 +89,8 @@ def generate(rng: np.random.Generator, level: int) -> Draft:
         names.remove("masked")
     params = {"n": n, "d_k": d_k, "causal": causal}
     return Draft(given=given, parts=reference_parts(given, names, s.decimals), params=params)
+
+
+# ---------------------------------------------------------------- Home and the formula sheet
+
+HOME = HomeStage("whole", r"X \to O")

@@ -20,6 +20,7 @@ from attention_core import scaled_dot_product, self_attention
 from ...draft import Draft, reference_parts
 from ...levels import spec
 from ...numbers import nonzero_matrix
+from .._shared.contract import HomeStage
 from .._shared.values import whole_values
 
 ID = "backprop"
@@ -194,3 +195,8 @@ def solve(ex) -> list:
     extra = [("Q, K, V", "=", r"X W_Q,\; X W_K,\; X W_V")] if from_x else []
     return B.assemble(ex, before, [B.check(ex, loss_for(np.asarray(v["G_O"]), from_x), loss_latex, point, name,
                                            B.largest(v[part]), part, extra)])
+
+
+# ---------------------------------------------------------------- Home and the formula sheet
+
+HOME = HomeStage("whole", r"G_O \to G_X")

@@ -20,6 +20,7 @@ from ...draft import Draft
 from ...i18n import Msg, msg
 from ...model import Exercise, Part
 from ...numbers import choice
+from .._shared.contract import HomeStage
 
 ID = "concepts"
 ORDER = 110
@@ -195,3 +196,8 @@ def solve(ex: Exercise) -> list[solutions.Step]:
             work=[("", "=", numbers)], note=msg(f"solution.concepts.{part.name}"),
             derive=lambda i, j, chain=chain: solutions.CellDerivation(chain)))
     return steps
+
+
+# ---------------------------------------------------------------- Home and the formula sheet
+
+HOME = HomeStage("around", r"Q,\ K,\ V")

@@ -13,6 +13,7 @@ from attention_core import embed
 from ...draft import Draft, reference_parts
 from ...levels import spec
 from ...numbers import nonzero_matrix
+from .._shared.contract import Formula, HomeStage, SheetSection
 from .._shared.values import whole_values
 
 ID = "grad_embedding"
@@ -65,3 +66,12 @@ def solve(ex) -> list:
     return B.assemble(ex, {"G_E": [B.chain_embedding(v, token, c, B.places_of(ex, "G_E"))]},
                       [B.check(ex, loss_for(ex.given["token_ids"]), LOSS_LATEX, point, "E", (token, c), "G_E",
                                symbols=symbols)])
+
+
+# ---------------------------------------------------------------- Home and the formula sheet
+
+HOME = HomeStage("backward", r"G_E \mathrel{+}= G_X")
+SHEET = SheetSection("backward", (
+    Formula(r"[[G_E | m | d]], \qquad G_E[v] = \sum_{p:\, t_p = v} (G_X)_{p}",
+            "formulas.grad_embedding.accumulate"),
+))

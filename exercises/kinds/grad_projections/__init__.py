@@ -14,6 +14,7 @@ from attention_core.ops import project
 from ...draft import Draft, reference_parts
 from ...levels import spec
 from ...numbers import choice, nonzero_matrix
+from .._shared.contract import Formula, HomeStage, SheetSection
 from .._shared.values import whole_values
 
 ID = "grad_projections"
@@ -62,3 +63,13 @@ def solve(ex) -> list:
     return B.assemble(ex, {"G_W_Q": [B.chain_weight_matrix(v, "Q", a, c, B.places_of(ex, "G_W_Q"))],
                            "G_X": [B.chain_inputs(v, i, b, B.places_of(ex, "G_X"))]},
                       [B.check(ex, loss, LOSS_LATEX, point, "X", (i, b), "G_X")])
+
+
+# ---------------------------------------------------------------- Home and the formula sheet
+
+HOME = HomeStage("backward", r"G_{W_Q} = X^{\top} G_Q,\ G_X")
+SHEET = SheetSection("backward", (
+    Formula(r"[[G_{W_Q} | d | d_k]] = X^{\top} G_Q, \qquad [[G_{W_K} | d | d_k]] = X^{\top} G_K, \qquad "
+            r"[[G_{W_V} | d | d_v]] = X^{\top} G_V"),
+    Formula(r"[[G_X | n | d]] = G_Q W_Q^{\top} + G_K W_K^{\top} + G_V W_V^{\top}", "formulas.grad_projections.x"),
+))

@@ -14,6 +14,7 @@ from attention_core.ops import scale, scores
 from ...draft import Draft, reference_parts
 from ...levels import spec
 from ...numbers import choice, matrix, nonzero_matrix
+from .._shared.contract import Formula, HomeStage, SheetSection
 from .._shared.values import whole_values
 
 ID = "grad_scores"
@@ -79,3 +80,13 @@ def solve(ex) -> list:
                       [B.check(ex, loss_for(int(ex.given["d_k"])),
                                r"\sum_{i,j} Z_{ij} (G_Z)_{ij}, \quad Z = \frac{Q K^{\top}}{\sqrt{d_k}}", point, "Q", q,
                                "G_Q")])
+
+
+# ---------------------------------------------------------------- Home and the formula sheet
+
+HOME = HomeStage("backward", r"G_Q = G_S K,\ G_K = G_S^{\top} Q")
+SHEET = SheetSection("backward", (
+    Formula(r"[[G_S | n | n]] = \frac{G_Z}{\sqrt{d_k}}", "formulas.grad_scores.scale"),
+    Formula(r"[[G_Q | n | d_k]] = [[G_S | n | n]]\,[[K | n | d_k]], \qquad "
+            r"[[G_K | n | d_k]] = [[G_S^{\top} | n | n]]\,[[Q | n | d_k]]", "formulas.grad_scores.qk"),
+))

@@ -15,6 +15,7 @@ from attention_core.ops import apply_mask, softmax, softmax_backward
 from ...draft import Draft, reference_parts
 from ...levels import spec
 from ...numbers import choice, matrix
+from .._shared.contract import Formula, HomeStage, SheetSection
 from .._shared.values import whole_values
 
 ID = "grad_softmax"
@@ -93,3 +94,14 @@ def solve(ex) -> list:
                       [B.check(ex, loss_for(bool(ex.given.get("causal", False))),
                                r"\sum_{i,k} A_{ik} (G_A)_{ik}, \quad A = \operatorname{softmax}(Z)", point, "Z", cell,
                                "G_scaled", extra)])
+
+
+# ---------------------------------------------------------------- Home and the formula sheet
+
+HOME = HomeStage("backward", r"G_Z = A \odot (G_A - \operatorname{rowsum}(A \odot G_A))")
+SHEET = SheetSection("backward", (
+    Formula(r"[[G_Z | n | n]] = A \odot \left(G_A - r \mathbf{1}^{\top}\right), \qquad "
+            r"r_{i} = \sum_{k} A_{ik} (G_A)_{ik}", "formulas.grad_softmax.rowsum"),
+    Formula(r"(G_Z)_{ij} = A_{ij} \left((G_A)_{ij} - r_{i}\right)", "formulas.grad_softmax.cell"),
+    Formula(r"A_{ij} = 0 \ \ (j > i) \ \Rightarrow\ (G_Z)_{ij} = 0", "formulas.grad_softmax.masked"),
+))

@@ -14,6 +14,7 @@ from attention_core.ops import project
 from ...draft import Draft, reference_parts
 from ...levels import spec
 from ...numbers import choice, nonzero_matrix
+from .._shared.contract import Formula, HomeStage, SheetSection
 from .._shared.values import whole_values
 
 ID = "grad_value_proj"
@@ -53,3 +54,12 @@ def solve(ex) -> list:
                            "G_X_V": [B.chain_inputs(v, i, b, B.places_of(ex, "G_X_V"), via=("V",), name="G_X_V")]},
                       [B.check(ex, loss, r"\sum_{i,c} V_{ic} (G_V)_{ic}, \quad V = X W_V", point, "W_V", (a, c),
                                "G_W_V")])
+
+
+# ---------------------------------------------------------------- Home and the formula sheet
+
+HOME = HomeStage("backward", r"G_{W_V} = X^{\top} G_V")
+SHEET = SheetSection("backward", (
+    Formula(r"[[G_{W_V} | d | d_v]] = [[X^{\top} | d | n]]\,[[G_V | n | d_v]], \qquad "
+            r"[[G_X^{(V)} | n | d]] = G_V\,[[W_V^{\top} | d_v | d]]", "formulas.grad_value_proj.share"),
+))

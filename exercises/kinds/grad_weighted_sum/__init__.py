@@ -14,6 +14,7 @@ from attention_core.ops import weighted_sum
 from ...draft import Draft, reference_parts
 from ...levels import spec
 from ...numbers import choice, nonzero_matrix, simple_weights
+from .._shared.contract import Formula, HomeStage, SheetSection
 from .._shared.values import whole_values
 
 ID = "grad_weighted_sum"
@@ -65,3 +66,17 @@ def solve(ex) -> list:
     return B.assemble(ex, {"G_A": [B.chain_weights(v, i, j, B.places_of(ex, "G_A"))],
                            "G_V": [B.chain_values(v, k, c, B.places_of(ex, "G_V"))]},
                       [B.check(ex, loss, LOSS_LATEX, point, "A", (i, j), "G_A")])
+
+
+# ---------------------------------------------------------------- Home and the formula sheet
+
+HOME = HomeStage("backward", r"G_A = G_O V^{\top},\ G_V = A^{\top} G_O")
+SHEET = SheetSection("backward", (
+    Formula(r"O = AV: \qquad [[G_A | n | n]] = [[G_O | n | d_v]]\,[[V^{\top} | d_v | n]], \qquad "
+            r"[[G_V | n | d_v]] = [[A^{\top} | n | n]]\,[[G_O | n | d_v]]"),
+    Formula(r"(G_A)_{ij} = \sum_{k=1}^{d_v} (G_O)_{ik} V_{jk}, \qquad (G_V)_{jk} = \sum_{i=1}^{n} A_{ij} (G_O)_{ik}",
+            "formulas.grad_weighted_sum.cells"),
+    Formula(r"G_O = \begin{bmatrix} 1 & 2 \end{bmatrix},\ V = \begin{bmatrix} 2 & 4 \\ 6 & 8 \end{bmatrix}"
+            r"\ \Rightarrow\ G_A = G_O V^{\top} = \begin{bmatrix} 10 & 22 \end{bmatrix}",
+            "formulas.grad_weighted_sum.example"),
+))

@@ -6,7 +6,9 @@ import numpy as np
 
 from ...draft import Draft, reference_parts
 from ...levels import spec
+from ...model import Exercise
 from ...numbers import choice, matrix
+from .._shared.contract import Formula, HomeStage, SheetSection
 
 ID = "masking"
 ORDER = 40
@@ -23,3 +25,18 @@ def generate(rng: np.random.Generator, level: int) -> Draft:
     given = {"scaled": matrix(rng, (n, n), s.values), "causal": True}  # (n, n)
     names = ["masked"] if level == 1 else ["masked", "A"]
     return Draft(given=given, parts=reference_parts(given, names, s.decimals), params={"n": n})
+
+
+def prompt_keys(ex: Exercise) -> tuple[str, ...]:
+    """The mask's prompt, and the softmax sentence when the exercise asks for A too (levels 2+)."""
+    return ("kind.masking.prompt", *(("kind.masking.prompt_softmax",) if "A" in ex.part_names else ()))
+
+
+# ---------------------------------------------------------------- Home and the formula sheet
+
+HOME = HomeStage("forward", r"\tilde{Z}_{ij} = -\infty \ (j > i)")
+SHEET = SheetSection("forward", (
+    Formula(r"[[\tilde{Z} | n | n]], \qquad \tilde{Z}_{ij} = \begin{cases} Z_{ij} & j \le i \\ -\infty & j > i "
+            r"\end{cases}", "formulas.masking.rule"),
+    Formula(r"M = \operatorname{triu}(\mathbf{1}_{n \times n},\ k{=}1)", "formulas.masking.triu"),
+))

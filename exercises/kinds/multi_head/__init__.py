@@ -24,6 +24,7 @@ from ...levels import spec
 from ...model import Exercise, Part
 from ...numbers import choice, decimals_for, matrix, nonzero_matrix
 from .._shared.aids import softmax_aids
+from .._shared.contract import Formula, HomeStage, SheetSection
 
 ID = "multi_head"
 ORDER = 80
@@ -222,3 +223,15 @@ def aids(ex: Exercise) -> solutions.Aids:
     """e^x for every exponent in any head's softmax, and √d_k."""
     heads = [head_given(ex.given, i) for i in range(1, head_count(ex) + 1)]
     return softmax_aids(ex, heads, L.sqrt_dk(int(ex.given["d_k"])))
+
+
+# ---------------------------------------------------------------- Home and the formula sheet
+
+HOME = HomeStage("around", r"[\,\mathrm{head}_1 \mid \dots \mid \mathrm{head}_h\,]\,W_O")
+SHEET = SheetSection("forward", (
+    Formula(r"[[\mathrm{head}_i | n | d_v]] = \operatorname{Attention}(X W_Q^{(i)},\ X W_K^{(i)},\ X W_V^{(i)}), "
+            r"\qquad i = 1, \dots, h", "formulas.multi_head.heads"),
+    Formula(r"[[C | n | h d_v]] = [\,\mathrm{head}_1 \mid \dots \mid \mathrm{head}_h\,], \qquad "
+            r"[[\mathrm{out} | n | d_{\mathrm{out}}]] = C\,[[W_O | h d_v | d_{\mathrm{out}}]]",
+            "formulas.multi_head.concat"),
+))

@@ -7,6 +7,7 @@ import numpy as np
 from ...draft import Draft, reference_parts
 from ...levels import spec
 from ...numbers import choice, nonzero_matrix
+from .._shared.contract import Formula, HomeStage, SheetSection
 
 ID = "projection"
 ORDER = 10
@@ -27,3 +28,13 @@ def generate(rng: np.random.Generator, level: int) -> Draft:
     for name in names:
         given[f"W_{name}"] = nonzero_matrix(rng, (d, d_k), s.values)  # (d, d_k)
     return Draft(given=given, parts=reference_parts(given, names, s.decimals), params={"n": n, "d": d})
+
+
+# ---------------------------------------------------------------- Home and the formula sheet
+
+HOME = HomeStage("forward", r"Q = XW_Q,\ K = XW_K,\ V = XW_V")
+SHEET = SheetSection("forward", (
+    Formula(r"[[Q | n | d_k]] = [[X | n | d]]\,[[W_Q | d | d_k]], \qquad [[K | n | d_k]] = X W_K, \qquad "
+            r"[[V | n | d_v]] = X W_V"),
+    Formula(r"Q_{ij} = \sum_{r=1}^{d} X_{ir} (W_Q)_{rj}", "formulas.projection.cell"),
+))

@@ -7,6 +7,7 @@ import numpy as np
 from ...draft import Draft, reference_parts
 from ...levels import spec
 from ...numbers import choice, matrix
+from .._shared.contract import Formula, HomeStage, SheetSection
 
 ID = "scaling"
 ORDER = 30
@@ -23,3 +24,11 @@ def generate(rng: np.random.Generator, level: int) -> Draft:
     d_k = choice(rng, [d for d in s.d_k if d > 1])  # d_k = 1 would make the step invisible
     given = {"scores": matrix(rng, (n, n), SCORE_VALUES[level]), "d_k": int(d_k)}  # (n, n)
     return Draft(given=given, parts=reference_parts(given, ["scaled"], s.decimals), params={"n": n, "d_k": d_k})
+
+
+# ---------------------------------------------------------------- Home and the formula sheet
+
+HOME = HomeStage("forward", r"Z = S / \sqrt{d_k}")
+SHEET = SheetSection("forward", (
+    Formula(r"[[Z | n | n]] = \frac{S}{\sqrt{d_k}}"),
+))

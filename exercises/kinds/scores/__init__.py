@@ -7,6 +7,7 @@ import numpy as np
 from ...draft import Draft, reference_parts
 from ...levels import spec
 from ...numbers import choice, nonzero_matrix
+from .._shared.contract import Formula, HomeStage, SheetSection
 
 ID = "scores"
 ORDER = 20
@@ -23,3 +24,12 @@ def generate(rng: np.random.Generator, level: int) -> Draft:
     given = {"Q": nonzero_matrix(rng, (n, d_k), s.values),  # (n, d_k)
              "K": nonzero_matrix(rng, (n, d_k), s.values)}  # (n, d_k)
     return Draft(given=given, parts=reference_parts(given, ["scores"], s.decimals), params={"n": n, "d_k": d_k})
+
+
+# ---------------------------------------------------------------- Home and the formula sheet
+
+HOME = HomeStage("forward", r"S = QK^{\top}")
+SHEET = SheetSection("forward", (
+    Formula(r"[[S | n | n]] = [[Q | n | d_k]]\,[[K^{\top} | d_k | n]]"),
+    Formula(r"S_{ij} = q_i \cdot k_j = \sum_{r=1}^{d_k} Q_{ir} K_{jr}", "formulas.scores.cell"),
+))

@@ -17,6 +17,7 @@ from ...draft import Draft
 from ...i18n import msg
 from ...model import Exercise, Part
 from ...numbers import choice
+from .._shared.contract import HomeStage
 
 ID = "shapes"
 ORDER = 90
@@ -126,3 +127,8 @@ def solve(ex: Exercise) -> list[solutions.Step]:
             formula=rf"{_size(rows)} \times {_size(cols)}", work=work, exact_cells=[[str(x) for x in shape]],
             note=msg(f"solution.shapes.{part.name}"), derive=derive))
     return steps
+
+
+# ---------------------------------------------------------------- Home and the formula sheet
+
+HOME = HomeStage("around", r"(n \times d_k)(d_k \times n)")

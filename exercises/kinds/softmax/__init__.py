@@ -9,6 +9,7 @@ from attention_core.ops import apply_mask
 from ...draft import Draft, reference_parts
 from ...levels import spec
 from ...numbers import choice, matrix
+from .._shared.contract import Formula, HomeStage, SheetSection
 
 ID = "softmax"
 ORDER = 50
@@ -28,3 +29,15 @@ def generate(rng: np.random.Generator, level: int) -> Draft:
     else:
         given = {"scaled": z, "causal": False}
     return Draft(given=given, parts=reference_parts(given, ["A"], s.decimals), params={"n": n})
+
+
+# ---------------------------------------------------------------- Home and the formula sheet
+
+HOME = HomeStage("forward", r"A = \operatorname{softmax}(\tilde{Z})")
+SHEET = SheetSection("forward", (
+    Formula(r"[[A | n | n]], \qquad A_{ij} = \frac{e^{\tilde{Z}_{ij}}}{\sum_{k} e^{\tilde{Z}_{ik}}}, \qquad "
+            r"\sum_{j=1}^{n} A_{ij} = 1", "formulas.softmax.rows"),
+    Formula(r"e^{-\infty} = 0 \ \Rightarrow\ A_{ij} = 0 \ \ (j > i)", "formulas.softmax.masked"),
+    Formula(r"\frac{e^{z_j - c}}{\sum_k e^{z_k - c}} = \frac{e^{-c} e^{z_j}}{e^{-c} \sum_k e^{z_k}} = "
+            r"\frac{e^{z_j}}{\sum_k e^{z_k}}, \qquad c = \max_k z_k", "formulas.softmax.max"),
+))

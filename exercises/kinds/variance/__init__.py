@@ -22,6 +22,7 @@ from ...levels import spec
 from ...model import Exercise, Part
 from ...numbers import choice, decimals_for
 from .._shared.aids import softmax_aids
+from .._shared.contract import Formula, HomeStage, SheetSection
 
 ID = "variance"
 ORDER = 100
@@ -139,3 +140,17 @@ def aids(ex: Exercise) -> solutions.Aids:
     d_k, z = int(ex.given["d_k"]), np.asarray(ex.given["scores"], dtype=float)
     return softmax_aids(ex, [{"scaled": z, "causal": False}, {"scores": z, "d_k": d_k, "causal": False}],
                         L.sqrt_dk(d_k))
+
+
+# ---------------------------------------------------------------- Home and the formula sheet
+
+HOME = HomeStage("around", r"\operatorname{Var}(q \cdot k) = d_k")
+# the sheet shows the variance argument right after the scaling it explains (ORDER puts it later in menus)
+SHEET = SheetSection("forward", (
+    Formula(r"\operatorname{Var}(q \cdot k) = \sum_{r=1}^{d_k} \operatorname{Var}(q_r k_r) = d_k",
+            "formulas.variance.sum"),
+    Formula(r"\operatorname{Var}\!\left(\frac{q \cdot k}{\sqrt{d_k}}\right) = \frac{d_k}{d_k} = 1",
+            "formulas.variance.scaled"),
+    Formula(r"d_k = 64: \quad \sigma(q \cdot k) = \sqrt{64} = 8, \qquad \sigma\!\left(\frac{q \cdot k}{8}\right) = 1",
+            "formulas.variance.example"),
+), position=35)

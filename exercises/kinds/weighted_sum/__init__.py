@@ -7,6 +7,7 @@ import numpy as np
 from ...draft import Draft, reference_parts
 from ...levels import spec
 from ...numbers import choice, nonzero_matrix, simple_weights
+from .._shared.contract import Formula, HomeStage, SheetSection
 
 ID = "weighted_sum"
 ORDER = 60
@@ -25,3 +26,14 @@ def generate(rng: np.random.Generator, level: int) -> Draft:
              "V": nonzero_matrix(rng, (n, d_v), s.values),  # (n, d_v)
              "causal": causal}
     return Draft(given=given, parts=reference_parts(given, ["O"], s.decimals), params={"n": n, "d_v": d_v})
+
+
+# ---------------------------------------------------------------- Home and the formula sheet
+
+HOME = HomeStage("forward", r"O = AV")
+SHEET = SheetSection("forward", (
+    Formula(r"[[O | n | d_v]] = [[A | n | n]]\,[[V | n | d_v]], \qquad o_i = \sum_{j=1}^{n} A_{ij} v_j",
+            "formulas.weighted_sum.rows"),
+    Formula(r"O = \operatorname{softmax}\!\left(\operatorname{mask}\!\left(\frac{QK^{\top}}{\sqrt{d_k}}\right)"
+            r"\right) V", "formulas.weighted_sum.whole"),
+))

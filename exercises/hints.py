@@ -9,7 +9,7 @@ only when the learner asks for it, one level at a time; the number shown before 
 with that attempt (``hints_used``).
 
 What each level gives away:
-1. a nudge: the idea of the step, in words (catalog ``hint.<kind>.nudge``), no numbers;
+1. a nudge: the idea of the step, in words (``hint.<kind>.nudge`` in the kind's locales), no numbers;
 2. the formula of every asked part, from the worked solution's own steps (no values);
 3. one cell worked out, from the solution's derivation of that cell: the first cell of the first part
    whose value is not trivially 0, 1 or −∞ (a causal row 1 of A is just [1, 0, …]); for a

@@ -89,6 +89,9 @@ class Kind:
         hooks = {n: names[n] for n in ("solve", "aids", "diagnose", "explain", "hints", "prompt_keys") if n in names}
         order = int(names.get("ORDER", DEFAULT_ORDER))
         sheet = names.get("SHEET")
+        if not (isinstance(names.get("HOME"), (HomeStage, type(None)))
+                and isinstance(sheet, (SheetSection, type(None)))):
+            raise TypeError(f"kind {names['ID']}: HOME must be a HomeStage and SHEET a SheetSection")
         if sheet is not None:  # a kind's section is keyed by its id and sits at its ORDER unless it says otherwise
             sheet = replace(sheet, key=sheet.key or names["ID"],
                             position=order if sheet.position is None else sheet.position)

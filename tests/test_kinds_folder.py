@@ -240,7 +240,10 @@ def test_discovery_rejects_a_kind_without_guards_or_with_unknown_ones():
     module.GUARDS = ("no_such_mistake",)
     with pytest.raises(TypeError, match="no_such_mistake"):
         engine.Kind.from_module(module)
-    module.GUARDS = ()
+    module.GUARDS, module.HOME = (), ("forward", "S = QK^T")
+    with pytest.raises(TypeError, match="HomeStage"):
+        engine.Kind.from_module(module)
+    del module.HOME
     kind = engine.Kind.from_module(module)
     assert (kind.solve, kind.hints, kind.home, kind.sheet, kind.ORDER) == (None, None, None, None, engine.DEFAULT_ORDER)
     assert kind.prompt_keys(exercises.generate("softmax", 0, 1)) == ("kind.softmax.prompt",)

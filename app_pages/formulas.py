@@ -24,8 +24,8 @@ def section(sec: fs.Section) -> None:
 
 forward, backward = st.tabs([tr("home.forward"), tr("home.backward")])
 with forward:
-    for sec in fs.FORWARD:
+    for sec in fs.forward():
         section(sec)
 with backward:
-    for sec in fs.BACKWARD:
+    for sec in fs.backward():
         section(sec)

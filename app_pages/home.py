@@ -17,23 +17,18 @@ with st.container(border=True):
     pm.practice_link(suggestion.kind, suggestion.level, icon=":material/arrow_forward:",
                      label=tr("suggest.go", topic=tr(f"kind.{suggestion.kind}.title"), level=suggestion.level))
 
-st.header(tr("home.forward"))
-st.caption(tr("home.forward_caption"))
-st.latex(pm.FORWARD_PATH)
-pm.draw_row(pm.FORWARD, table)
+for row in pm.ROWS:  # each kind's stage, in the row its folder names
+    stages = pm.stages(row.key)
+    if not stages:
+        continue
+    st.header(tr(row.title))
+    if row.caption:
+        st.caption(tr(row.caption))
+    if row.path:
+        st.latex(row.path)
+    pm.draw_row(stages, table, numbered=row.numbered, per_row=row.per_row)
 
-st.header(tr("home.backward"))
-st.caption(tr("home.backward_caption"))
-st.latex(pm.BACKWARD_PATH)
-pm.draw_row(pm.BACKWARD, table)
-
-st.header(tr("home.whole"))
-pm.draw_row(pm.WHOLE, table, numbered=False, per_row=2)
-
-st.header(tr("home.around"))
-pm.draw_row(pm.AROUND, table, numbered=False, per_row=2)  # 4 abreast clips "Shapes through attention"
-
-others = tuple(pm.Stage(kind, "") for kind in exercises.KINDS if kind not in pm.mapped_kinds())
+others = pm.unmapped()
 if others:
     st.header(tr("home.more"))
     pm.draw_row(others, table, numbered=False)

@@ -1,12 +1,19 @@
 """The kind registry and the deterministic generator.
 
-A kind is a module in ``exercises/kinds/`` with the same small surface:
+A kind is a folder ``exercises/kinds/<id>/`` whose ``__init__.py`` has this surface, read once at
+discovery into a `Kind` (so no caller looks a hook up by name):
 
     ID: str            the kind id of DESIGN §3.3
-    ORDER: int         where it sits in menus
+    ORDER: int         where it sits in menus (default 1000)
     VERSION: int       bump when generated exercises change
     LEVELS: tuple      the levels it offers
+    GUARDS: tuple      the catalogued mistakes its redraw keeps apart from the answer (and each other)
     generate(rng, level) -> Draft
+    optional: solve(ex), aids(ex), diagnose(ex, part, value), explain(ex, part, value), hints(ex),
+              prompt_keys(ex) -> the catalog keys of its prompt, HOME (a HomeStage), SHEET (a SheetSection)
+
+Its texts are in ``locales/<lang>.json`` beside it (exercises.i18n merges them). Folders whose name
+starts with ``_`` (``_shared``) are not kinds.
 
 Randomness only comes from the injected generator, seeded from (kind, seed, level), so the same
 triple gives the same exercise in any process on any machine.
@@ -16,31 +23,137 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+import sys
 import zlib
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import numpy as np
 
+from . import i18n, misconceptions
 from . import kinds as _kinds_pkg
-from . import misconceptions
-from .model import Exercise
+from .draft import Draft
+from .kinds._shared.contract import Formula, HomeStage, SheetSection
+from .model import Exercise, Part
 
 MAX_SEED = 2**53  # seeds travel through URLs and JSON: keep them exact in JavaScript too
 MAX_REDRAWS = 200
+DEFAULT_ORDER = 1000
+
+__all__ = ["KINDS", "Formula", "HomeStage", "Kind", "SheetSection", "added_kinds", "discover", "generate",
+           "prompt", "rng_for", "validate"]
 
 
-def _discover() -> dict[str, ModuleType]:
-    found = []
-    for info in pkgutil.iter_modules(_kinds_pkg.__path__):
-        module = importlib.import_module(f"{_kinds_pkg.__name__}.{info.name}")
-        if hasattr(module, "ID") and hasattr(module, "generate"):
-            found.append(module)
-    found.sort(key=lambda m: (getattr(m, "ORDER", 1000), m.ID))
-    return {m.ID: m for m in found}
+def default_prompt_keys(ex: Exercise) -> tuple[str, ...]:
+    """One prompt for every exercise of the kind: kind.<id>.prompt."""
+    return (f"kind.{ex.kind}.prompt",)
 
 
-KINDS: dict[str, ModuleType] = _discover()
+@dataclass(eq=False)
+class Kind:
+    """One kind's contract, resolved from its folder once at discovery. Optional hooks are None when
+    the kind leaves them to the generic walk (solutions, hints, misconceptions).
+
+    Not frozen only so that tests can monkeypatch a hook; nothing in the code writes to it."""
+
+    ID: str
+    VERSION: int
+    LEVELS: tuple[int, ...]
+    GUARDS: tuple[str, ...]
+    generate: Callable[[np.random.Generator, int], Draft]
+    ORDER: int = DEFAULT_ORDER
+    solve: Callable[[Exercise], list] | None = None
+    aids: Callable[[Exercise], Any] | None = None
+    diagnose: Callable[[Exercise, Part, np.ndarray], str | None] | None = None
+    explain: Callable[[Exercise, Part, np.ndarray], i18n.Msg | None] | None = None
+    hints: Callable[[Exercise], list] | None = None
+    prompt_keys: Callable[[Exercise], Sequence[str]] = default_prompt_keys
+    home: HomeStage | None = None
+    sheet: SheetSection | None = None
+    folder: Path | None = None
+
+    @classmethod
+    def from_module(cls, module: ModuleType) -> Kind:
+        """The contract of a kind module; TypeError naming what is missing or mistyped."""
+        names = vars(module)
+        missing = [n for n in ("ID", "VERSION", "LEVELS", "GUARDS", "generate") if n not in names]
+        if missing:
+            raise TypeError(f"kind module {module.__name__} lacks {', '.join(missing)}")
+        unknown = sorted(set(names["GUARDS"]) - set(misconceptions.CATALOG))
+        if unknown:
+            raise TypeError(f"kind {names['ID']}: GUARDS names mistakes not in the catalog: {', '.join(unknown)}")
+        hooks = {n: names[n] for n in ("solve", "aids", "diagnose", "explain", "hints", "prompt_keys") if n in names}
+        order = int(names.get("ORDER", DEFAULT_ORDER))
+        sheet = names.get("SHEET")
+        if not (isinstance(names.get("HOME"), (HomeStage, type(None)))
+                and isinstance(sheet, (SheetSection, type(None)))):
+            raise TypeError(f"kind {names['ID']}: HOME must be a HomeStage and SHEET a SheetSection")
+        if sheet is not None:  # a kind's section is keyed by its id and sits at its ORDER unless it says otherwise
+            sheet = replace(sheet, key=sheet.key or names["ID"],
+                            position=order if sheet.position is None else sheet.position)
+        return cls(ID=names["ID"], VERSION=int(names["VERSION"]), LEVELS=tuple(names["LEVELS"]),
+                   GUARDS=tuple(names["GUARDS"]), generate=names["generate"], ORDER=order,
+                   home=names.get("HOME"), sheet=sheet, folder=Path(module.__file__).parent, **hooks)
+
+
+def _kind_modules(paths: Sequence[str]) -> Iterator[ModuleType]:
+    for info in pkgutil.iter_modules(paths):
+        if info.ispkg and not info.name.startswith("_"):
+            yield importlib.import_module(f"{_kinds_pkg.__name__}.{info.name}")
+
+
+def discover(extra_paths: Iterable[str | Path] = ()) -> dict[str, Kind]:
+    """Every kind folder in exercises/kinds/ and in each of `extra_paths` (folders holding kind folders),
+    resolved to its contract, in menu order. A kind from an extra path is imported as
+    exercises.kinds.<id>, so its relative imports (from ...draft import Draft) work as in the package."""
+    extra = [str(Path(p).resolve()) for p in extra_paths]
+    search = list(_kinds_pkg.__path__)
+    _kinds_pkg.__path__.extend(p for p in extra if p not in search)  # only while importing
+    try:
+        found = [Kind.from_module(m) for m in _kind_modules(search + extra)]
+    finally:
+        _kinds_pkg.__path__[:] = search
+    ids = [k.ID for k in found]
+    repeated = sorted({i for i in ids if ids.count(i) > 1})
+    if repeated:
+        raise ValueError(f"kind ids defined twice: {', '.join(repeated)}")
+    found.sort(key=lambda k: (k.ORDER, k.ID))
+    return {k.ID: k for k in found}
+
+
+KINDS: dict[str, Kind] = discover()
+
+
+@contextmanager
+def added_kinds(*paths: str | Path) -> Iterator[dict[str, Kind]]:
+    """Kind folders from `paths` in the registry (and their texts in the catalogs) for the duration
+    of a with block, then gone again: for tests and for trying a kind out. Yields the new kinds."""
+    before = dict(KINDS)
+    new = {k: v for k, v in discover(paths).items() if k not in before}
+    for kind in new.values():
+        i18n.add_kind_folder(kind.folder)
+    KINDS.update(new)
+    _reorder()
+    try:
+        yield new
+    finally:
+        KINDS.clear()
+        KINDS.update(before)
+        for kind in new.values():
+            i18n.remove_kind_folder(kind.folder)
+            for name in [m for m in sys.modules if m == f"{_kinds_pkg.__name__}.{kind.ID}"
+                         or m.startswith(f"{_kinds_pkg.__name__}.{kind.ID}.")]:
+                del sys.modules[name]
+
+
+def _reorder() -> None:
+    ordered = sorted(KINDS.values(), key=lambda k: (k.ORDER, k.ID))
+    KINDS.clear()
+    KINDS.update((k.ID, k) for k in ordered)
 
 
 def rng_for(kind_id: str, seed: int, level: int) -> np.random.Generator:
@@ -64,8 +177,9 @@ def validate(kind_id: str, seed: Any, level: Any) -> tuple[str, int, int]:
 
 
 def generate(kind_id: str, seed: int = 0, level: int = 1) -> Exercise:
-    """The exercise (kind, seed, level). Variants where a catalogued mistake would give the right
-    answer are redrawn from the same generator, so the result stays deterministic."""
+    """The exercise (kind, seed, level). Variants where one of the kind's guarded mistakes would give
+    the right answer (or another guarded mistake's) are redrawn from the same generator, so the
+    result stays deterministic and a mistake added to the catalog changes no other kind."""
     kind_id, seed, level = validate(kind_id, seed, level)
     kind = KINDS[kind_id]
     rng = rng_for(kind_id, seed, level)
@@ -73,6 +187,17 @@ def generate(kind_id: str, seed: int = 0, level: int = 1) -> Exercise:
         draft = kind.generate(rng, level)
         ex = Exercise(kind=kind_id, seed=seed, level=level, version=kind.VERSION,
                       given=draft.given, parts=tuple(draft.parts), params=draft.params)
-        if not misconceptions.collisions(ex):
+        if not misconceptions.collisions(ex, guards=kind.GUARDS):
             return ex
     raise RuntimeError(f"{kind_id}: no distinguishable variant in {MAX_REDRAWS} draws (seed {seed}, level {level})")
+
+
+def prompt_keys(ex: Exercise) -> tuple[str, ...]:
+    """The catalog keys of the exercise's statement, as its kind chooses them (by level, by part)."""
+    kind = KINDS.get(ex.kind)
+    return tuple(kind.prompt_keys(ex) if kind is not None else default_prompt_keys(ex))
+
+
+def prompt(ex: Exercise, lang: str = i18n.DEFAULT_LANG) -> str:
+    """The exercise's statement in `lang`: the same text on Practice, in worksheets and on the CLI."""
+    return " ".join(i18n.t(key, lang, **ex.params) for key in prompt_keys(ex))

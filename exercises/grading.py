@@ -149,7 +149,8 @@ def _kind_hook(ex: Exercise, hook: str, part: Part, value: np.ndarray) -> Any:
     """A kind's own diagnose(ex, part, value) -> id or explain(ex, part, value) -> Msg, if it has one."""
     from .engine import KINDS  # imported here: engine imports every kind, and a kind may import grading
 
-    function = getattr(KINDS.get(ex.kind), hook, None)
+    kind = KINDS.get(ex.kind)
+    function = None if kind is None else {"diagnose": kind.diagnose, "explain": kind.explain}[hook]
     return function(ex, part, value) if function is not None else None
 
 

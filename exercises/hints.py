@@ -9,13 +9,13 @@ only when the learner asks for it, one level at a time; the number shown before 
 with that attempt (``hints_used``).
 
 What each level gives away:
-1. a nudge: the idea of the step, in words (catalog ``hint.<kind>.nudge``), no numbers;
+1. a nudge: the idea of the step, in words (``hint.<kind>.nudge`` in the kind's locales), no numbers;
 2. the formula of every asked part, from the worked solution's own steps (no values);
 3. one cell worked out, from the solution's derivation of that cell: the first cell of the first part
    whose value is not trivially 0, 1 or −∞ (a causal row 1 of A is just [1, 0, …]); for a
    multiple-choice part, one wrong option ruled out with its reason.
 
-A kind module may define its own ``hints(ex) -> list[Hint]``; it is used instead.
+A kind may define its own ``hints(ex) -> list[Hint]`` (its contract's ``hints``); it is used instead.
 """
 
 from __future__ import annotations
@@ -55,7 +55,8 @@ def hints(ex: Exercise) -> list[Hint]:
     """The three hints of `ex` (the kind's own when it defines hints(ex))."""
     memo = ex.__dict__.setdefault("_memo", {})
     if "hints" not in memo:
-        own = getattr(engine.KINDS.get(ex.kind), "hints", None)
+        kind = engine.KINDS.get(ex.kind)
+        own = kind.hints if kind is not None else None
         memo["hints"] = tuple(own(ex) if own is not None else (nudge(ex), formula(ex), worked(ex)))
     return list(memo["hints"])
 
@@ -122,6 +123,7 @@ def _rule_out(ex: Exercise, part: Part) -> Hint:
     if len(part.options) <= 2:
         return Hint(WORKED, msg("hint.two_options", part=msg(f"part.{part.name}")))
     wrong = next(k for k in range(len(part.options)) if k != right)
-    explain = getattr(engine.KINDS.get(ex.kind), "explain", None)
+    kind = engine.KINDS.get(ex.kind)
+    explain = kind.explain if kind is not None else None
     why = explain(ex, part, np.array([[float(wrong)]])) if explain is not None else None
     return Hint(WORKED, msg("hint.rule_out", letter=chr(ord("A") + wrong), part=msg(f"part.{part.name}")), note=why)

@@ -1,8 +1,10 @@
 """One message catalog for every user-facing string.
 
-Catalogs live in ``exercises/locales/<lang>/*.json``; the files of one language are merged into one
-flat dictionary (``"practice.check": "Check"``). Placeholders use ``str.format`` syntax. Adding a
-language is adding a folder, not changing code.
+Catalogs live in ``exercises/locales/<lang>/*.json`` (what the app and several kinds share) and in
+each kind folder, ``exercises/kinds/<id>/locales/<lang>.json`` (its title, summary, prompt, hints,
+its own mistakes, its formula-sheet texts). The files of one language are merged into one flat
+dictionary (``"practice.check": "Check"``); no key may be defined twice. Placeholders use
+``str.format`` syntax. Adding a language is adding a folder and a file per kind, not changing code.
 """
 
 from __future__ import annotations
@@ -14,21 +16,49 @@ from pathlib import Path
 from typing import Any
 
 LOCALES = Path(__file__).parent / "locales"
+KINDS_DIR = Path(__file__).parent / "kinds"
 DEFAULT_LANG = "en"
+_extra_kind_folders: list[Path] = []  # kind folders from outside exercises/kinds/ (engine.added_kinds)
+
+
+def kind_folders() -> list[Path]:
+    """Every kind folder whose texts the catalogs merge: exercises/kinds/<id>/ (not _shared), then extras."""
+    own = sorted(p for p in KINDS_DIR.iterdir() if p.is_dir() and not p.name.startswith(("_", ".")))
+    return own + [p for p in _extra_kind_folders if p not in own]
+
+
+def add_kind_folder(folder: Path) -> None:
+    """Merge the texts of a kind folder from outside exercises/kinds/ into the catalogs."""
+    if Path(folder) not in _extra_kind_folders:
+        _extra_kind_folders.append(Path(folder))
+        catalog.cache_clear()
+
+
+def remove_kind_folder(folder: Path) -> None:
+    if Path(folder) in _extra_kind_folders:
+        _extra_kind_folders.remove(Path(folder))
+        catalog.cache_clear()
+
+
+def catalog_files(lang: str) -> list[Path]:
+    """The JSON files of one language: the shared ones, then each kind folder's."""
+    folder = LOCALES / lang
+    if not folder.is_dir():
+        return []
+    kinds = [f / "locales" / f"{lang}.json" for f in kind_folders()]
+    return sorted(folder.glob("*.json")) + [p for p in kinds if p.is_file()]
 
 
 @cache
 def catalog(lang: str) -> dict[str, str]:
     """All messages of one language, merged from its JSON files (later files must not repeat keys)."""
     merged: dict[str, str] = {}
-    folder = LOCALES / lang
-    if not folder.is_dir():
-        return merged
-    for path in sorted(folder.glob("*.json")):
+    for path in catalog_files(lang):
         entries = json.loads(path.read_text(encoding="utf-8"))
         repeated = merged.keys() & entries.keys()
         if repeated:
-            raise ValueError(f"{path.name} repeats keys already defined: {sorted(repeated)[:5]}")
+            where = path.name if path.parent.parent == LOCALES else f"{path.parent.parent.name}/locales/{path.name}"
+            raise ValueError(f"{where} repeats keys already defined: {sorted(repeated)[:5]}")
         merged.update(entries)
     return merged
 

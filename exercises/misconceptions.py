@@ -9,6 +9,7 @@ is in the message catalog under ``misconception.<id>``.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from itertools import combinations
 from typing import Literal
 
@@ -32,8 +33,9 @@ DIAGNOSIS_TOLERANCE = 0.51e-2  # a wrong method rounded to 2 decimals is still r
 ROUNDING = 0.5e-2  # the most that rounding to 2 decimals moves a value
 
 
-def alternatives(ex: Exercise) -> dict[str, dict[str, np.ndarray]]:
-    """{misconception id: {part name: the value that mistake gives}} for the mistakes that apply.
+def alternatives(ex: Exercise, mistakes: Iterable[str] | None = None) -> dict[str, dict[str, np.ndarray]]:
+    """{misconception id: {part name: the value that mistake gives}} for the mistakes that apply,
+    among `mistakes` only when given (a kind's GUARDS), else the whole catalog.
 
     Memoised on the exercise (exercises are immutable)."""
     memo = ex.__dict__.setdefault("_memo", {})
@@ -52,7 +54,10 @@ def alternatives(ex: Exercise) -> dict[str, dict[str, np.ndarray]]:
             if values:
                 found[mid] = values
         memo["alternatives"] = found
-    return memo["alternatives"]
+    if mistakes is None:
+        return memo["alternatives"]
+    wanted = set(mistakes)
+    return {mid: values for mid, values in memo["alternatives"].items() if mid in wanted}
 
 
 def matches(value: np.ndarray, target: np.ndarray, tolerance: float) -> bool:
@@ -133,12 +138,12 @@ def _far(a: np.ndarray, b: np.ndarray, gap: float) -> bool:
     return a.size > 0 and bool(np.abs(a - b).max() > gap)
 
 
-def collisions(ex: Exercise) -> list[tuple[str, str]]:
+def collisions(ex: Exercise, guards: Iterable[str] | None = None) -> list[tuple[str, str]]:
     """(misconception, part) pairs that cannot be told apart: the mistake gives the right answer,
     or the same answer as another mistake (then the id is "first+second"). Such a variant is
-    redrawn by the generator."""
+    redrawn by the generator. `guards`: only these mistakes (the kind's GUARDS), else the catalog."""
     by_part: dict[str, dict[str, np.ndarray]] = {}
-    for mid, values in alternatives(ex).items():
+    for mid, values in alternatives(ex, guards).items():
         for name, alt in values.items():
             by_part.setdefault(name, {})[mid] = alt
     return [(mid, name) for name, alts in by_part.items()

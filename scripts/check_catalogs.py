@@ -3,8 +3,10 @@
     python scripts/check_catalogs.py            # all languages; exit 1 when anything differs
     python scripts/check_catalogs.py --lang zh
 
-Reports, per file: files missing or extra, keys missing or extra, and keys whose placeholders
-({name} fields) differ between English and the translation.
+The shared catalogs are exercises/locales/<lang>/*.json; each kind folder has its own,
+exercises/kinds/<id>/locales/<lang>.json (reported as kinds/<id>/<lang>.json). Reports, per file:
+files missing or extra, keys missing or extra, and keys whose placeholders ({name} fields) differ
+between English and the translation.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 LOCALES = Path(__file__).resolve().parent.parent / "exercises" / "locales"
+KINDS = Path(__file__).resolve().parent.parent / "exercises" / "kinds"
 SOURCE = "en"
 
 
@@ -52,6 +55,22 @@ def compare(lang: str, locales: Path = LOCALES, source: str = SOURCE) -> list[Fi
     """One report per file name found in either the source or the `lang` folder."""
     src_files = {p.name: p for p in sorted((locales / source).glob("*.json"))}
     dst_files = {p.name: p for p in sorted((locales / lang).glob("*.json"))}
+    return _compare_files(src_files, dst_files)
+
+
+def compare_kinds(lang: str, kinds: Path = KINDS, source: str = SOURCE) -> list[FileReport]:
+    """One report per kind folder: its locales/<source>.json against its locales/<lang>.json."""
+    src_files, dst_files = {}, {}
+    for folder in sorted(p for p in kinds.iterdir() if p.is_dir() and not p.name.startswith(("_", "."))):
+        name = f"kinds/{folder.name}/locales/{lang}.json"
+        for files, code in ((src_files, source), (dst_files, lang)):
+            path = folder / "locales" / f"{code}.json"
+            if path.is_file():
+                files[name] = path
+    return _compare_files(src_files, dst_files)
+
+
+def _compare_files(src_files: dict[str, Path], dst_files: dict[str, Path]) -> list[FileReport]:
     reports = []
     for name in sorted(src_files.keys() | dst_files.keys()):
         report = FileReport(name)
@@ -77,6 +96,12 @@ def compare(lang: str, locales: Path = LOCALES, source: str = SOURCE) -> list[Fi
     return reports
 
 
+def catalog_keys(lang: str) -> set[str]:
+    """Every key of one language: its shared files and every kind folder's file."""
+    paths = list((LOCALES / lang).glob("*.json")) + list(KINDS.glob(f"*/locales/{lang}.json"))
+    return {key for path in paths for key in _load(path)}
+
+
 def translations(locales: Path = LOCALES, source: str = SOURCE) -> list[str]:
     return sorted(p.name for p in locales.iterdir() if p.is_dir() and p.name != source)
 
@@ -87,7 +112,7 @@ def describe(lang: str, reports: list[FileReport]) -> list[str]:
     for r in reports:
         if r.ok:
             continue
-        where = f"{lang}/{r.name}"
+        where = r.name if r.name.startswith("kinds/") else f"{lang}/{r.name}"
         if r.missing_file:
             lines.append(f"{where}: file missing ({len(r.missing)} keys to translate)")
         if r.extra_file:
@@ -107,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     problems = 0
     for lang in args.lang or translations():
-        reports = compare(lang)
+        reports = compare(lang) + compare_kinds(lang)
         if args.missing_only:
             for r in reports:
                 for key in r.missing:
@@ -118,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
         problems += len(lines)
         for line in lines:
             print(line)
-        keys = sum(len(_load(LOCALES / SOURCE / r.name)) for r in reports if not r.extra_file)
+        keys = len(catalog_keys(SOURCE))
         print(f"{lang}: {len(reports)} files, {keys} English keys, {len(lines)} problems", file=sys.stderr)
     return 1 if problems else 0
 

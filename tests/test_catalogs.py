@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+import exercises
 from exercises.i18n import catalog, languages, t
 from tests.apptest_helpers import ROOT
 
@@ -30,8 +31,9 @@ def test_chinese_is_a_language():
 
 @pytest.mark.parametrize("lang", ["zh"])
 def test_same_files_keys_and_placeholders(lang):
-    reports = checker.compare(lang)
+    reports = checker.compare(lang) + checker.compare_kinds(lang)
     assert reports, "no catalog files found"
+    assert len(checker.compare_kinds(lang)) == len(exercises.KINDS), "every kind folder has its own texts"
     problems = checker.describe(lang, reports)
     assert not problems, "\n".join(problems)
 
@@ -68,6 +70,31 @@ def test_checker_finds_missing_extra_and_placeholder_mismatches(tmp_path):
     assert reports["b.json"].missing_file and reports["b.json"].missing == ["y.one"]
     assert reports["c.json"].extra_file
     assert len(checker.describe("zh", list(reports.values()))) == 5
+
+
+def test_checker_compares_each_kind_folder_on_its_own(tmp_path):
+    _write(tmp_path / "alpha" / "locales", "en.json", {"kind.alpha.title": "Alpha {n}", "kind.alpha.prompt": "Go"})
+    _write(tmp_path / "alpha" / "locales", "zh.json", {"kind.alpha.title": "阿尔法 {m}"})
+    _write(tmp_path / "beta" / "locales", "en.json", {"kind.beta.title": "Beta"})
+    _write(tmp_path / "_shared" / "locales", "en.json", {"not.a.kind": "skipped"})
+    reports = {r.name: r for r in checker.compare_kinds("zh", tmp_path)}
+    assert set(reports) == {"kinds/alpha/locales/zh.json", "kinds/beta/locales/zh.json"}
+    assert reports["kinds/alpha/locales/zh.json"].missing == ["kind.alpha.prompt"]
+    assert reports["kinds/alpha/locales/zh.json"].placeholders == {"kind.alpha.title": (["n"], ["m"])}
+    assert reports["kinds/beta/locales/zh.json"].missing_file
+    lines = checker.describe("zh", list(reports.values()))
+    assert "kinds/beta/locales/zh.json: file missing (1 keys to translate)" in lines
+
+
+def test_kind_texts_live_in_the_kind_folder():
+    """A kind's title, summary and prompt are in its own folder, not in the shared catalogs."""
+    for lang in ("en", "zh"):
+        shared = {key for path in (checker.LOCALES / lang).glob("*.json") for key in json.loads(path.read_text("utf-8"))}
+        for kind_id in exercises.KINDS:
+            own = json.loads((checker.KINDS / kind_id / "locales" / f"{lang}.json").read_text("utf-8"))
+            for what in ("title", "summary", "prompt"):
+                key = f"kind.{kind_id}.{what}"
+                assert key in own and key not in shared, (lang, key)
 
 
 def test_checker_passes_identical_catalogs_and_flags_bad_braces(tmp_path):

@@ -14,7 +14,7 @@ from ui import pipeline_map as pm
 
 
 def map_latex() -> list[tuple[str, str]]:
-    stages = [s for group in (pm.FORWARD, pm.BACKWARD, pm.WHOLE, pm.AROUND) for s in group]
+    stages = [s for row in pm.ROWS for s in pm.stages(row.key)]
     return [("forward path", pm.FORWARD_PATH), ("backward path", pm.BACKWARD_PATH)] + \
         [(f"stage {s.kind}", s.formula) for s in stages]
 
@@ -47,7 +47,7 @@ def test_notation_matches_the_solutions():
 
 
 def test_every_step_kind_has_its_section():
-    sections = {s.key for s in fs.SECTIONS}
+    sections = {s.key for s in fs.sections()}
     steps = {"projection", "scores", "scaling", "masking", "softmax", "weighted_sum", "multi_head", "variance",
              "grad_weighted_sum", "grad_value_proj", "grad_softmax", "grad_scores", "grad_projections",
              "grad_embedding"}
@@ -73,4 +73,4 @@ def test_formula_page_shows_the_whole_sheet_in_both_languages():
         notes = {m.value for m in at.markdown}
         assert catalog(lang)["formulas.softmax.max"] in notes
         links = [e.proto.query_string for e in at.get("page_link")]
-        assert sum(1 for s in fs.SECTIONS if s.key in exercises.KINDS) == len(links)
+        assert sum(1 for s in fs.sections() if s.key in exercises.KINDS) == len(links)

@@ -346,7 +346,7 @@ def test_solution_derives_then_states_then_checks(kind_id, level):
 
 def test_check_step_runs_the_forward_pass_it_shows():
     """The two loss values in the check are attention_core's forward pass around the chosen entry."""
-    from exercises.kinds import _backward
+    from exercises.kinds._shared import backward as _backward
 
     ex = exercises.generate("backprop", 2, 2)
     steps = exercises.solve(ex)
@@ -379,7 +379,7 @@ def test_golden_chain_rule_adds_both_paths():
 
 
 def test_jacobian_row_times_g_a_is_the_softmax_gradient_row():
-    from exercises.kinds import _backward
+    from exercises.kinds._shared import backward as _backward
 
     for seed in range(10):
         ex = exercises.generate("grad_softmax", seed, 3)

@@ -1,7 +1,8 @@
 """The attention pipeline as a map of stages, each linked to its practice kind with the learner's standing.
 
-The stages are a constant table (which kind, which formula); drawing reads one small summary of the
-learner's attempts (ui.progress.summary), so a rerun of Home costs no query unless an attempt was stored.
+Each kind declares its stage (``HOME`` in exercises/kinds/<id>/: its row and formula); the rows are
+drawn in pipeline order (the kinds' ORDER). Drawing reads one small summary of the learner's attempts
+(ui.progress.summary), so a rerun of Home costs no query unless an attempt was stored.
 """
 
 from __future__ import annotations
@@ -22,37 +23,43 @@ class Stage:
     formula: str  # inline LaTeX, the notation of exercises/latex.py
 
 
+@dataclass(frozen=True)
+class Row:
+    """One row of the map: its heading (catalog keys), the path drawn above it, how its cards sit."""
+
+    key: str  # a HomeStage row: forward, backward, whole, around
+    title: str
+    caption: str | None = None
+    path: str | None = None
+    numbered: bool = True
+    per_row: int = 3
+
+
 FORWARD_PATH = r"X \to Q,\,K,\,V \to QK^{\top} \to \div\sqrt{d_k} \to \text{mask} \to \text{softmax} \to \cdot\,V \to O"
 BACKWARD_PATH = (r"G_O \to G_A,\,G_V \to G_Z \to G_S \to G_Q,\,G_K \to G_{W_Q},\,G_{W_K},\,G_{W_V},\,G_X"
                  r" \to G_E")
 
-FORWARD = (
-    Stage("projection", r"Q = XW_Q,\ K = XW_K,\ V = XW_V"),
-    Stage("scores", r"S = QK^{\top}"),
-    Stage("scaling", r"Z = S / \sqrt{d_k}"),
-    Stage("masking", r"\tilde{Z}_{ij} = -\infty \ (j > i)"),
-    Stage("softmax", r"A = \operatorname{softmax}(\tilde{Z})"),
-    Stage("weighted_sum", r"O = AV"),
+ROWS = (
+    Row("forward", "home.forward", "home.forward_caption", FORWARD_PATH),
+    Row("backward", "home.backward", "home.backward_caption", BACKWARD_PATH),
+    Row("whole", "home.whole", numbered=False, per_row=2),
+    Row("around", "home.around", numbered=False, per_row=2),  # 4 abreast clips "Shapes through attention"
 )
-BACKWARD = (
-    Stage("grad_weighted_sum", r"G_A = G_O V^{\top},\ G_V = A^{\top} G_O"),
-    Stage("grad_value_proj", r"G_{W_V} = X^{\top} G_V"),
-    Stage("grad_softmax", r"G_Z = A \odot (G_A - \operatorname{rowsum}(A \odot G_A))"),
-    Stage("grad_scores", r"G_Q = G_S K,\ G_K = G_S^{\top} Q"),
-    Stage("grad_projections", r"G_{W_Q} = X^{\top} G_Q,\ G_X"),
-    Stage("grad_embedding", r"G_E \mathrel{+}= G_X"),
-)
-WHOLE = (Stage("attention", r"X \to O"), Stage("backprop", r"G_O \to G_X"))
-AROUND = (
-    Stage("multi_head", r"[\,\mathrm{head}_1 \mid \dots \mid \mathrm{head}_h\,]\,W_O"),
-    Stage("shapes", r"(n \times d_k)(d_k \times n)"),
-    Stage("variance", r"\operatorname{Var}(q \cdot k) = d_k"),
-    Stage("concepts", r"Q,\ K,\ V"),
-)
+
+
+def stages(row: str) -> tuple[Stage, ...]:
+    """The stages of one row, in the kinds' menu order."""
+    return tuple(Stage(k.ID, k.home.formula) for k in exercises.KINDS.values()
+                 if k.home is not None and k.home.row == row)
+
+
+def unmapped() -> tuple[Stage, ...]:
+    """Kinds with no Home stage of their own: shown together under "more"."""
+    return tuple(Stage(k.ID, "") for k in exercises.KINDS.values() if k.home is None)
 
 
 def mapped_kinds() -> set[str]:
-    return {s.kind for group in (FORWARD, BACKWARD, WHOLE, AROUND) for s in group}
+    return {k.ID for k in exercises.KINDS.values() if k.home is not None}
 
 
 def standing_text(standing: Standing | None) -> str:

@@ -4,19 +4,15 @@ from __future__ import annotations
 
 import streamlit as st
 
-from exercises import Exercise
+from exercises import Exercise, engine
 
 from . import cache
-from .i18n import tr
-
-# a sentence added to a kind's prompt when the exercise also asks for this part (levels 2+ of the mask)
-PROMPT_FOR_PART = {("masking", "A"): "kind.masking.prompt_softmax"}
+from .i18n import lang, tr
 
 
 def prompt_text(ex: Exercise) -> str:
-    """The kind's prompt, with the sentence of every further step the exercise asks for."""
-    extra = [tr(PROMPT_FOR_PART[ex.kind, p.name]) for p in ex.parts if (ex.kind, p.name) in PROMPT_FOR_PART]
-    return " ".join([tr(f"kind.{ex.kind}.prompt", **ex.params), *extra])
+    """The exercise's statement as its kind words it (the worksheets print the same)."""
+    return engine.prompt(ex, lang())
 
 
 def show(ex: Exercise) -> None:

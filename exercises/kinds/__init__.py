@@ -1,1 +1,2 @@
-"""One module per exercise kind; the registry in exercises.engine discovers them."""
+"""One folder per exercise kind (module, texts per language, Home stage, formula-sheet section);
+exercises.engine discovers them. ``_shared/`` holds what several kinds use and is not a kind."""

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import latex
+from .. import engine, latex
 from ..assignments import AssignmentError, AssignmentSpec, clean_student_name, student_key
 from ..i18n import DEFAULT_LANG, catalog, msg, t
 from ..model import Exercise, Part
@@ -157,7 +157,7 @@ def problem(ex: Exercise, number: int, lang: str) -> Problem:
                       cols=part.shape[1], precision=precision)
         asks.append((part, words))
     return Problem(number=number, exercise=ex, title=t(f"kind.{ex.kind}.title", lang),
-                   prompt=t(f"kind.{ex.kind}.prompt", lang, **ex.params), notes=tuple(notes),
+                   prompt=engine.prompt(ex, lang), notes=tuple(notes),
                    given=tuple(given), asks=tuple(asks), aids=aids(ex))
 
 

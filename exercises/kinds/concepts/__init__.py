@@ -1,0 +1,203 @@
+"""Concept questions from the reference notes: multiple choice and short numeric answers.
+
+A multiple-choice part has `options` = catalog keys ``concepts.<question>.<option>`` in a random order
+and `reference` = [[index of the right one]]. Each wrong option has its own explanation under
+``misconception.concepts.<question>.<option>``: explain() returns it when that option is chosen, and
+it says why the choice is wrong without naming the right one.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, fields
+
+import numpy as np
+
+from ... import latex as L
+from ... import misconceptions, solutions
+from ...draft import Draft
+from ...i18n import Msg, msg
+from ...model import Exercise, Part
+from ...numbers import choice
+from .._shared.contract import HomeStage
+
+ID = "concepts"
+ORDER = 110
+VERSION = 1
+LEVELS = (1, 2, 3)
+# every catalogued mistake that can apply to this kind's parts: the redraw keeps them apart
+GUARDS = ()
+
+Params = dict[str, int]
+
+
+def _no_params(rng: np.random.Generator) -> Params:
+    return {}
+
+
+def _cell_params(rng: np.random.Generator) -> Params:
+    """n tokens and a cell (i, j) off the diagonal, 1-based, so that swapping i and j shows."""
+    n = choice(rng, (3, 4, 5))
+    i, j = (int(x) + 1 for x in rng.choice(n, size=2, replace=False))
+    return {"n": n, "i": i, "j": j}
+
+
+@dataclass(frozen=True)
+class MultipleChoice:
+    id: str
+    right: str  # option id of the right answer
+    wrong: tuple[str, ...]  # option ids of the wrong answers, each with its own explanation
+    draw: Callable[[np.random.Generator], Params] = _no_params
+
+
+@dataclass(frozen=True)
+class ShortAnswer:
+    id: str
+    decimals: int
+    draw: Callable[[np.random.Generator], Params]  # the numbers in the question
+    solve: Callable[[Params], tuple[float, dict[str, float]]]  # → the answer, {misconception: its value}
+
+
+def _masked_count(p: Params):
+    n = p["n"]
+    return n * (n - 1) / 2, {"mask_diagonal": n * (n + 1) / 2}  # the diagonal hidden too
+
+
+def _softmax_big(p: Params):
+    gap = p["b"] - p["a"]
+    weight = math.exp(gap) / (1 + math.exp(gap))  # e^b / (e^a + e^b) with e^a divided out: no overflow
+    return weight, {"no_exp": p["b"] / (p["a"] + p["b"])}
+
+
+def _std_dk(p: Params):
+    return math.isqrt(p["d_k"]), {"variance_std_confused": p["d_k"]}
+
+
+def _concat_width(p: Params):
+    return p["h"] * p["d_v"], {"shape_concat_one_head": p["d_v"]}
+
+
+def _draw_big_pair(rng: np.random.Generator) -> Params:
+    a = choice(rng, (100, 500, 1000))
+    return {"a": a, "b": a + choice(rng, (1, 2, 3))}
+
+
+QUESTIONS: dict[str, MultipleChoice | ShortAnswer] = {q.id: q for q in (
+    MultipleChoice("score_cell", "query_i_key_j", ("query_j_key_i", "weight", "output"), _cell_params),
+    MultipleChoice("k_transposed", "rows_are_tokens", ("symmetry", "v_too", "keeps_small")),
+    MultipleChoice("mask_inf", "exp_zero", ("zero_is_zero", "after_softmax", "negative_pull")),
+    MultipleChoice("max_shift", "factor_cancels", ("max_weight_one", "approximation", "positive_only")),
+    MultipleChoice("rows_sum", "same_denominator", ("scaling", "mask", "columns")),
+    MultipleChoice("heads", "other_relations", ("averaged", "same_weights", "more_tokens")),
+    ShortAnswer("masked_count", 0, lambda rng: {"n": choice(rng, (3, 4, 5, 6, 8))}, _masked_count),
+    ShortAnswer("softmax_big", 2, _draw_big_pair, _softmax_big),
+    ShortAnswer("std_dk", 0, lambda rng: {"d_k": choice(rng, (16, 64, 100, 256))}, _std_dk),
+    ShortAnswer("concat_width", 0, lambda rng: {"h": choice(rng, (2, 4, 8)), "d_v": choice(rng, (4, 16, 64))},
+                _concat_width),
+)}
+
+# level: (multiple-choice pool, short-answer pool); an exercise asks two of the first and one of the second
+POOLS = {1: (("score_cell", "rows_sum", "mask_inf"), ("masked_count",)),
+         2: (("score_cell", "k_transposed", "mask_inf", "max_shift"), ("masked_count", "softmax_big")),
+         3: (("k_transposed", "max_shift", "rows_sum", "heads"), ("softmax_big", "std_dk", "concat_width"))}
+CHOICES_PER_EXERCISE = 2
+
+
+def option_key(question: str, option: str) -> str:
+    return f"concepts.{question}.{option}"
+
+
+def _choice_part(rng: np.random.Generator, q: MultipleChoice) -> Part:
+    options = [q.right, *q.wrong]
+    order = rng.permutation(len(options))
+    keys = tuple(option_key(q.id, options[k]) for k in order)
+    right = int(np.flatnonzero(order == 0)[0])
+    return Part(name=q.id, shape=(1, 1), reference=[[right]], decimals=0, options=keys,
+                prompt=f"concepts.{q.id}.question", params=q.draw(rng))
+
+
+def _short_part(rng: np.random.Generator, q: ShortAnswer) -> Part:
+    params = q.draw(rng)
+    answer, _ = q.solve(params)
+    return Part(name=q.id, shape=(1, 1), reference=[[answer]], decimals=q.decimals,
+                prompt=f"concepts.{q.id}.question", params=params)
+
+
+def generate(rng: np.random.Generator, level: int) -> Draft:
+    choices, shorts = POOLS[level]
+    picked = [choices[k] for k in rng.choice(len(choices), size=CHOICES_PER_EXERCISE, replace=False)]
+    parts = [_choice_part(rng, QUESTIONS[qid]) for qid in picked]
+    parts.append(_short_part(rng, QUESTIONS[choice(rng, shorts)]))
+    return Draft(given={}, parts=parts, params={"count": len(parts)})
+
+
+def diagnose(ex: Exercise, part: Part, value: np.ndarray) -> str | None:
+    """The chosen wrong option (as ``concepts.<question>.<option>``), or the mistake a number shows."""
+    if part.is_choice:
+        index = int(value[0, 0])
+        return part.options[index] if index != int(part.reference[0, 0]) else None
+    tolerance = max(part.tolerance, misconceptions.DIAGNOSIS_TOLERANCE)
+    _, mistakes = QUESTIONS[part.name].solve(part.params)
+    for mid, wrong in mistakes.items():
+        if abs(float(value[0, 0]) - wrong) <= tolerance and abs(wrong - float(part.reference[0, 0])) > tolerance:
+            return mid
+    return None
+
+
+def explain(ex: Exercise, part: Part, value: np.ndarray) -> Msg | None:
+    """Why the chosen option is wrong (never which one is right); None for a right or numeric answer."""
+    mid = diagnose(ex, part, value) if part.is_choice else None
+    return Msg(f"misconception.{mid}", dict(part.params)) if mid else None
+
+
+# ---------------------------------------------------------------- worked solution
+
+class ChoiceStep(solutions.Step):
+    """The right option of a multiple-choice part: shown as its letter, never as the option's index."""
+
+    def display(self, exact: bool = True) -> str:
+        return self.symbol
+
+
+# short answer: (its symbol, the formula, the formula with the numbers put in)
+def _short_work(qid: str, p: Params) -> tuple[str, str, str]:
+    if qid == "masked_count":
+        return r"N_{-\infty}", L.frac("n(n-1)", "2"), L.frac(rf"{p['n']} \cdot {p['n'] - 1}", "2")
+    if qid == "softmax_big":
+        gap = p["b"] - p["a"]
+        return (r"a_2", L.frac(L.exp_of(str(p["b"])), f"{L.exp_of(str(p['a']))} + {L.exp_of(str(p['b']))}"),
+                L.frac(L.exp_of(str(gap)), f"{L.exp_of('0')} + {L.exp_of(str(gap))}"))
+    if qid == "std_dk":
+        return r"\sigma(q \cdot k)", r"\sqrt{d_k}", rf"\sqrt{{{p['d_k']}}}"
+    return r"d_{\mathrm{concat}}", r"h \cdot d_v", rf"{p['h']} \cdot {p['d_v']}"
+
+
+def solve(ex: Exercise) -> list[solutions.Step]:
+    """The right option of each question with its reason, and each short answer worked out."""
+    steps = []
+    for part in ex.parts:
+        title = msg(f"part.{part.name}")
+        if part.is_choice:
+            right = int(part.reference[0, 0])
+            letter = rf"\text{{{chr(ord('A') + right)}}}"
+            step = solutions.make_step(part.name, title, part.reference, 0, symbol=letter, exact_cells=[[letter]],
+                                       note=Msg(part.options[right], dict(part.params)),
+                                       derive=lambda i, j, letter=letter: solutions.CellDerivation(letter))
+            steps.append(ChoiceStep(**{f.name: getattr(step, f.name) for f in fields(step)}))
+            continue
+        symbol, formula, numbers = _short_work(part.name, part.params)
+        value = float(part.reference[0, 0])
+        result = L.decimal(value, part.decimals)
+        rel = "=" if part.decimals == 0 else L.APPROX
+        chain = L.chain(symbol, formula, numbers, (rel, result))
+        steps.append(solutions.make_step(
+            part.name, title, part.reference, part.decimals, symbol=symbol, formula=formula,
+            work=[("", "=", numbers)], note=msg(f"solution.concepts.{part.name}"),
+            derive=lambda i, j, chain=chain: solutions.CellDerivation(chain)))
+    return steps
+
+
+# ---------------------------------------------------------------- Home and the formula sheet
+
+HOME = HomeStage("around", r"Q,\ K,\ V")

@@ -1,0 +1,82 @@
+"""Backward through O = A V: G_A = G_O Vᵀ and G_V = Aᵀ G_O.
+
+a_ij multiplies value row j in every column of output row i, so its gradient adds one path per
+column: ∂L/∂a_ij = Σ_c G_O[i,c] V[j,c]. Value cell V[j,c] reaches output column c of every row i
+through a_ij: ∂L/∂V[j,c] = Σ_i a_ij G_O[i,c].
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from attention_core.ops import weighted_sum
+
+from ...draft import Draft, reference_parts
+from ...levels import spec
+from ...numbers import choice, nonzero_matrix, simple_weights
+from .._shared.contract import Formula, HomeStage, SheetSection
+from .._shared.values import whole_values
+
+ID = "grad_weighted_sum"
+ORDER = 200
+VERSION = 2  # 2: the larger misconception catalog redraws variants where two mistakes look alike
+LEVELS = (1, 2, 3)
+# every catalogued mistake that can apply to this kind's parts: the redraw keeps them apart
+GUARDS = ("grad_a_transposed", "grad_v_no_transpose", "grad_a_no_transpose")
+PARTS = ["G_A", "G_V"]
+
+
+def build(A, V, G_O, causal: bool = False, decimals: int = 2) -> Draft:
+    """The exercise for given A (n_q, n), V (n, d_v) and G_O (n_q, d_v); references from the pipeline."""
+    given = {"A": np.asarray(A, dtype=float),  # (n_q, n), rows sum to 1
+             "V": np.asarray(V, dtype=float),  # (n, d_v)
+             "G_O": np.asarray(G_O, dtype=float),  # (n_q, d_v)
+             "causal": bool(causal)}
+    n, d_v = given["V"].shape
+    return Draft(given=given, parts=reference_parts(given, PARTS, decimals), params={"n": n, "d_v": d_v})
+
+
+def generate(rng: np.random.Generator, level: int) -> Draft:
+    s = spec(level)
+    n = choice(rng, s.n)
+    d_v = 2 if level < 3 else choice(rng, (2, 3))
+    causal = bool(rng.integers(2))
+    A = simple_weights(rng, n, s.denominators, causal=causal)  # (n, n)
+    V = nonzero_matrix(rng, (n, d_v), s.values)  # (n, d_v)
+    G_O = nonzero_matrix(rng, (n, d_v), whole_values(level))  # (n, d_v), small integers
+    return build(A, V, G_O, causal, s.decimals)
+
+
+def loss(p: dict[str, np.ndarray]) -> float:
+    """L = Σ O ⊙ G_O with O = A V: any loss whose gradient at O is G_O has these gradients."""
+    return float(np.sum(weighted_sum(p["A"], p["V"]) * p["G_O"]))
+
+
+LOSS_LATEX = r"\sum_{i,c} O_{ic} (G_O)_{ic}, \quad O = A V"
+
+
+def solve(ex) -> list:
+    """One weight's and one value's chain rule, the matrix forms, then a finite-difference check."""
+    from .._shared import backward as B
+
+    v = B.values_of(ex)
+    i, j = B.largest(v["G_A"])
+    k, c = B.largest(v["G_V"])
+    point = {name: v[name] for name in ("A", "V", "G_O")}
+    return B.assemble(ex, {"G_A": [B.chain_weights(v, i, j, B.places_of(ex, "G_A"))],
+                           "G_V": [B.chain_values(v, k, c, B.places_of(ex, "G_V"))]},
+                      [B.check(ex, loss, LOSS_LATEX, point, "A", (i, j), "G_A")])
+
+
+# ---------------------------------------------------------------- Home and the formula sheet
+
+HOME = HomeStage("backward", r"G_A = G_O V^{\top},\ G_V = A^{\top} G_O")
+SHEET = SheetSection("backward", (
+    Formula(r"O = AV: \qquad [[G_A | n | n]] = [[G_O | n | d_v]]\,[[V^{\top} | d_v | n]], \qquad "
+            r"[[G_V | n | d_v]] = [[A^{\top} | n | n]]\,[[G_O | n | d_v]]"),
+    Formula(r"(G_A)_{ij} = \sum_{k=1}^{d_v} (G_O)_{ik} V_{jk}, \qquad (G_V)_{jk} = \sum_{i=1}^{n} A_{ij} (G_O)_{ik}",
+            "formulas.grad_weighted_sum.cells"),
+    Formula(r"G_O = \begin{bmatrix} 1 & 2 \end{bmatrix},\ V = \begin{bmatrix} 2 & 4 \\ 6 & 8 \end{bmatrix}"
+            r"\ \Rightarrow\ G_A = G_O V^{\top} = \begin{bmatrix} 10 & 22 \end{bmatrix}",
+            "formulas.grad_weighted_sum.example"),
+))

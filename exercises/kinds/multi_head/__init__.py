@@ -1,0 +1,237 @@
+"""Multi-head attention: h small heads side by side, concatenated, and (level 3) projected by W_O.
+
+    head_i = softmax(mask(X W_Qi (X W_Ki)ᵀ / √d_k)) X W_Vi        concat = [head_1 | … | head_h]
+    out = concat W_O
+
+The pipeline knows one head only, so this kind names its own mistakes: a head computed with one of
+the catalogued mistakes (diagnosed per head through the pipeline), heads concatenated out of order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from itertools import permutations
+
+import numpy as np
+
+from attention_core import MultiHeadTrace, multi_head_attention, ops
+
+from ... import latex as L
+from ... import misconceptions, pipeline, solutions
+from ...draft import Draft
+from ...i18n import msg
+from ...levels import spec
+from ...model import Exercise, Part
+from ...numbers import choice, decimals_for, matrix, nonzero_matrix
+from .._shared.aids import softmax_aids
+from .._shared.contract import Formula, HomeStage, SheetSection
+
+ID = "multi_head"
+ORDER = 80
+VERSION = 2  # 2: heads whose mistakes clash with each other are redrawn too
+LEVELS = (1, 2, 3)
+# every catalogued mistake that can change a head's output: the redraw keeps them apart, head by head
+GUARDS = ("transposed_scores", "mask_diagonal", "mask_wrong_triangle", "no_mask", "mask_after_softmax",
+          "softmax_columns", "no_exp", "weights_transposed", "mask_zero_instead_of_inf",
+          "softmax_no_normalise")
+
+# level: (n, heads to draw from, d_k, d_v, values of X, output projection?)
+SIZES = {1: (2, (2,), 1, 1, (0, 1, 2), False),
+         2: (3, (2, 3), 1, 1, (-1, 0, 1, 2), False),
+         3: (3, (2,), 1, 2, (-1, 0, 1, 2), True)}
+D_MODEL = 2
+WEIGHT_VALUES = (-1, 0, 1)
+MAX_SCORE = 4  # |q_i k_j|: the exponents stay small whole numbers
+MAX_TRIES = 2000
+
+
+def head_names(i: int) -> tuple[str, str, str]:
+    return f"W_Q{i}", f"W_K{i}", f"W_V{i}"
+
+
+def head_count(ex: Exercise) -> int:
+    return sum(1 for name in ex.given if name.startswith("W_Q"))
+
+
+def head_given(given: dict, i: int) -> dict:
+    """Head i (1-based) as a single-head pipeline input: X, W_Q, W_K, W_V, d_k, causal."""
+    w_q, w_k, w_v = head_names(i)
+    return {"X": given["X"], "W_Q": given[w_q], "W_K": given[w_k], "W_V": given[w_v],
+            "d_k": int(np.shape(given[w_q])[1]), "causal": bool(given.get("causal", False))}
+
+
+def _head_mistakes(one_head: dict, mistakes: tuple[str, ...] | None = None) -> dict[str, np.ndarray]:
+    """{misconception id: the head output O that mistake gives} for the mistakes that change O,
+    among `mistakes` (default: the whole catalog, for diagnosis; the redraw passes GUARDS)."""
+    reference = dict(pipeline.run(one_head, until={"O"}))
+    found = {}
+    for mid in misconceptions.CATALOG if mistakes is None else mistakes:
+        if "O" not in pipeline.AFFECTED.get(mid, frozenset()):
+            continue
+        env = pipeline.run_mistake(one_head, reference, mid, until={"O"})
+        if "O" in env.tainted:
+            found[mid] = env["O"]
+    return found
+
+
+def _weights(rng: np.random.Generator, shape: tuple[int, int]) -> np.ndarray:
+    """Entries −1, 0, 1 with no all-zero column (a zero row is fine: that input feature is ignored)."""
+    while True:
+        W = matrix(rng, shape, WEIGHT_VALUES)
+        if np.all(np.any(W != 0, axis=0)):
+            return W
+
+
+def _draw_head(rng: np.random.Generator, d_k: int, d_v: int, X: np.ndarray) -> dict[str, np.ndarray] | None:
+    """One head's weights with small, not all equal scores; None when this X allows none."""
+    for _ in range(MAX_TRIES // 10):
+        W_Q = _weights(rng, (D_MODEL, d_k))  # (d, d_k)
+        W_K = _weights(rng, (D_MODEL, d_k))  # (d, d_k)
+        K = ops.project(X, W_K)  # (n, d_k)
+        S = ops.scores(ops.project(X, W_Q), K)  # (n, n)
+        # keys that differ (else every query spreads evenly) and S ≠ Sᵀ (else K Qᵀ looks right)
+        if np.abs(S).max() <= MAX_SCORE and np.ptp(K) > 0 and not np.allclose(S, S.T):
+            return {"W_Q": W_Q, "W_K": W_K, "W_V": _weights(rng, (D_MODEL, d_v))}
+    return None
+
+
+def _differ(matrices: list[np.ndarray]) -> bool:
+    return not any(np.allclose(a, b) for k, a in enumerate(matrices) for b in matrices[k + 1:])
+
+
+def _distinguishable(given: dict, h: int, weights: list[np.ndarray], outputs: list[np.ndarray]) -> bool:
+    """Heads attend differently and output differently, and no catalogued mistake gives a head's
+    right output."""
+    if not (_differ(weights) and _differ(outputs)):
+        return False
+    # every mistake apart from the head's right output and from each other (misconceptions.clashes)
+    return not any(misconceptions.clashes(outputs[i - 1], _head_mistakes(head_given(given, i), GUARDS))
+                   for i in range(1, h + 1))
+
+
+def _trace(given: dict, h: int) -> MultiHeadTrace:
+    weights = [[given[head_names(i)[k]] for i in range(1, h + 1)] for k in range(3)]  # W_Q…, W_K…, W_V…
+    return multi_head_attention(given["X"], *weights, W_O=given.get("W_O"), causal=given["causal"])
+
+
+def generate(rng: np.random.Generator, level: int) -> Draft:
+    n, heads, d_k, d_v, x_values, projected = SIZES[level]
+    h = choice(rng, heads)
+    causal = bool(rng.integers(2))
+    for _ in range(MAX_TRIES):
+        X = nonzero_matrix(rng, (n, D_MODEL), x_values)  # (n, d)
+        drawn = [_draw_head(rng, d_k, d_v, X) for _ in range(h)]
+        if any(w is None for w in drawn):
+            continue
+        given: dict = {"X": X}
+        for i, w in enumerate(drawn, start=1):
+            given.update(zip(head_names(i), (w["W_Q"], w["W_K"], w["W_V"])))
+        if projected:
+            given["W_O"] = _weights(rng, (h * d_v, D_MODEL))  # (h·d_v, d)
+        given.update(d_k=d_k, causal=causal)
+        tr = _trace(given, h)
+        outputs = [hd.O for hd in tr.heads]  # h × (n, d_v)
+        if _distinguishable(given, h, [hd.A for hd in tr.heads], outputs) and not np.allclose(tr.out, 0):
+            break
+    else:
+        raise RuntimeError(f"multi_head: no distinguishable heads in {MAX_TRIES} draws")
+    references = {f"O{i}": out for i, out in enumerate(outputs, start=1)}
+    references["concat"] = tr.concat  # (n, h·d_v)
+    if projected:
+        references["out"] = tr.out  # (n, d)
+    decimals = spec(level).decimals
+    parts = [Part(name=name, shape=ref.shape, reference=ref, decimals=decimals_for(ref, decimals))
+             for name, ref in references.items()]
+    return Draft(given=given, parts=parts, params={"n": n, "h": h, "d_k": d_k, "d_v": d_v, "width": h * d_v})
+
+
+def diagnose(ex: Exercise, part: Part, value: np.ndarray) -> str | None:
+    """A head computed with a catalogued mistake, or the heads concatenated in the wrong order."""
+    tolerance = max(part.tolerance, misconceptions.DIAGNOSIS_TOLERANCE)
+    h = head_count(ex)
+    if part.name.startswith("O") and part.name[1:].isdigit():
+        for mid, alt in _head_mistakes(head_given(ex.given, int(part.name[1:]))).items():
+            if misconceptions.matches(value, alt, tolerance):
+                return mid
+    if part.name == "concat":
+        heads = [ex.part(f"O{i}").reference for i in range(1, h + 1)]
+        for order in permutations(range(h)):
+            if list(order) != sorted(order):
+                swapped = np.concatenate([heads[k] for k in order], axis=1)  # (n, h·d_v)
+                if misconceptions.matches(value, swapped, tolerance):
+                    return "concat_order"
+    return None
+
+
+# ---------------------------------------------------------------- worked solution
+
+CONCAT = r"\mathrm{concat}"
+
+
+def solve(ex: Exercise) -> list[solutions.Step]:
+    """Each head through the pipeline (its symbols tagged Q^{(i)} …), then the concatenation and W_O."""
+    h = head_count(ex)
+    steps: list[solutions.Step] = []
+    head_outputs = []
+    for i in range(1, h + 1):
+        part = ex.part(f"O{i}")
+        for step in solutions.pipeline_steps(head_given(ex.given, i), ["O"], places={"O": part.decimals},
+                                             values={"O": part.reference}, tag=str(i)):
+            name = part.name if step.name == "O" else f"{step.name}{i}"
+            steps.append(replace(step, name=name, title=msg("solution.multi_head.head", head=i, step=step.title)))
+        head_outputs.append(steps[-1])
+    steps.append(_concat_step(ex, head_outputs))
+    if "out" in ex.part_names:
+        steps.append(_out_step(ex, steps[-1]))
+    return steps
+
+
+def _concat_step(ex: Exercise, heads: list[solutions.Step]) -> solutions.Step:
+    part = ex.part("concat")
+    d_v = heads[0].shape[1]
+    symbols = [L.symbol("O", str(i)) for i in range(1, len(heads) + 1)]
+    exact = [[c for head in heads for c in head.exact_cells[r]] for r in range(part.shape[0])]
+
+    def derive(i: int, j: int) -> solutions.CellDerivation:
+        k, c = divmod(j, d_v)  # column j of the concatenation is column c of head k + 1
+        latex = L.chain(L.cell(CONCAT, i, j), L.cell(symbols[k], i, c), L.decimal(part.reference[i, j], part.decimals))
+        return solutions.CellDerivation(latex, msg("solution.multi_head.concat_cell", head=k + 1, column=c + 1))
+
+    return solutions.make_step("concat", msg("solution.multi_head.concat"), part.reference, part.decimals,
+                               symbol=CONCAT, formula=L.bmatrix([symbols]), exact_cells=exact,
+                               note=msg("solution.multi_head.concat_note", width=part.shape[1]), derive=derive)
+
+
+def _out_step(ex: Exercise, concat: solutions.Step) -> solutions.Step:
+    part, W_O = ex.part("out"), ex.given["W_O"]
+    C = concat.value  # (n, h·d_v)
+    rounded = concat.approximate
+    rel = L.APPROX if rounded else "="
+    work = [("", rel, f"{L.bmatrix(concat.decimals)} {L.matrix_exact(W_O)}")]
+
+    def derive(i: int, j: int) -> solutions.CellDerivation:
+        terms = [L.product(L.decimal(C[i, k], concat.places), L.number(W_O[k, j])) for k in range(C.shape[1])]
+        latex = L.chain(L.cell("Y", i, j), rf"\sum_{{k}} {L.entry(CONCAT, f'{L.index(i)}k')} (W_O)_{{k{L.index(j)}}}",
+                        (rel, L.total(terms)), (rel, L.decimal(part.reference[i, j], part.decimals)))
+        return solutions.CellDerivation(latex)
+
+    return solutions.make_step("out", msg("solution.multi_head.out"), part.reference, part.decimals, symbol="Y",
+                               formula=rf"{CONCAT} \, W_O", work=work, derive=derive)
+
+
+def aids(ex: Exercise) -> solutions.Aids:
+    """e^x for every exponent in any head's softmax, and √d_k."""
+    heads = [head_given(ex.given, i) for i in range(1, head_count(ex) + 1)]
+    return softmax_aids(ex, heads, L.sqrt_dk(int(ex.given["d_k"])))
+
+
+# ---------------------------------------------------------------- Home and the formula sheet
+
+HOME = HomeStage("around", r"[\,\mathrm{head}_1 \mid \dots \mid \mathrm{head}_h\,]\,W_O")
+SHEET = SheetSection("forward", (
+    Formula(r"[[\mathrm{head}_i | n | d_v]] = \operatorname{Attention}(X W_Q^{(i)},\ X W_K^{(i)},\ X W_V^{(i)}), "
+            r"\qquad i = 1, \dots, h", "formulas.multi_head.heads"),
+    Formula(r"[[C | n | h d_v]] = [\,\mathrm{head}_1 \mid \dots \mid \mathrm{head}_h\,], \qquad "
+            r"[[\mathrm{out} | n | d_{\mathrm{out}}]] = C\,[[W_O | h d_v | d_{\mathrm{out}}]]",
+            "formulas.multi_head.concat"),
+))

@@ -1,0 +1,40 @@
+"""Q = X W_Q (and K = X W_K, V = X W_V at higher levels): each token row times a weight matrix."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...draft import Draft, reference_parts
+from ...levels import spec
+from ...numbers import choice, nonzero_matrix
+from .._shared.contract import Formula, HomeStage, SheetSection
+
+ID = "projection"
+ORDER = 10
+VERSION = 1
+LEVELS = (1, 2, 3)
+# every catalogued mistake that can apply to this kind's parts: the redraw keeps them apart
+GUARDS = ()
+PARTS_BY_LEVEL = {1: ["Q"], 2: ["Q", "K"], 3: ["Q", "K", "V"]}
+
+
+def generate(rng: np.random.Generator, level: int) -> Draft:
+    s = spec(level)
+    n = choice(rng, s.n)
+    d = 2 if level < 3 else 3  # d_model: the width of a token row
+    d_k = 2
+    given = {"X": nonzero_matrix(rng, (n, d), s.values)}  # (n, d)
+    names = PARTS_BY_LEVEL[level]
+    for name in names:
+        given[f"W_{name}"] = nonzero_matrix(rng, (d, d_k), s.values)  # (d, d_k)
+    return Draft(given=given, parts=reference_parts(given, names, s.decimals), params={"n": n, "d": d})
+
+
+# ---------------------------------------------------------------- Home and the formula sheet
+
+HOME = HomeStage("forward", r"Q = XW_Q,\ K = XW_K,\ V = XW_V")
+SHEET = SheetSection("forward", (
+    Formula(r"[[Q | n | d_k]] = [[X | n | d]]\,[[W_Q | d | d_k]], \qquad [[K | n | d_k]] = X W_K, \qquad "
+            r"[[V | n | d_v]] = X W_V"),
+    Formula(r"Q_{ij} = \sum_{r=1}^{d} X_{ir} (W_Q)_{rj}", "formulas.projection.cell"),
+))

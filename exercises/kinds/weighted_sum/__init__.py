@@ -1,0 +1,39 @@
+"""O = A V: each output row mixes the value rows with that query's attention weights."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...draft import Draft, reference_parts
+from ...levels import spec
+from ...numbers import choice, nonzero_matrix, simple_weights
+from .._shared.contract import Formula, HomeStage, SheetSection
+
+ID = "weighted_sum"
+ORDER = 60
+VERSION = 1
+LEVELS = (1, 2, 3)
+# every catalogued mistake that can apply to this kind's parts: the redraw keeps them apart
+GUARDS = ("weights_transposed",)
+
+
+def generate(rng: np.random.Generator, level: int) -> Draft:
+    s = spec(level)
+    n = choice(rng, s.n)
+    d_v = 2 if level < 3 else choice(rng, (2, 3))
+    causal = bool(rng.integers(2))
+    given = {"A": simple_weights(rng, n, s.denominators, causal=causal),  # (n, n), rows sum to 1
+             "V": nonzero_matrix(rng, (n, d_v), s.values),  # (n, d_v)
+             "causal": causal}
+    return Draft(given=given, parts=reference_parts(given, ["O"], s.decimals), params={"n": n, "d_v": d_v})
+
+
+# ---------------------------------------------------------------- Home and the formula sheet
+
+HOME = HomeStage("forward", r"O = AV")
+SHEET = SheetSection("forward", (
+    Formula(r"[[O | n | d_v]] = [[A | n | n]]\,[[V | n | d_v]], \qquad o_i = \sum_{j=1}^{n} A_{ij} v_j",
+            "formulas.weighted_sum.rows"),
+    Formula(r"O = \operatorname{softmax}\!\left(\operatorname{mask}\!\left(\frac{QK^{\top}}{\sqrt{d_k}}\right)"
+            r"\right) V", "formulas.weighted_sum.whole"),
+))

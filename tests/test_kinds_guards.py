@@ -1,0 +1,126 @@
+"""Each kind's redraw guards only the mistakes it declares (GUARDS), so a mistake added to the catalog
+redraws no exercise of a kind that does not declare it (issue 12: one new id once changed 56 of 3,240).
+
+GUARDS is exactly the set of catalogued mistakes that can apply to the kind's exercises today, so the
+filter changed no exercise (tests/test_pins.py)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+import exercises
+from exercises import engine, misconceptions, pins, pipeline
+from exercises.kinds import multi_head
+from exercises.model import Exercise
+
+NEW = "scaled_by_sqrt_n"  # a mistake the catalog does not have: divided by √n (the tokens) instead of √d_k
+
+
+def drafts(kind_id: str, seed: int, level: int):
+    """Every exercise the generator draws for (kind, seed, level), the redrawn ones included."""
+    kind = exercises.KINDS[kind_id]
+    rng = engine.rng_for(kind_id, seed, level)
+    for _ in range(engine.MAX_REDRAWS):
+        draft = kind.generate(rng, level)
+        ex = Exercise(kind=kind_id, seed=seed, level=level, version=kind.VERSION, given=draft.given,
+                      parts=tuple(draft.parts), params=draft.params)
+        yield ex
+        if not misconceptions.collisions(ex, guards=kind.GUARDS):
+            return
+
+
+@pytest.fixture(scope="module")
+def applicable():
+    """{kind: every catalogued mistake that applied to any draw of seeds 0–29 at any level}; for
+    multi_head also every mistake that changed a head's output in its own redraw."""
+    heads: set[str] = set()
+    original = multi_head._head_mistakes
+
+    def recording(one_head, mistakes=None):
+        found = original(one_head)  # the whole catalog: what could apply
+        heads.update(found)
+        return found if mistakes is None else {m: v for m, v in found.items() if m in mistakes}
+
+    mp = pytest.MonkeyPatch()
+    mp.setattr(multi_head, "_head_mistakes", recording)
+    try:
+        found: dict[str, set[str]] = {}
+        for kind_id, kind in exercises.KINDS.items():
+            heads.clear()
+            seen: set[str] = set()
+            for level in kind.LEVELS:
+                for seed in pins.SEEDS:
+                    for ex in drafts(kind_id, seed, level):
+                        seen.update(misconceptions.alternatives(ex))
+                    assert pins.fingerprint(ex) == pins.fingerprint(exercises.generate(kind_id, seed, level))
+            found[kind_id] = seen | heads
+    finally:
+        mp.undo()
+    return found
+
+
+@pytest.mark.parametrize("kind_id", list(exercises.KINDS))
+def test_a_kind_declares_every_catalogued_mistake_its_exercises_can_make_and_no_other(applicable, kind_id):
+    guards = exercises.KINDS[kind_id].GUARDS
+    assert len(set(guards)) == len(guards) and set(guards) <= set(misconceptions.CATALOG)
+    undeclared = applicable[kind_id] - set(guards)
+    assert not undeclared, f"{kind_id} can make {sorted(undeclared)}: add them to its GUARDS (and bump VERSION " \
+                           "if the pins change)"
+    assert set(guards) == applicable[kind_id], f"{kind_id} guards {sorted(set(guards) - applicable[kind_id])}, " \
+                                               "which none of its exercises can make"
+
+
+def test_filters_are_backward_compatible():
+    ex = exercises.generate("attention", 4, 2)
+    every = misconceptions.alternatives(ex)
+    assert misconceptions.alternatives(ex, None) == every and misconceptions.collisions(ex) == []
+    some = misconceptions.alternatives(ex, ["no_scaling", "weights_transposed", "not_a_mistake"])
+    assert set(some) == {"no_scaling", "weights_transposed"} & set(every)
+    assert misconceptions.alternatives(ex, ()) == {} and misconceptions.collisions(ex, guards=()) == []
+
+
+@pytest.fixture
+def new_mistake(monkeypatch):
+    """NEW in the catalog and in the pipeline's scaling step, as a real alternative computation: it
+    gives the right answer whenever n = d_k (the scaling kind's level 3 draws n = 4, d_k = 4 or 8)."""
+    step = pipeline.STEP_BY_NAME["scaled"]
+
+    def compute(env, original=step.compute):
+        if env.wrong(NEW):
+            S = np.asarray(env["scores"], dtype=float)  # (n, n)
+            return S / np.sqrt(S.shape[1])
+        return original(env)
+
+    patched = replace(step, compute=compute)
+    monkeypatch.setattr(pipeline, "STEPS", tuple(patched if s is step else s for s in pipeline.STEPS))
+    monkeypatch.setitem(pipeline.STEP_BY_NAME, "scaled", patched)
+    monkeypatch.setitem(pipeline.AFFECTED, NEW, pipeline.AFFECTED["no_scaling"])  # what the scaling step changes
+    monkeypatch.setattr(misconceptions, "CATALOG", (*misconceptions.CATALOG, NEW))
+    return NEW
+
+
+SOME_SEEDS = range(10)
+
+
+def changed(kinds: list[str]) -> list[str]:
+    """The (kind, level, seed) of seeds 0–9 whose exercise differs from its pin."""
+    pinned = pins.load()
+    return [f"{k} level {level} seed {seed}" for k in kinds for level in exercises.KINDS[k].LEVELS
+            for seed in SOME_SEEDS
+            if pins.fingerprint(exercises.generate(k, seed, level)) != pinned[k]["levels"][str(level)][seed]]
+
+
+def test_a_new_catalog_mistake_changes_no_exercise_of_a_kind_that_does_not_declare_it(new_mistake, monkeypatch):
+    ex = exercises.generate("scaling", 0, 3)
+    assert new_mistake in misconceptions.alternatives(ex), "the new mistake applies to the scaling kind"
+    assert changed(list(exercises.KINDS)) == []
+    # the same mistake declared by one kind redraws that kind's colliding variants, and only those
+    monkeypatch.setattr(exercises.KINDS["scaling"], "GUARDS", (*exercises.KINDS["scaling"].GUARDS, new_mistake))
+    redrawn = changed(["scaling"])
+    assert redrawn and all(r.startswith("scaling ") for r in redrawn)
+    for item in redrawn:
+        _, _, level, _, seed = item.split()
+        assert misconceptions.collisions(exercises.generate("scaling", int(seed), int(level))) == []

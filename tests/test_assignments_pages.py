@@ -13,6 +13,7 @@ from streamlit.testing.v1 import AppTest
 
 import storage
 from exercises import misconceptions, selftest
+from services import assignments as service_assignments
 from tests.apptest_helpers import ROOT, open_page
 from tests.served_app import entrypoint_every_run  # noqa: F401  (fixture)
 from ui import assignments as ui_assignments
@@ -69,7 +70,7 @@ def create(at: AppTest, title: str, rows: list[tuple[str, int, int]], seed: int 
     at.text_input(key="assign.title").input(title)
     at.number_input(key="assign.rows").set_value(len(rows)).run()
     for r, (kind, level, count) in enumerate(rows):
-        at.selectbox(key=f"assign.kind.{r}").set_value(kind).run()
+        at.selectbox(key=f"assign.kind.{r}.en").set_value(kind).run()
         at.selectbox(key=f"assign.level.{r}.{kind}").set_value(level)
         at.number_input(key=f"assign.count.{r}").set_value(count)
     at.number_input(key="assign.seed").set_value(seed)
@@ -130,7 +131,7 @@ def test_teacher_creates_an_assignment_and_sees_the_key_once(db):
     assert (a.title, a.seed, a.item_count, a.allow_solutions, a.per_student) == ("Week 3", 42, 3, True, False)
     assert storage.verify_teacher_key(db, code, key)
     assert sorted(b.label for b in at.get("download_button")) == ["Answer key (PDF)", "Worksheet (PDF)"]
-    files = ui_assignments.pdf_files(a.spec, (), code, "en")  # what the two buttons hand out
+    files = service_assignments.pdf_files(a, (), "en")  # what the two buttons hand out
     assert all(files[name].startswith(b"%PDF") for name in ("worksheet.pdf", "answer-key.pdf"))
 
     button(at, "I have saved the key: hide it").click().run()

@@ -3,7 +3,6 @@ a chart, the mistakes made most and a suggestion; Home shows the standing per st
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -20,22 +19,6 @@ from ui import progress
 pytestmark = pytest.mark.usefixtures("entrypoint_every_run")
 
 T0 = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
-
-
-@dataclass
-class Row:
-    kind: str
-    score: float | None
-    misconception: str | None = None
-    level: int = 1
-    at: datetime = T0
-    hints_used: int = 0
-    seconds: float = 60.0
-
-
-def rows(*specs) -> list[Row]:
-    return [Row(*spec, at=T0 + timedelta(minutes=i)) if isinstance(spec, tuple) else spec
-            for i, spec in enumerate(specs)]
 
 
 @pytest.fixture
@@ -127,6 +110,16 @@ def test_a_graded_attempt_on_practice_is_stored_then_shown_after_restart(db):
     assert catalog("en")["home.standing"].format(attempts=1, best="100%", mean="100%") in captions
     progress_page = open_page("app_pages/progress.py")
     assert {m.label: m.value for m in progress_page.metric}[catalog("en")["progress.metric.attempts"]] == "1"
+
+
+def test_an_attempt_on_practice_keeps_its_exercise_and_version(db):
+    at = open_page("app_pages/practice.py", {"kind": "softmax", "level": "2", "seed": "8"})
+    ex = current_exercise(at)
+    fill_cells(at, ex, reference_cells(ex))
+    click_check(at)
+    (stored,) = storage.list_attempts(db, "me")
+    assert stored.version == ex.version == exercises.KINDS["softmax"].VERSION
+    assert stored.exercise == ex.to_dict() and exercises.Exercise.from_dict(stored.exercise) == ex
 
 
 def test_profile_from_the_sidebar_keeps_attempts_apart(db):

@@ -1,6 +1,6 @@
 """The storage API: every read and write of assignments, submissions and attempts.
 
-Each function takes the engine first (`open_engine()`; the UI keeps one per process) and runs one
+Each function takes the engine first (`open_engine()`; services.db keeps one per process) and runs one
 short transaction. A write returns only after its commit: an id returned is an id on disk.
 Nothing lists submissions without the assignment's teacher key.
 """

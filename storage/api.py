@@ -266,22 +266,22 @@ def store_exercises(engine: Engine, code: Any, student: Any, exercises: Mapping[
     wins: two sessions of the same student opening at once both see the same exercises."""
     code = parse_code(code)
     who = _owner(student)
-    at = _utc_naive(stored_at)
+    rows = [{"assignment_code": code, "student_key": who, "item_index": int(index),
+             "version": int(ex["version"]), "exercise": ex, "stored_at": _utc_naive(stored_at)}
+            for index, ex in ((i, _exercise_json(e)) for i, e in sorted(exercises.items()))]
     table = assignment_exercises
-    for index, exercise in sorted(exercises.items()):
-        ex = _exercise_json(exercise)
+    for _ in range(2):  # once more if another session stored some of them at the same moment
         try:
             with writing(engine).begin() as conn:
                 _load(conn, code)
-                present = conn.execute(sa.select(table.c.item_index).where(
-                    table.c.assignment_code == code, table.c.student_key == who,
-                    table.c.item_index == int(index))).first()
-                if present is None:
-                    conn.execute(sa.insert(table).values(assignment_code=code, student_key=who,
-                                                         item_index=int(index), version=int(ex["version"]),
-                                                         exercise=ex, stored_at=at))
+                present = set(conn.execute(sa.select(table.c.item_index).where(
+                    table.c.assignment_code == code, table.c.student_key == who)).scalars())
+                new = [r for r in rows if r["item_index"] not in present]
+                if new:
+                    conn.execute(sa.insert(table), new)
+            break
         except sa.exc.IntegrityError:
-            continue  # stored by another session at that moment: theirs is kept
+            continue  # theirs are kept: a stored exercise is never replaced
     return stored_exercises(engine, code, student)
 
 

@@ -214,6 +214,27 @@ def test_a_students_exercises_are_stored_once_first_one_wins(engine):
         storage.store_exercises(engine, "ZZZZZZZZ", "Ada", first)
 
 
+def test_eight_sessions_of_one_student_opening_at_once_see_the_same_exercises(engine):
+    import exercises
+    code = storage.create_assignment(engine, "Rush", ITEMS, 1, per_student=True).assignment.code
+    results, errors = [], []
+
+    def first_visit(seed: int) -> None:
+        try:
+            drawn = {i: exercises.generate("softmax", seed + i, 2) for i in range(3)}
+            results.append(storage.store_exercises(engine, code, "Ada", drawn))
+        except Exception as err:  # noqa: BLE001  (reported below)
+            errors.append(err)
+
+    threads = [threading.Thread(target=first_visit, args=(10 * k,)) for k in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == [] and len(results) == 8
+    assert all(r == results[0] for r in results) and set(results[0]) == {0, 1, 2}
+
+
 def test_a_database_from_before_gets_the_new_columns_and_keeps_its_rows(db_url):
     engine = storage.open_engine(db_url)
     created = storage.create_assignment(engine, "Old", ITEMS, 1)

@@ -3,6 +3,8 @@
 The language lives in session state under ``lang``. On a session's first run it comes from the URL
 (``?lang=zh``), else from the browser (its locale, then its Accept-Language header), else English;
 after that the sidebar switch changes it and the URL follows, so a reload or a shared link keeps it.
+A widget whose options are translated gets a key per language (``lang_key``), so a switch never
+leaves the browser holding a label of the other language; only public Streamlit API is used.
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ for notice in st.session_state.get(ps.NOTICES, []):
 left, right, button = st.columns([3, 1, 1], vertical_alignment="bottom")
 kinds = list(exercises.KINDS)
 left.selectbox(tr("practice.topic"), kinds, index=kinds.index(kind), format_func=ps.kind_label,
-               key="practice.kind_widget", on_change=ps.on_kind_change, args=("practice.kind_widget",))
+               key=ps.kind_widget_key(), on_change=ps.on_kind_change, args=(ps.kind_widget_key(),))
 levels = list(exercises.KINDS[kind].LEVELS)
 right.selectbox(tr("practice.level"), levels, index=levels.index(level), key=f"practice.level_widget.{kind}",
                 on_change=ps.on_level_change, args=(f"practice.level_widget.{kind}",))

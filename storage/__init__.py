@@ -7,6 +7,8 @@
     storage.gradebook(engine, code, key)       # AccessDenied without the right key
     storage.record_attempt(engine, profile, kind, level, seed, score, misconception, hints_used, seconds, at)
     storage.list_attempts(engine, profile)
+    storage.store_exercises(engine, code, student, {0: ex})   # the very exercises shown, kept once
+    storage.stored_exercises(engine, code, student)            # {item index: Exercise.to_dict()}
 """
 
 from .api import (
@@ -25,14 +27,17 @@ from .api import (
     record_attempt,
     record_submission,
     record_submissions,
+    store_exercises,
+    stored_exercises,
     verify_teacher_key,
 )
-from .db import database_url, open_engine
+from .db import database_url, normalise_url, open_engine
 from .keys import MalformedCode, MalformedKey, parse_code, parse_key
 
 __all__ = [
     "AccessDenied", "Assignment", "Attempt", "Created", "Gradebook", "MalformedCode", "MalformedKey",
     "Submission", "UnknownAssignment", "create_assignment", "database_url", "get_assignment", "gradebook",
     "list_attempts", "list_submissions", "open_engine", "parse_code", "parse_key", "record_attempt",
-    "record_submission", "record_submissions", "verify_teacher_key",
+    "record_submission", "record_submissions", "store_exercises", "stored_exercises", "verify_teacher_key",
+    "normalise_url",
 ]

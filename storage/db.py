@@ -48,7 +48,24 @@ submissions = sa.Table(
     sa.Column("score", sa.Float, nullable=True),  # None: not graded (unreadable answer)
     sa.Column("misconception", sa.String(100), nullable=True),
     sa.Column("submitted_at", sa.DateTime, nullable=False),
+    # the exercise graded (Exercise.to_dict()) and its generator version; None in rows stored before them
+    sa.Column("version", sa.Integer, nullable=True),
+    sa.Column("exercise", sa.JSON, nullable=True),
     sa.Index("ix_submissions_code_student", "assignment_code", "student_key"),
+)
+
+# The very exercises of an assignment, stored once: the class's set when the assignment is created
+# (student_key ""), a student's own variants when they first open it. Later views and regrades read
+# these, so a generator change after that never changes what a student saw or how it is graded.
+assignment_exercises = sa.Table(
+    "assignment_exercises", metadata,
+    sa.Column("assignment_code", sa.String(16), sa.ForeignKey("assignments.code", ondelete="CASCADE"),
+              primary_key=True),
+    sa.Column("student_key", sa.String(100), primary_key=True),  # "" for the class's set
+    sa.Column("item_index", sa.Integer, primary_key=True),
+    sa.Column("version", sa.Integer, nullable=False),
+    sa.Column("exercise", sa.JSON, nullable=False),  # Exercise.to_dict()
+    sa.Column("stored_at", sa.DateTime, nullable=False),
 )
 
 attempts = sa.Table(
@@ -63,6 +80,8 @@ attempts = sa.Table(
     sa.Column("hints_used", sa.Integer, nullable=False),
     sa.Column("seconds", sa.Float, nullable=False),
     sa.Column("at", sa.DateTime, nullable=False),  # naive UTC
+    sa.Column("version", sa.Integer, nullable=True),  # None in rows stored before versions were kept
+    sa.Column("exercise", sa.JSON, nullable=True),  # Exercise.to_dict() of the exercise attempted
     sa.Index("ix_attempts_profile_at", "profile", "at"),
 )
 
@@ -88,7 +107,7 @@ def normalise_url(url: str) -> str:
 def open_engine(url: str | None = None) -> Engine:
     """An engine for `url` (default: database_url()), with the tables created if missing.
 
-    Thread-safe and meant to be shared: the UI keeps one per process (st.cache_resource)."""
+    Thread-safe and meant to be shared: services.db keeps one per process and URL."""
     url = normalise_url(url) if url else database_url()
     parsed = sa.engine.make_url(url)
     if parsed.get_backend_name() == "sqlite":
@@ -99,7 +118,32 @@ def open_engine(url: str | None = None) -> Engine:
         metadata.create_all(engine)
     except (sa.exc.IntegrityError, sa.exc.ProgrammingError, sa.exc.OperationalError):
         metadata.create_all(engine)  # another replica was creating the same tables at that moment
+    add_missing_columns(engine)
     return engine
+
+
+def add_missing_columns(engine: Engine) -> list[str]:
+    """Add the nullable columns a database made by an older version lacks ("table.column" added).
+
+    create_all makes missing tables only; a column added to the schema later (the stored exercise and
+    its version) is added here, nullable, so old rows read as "not stored"."""
+    added = []
+    for _ in range(2):  # a second pass when another replica added a column at the same moment
+        try:
+            existing = sa.inspect(engine)
+            for table in metadata.sorted_tables:
+                have = {c["name"] for c in existing.get_columns(table.name)}
+                for column in table.columns:
+                    if column.name in have or not column.nullable:
+                        continue
+                    kind = column.type.compile(dialect=engine.dialect)
+                    with writing(engine).begin() as conn:
+                        conn.exec_driver_sql(f'ALTER TABLE {table.name} ADD COLUMN "{column.name}" {kind}')
+                    added.append(f"{table.name}.{column.name}")
+            return added
+        except (sa.exc.ProgrammingError, sa.exc.OperationalError):
+            continue
+    return added
 
 
 def _sqlite_engine(url: sa.URL) -> Engine:

@@ -13,6 +13,7 @@ from streamlit.testing.v1 import AppTest
 
 import storage
 from exercises import misconceptions, selftest
+from services import assignments as service_assignments
 from tests.apptest_helpers import ROOT, open_page
 from tests.served_app import entrypoint_every_run  # noqa: F401  (fixture)
 from ui import assignments as ui_assignments
@@ -69,7 +70,7 @@ def create(at: AppTest, title: str, rows: list[tuple[str, int, int]], seed: int 
     at.text_input(key="assign.title").input(title)
     at.number_input(key="assign.rows").set_value(len(rows)).run()
     for r, (kind, level, count) in enumerate(rows):
-        at.selectbox(key=f"assign.kind.{r}").set_value(kind).run()
+        at.selectbox(key=f"assign.kind.{r}.en").set_value(kind).run()
         at.selectbox(key=f"assign.level.{r}.{kind}").set_value(level)
         at.number_input(key=f"assign.count.{r}").set_value(count)
     at.number_input(key="assign.seed").set_value(seed)
@@ -130,7 +131,7 @@ def test_teacher_creates_an_assignment_and_sees_the_key_once(db):
     assert (a.title, a.seed, a.item_count, a.allow_solutions, a.per_student) == ("Week 3", 42, 3, True, False)
     assert storage.verify_teacher_key(db, code, key)
     assert sorted(b.label for b in at.get("download_button")) == ["Answer key (PDF)", "Worksheet (PDF)"]
-    files = ui_assignments.pdf_files(a.spec, (), code, "en")  # what the two buttons hand out
+    files = service_assignments.pdf_files(a, (), "en")  # what the two buttons hand out
     assert all(files[name].startswith(b"%PDF") for name in ("worksheet.pdf", "answer-key.pdf"))
 
     button(at, "I have saved the key: hide it").click().run()
@@ -293,3 +294,49 @@ def test_a_bare_share_link_opens_the_assignment_not_home():
     at.run()
     assert not at.exception
     assert any("ABCD2345" in e.value for e in at.error), "the Assignments page answered for the code"
+
+
+# ---------------------------------------------------------------- after a generator change
+
+
+def test_a_version_bump_after_creation_changes_neither_the_page_nor_the_grade(db, monkeypatch):
+    from exercises.solutions import given_latex
+    from tests.changed_generator import bump
+
+    code, key = create(page(ASSIGNMENTS), "Pinned", [("scores", 1, 2)], seed=11)
+    a = storage.get_assignment(db, code)
+    stored = a.spec.exercises()
+    bump(monkeypatch, "scores")
+    changed = a.spec.exercises()
+    assert [ex.to_dict()["given"] for ex in changed] != [ex.to_dict()["given"] for ex in stored]
+
+    at = student_opens(code, "Ada")
+    shown = "\n".join(e.value for e in at.latex)
+    for ex, other in zip(stored, changed):
+        assert all(latex in shown for _, latex in given_latex(ex)), "the stored given matrices are shown"
+        assert any(latex not in shown for _, latex in given_latex(other)), "not what the generator gives now"
+    for index, ex in enumerate(stored):
+        for part, text in selftest.correct_answer(ex).items():
+            at.text_area(key=paste_key(f"asg-{a.code}-{index}-{ex.id}", part)).input(text)
+    submit(at)
+    assert "Submitted. Your score: 100%." in texts(at), "graded against the stored problems"
+    subs = storage.list_submissions(db, code, key)
+    assert [(s.version, s.exercise) for s in subs] == [(ex.version, ex.to_dict()) for ex in stored]
+    book = open_gradebook(code, key)
+    assert book.dataframe[0].value.iloc[0, 1:].tolist() == [1.0, 1.0, 1.0]
+
+
+def test_a_student_who_first_opens_a_changed_per_student_set_is_told_so(db, monkeypatch):
+    from tests.changed_generator import bump
+
+    code, _ = create(page(ASSIGNMENTS), "Variants", [("scores", 1, 1)], per_student=True)
+    student_opens(code, "Ada")  # Ada's variant is stored now
+    bump(monkeypatch, "scores")
+    ada = student_opens(code, "Ada")
+    assert not ada.error and any(b.label == "Submit my answers" for b in ada.button)
+    at = page(ASSIGNMENTS, {"assignment": code})
+    at.text_input(key=f"assign.name_input.{code}").input("Alan")
+    button(at, "Start").click().run()
+    assert not at.exception
+    assert "have changed since your teacher set it" in at.error[0].value
+    assert not any(b.label == "Submit my answers" for b in at.button)

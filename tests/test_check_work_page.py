@@ -92,7 +92,7 @@ def test_garbage_anywhere_gives_messages_not_exceptions():
 
 def test_from_q_k_v_with_the_backward_pass():
     at = open_page(PAGE)
-    at.radio(key=cw.MODE).set_value("QKV")
+    at.radio(key=f"{cw.MODE_WIDGET}.en").set_value("QKV")
     at.run()
     for name, text in {"Q": "1 0", "K": "1 0\n0 1", "V": "2 4\n6 8"}.items():
         at.text_area(key=cw.input_key(name)).input(text)

@@ -213,22 +213,33 @@ def test_accept_language_header_parsing():
 def _option_widgets_app():
     import streamlit as st
 
-    from ui.i18n import option_widget_keys
-    st.selectbox("kind", ["a", "b"], key="demo.select")
-    st.radio("mode", ["x", "y"], key="demo.radio", index=None)
-    st.multiselect("many", [1, 2], key="demo.multi")
+    from ui.i18n import lang_key, language_switch, resolve
+    resolve()
+    language_switch()
+    labels = {"en": {"a": "first", "b": "second"}, "zh": {"a": "第一", "b": "第二"}}[st.session_state["lang"]]
+    choice = st.selectbox("kind", ["a", "b"], format_func=labels.get, key=lang_key("demo.select", carry=True))
     with st.form("demo.form"):
-        st.text_input("cell", key="demo.text")
+        st.radio("mode", ["a", "b"], index=None, format_func=labels.get, key=lang_key("demo.radio", carry=True))
         st.form_submit_button("go")
-    st.checkbox("flag", key="demo.check")
-    st.session_state["demo.plain"] = "not a widget"
-    st.write("keys: " + ",".join(sorted(option_widget_keys())))
+    st.write(f"choice {choice}; radio {st.session_state[lang_key('demo.radio')]}")
 
 
-def test_option_widgets_are_found_for_relabelling():
-    """After a switch these are written back to themselves (so the browser gets their new label);
-    text boxes, checkboxes and plain keys are left alone."""
+def test_option_widgets_have_a_key_per_language_and_keep_their_choice():
+    """A widget with translated options is a new widget after a switch (so the browser never sends a
+    label of the other language back), and the switch carries its choice over."""
     at = AppTest.from_function(_option_widgets_app).run()
-    at.run()
+    at.selectbox(key="demo.select.en").set_value("b").run()
+    at.radio(key="demo.radio.en").set_value("a")
+    at.button[0].click().run()
+    assert at.markdown[-1].value == "choice b; radio a"
+    at.sidebar.radio[0].set_value("zh").run()
     assert not at.exception
-    assert at.markdown[-1].value == "keys: demo.multi,demo.radio,demo.select"
+    assert at.markdown[-1].value == "choice b; radio a", "the choices survive the switch"
+    assert at.selectbox(key="demo.select.zh").options == ["第一", "第二"]
+    assert at.selectbox(key="demo.select.zh").value == "b"
+
+
+def test_the_language_switch_uses_public_streamlit_api_only():
+    source = (ROOT / "ui" / "i18n.py").read_text(encoding="utf-8")
+    for internal in ("streamlit.runtime", "get_session_state", "._state", "Serde", "widget_metadata"):
+        assert internal not in source, internal

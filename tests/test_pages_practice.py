@@ -148,7 +148,7 @@ def test_bad_url_gives_message_and_fallback_problem(query, fragment):
 
 def test_topic_change_draws_a_problem_of_that_topic():
     at = open_page("app_pages/practice.py", {"kind": "softmax", "level": "1", "seed": "1"})
-    at.selectbox(key="practice.kind_widget").set_value("weighted_sum").run()
+    at.selectbox(key="practice.kind_widget.en").set_value("weighted_sum").run()
     assert not at.exception
     assert at.session_state["practice.kind"] == "weighted_sum"
     assert at.query_params["kind"] in ("weighted_sum", ["weighted_sum"])

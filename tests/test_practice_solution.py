@@ -58,7 +58,7 @@ def test_golden_solution_renders_steps_heatmaps_and_cells():
     assert not at.exception
     assert r"\frac{e^{0}}" not in latex_text(at).split(r"\begin{aligned} A_{ij}")[1].split(r"\end{aligned}")[0]
     # the cell picker: step 7 (softmax), row 2, column 1
-    at.selectbox(key="golden.cell_step").set_value(6).run()
+    at.selectbox(key="golden.cell_step.en").set_value(6).run()
     at.selectbox(key="golden.cell_row.6").set_value(1).run()
     at.selectbox(key="golden.cell_col.6").set_value(0).run()
     assert not at.exception

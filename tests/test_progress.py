@@ -3,7 +3,6 @@ a chart, the mistakes made most and a suggestion; Home shows the standing per st
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -20,22 +19,6 @@ from ui import progress
 pytestmark = pytest.mark.usefixtures("entrypoint_every_run")
 
 T0 = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
-
-
-@dataclass
-class Row:
-    kind: str
-    score: float | None
-    misconception: str | None = None
-    level: int = 1
-    at: datetime = T0
-    hints_used: int = 0
-    seconds: float = 60.0
-
-
-def rows(*specs) -> list[Row]:
-    return [Row(*spec, at=T0 + timedelta(minutes=i)) if isinstance(spec, tuple) else spec
-            for i, spec in enumerate(specs)]
 
 
 @pytest.fixture
@@ -67,57 +50,6 @@ def page_links(at: AppTest) -> list:
 
 
 # ---------------------------------------------------------------- pure summaries
-
-
-def test_standings_count_best_mean_recent_and_last_level():
-    table = progress.standings(rows(("softmax", 0.0), ("softmax", 1.0), ("scores", 0.5),
-                                    Row("softmax", 0.5, level=2, at=T0 + timedelta(hours=1)),
-                                    ("masking", None)))
-    assert set(table) == {"softmax", "scores"}, "ungraded attempts do not count"
-    s = table["softmax"]
-    assert (s.attempts, s.best, s.mean, s.level) == (3, 1.0, 0.5, 2)
-    recent = progress.standings(rows(*[("scores", 0.0)] * 3, *[("scores", 1.0)] * progress.RECENT))["scores"]
-    assert recent.recent == 1.0 and recent.mean < 1.0, "recent looks at the last attempts only"
-
-
-def test_top_mistakes_most_common_first_ties_by_recency():
-    found = progress.top_mistakes(rows(("scores", 0, "transposed_scores"), ("softmax", 0, "no_exp"),
-                                       ("softmax", 0, "softmax_columns"), ("softmax", 0, "no_exp"),
-                                       ("softmax", 1.0), ("scores", 0, "transposed_scores"),
-                                       ("softmax", 0, "softmax_columns")))
-    assert found == [("softmax_columns", 2), ("transposed_scores", 2), ("no_exp", 2)], \
-        "of equal counts, the most recently made mistake comes first"
-    assert progress.top_mistakes(rows(("softmax", 1.0))) == []
-    assert len(progress.top_mistakes(rows(*[("s", 0, f"m{i}") for i in range(9)]), limit=3)) == 3
-
-
-def test_suggestion_start_weak_next_review():
-    kinds = ["projection", "scores", "softmax"]
-    assert progress.suggest({}, kinds) == progress.Suggestion("projection", 1, "start")
-    weak = progress.suggest(progress.standings(rows(("scores", 1.0), ("softmax", 0.2), Row("softmax", 0.4, level=2))),
-                            kinds)
-    assert (weak.kind, weak.level, weak.reason) == ("softmax", 2, "weak") and weak.recent == pytest.approx(0.3)
-    good = progress.suggest(progress.standings(rows(("scores", 1.0), ("softmax", 0.9))), kinds)
-    assert (good.kind, good.level, good.reason) == ("projection", 1, "next")
-    done = progress.suggest(progress.standings(rows(("projection", 1.0), ("scores", 0.85), ("softmax", 0.9))), kinds)
-    assert (done.kind, done.reason) == ("scores", "review")
-    ignored = progress.suggest(progress.standings(rows(("retired_kind", 0.0))), kinds)
-    assert ignored.reason == "start", "topics that no longer exist are not suggested"
-
-
-def test_accuracy_frame_is_a_running_mean_per_topic():
-    frame = progress.accuracy_frame(rows(("softmax", 0.0), ("scores", 1.0), ("softmax", 1.0), ("softmax", 0.5)),
-                                    label=str.upper)
-    assert list(frame["topic"]) == ["SOFTMAX", "SCORES", "SOFTMAX", "SOFTMAX"]
-    assert list(frame["accuracy"]) == [0.0, 1.0, 0.5, 0.5]
-    assert progress.accuracy_frame([]).empty
-
-
-def test_profile_names_are_tidied_and_bounded():
-    assert progress.clean_profile("  Ada   Lovelace ") == "Ada Lovelace"
-    assert progress.clean_profile("") is None and progress.clean_profile("   ") is None
-    assert progress.clean_profile("x" * (progress.MAX_PROFILE + 1)) is None
-    assert progress.clean_profile("李雷") == "李雷"
 
 
 def test_every_misconception_has_a_short_name():
@@ -178,6 +110,16 @@ def test_a_graded_attempt_on_practice_is_stored_then_shown_after_restart(db):
     assert catalog("en")["home.standing"].format(attempts=1, best="100%", mean="100%") in captions
     progress_page = open_page("app_pages/progress.py")
     assert {m.label: m.value for m in progress_page.metric}[catalog("en")["progress.metric.attempts"]] == "1"
+
+
+def test_an_attempt_on_practice_keeps_its_exercise_and_version(db):
+    at = open_page("app_pages/practice.py", {"kind": "softmax", "level": "2", "seed": "8"})
+    ex = current_exercise(at)
+    fill_cells(at, ex, reference_cells(ex))
+    click_check(at)
+    (stored,) = storage.list_attempts(db, "me")
+    assert stored.version == ex.version == exercises.KINDS["softmax"].VERSION
+    assert stored.exercise == ex.to_dict() and exercises.Exercise.from_dict(stored.exercise) == ex
 
 
 def test_profile_from_the_sidebar_keeps_attempts_apart(db):

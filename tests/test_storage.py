@@ -177,6 +177,87 @@ def test_attempts_round_trip_in_time_order(engine):
         storage.record_attempt(engine, "  ", "scores", 1, 6, 1.0, None, 0, 1.0)
 
 
+# ---------------------------------------------------------------- stored exercises and versions
+
+
+def test_exercises_and_versions_are_kept_with_items_submissions_and_attempts(engine):
+    import exercises
+    class_set = [exercises.generate("softmax", 100, 2), exercises.generate("softmax", 101, 2),
+                 exercises.generate("scores", 102, 1)]
+    created = storage.create_assignment(engine, "Kept", ITEMS, 1, exercises=class_set)
+    code, key = created.assignment.code, created.teacher_key
+    versions = (exercises.KINDS["softmax"].VERSION, exercises.KINDS["scores"].VERSION)
+    assert created.assignment.versions == versions == storage.get_assignment(engine, code).versions
+    assert storage.stored_exercises(engine, code) == {i: ex.to_dict() for i, ex in enumerate(class_set)}
+    assert storage.stored_exercises(engine, code, "Ada") == {}
+    ex = class_set[0]
+    storage.record_submission(engine, code, "Ada", **_entry(0), version=ex.version, exercise=ex)
+    storage.record_submission(engine, code, "Bo", **_entry(0))  # as rows from before versions were kept
+    ada, bo = storage.list_submissions(engine, code, key)
+    assert (ada.version, ada.exercise) == (ex.version, ex.to_dict()) and (bo.version, bo.exercise) == (None, None)
+    storage.record_attempt(engine, "me", "softmax", 2, 100, 1.0, None, 0, 5.0, version=ex.version, exercise=ex)
+    (attempt,) = storage.list_attempts(engine, "me")
+    assert (attempt.version, exercises.Exercise.from_dict(attempt.exercise)) == (ex.version, ex)
+
+
+def test_a_students_exercises_are_stored_once_first_one_wins(engine):
+    import exercises
+    created = storage.create_assignment(engine, "Variants", ITEMS, 1, per_student=True)
+    code = created.assignment.code
+    first = {0: exercises.generate("softmax", 1, 2)}
+    assert storage.store_exercises(engine, code, "Ada", first) == {0: first[0].to_dict()}
+    again = storage.store_exercises(engine, code, " ADA ", {0: exercises.generate("softmax", 2, 2),
+                                                            1: exercises.generate("softmax", 3, 2)})
+    assert again[0] == first[0].to_dict(), "a stored exercise is never replaced"
+    assert set(again) == {0, 1} and storage.stored_exercises(engine, code, "Bo") == {}
+    with pytest.raises(storage.UnknownAssignment):
+        storage.store_exercises(engine, "ZZZZZZZZ", "Ada", first)
+
+
+def test_eight_sessions_of_one_student_opening_at_once_see_the_same_exercises(engine):
+    import exercises
+    code = storage.create_assignment(engine, "Rush", ITEMS, 1, per_student=True).assignment.code
+    results, errors = [], []
+
+    def first_visit(seed: int) -> None:
+        try:
+            drawn = {i: exercises.generate("softmax", seed + i, 2) for i in range(3)}
+            results.append(storage.store_exercises(engine, code, "Ada", drawn))
+        except Exception as err:  # noqa: BLE001  (reported below)
+            errors.append(err)
+
+    threads = [threading.Thread(target=first_visit, args=(10 * k,)) for k in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == [] and len(results) == 8
+    assert all(r == results[0] for r in results) and set(results[0]) == {0, 1, 2}
+
+
+def test_a_database_from_before_gets_the_new_columns_and_keeps_its_rows(db_url):
+    engine = storage.open_engine(db_url)
+    created = storage.create_assignment(engine, "Old", ITEMS, 1)
+    storage.record_submission(engine, created.assignment.code, "Ada", **_entry(0))
+    storage.record_attempt(engine, "me", "scores", 1, 6, 1.0, None, 0, 12.5)
+    with engine.begin() as conn:  # the schema as it was: no exercise or version columns
+        for table in ("submissions", "attempts"):
+            for column in ("exercise", "version"):
+                conn.exec_driver_sql(f'ALTER TABLE {table} DROP COLUMN "{column}"')
+        conn.exec_driver_sql("DROP TABLE assignment_exercises")
+    engine.dispose()
+    engine = storage.open_engine(db_url)  # added back, nullable
+    try:
+        (sub,) = storage.list_submissions(engine, created.assignment.code, created.teacher_key)
+        assert (sub.student, sub.version, sub.exercise) == ("Ada", None, None)
+        (attempt,) = storage.list_attempts(engine, "me")
+        assert (attempt.seconds, attempt.version, attempt.exercise) == (12.5, None, None)
+        assert storage.stored_exercises(engine, created.assignment.code) == {}
+        assert storage_db.add_missing_columns(engine) == [], "nothing left to add"
+    finally:
+        engine.dispose()
+
+
 # ---------------------------------------------------------------- concurrency and crashes
 
 

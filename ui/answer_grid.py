@@ -10,7 +10,7 @@ import streamlit as st
 
 from exercises import Exercise, Feedback, Part
 
-from .i18n import render, tr
+from .i18n import lang_key, render, tr
 
 MARK = {"right": "✓", "wrong": "✗", "consistent": "≈"}
 TINT = {"right": "rgba(33, 195, 84, 0.22)", "wrong": "rgba(255, 75, 75, 0.22)",
@@ -30,7 +30,8 @@ def paste_key(prefix: str, part: str) -> str:
 
 
 def choice_key(prefix: str, part: str) -> str:
-    return _slug(f"{prefix}-{part}-choice")
+    """Options are translated: one widget per language, a switch carries the choice over."""
+    return lang_key(_slug(f"{prefix}-{part}-choice"), carry=True)
 
 
 def part_heading(part: Part) -> str:

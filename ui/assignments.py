@@ -2,7 +2,8 @@
 
 A student's answers go to the database in one transaction when they submit; nothing is graded in
 front of them before that, and the answer key is never on this page. Solutions open after
-submitting, and only when the teacher allowed it.
+submitting, and only when the teacher allowed it. Creating, loading, grading and storing are
+services (services.assignments, services.submissions); this module draws and reads widgets.
 """
 
 from __future__ import annotations
@@ -12,23 +13,22 @@ import secrets
 from dataclasses import dataclass
 from typing import Any
 
-import sqlalchemy as sa
 import streamlit as st
 
 import exercises
-import storage
-from exercises import Exercise, Feedback, worksheets
-from exercises.assignments import MAX_COUNT, AssignmentError, AssignmentSpec, clean_student_name
-from exercises.engine import MAX_SEED
+from exercises import Exercise, Feedback
+from exercises.assignments import clean_student_name
 from exercises.i18n import plural
+from services import assignments as service
+from services import db, submissions
+from services.assignments import MAX_COUNT, MAX_SEED, Assignment, AssignmentError
 
 from . import aids as aids_ui
-from . import answer_grid, cache, feedback, problem, solution
-from .i18n import lang, render, tr
-from .progress import engine as db  # the process's one engine (st.cache_resource), shared with Progress
+from . import answer_grid, feedback, problem, solution
+from .i18n import lang, lang_key, render, tr
 
 MAX_ROWS = 8  # item rows in the builder
-CREATED = "assign.created"  # {code, title, key, spec}: this session's new assignment; the key lives only here
+CREATED = "assign.created"  # {code, title, key, assignment}: this session's new assignment; the key lives only here
 SEED = "assign.seed"
 
 
@@ -57,8 +57,9 @@ def builder_ui() -> BuilderValues | None:
     items = []
     for r in range(rows):
         left, middle, right = st.columns([3, 1, 1], vertical_alignment="bottom")
+        # options are translated titles: one widget per language, the choice carried over on a switch
         kind = left.selectbox(tr("assign.kind", n=r + 1), kinds, format_func=lambda k: tr(f"kind.{k}.title"),
-                              key=f"assign.kind.{r}")
+                              key=lang_key(f"assign.kind.{r}", carry=True))
         levels = list(exercises.KINDS[kind].LEVELS)
         level = middle.selectbox(tr("assign.level"), levels, key=f"assign.level.{r}.{kind}")
         count = right.number_input(tr("assign.count"), min_value=1, max_value=MAX_COUNT, value=1, step=1,
@@ -76,16 +77,16 @@ def builder_ui() -> BuilderValues | None:
 def create(values: BuilderValues) -> None:
     """Store the assignment; remember its code and key for this session (the key is never stored)."""
     try:
-        created = storage.create_assignment(db(), values.title, values.items, values.seed,
-                                            values.per_student, values.allow_solutions)
+        created = service.create(values.title, values.items, values.seed, values.per_student,
+                                 values.allow_solutions)
     except AssignmentError as err:
         st.error(render(err.message), icon=":material/error:")
         return
-    except sa.exc.SQLAlchemyError:
+    except db.Unavailable:
         st.error(tr("assign.error.database"), icon=":material/cloud_off:")
         return
     a = created.assignment
-    st.session_state[CREATED] = {"code": a.code, "title": a.title, "key": created.teacher_key, "spec": a.spec}
+    st.session_state[CREATED] = {"code": a.code, "title": a.title, "key": created.teacher_key, "assignment": a}
 
 
 def share_link(code: str) -> str:
@@ -99,7 +100,7 @@ def created_ui() -> None:
     created = st.session_state.get(CREATED)
     if not created:
         return
-    code, spec = created["code"], created["spec"]
+    code = created["code"]
     st.success(tr("assign.created", title=created["title"]), icon=":material/task_alt:")
     st.markdown(tr("assign.code_label"))
     st.code(code, language=None)
@@ -111,45 +112,34 @@ def created_ui() -> None:
         if st.button(tr("assign.key_saved"), key="assign.key_saved"):
             created["key"] = None  # gone for good: only its hash is in the database
             st.rerun()
-    downloads_ui(spec, code)
+    downloads_ui(created["assignment"])
 
 
-@functools.lru_cache(maxsize=8)
-def pdf_files(spec: AssignmentSpec, students: tuple[str, ...], code: str, language: str) -> dict[str, bytes]:
-    """Worksheet and answer key PDFs (pure; cached per process: a class's set takes seconds)."""
-    return worksheets.render(worksheets.build(spec, students, code, language), "pdf")
-
-
-def _pdf(spec: AssignmentSpec, students: tuple[str, ...], code: str, language: str, name: str) -> bytes:
-    return pdf_files(spec, students, code, language)[name]
-
-
-def downloads_ui(spec: AssignmentSpec, code: str) -> None:
+def downloads_ui(a: Assignment) -> None:
     """The two PDF downloads; for per-student variants, after the class list is entered."""
+    code = a.code
     students: tuple[str, ...] = ()
-    if spec.per_student:
+    if a.per_student:
         text = st.text_area(tr("assign.students_label"), key=f"assign.students.{code}",
                             placeholder=tr("assign.students_placeholder"), help=tr("assign.students_help"))
-        students = tuple(worksheets.read_students(text or ""))
-        if not students:
-            st.info(tr("assign.students_needed"), icon=":material/group:")
-            return
         try:
-            students = tuple(worksheets.clean_students(students))
+            students = service.class_list(text or "")
         except AssignmentError as err:
             st.error(render(err.message), icon=":material/error:")
             return
-    if worksheets.cjk_font_dir() is None and worksheets.needs_cjk(spec.title + "".join(students)
-                                                                 + tr("worksheet.name_line")):
+        if not students:
+            st.info(tr("assign.students_needed"), icon=":material/group:")
+            return
+    if service.missing_font(a.spec, students, tr("worksheet.name_line")):
         st.warning(tr("assign.error.pdf_font"), icon=":material/font_download_off:")
         return
     left, right = st.columns(2)
     # the PDFs are made when a button is clicked (data as a callable), not on every rerun
-    left.download_button(tr("assign.download_sheet"), data=functools.partial(_pdf, spec, students, code, lang(),
+    left.download_button(tr("assign.download_sheet"), data=functools.partial(service.pdf, a, students, lang(),
                                                                              "worksheet.pdf"),
                          file_name=f"worksheet-{code}.pdf", mime="application/pdf", key=f"assign.dl_sheet.{code}",
                          icon=":material/description:", on_click="ignore")
-    right.download_button(tr("assign.download_key"), data=functools.partial(_pdf, spec, students, code, lang(),
+    right.download_button(tr("assign.download_key"), data=functools.partial(service.pdf, a, students, lang(),
                                                                             "answer-key.pdf"),
                           file_name=f"answer-key-{code}.pdf", mime="application/pdf", key=f"assign.dl_key.{code}",
                           icon=":material/key:", on_click="ignore")
@@ -168,26 +158,26 @@ def open_code_ui() -> None:
 # ---------------------------------------------------------------- student: open, work, submit
 
 
-def load(code_text: str) -> storage.Assignment | None:
+def load(code_text: str) -> Assignment | None:
     """The assignment behind ?assignment=…, or None after a clear message."""
     try:
-        a = storage.get_assignment(db(), code_text)
-    except storage.MalformedCode:
+        a = service.load(code_text)
+    except service.MalformedCode:
         st.error(tr("assign.error.code_malformed", code=code_text[:40]), icon=":material/link_off:")
         return None
-    except sa.exc.SQLAlchemyError:
+    except db.Unavailable:
         st.error(tr("assign.error.database"), icon=":material/cloud_off:")
         return None
     if a is None:
-        st.error(tr("assign.error.code_unknown", code=storage.parse_code(code_text)), icon=":material/link_off:")
+        st.error(tr("assign.error.code_unknown", code=service.parse_code(code_text)), icon=":material/link_off:")
     return a
 
 
-def _key(a: storage.Assignment, what: str) -> str:
+def _key(a: Assignment, what: str) -> str:
     return f"assign.{what}.{a.code}"
 
 
-def student_name_ui(a: storage.Assignment) -> str | None:
+def student_name_ui(a: Assignment) -> str | None:
     """The student's name for this assignment (asked once per session), or None until given."""
     state = st.session_state
     name = state.get(_key(a, "student"))
@@ -197,6 +187,7 @@ def student_name_ui(a: storage.Assignment) -> str | None:
         if _key(a, "result") not in state and right.button(tr("assign.change_name"), key=_key(a, "rename")):
             del state[_key(a, "student")]
             state.pop(_key(a, "problems"), None)
+            state.pop(_key(a, "exercises"), None)
             st.rerun()
         return name
     with st.form(_key(a, "name_form")):
@@ -212,60 +203,49 @@ def student_name_ui(a: storage.Assignment) -> str | None:
     return None
 
 
-def items_for(a: storage.Assignment, name: str) -> list[Exercise]:
-    """This student's exercises: their own variants, or the class's set."""
-    return [cache.exercise(slot.kind, seed, slot.level) for slot, seed in a.spec.seeds(name)]
+def items_for(a: Assignment, name: str) -> list[Exercise] | None:
+    """This student's exercises as stored (their own variants, or the class's set), kept in the
+    session; None after a clear message when they cannot be shown as they were set."""
+    state = st.session_state
+    cached = state.get(_key(a, "exercises"))
+    if cached is not None and cached[0] == name:
+        return cached[1]
+    try:
+        items = submissions.exercises_for(a, name)
+    except submissions.ExerciseChanged as err:
+        st.error(tr("assign.error.changed", items=", ".join(str(i + 1) for i in err.items)),
+                 icon=":material/history:")
+        return None
+    except db.Unavailable:
+        st.error(tr("assign.error.database"), icon=":material/cloud_off:")
+        return None
+    state[_key(a, "exercises")] = (name, items)
+    return items
 
 
-def _prefix(a: storage.Assignment, index: int, ex: Exercise) -> str:
+def _prefix(a: Assignment, index: int, ex: Exercise) -> str:
     return f"asg-{a.code}-{index}-{ex.id}"
 
 
-def is_blank(answer: Any) -> bool:
-    """Nothing typed or chosen for a whole part."""
-    if answer is None:
-        return True
-    if isinstance(answer, str):
-        return not answer.strip()
-    return all(not str(cell or "").strip() for row in answer for cell in row)
-
-
-def _submit(a: storage.Assignment, name: str, items: list[Exercise]) -> None:
+def _submit(a: Assignment, name: str, items: list[Exercise]) -> None:
     """Form callback: grade everything; store it all in one transaction, or say what to fix first."""
     state = st.session_state
-    allow_blank = bool(state.get(_key(a, "allow_blank")))
-    graded: dict[int, Feedback | None] = {}
-    answers: dict[int, Any] = {}
-    problems: dict[int, Feedback] = {}
-    blank: list[int] = []
-    for index, ex in enumerate(items):
-        answer = answer_grid.collect(ex, _prefix(a, index, ex))
-        if all(is_blank(v) for v in answer.values()):
-            blank.append(index)
-            graded[index], answers[index] = None, None
-            continue
-        fb = exercises.grade(ex, answer)
-        if not fb.graded:
-            problems[index] = fb
-        graded[index], answers[index] = fb, answer
-    state[_key(a, "problems")] = problems
-    state[_key(a, "blank")] = blank if not allow_blank else []
-    if problems or (blank and not allow_blank):
+    answers = {index: answer_grid.collect(ex, _prefix(a, index, ex)) for index, ex in enumerate(items)}
+    graded = submissions.grade_all(items, answers, allow_blank=bool(state.get(_key(a, "allow_blank"))))
+    state[_key(a, "problems")] = graded.unreadable
+    state[_key(a, "blank")] = graded.blank
+    if not graded.ready:
         return
-    entries = [{"item_index": i, "kind": ex.kind, "level": ex.level, "seed": ex.seed, "answer": answers[i],
-                "score": graded[i].score if graded[i] is not None else 0.0,
-                "misconception": graded[i].misconception if graded[i] is not None else None}
-               for i, ex in enumerate(items)]
     try:
-        ids = storage.record_submissions(db(), a.code, name, entries)
-    except (sa.exc.SQLAlchemyError, ValueError, storage.UnknownAssignment):
+        ids = submissions.submit(a, name, items, graded)
+    except submissions.NotSaved:
         state[_key(a, "save_failed")] = True
         return
     state.pop(_key(a, "save_failed"), None)
-    state[_key(a, "result")] = {"ids": ids, "feedback": graded, "answers": answers}
+    state[_key(a, "result")] = {"ids": ids, "feedback": graded.feedback, "answers": graded.answers}
 
 
-def work_ui(a: storage.Assignment, name: str, items: list[Exercise]) -> None:
+def work_ui(a: Assignment, name: str, items: list[Exercise]) -> None:
     """Every item with its answer grid in one form, and Submit."""
     state = st.session_state
     problems: dict[int, Feedback] = state.get(_key(a, "problems"), {})
@@ -305,7 +285,7 @@ def _restore(ex: Exercise, prefix: str, answer: dict[str, Any]) -> None:
                     state[answer_grid.cell_key(prefix, part.name, i, j)] = text
 
 
-def results_ui(a: storage.Assignment, items: list[Exercise]) -> None:
+def results_ui(a: Assignment, items: list[Exercise]) -> None:
     """After submitting: the marks and feedback of each item; solutions when the teacher allows them."""
     result = st.session_state[_key(a, "result")]
     graded: dict[int, Feedback | None] = result["feedback"]
@@ -328,13 +308,15 @@ def results_ui(a: storage.Assignment, items: list[Exercise]) -> None:
         st.caption(tr("assign.no_solutions"))
 
 
-def student_ui(a: storage.Assignment) -> None:
+def student_ui(a: Assignment) -> None:
     st.title(a.title)
     st.caption(render(plural("assign.student_intro", a.item_count, code=a.code)))
     name = student_name_ui(a)
     if name is None:
         return
     items = items_for(a, name)
+    if items is None:
+        return
     if _key(a, "result") in st.session_state:
         results_ui(a, items)
     else:

@@ -15,8 +15,10 @@ LISTENERS: list[Callable[[dict[str, Any]], None]] = []  # called with each new a
 
 
 def record(ex: Exercise, fb: Feedback, started: float | None = None, **extra: Any) -> dict[str, Any]:
-    """Append a graded attempt to the session and tell the listeners."""
-    entry = {"kind": ex.kind, "level": ex.level, "seed": ex.seed, "score": fb.score, "correct": fb.correct,
+    """Append a graded attempt to the session and tell the listeners. It keeps the very exercise
+    (its to_dict(), with the generator version), so a stored attempt still names the problem seen."""
+    entry = {"kind": ex.kind, "level": ex.level, "seed": ex.seed, "version": ex.version, "exercise": ex.to_dict(),
+             "score": fb.score, "correct": fb.correct,
              "misconception": fb.misconception, "at": time.time(),
              "seconds": round(time.time() - started, 1) if started else None, "solution_shown": False, **extra}
     st.session_state.setdefault(ATTEMPTS, []).append(entry)

@@ -17,13 +17,14 @@ from exercises.checkwork import BACKWARD, FORWARD, FROM_QKV, FROM_X, NEEDS_X, Re
 from exercises.i18n import plural
 from exercises.numbers import decimals_for
 
-from .i18n import render, tr
+from .i18n import lang_key, render, tr
 
 PREFIX = "checkwork"
 MODE = f"{PREFIX}.mode"  # "X": from X and the weights; "QKV": from Q, K, V
 CAUSAL = f"{PREFIX}.causal"
 CHECKED = f"{PREFIX}.checked"  # set once the learner pressed Check: the report then follows their edits
 MODES = ("X", "QKV")
+MODE_WIDGET = f"{PREFIX}.mode_widget"  # + the language (ui.i18n.lang_key)
 
 # the reference notes' example: X = [[1,0],[0,1],[1,1]], identity weights, causal, with A and O as printed there
 EXAMPLE_INPUTS = {"X": "1 0\n0 1\n1 1", "W_Q": "1 0\n0 1", "W_K": "1 0\n0 1", "W_V": "1 0\n0 1",
@@ -72,10 +73,17 @@ def _matrix_area(name: str, key: str, height: int = AREA_HEIGHT) -> None:
     st.text_area(tr(f"part.{name}"), key=key, height=height, placeholder=tr("checkwork.page.placeholder"))
 
 
+def _on_mode(widget: str) -> None:
+    st.session_state[MODE] = st.session_state[widget]
+
+
 def inputs_ui() -> tuple[dict[str, str], bool]:
     """The inputs and the causal switch; returns ({name: text}, causal)."""
-    mode = st.radio(tr("checkwork.page.mode"), MODES, key=MODE, horizontal=True,
-                    format_func=lambda m: tr(f"checkwork.page.mode_{m}"))
+    # the options are translated: one widget per language, following the canonical MODE
+    widget = lang_key(MODE_WIDGET)
+    st.session_state[widget] = st.session_state[MODE]
+    mode = st.radio(tr("checkwork.page.mode"), MODES, key=widget, horizontal=True, on_change=_on_mode,
+                    args=(widget,), format_func=lambda m: tr(f"checkwork.page.mode_{m}"))
     names = FROM_X if mode == "X" else FROM_QKV
     for column, name in zip(st.columns(len(names)), names):
         with column:

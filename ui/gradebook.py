@@ -1,51 +1,38 @@
 """The gradebook on a page: opened with an assignment's code and teacher key; students × items,
-the mistakes made most per item, CSV export. The key stays in this session only."""
+the mistakes made most per item, CSV export. The key stays in this session only. The data come
+from services.gradebook; this module draws them."""
 
 from __future__ import annotations
 
 import altair as alt
 import pandas as pd
-import sqlalchemy as sa
 import streamlit as st
 
-import storage
 from exercises.assignments import slots
 from exercises.i18n import plural
+from services import db
+from services import gradebook as service
+from services.assignments import AccessDenied, Assignment, UnknownAssignment
 
-from .i18n import tr
-from .progress import engine as db
+from .i18n import render, tr
 from .progress import mistake_name
 
 AUTH = "gradebook.auth"  # (code, key) once the key matched
 
 
-def item_labels(a: storage.Assignment) -> list[str]:
+def item_labels(a: Assignment) -> list[str]:
     return [tr("gradebook.item", n=s.index + 1, title=tr(f"kind.{s.kind}.title"), level=s.level)
             for s in slots(a.items)]
 
 
-def table(book: storage.Gradebook) -> pd.DataFrame:
+def table(book: service.Gradebook) -> pd.DataFrame:
     """One row per student: each item's latest score (0–1; empty if not submitted) and the mean over all items."""
-    labels = item_labels(book.assignment)
-    rows = []
-    for student in book.students:
-        scores = [book.scores.get((student, i)) for i in range(len(labels))]
-        total = sum(s for s in scores if s is not None) / max(len(labels), 1)
-        rows.append([student, *[None if s is None else round(s, 3) for s in scores], round(total, 3)])
-    return pd.DataFrame(rows, columns=[tr("gradebook.student"), *labels, tr("gradebook.total")])
+    return service.table(book, item_labels(book.assignment), tr("gradebook.student"), tr("gradebook.total"))
 
 
-def csv_bytes(frame: pd.DataFrame) -> bytes:
-    """The table as CSV (UTF-8 with a byte-order mark, so spreadsheet programs read accents right)."""
-    return frame.to_csv(index=False).encode("utf-8-sig")
-
-
-def mistakes_frame(book: storage.Gradebook) -> pd.DataFrame:
+def mistakes_frame(book: service.Gradebook) -> pd.DataFrame:
     """(item, mistake, students) for every misconception named in a latest answer."""
-    labels = item_labels(book.assignment)
-    rows = [{"item": labels[index], "order": index, "mistake": mistake_name(mid), "students": count}
-            for index, found in book.misconceptions.items() if index < len(labels) for mid, count in found]
-    return pd.DataFrame(rows, columns=["item", "order", "mistake", "students"])
+    return service.mistakes_frame(book, item_labels(book.assignment), mistake_name)
 
 
 def mistakes_chart(frame: pd.DataFrame) -> alt.Chart:
@@ -77,31 +64,12 @@ def open_ui() -> tuple[str, str] | None:
         pressed = st.form_submit_button(tr("gradebook.open"), type="primary", icon=":material/lock_open:")
     if not pressed:
         return None
-    problem = check(code_text, key_text)
+    problem = service.check(code_text, key_text)
     if problem is not None:
-        st.error(problem, icon=":material/lock:")
+        st.error(render(problem), icon=":material/lock:")
         return None
-    state[AUTH] = (storage.parse_code(code_text), storage.parse_key(key_text))
+    state[AUTH] = service.credentials(code_text, key_text)
     st.rerun()
-
-
-def check(code_text: str, key_text: str) -> str | None:
-    """What is wrong with this code and key, in words; None when they open the gradebook."""
-    try:
-        code = storage.parse_code(code_text)
-    except storage.MalformedCode:
-        return tr("gradebook.error.code_malformed")
-    try:
-        if storage.get_assignment(db(), code) is None:
-            return tr("gradebook.error.code_unknown", code=code)
-        storage.parse_key(key_text)
-        if not storage.verify_teacher_key(db(), code, key_text):
-            return tr("gradebook.error.key_wrong", code=code)
-    except storage.MalformedKey:
-        return tr("gradebook.error.key_malformed")
-    except sa.exc.SQLAlchemyError:
-        return tr("assign.error.database")
-    return None
 
 
 def close() -> None:
@@ -111,12 +79,12 @@ def close() -> None:
 
 def show(code: str, key: str) -> None:
     try:
-        book = storage.gradebook(db(), code, key)
-    except (storage.AccessDenied, storage.UnknownAssignment, ValueError):
+        book = service.load(code, key)
+    except (AccessDenied, UnknownAssignment, ValueError):
         close()
         st.error(tr("gradebook.error.key_wrong", code=code), icon=":material/lock:")
         return
-    except sa.exc.SQLAlchemyError:
+    except db.Unavailable:
         st.error(tr("assign.error.database"), icon=":material/cloud_off:")
         return
     a = book.assignment
@@ -132,7 +100,7 @@ def show(code: str, key: str) -> None:
     frame = table(book)
     percent = {c: st.column_config.NumberColumn(c, format="percent") for c in frame.columns[1:]}
     st.dataframe(frame, hide_index=True, column_config=percent)
-    st.download_button(tr("gradebook.csv"), data=csv_bytes(frame), file_name=f"gradebook-{a.code}.csv",
+    st.download_button(tr("gradebook.csv"), data=service.csv_bytes(frame), file_name=f"gradebook-{a.code}.csv",
                        mime="text/csv", icon=":material/download:", key="gradebook.csv", on_click="ignore")
     mistakes = mistakes_frame(book)
     if mistakes.empty:

@@ -3,6 +3,8 @@
 The language lives in session state under ``lang``. On a session's first run it comes from the URL
 (``?lang=zh``), else from the browser (its locale, then its Accept-Language header), else English;
 after that the sidebar switch changes it and the URL follows, so a reload or a shared link keeps it.
+A widget whose options are translated gets a key per language (``lang_key``), so a switch never
+leaves the browser holding a label of the other language; only public Streamlit API is used.
 """
 
 from __future__ import annotations
@@ -84,45 +86,40 @@ def resolve() -> str:
     return state[LANG_KEY]
 
 
-# widgets that send their choice back as its label (selectbox, radio, multiselect, pills, segmented
-# control, select slider): labels are translated, so after a switch the old label matches no option
-_OPTION_SERDES = {"SelectboxSerde", "RadioSerde", "MultiSelectSerde", "SelectSliderSerde",
-                  "_SingleSelectButtonGroupSerde", "_MultiSelectButtonGroupSerde"}
+# An option widget (selectbox, radio, …) sends its choice back as its label. Its labels are
+# translated, so after a switch the browser would send a label of the other language that matches no
+# option. Such a widget gets one key per language (lang_key): after a switch it is a new widget, drawn
+# from the canonical choice kept under a language-independent key, never from a stale label.
+CARRIED = "lang.carried"  # {base: None}: language-keyed widgets whose own value a switch carries over
 
 
-def option_widget_keys() -> list[str]:
-    """The keys of this session's option widgets (found through Streamlit's session internals; an
-    empty list if those ever change shape, which only brings back stale labels after a switch)."""
-    try:
-        from streamlit.runtime.state.session_state_proxy import get_session_state
-        state = get_session_state()._state
-        keys = []
-        for key in list(st.session_state.keys()):
-            meta = state._new_widget_state.widget_metadata.get(state._get_widget_id(key))
-            serde = getattr(getattr(meta, "deserializer", None), "__self__", None)
-            if type(serde).__name__ in _OPTION_SERDES:
-                keys.append(key)
-        return keys
-    except (AttributeError, ImportError, KeyError, TypeError):
-        return []
+def lang_key(base: str, carry: bool = False) -> str:
+    """The key of a widget whose label or options are translated: `base` in the current language.
+
+    With carry=True the widget's value is itself the canonical choice (no callback copies it, as in
+    a form): a switch then carries it over to the new language's widget."""
+    if carry:
+        st.session_state.setdefault(CARRIED, {})[base] = None
+    return f"{base}.{lang()}"
 
 
-def _relabel_option_widgets() -> None:
-    """Write each option widget's value back to itself: the next run then sends the choice to the
-    browser under its label in the new language (text boxes are left alone: their drafts stay)."""
-    for key in option_widget_keys():
-        if key != WIDGET_KEY:
-            st.session_state[key] = st.session_state[key]
+def _carry_over(old: str, new: str) -> None:
+    state = st.session_state
+    for base in state.get(CARRIED, {}):
+        if f"{base}.{old}" in state:
+            state[f"{base}.{new}"] = state[f"{base}.{old}"]
 
 
 def _on_switch() -> None:
-    st.session_state[LANG_KEY] = st.session_state[WIDGET_KEY]
-    st.query_params[URL_PARAM] = st.session_state[LANG_KEY]
-    _relabel_option_widgets()
+    old, new = lang(), st.session_state[WIDGET_KEY]
+    st.session_state[LANG_KEY] = new
+    st.query_params[URL_PARAM] = new
+    _carry_over(old, new)
 
 
 def language_switch() -> str:
-    """The sidebar switch English / 简体中文; returns the language in use."""
+    """The sidebar switch English / 简体中文; returns the language in use. Its options are named each
+    in its own language, the same in both, so one key serves; the canonical choice is ``lang``."""
     st.session_state[WIDGET_KEY] = lang()  # the widget follows the canonical key, whoever set it
     st.sidebar.radio(tr("lang.label"), available(), format_func=lambda code: NAMES.get(code, code),
                      key=WIDGET_KEY, horizontal=True, on_change=_on_switch)

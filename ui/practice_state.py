@@ -14,10 +14,11 @@ import streamlit as st
 import exercises
 from exercises.i18n import Msg, msg
 
-from .i18n import tr
+from .i18n import lang_key, tr
 
 DEFAULT_KIND = "softmax"
 KIND, LEVEL, SEED = "practice.kind", "practice.level", "practice.seed"
+KIND_WIDGET = "practice.kind_widget"  # + the language: see kind_widget_key()
 NOTICES, FEEDBACK, ATTEMPTS, STARTED = "practice.notices", "practice.feedback", "practice.attempts", "practice.started"
 
 
@@ -96,6 +97,12 @@ def on_level_change(widget_key: str) -> None:
 
 def on_new_problem() -> None:
     choose(st.session_state[KIND], st.session_state[LEVEL], new_seed())
+
+
+def kind_widget_key() -> str:
+    """The topic box's key: its options are translated titles, so one widget per language, drawn
+    from the canonical ``practice.kind``."""
+    return lang_key(KIND_WIDGET)
 
 
 def kind_label(kind: str) -> str:

@@ -19,7 +19,7 @@ def show(ex: Exercise) -> None:
     st.markdown(prompt_text(ex))
     if ex.given.get("causal") is True:
         st.caption(tr("problem.causal"))
-    lines = cache.given_lines(ex.kind, ex.seed, ex.level)
+    lines = cache.given_lines_of(ex)
     columns = st.columns(min(len(lines), 3) or 1)
     for index, (_name, latex) in enumerate(lines):
         with columns[index % len(columns)]:

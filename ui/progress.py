@@ -1,25 +1,36 @@
-"""A learner's progress: graded attempts stored under a local profile name, and what they add up to.
+"""A learner's progress on a page: the profile box, the standings kept in the session, and the chart.
 
-Every graded attempt on Practice reaches ``on_attempt`` (a listener of ui.attempts) and is written
-through the storage layer, so it survives a restart. The summaries below are plain functions of a
-list of attempts (anything with kind, level, score, misconception, hints_used, seconds, at).
+Every graded attempt on Practice reaches ``on_attempt`` (a listener of ui.attempts) and is stored
+through services.progress, so it survives a restart. The analytics themselves (standings, mistakes,
+suggestions, the chart's data) live in services.progress; this module only draws and translates.
 """
 
 from __future__ import annotations
 
-from collections import Counter, defaultdict
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import Any
 
 import altair as alt
 import pandas as pd
-import sqlalchemy as sa
 import streamlit as st
 
-import exercises
-import storage
 from exercises.i18n import DEFAULT_LANG, catalog
+from services import db, progress
+from services.progress import (  # noqa: F401  (names Home, the Home map and the pages read from here)
+    DEFAULT_PROFILE,
+    MASTERED,
+    MAX_PROFILE,
+    RECENT,
+    Standing,
+    Suggestion,
+    Totals,
+    accuracy_frame,
+    clean_profile,
+    standings,
+    suggest,
+    top_mistakes,
+    totals,
+)
 
 from . import attempts as session_attempts
 from .i18n import tr
@@ -27,48 +38,21 @@ from .i18n import tr
 PROFILE_KEY = "progress.profile"
 VERSION_KEY = "progress.version"  # bumped on every stored attempt: cached summaries are stale after it
 SUMMARY_KEY = "progress.summary"
-DEFAULT_PROFILE = "me"
-MAX_PROFILE = 40
-RECENT = 5  # a topic's standing is judged on its last few attempts
-MASTERED = 0.8  # mean score over the recent attempts at which a topic counts as done
-
-
-# ---------------------------------------------------------------- the store
-
-
-@st.cache_resource(show_spinner=False)
-def _engine(url: str) -> sa.engine.Engine:
-    return storage.open_engine(url)
-
-
-def engine() -> sa.engine.Engine:
-    """The process's engine for the configured database (one per URL, shared by sessions)."""
-    return _engine(storage.database_url())
 
 
 def profile() -> str:
     return st.session_state.get(PROFILE_KEY, DEFAULT_PROFILE)
 
 
-def clean_profile(text: Any) -> str | None:
-    """A profile name with its spaces tidied, or None when it is empty or too long."""
-    name = " ".join(str(text or "").split())
-    return name if 0 < len(name) <= MAX_PROFILE and name.isprintable() else None
-
-
 def on_attempt(entry: dict[str, Any]) -> None:
     """Store one graded attempt of this session under the current profile (a ui.attempts listener)."""
-    if entry.get("score") is None:
-        return
     try:
-        storage.record_attempt(engine(), profile(), entry["kind"], int(entry["level"]), int(entry["seed"]),
-                               float(entry["score"]), entry.get("misconception"),
-                               int(entry.get("hints_used") or 0), float(entry.get("seconds") or 0.0),
-                               entry.get("at"))
-    except (sa.exc.SQLAlchemyError, OSError, ValueError):
+        stored = progress.record_attempt(profile(), entry)
+    except (db.Unavailable, ValueError):
         st.toast(tr("progress.not_saved"), icon=":material/cloud_off:")
         return
-    st.session_state[VERSION_KEY] = st.session_state.get(VERSION_KEY, 0) + 1
+    if stored is not None:
+        st.session_state[VERSION_KEY] = st.session_state.get(VERSION_KEY, 0) + 1
 
 
 def subscribe() -> None:
@@ -78,11 +62,11 @@ def subscribe() -> None:
         session_attempts.LISTENERS.append(on_attempt)
 
 
-def load(name: str | None = None) -> list[storage.Attempt]:
+def load(name: str | None = None) -> list[Any]:
     """All stored attempts of a profile (default: the current one), oldest first."""
     try:
-        return storage.list_attempts(engine(), name or profile())
-    except (sa.exc.SQLAlchemyError, OSError):
+        return progress.attempts(name or profile())
+    except db.Unavailable:
         st.warning(tr("progress.unavailable"), icon=":material/cloud_off:")
         return []
 
@@ -109,106 +93,21 @@ def profile_input(widget_key: str, container: Any = st) -> str:
 # ---------------------------------------------------------------- summaries
 
 
-@dataclass(frozen=True)
-class Standing:
-    """How a learner stands on one topic."""
-
-    attempts: int
-    best: float
-    mean: float
-    recent: float  # mean of the last RECENT attempts
-    level: int  # the level of the latest attempt
-
-
-@dataclass(frozen=True)
-class Suggestion:
-    kind: str
-    level: int
-    reason: str  # "start", "weak", "next" or "review"
-    recent: float | None = None
-
-
-def _scored(attempts: Iterable[Any]) -> list[Any]:
-    return [a for a in attempts if a.score is not None]
-
-
-def standings(attempts: Iterable[Any]) -> dict[str, Standing]:
-    """{kind: Standing} for every topic with at least one graded attempt."""
-    by_kind: dict[str, list[Any]] = defaultdict(list)
-    for a in _scored(attempts):
-        by_kind[a.kind].append(a)
-    result = {}
-    for kind, rows in by_kind.items():
-        scores = [float(a.score) for a in rows]
-        recent = scores[-RECENT:]
-        result[kind] = Standing(len(rows), max(scores), sum(scores) / len(scores), sum(recent) / len(recent),
-                                int(rows[-1].level))
-    return result
-
-
-def top_mistakes(attempts: Iterable[Any], limit: int = 5) -> list[tuple[str, int]]:
-    """The misconceptions named most often, most common first (ties: the most recent first)."""
-    found = [a.misconception for a in attempts if a.misconception]
-    counts = Counter(found)
-    last_seen = {mid: i for i, mid in enumerate(found)}
-    return sorted(counts.items(), key=lambda item: (-item[1], -last_seen[item[0]]))[:limit]
-
-
-def suggest(table: dict[str, Standing], kinds: Sequence[str]) -> Suggestion:
-    """What to practise next: the weakest topic tried, else the first topic not tried, else a review."""
-    table = {k: s for k, s in table.items() if k in kinds}
-    if not table:
-        return Suggestion(kinds[0], 1, "start")
-    weakest = min(table, key=lambda k: (table[k].recent, -table[k].attempts, kinds.index(k)))
-    if table[weakest].recent < MASTERED:
-        return Suggestion(weakest, table[weakest].level, "weak", table[weakest].recent)
-    untried = [k for k in kinds if k not in table]
-    if untried:
-        return Suggestion(untried[0], 1, "next")
-    return Suggestion(weakest, table[weakest].level, "review", table[weakest].recent)
-
-
 def suggestion_text(s: Suggestion) -> str:
     recent = "" if s.recent is None else f"{s.recent:.0%}"
     return tr(f"suggest.{s.reason}", topic=tr(f"kind.{s.kind}.title"), level=s.level, recent=recent,
               last=RECENT)
 
 
-def accuracy_frame(attempts: Iterable[Any], label: Any = str) -> pd.DataFrame:
-    """One row per graded attempt: when, topic (labelled), level, score and the topic's running
-    accuracy (mean of its last RECENT scores up to then)."""
-    rows = []
-    history: dict[str, list[float]] = defaultdict(list)
-    for a in _scored(attempts):
-        history[a.kind].append(float(a.score))
-        recent = history[a.kind][-RECENT:]
-        rows.append({"at": a.at, "kind": a.kind, "topic": label(a.kind), "level": int(a.level),
-                     "score": float(a.score), "accuracy": sum(recent) / len(recent)})
-    return pd.DataFrame(rows, columns=["at", "kind", "topic", "level", "score", "accuracy"])
-
-
 def summary() -> dict[str, Standing]:
     """The current profile's standings, kept in the session until the next stored attempt."""
     state = st.session_state
-    stamp = (profile(), state.get(VERSION_KEY, 0), storage.database_url())
+    stamp = (profile(), state.get(VERSION_KEY, 0), db.url())
     cached = state.get(SUMMARY_KEY)
     if cached is None or cached[0] != stamp:
         cached = (stamp, standings(load()))
         state[SUMMARY_KEY] = cached
     return cached[1]
-
-
-@dataclass(frozen=True)
-class Totals:
-    attempts: int
-    mean: float
-    seconds: float
-
-
-def totals(attempts: Sequence[Any]) -> Totals:
-    scored = _scored(attempts)
-    mean = sum(float(a.score) for a in scored) / len(scored) if scored else 0.0
-    return Totals(len(scored), mean, sum(float(a.seconds or 0.0) for a in scored))
 
 
 # ---------------------------------------------------------------- drawing helpers
@@ -262,9 +161,8 @@ def accuracy_chart(attempts: Sequence[Any]) -> alt.Chart:
 
 def topic_table(table: dict[str, Standing]) -> pd.DataFrame:
     """One row per topic tried, in pipeline order, with translated column names."""
-    order = {kind: i for i, kind in enumerate(exercises.KINDS)}
     rows = [{tr("progress.col.topic"): topic_label(kind), tr("progress.col.attempts"): s.attempts,
              tr("progress.col.best"): f"{s.best:.0%}", tr("progress.col.mean"): f"{s.mean:.0%}",
              tr("progress.col.recent"): f"{s.recent:.0%}", tr("progress.col.level"): s.level}
-            for kind, s in sorted(table.items(), key=lambda item: order.get(item[0], len(order)))]
+            for kind, s in progress.in_pipeline_order(table)]
     return pd.DataFrame(rows)

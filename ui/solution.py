@@ -25,7 +25,7 @@ from exercises import Exercise
 from exercises import latex as L
 
 from . import attempts
-from .i18n import lang, tr
+from .i18n import lang, lang_key, tr
 
 SHOWN = "practice.solution_shown"  # session key: ids of the exercises whose solution was opened
 SCORE_STEPS = ("masked", "scaled", "scores")  # the softmax input, the most processed first
@@ -114,7 +114,7 @@ def cell_picker(ex: Exercise, view: list[dict[str, Any]], key: str) -> None:
     """Pick a step and a cell; show how that cell is computed."""
     st.markdown(f"**{tr('solution.cell_title')}**")
     left, middle, right = st.columns([3, 1, 1])
-    index = left.selectbox(tr("solution.cell_step"), range(len(view)), key=f"{key}.cell_step",
+    index = left.selectbox(tr("solution.cell_step"), range(len(view)), key=lang_key(f"{key}.cell_step", carry=True),
                            format_func=lambda k: f"{k + 1}. {view[k]['title']}")
     rows, cols = view[index]["shape"]
     i = middle.selectbox(tr("solution.cell_row"), range(rows), key=f"{key}.cell_row.{index}",

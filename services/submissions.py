@@ -1,0 +1,177 @@
+"""A student's way through an assignment, without Streamlit: their very exercises, grading, storing.
+
+The exercises a student sees are stored once (the class's set when the assignment is created, a
+student's own variants the first time they open it) and read back from then on, so a generator
+change afterwards never changes what they see or how they are graded. Where nothing is stored and
+the kind's generator version is no longer the one the assignment was made with, ExerciseChanged is
+raised instead of showing (and grading) another problem.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import exercises
+import storage
+from exercises import Exercise, Feedback
+from exercises.assignments import slots
+
+from . import db
+
+
+class ExerciseChanged(LookupError):
+    """Some exercises are not stored and their kind's generator has changed since the assignment
+    was made: they cannot be rebuilt as they were. `items` are their 0-based positions."""
+
+    def __init__(self, items: Sequence[int]):
+        super().__init__(f"exercises {', '.join(str(i + 1) for i in items)} changed since they were set")
+        self.items = tuple(items)
+
+
+class NotSaved(RuntimeError):
+    """The answers could not be stored (nothing was: the transaction is all or nothing)."""
+
+
+def current_version(kind: str) -> int | None:
+    module = exercises.KINDS.get(kind)
+    return None if module is None else int(module.VERSION)
+
+
+def slot_versions(a: storage.Assignment) -> list[int | None]:
+    """The generator version each exercise of the assignment was set with (None: not kept)."""
+    versions = list(a.versions) + [None] * (len(a.items) - len(a.versions))
+    return [v for item, v in zip(a.items, versions) for _ in range(item.count)]
+
+
+def rebuild(kind: str, seed: int, level: int, version: int | None) -> Exercise:
+    """The exercise (kind, seed, level) regenerated, when the generator is still at `version`
+    (None: unknown, from before versions were kept); ExerciseChanged otherwise."""
+    if version is not None and version != current_version(kind):
+        raise ExerciseChanged([0])
+    return exercises.generate(kind, seed, level)
+
+
+def exercises_for(a: storage.Assignment, student: str | None = None) -> list[Exercise]:
+    """The exercises `student` works on (their own variants, or the class's set), as stored.
+
+    Missing ones (a student's first visit, or an assignment from before exercises were stored) are
+    generated and stored now, while the generator is still the one the assignment was set with."""
+    owner = student if a.per_student else None
+    with db.guarded():
+        stored = storage.stored_exercises(db.engine(), a.code, owner)
+    seeds = a.spec.seeds(student if a.per_student else None)
+    versions = slot_versions(a)
+    missing: dict[int, Exercise] = {}
+    changed = []
+    for (slot, seed), version in zip(seeds, versions):
+        if slot.index in stored:
+            continue
+        try:
+            missing[slot.index] = rebuild(slot.kind, seed, slot.level, version)
+        except ExerciseChanged:
+            changed.append(slot.index)
+    if changed:
+        raise ExerciseChanged(changed)
+    if missing:
+        with db.guarded():
+            stored = storage.store_exercises(db.engine(), a.code, owner, missing)
+    return [Exercise.from_dict(stored[slot.index]) for slot in slots(a.items)]
+
+
+def class_exercises(spec: Any) -> list[Exercise]:
+    """The class's set of a new assignment (none for per-student variants: those are made per student)."""
+    return [] if spec.per_student else spec.exercises()
+
+
+# ---------------------------------------------------------------- grading a submission
+
+
+def is_blank(answer: Any) -> bool:
+    """Nothing typed or chosen for a whole part."""
+    if answer is None:
+        return True
+    if isinstance(answer, str):
+        return not answer.strip()
+    return all(not str(cell or "").strip() for row in answer for cell in row)
+
+
+@dataclass(frozen=True)
+class Graded:
+    """Everything a submission's grading found, before anything is stored."""
+
+    feedback: dict[int, Feedback | None]  # item index → feedback (None: left blank)
+    answers: dict[int, Any]  # item index → the answer as collected (None: left blank)
+    unreadable: dict[int, Feedback] = field(default_factory=dict)  # answers with a format or shape error
+    blank: list[int] = field(default_factory=list)  # items with nothing typed (empty when blanks are allowed)
+
+    @property
+    def ready(self) -> bool:
+        """Can it be stored: every answer readable, and no blank item unless blanks were allowed."""
+        return not self.unreadable and not self.blank
+
+    def score(self, count: int) -> float:
+        """The mean score over `count` items, a blank or unreadable item counting 0."""
+        return sum(fb.score or 0.0 for fb in self.feedback.values() if fb is not None) / max(count, 1)
+
+
+def grade_all(items: Sequence[Exercise], answers: Mapping[int, Mapping[str, Any]], allow_blank: bool) -> Graded:
+    """Grade each item's answer ({part: text | cells | option}); blank items are not graded."""
+    feedback: dict[int, Feedback | None] = {}
+    kept: dict[int, Any] = {}
+    unreadable: dict[int, Feedback] = {}
+    blank: list[int] = []
+    for index, ex in enumerate(items):
+        answer = answers.get(index) or {}
+        if all(is_blank(v) for v in answer.values()):
+            blank.append(index)
+            feedback[index], kept[index] = None, None
+            continue
+        fb = exercises.grade(ex, dict(answer))
+        if not fb.graded:
+            unreadable[index] = fb
+        feedback[index], kept[index] = fb, dict(answer)
+    return Graded(feedback, kept, unreadable, [] if allow_blank else blank)
+
+
+def entries(items: Sequence[Exercise], graded: Graded) -> list[dict[str, Any]]:
+    """The rows to store: one per item, each with the very exercise graded and its version."""
+    rows = []
+    for index, ex in enumerate(items):
+        fb = graded.feedback.get(index)
+        rows.append({"item_index": index, "kind": ex.kind, "level": ex.level, "seed": ex.seed,
+                     "answer": graded.answers.get(index), "score": fb.score if fb is not None else 0.0,
+                     "misconception": fb.misconception if fb is not None else None,
+                     "version": ex.version, "exercise": ex})
+    return rows
+
+
+def submit(a: storage.Assignment, student: str, items: Sequence[Exercise], graded: Graded) -> list[int]:
+    """Store a graded submission in one transaction; its ids once committed. NotSaved if it failed."""
+    if not graded.ready:
+        raise ValueError("fix the unreadable or blank answers first")
+    try:
+        with db.guarded():
+            return storage.record_submissions(db.engine(), a.code, student, entries(items, graded))
+    except (db.Unavailable, ValueError, storage.UnknownAssignment) as err:
+        raise NotSaved(str(err)) from err
+
+
+def submitted_exercise(sub: storage.Submission) -> Exercise:
+    """The exercise a stored submission was graded against: the stored one, else (rows from before
+    exercises were stored) the same one regenerated while its version still matches."""
+    if sub.exercise is not None:
+        return Exercise.from_dict(sub.exercise)
+    try:
+        return rebuild(sub.kind, sub.seed, sub.level, sub.version)
+    except ExerciseChanged:
+        raise ExerciseChanged([sub.item_index]) from None
+
+
+def regrade(sub: storage.Submission) -> Feedback | None:
+    """The submission graded again against the very exercise it was answered on (None: left blank)."""
+    ex = submitted_exercise(sub)
+    if sub.answer is None:
+        return None
+    return exercises.grade(ex, sub.answer)

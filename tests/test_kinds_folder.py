@@ -150,7 +150,7 @@ def test_practice_poses_and_solves_it(drill, lang):
     at.run()
     assert not at.exception
     assert (at.session_state["practice.kind"], at.session_state["practice.seed"]) == (ID, 4)
-    assert TEXTS[lang]["kind.softmax_drill.title"] in at.selectbox(key="practice.kind_widget").options
+    assert TEXTS[lang]["kind.softmax_drill.title"] in at.selectbox(key=f"practice.kind_widget.{lang}").options
     assert any(m.value == engine.prompt(ex, lang) for m in at.markdown), "the prompt in the kind's words"
     assert len([w for w in at.text_input if (w.key or "").startswith("ans-")]) == ex.part("A").reference.size
     assert t("solution.title", lang) in [h.value for h in at.subheader], "the worked solution is open"

@@ -271,3 +271,24 @@ def test_latex_becomes_typst_math():
         convert(r"\begin{array}{c} 1 \end{array}")
     with pytest.raises(worksheets.UnsupportedLatex):
         convert(r"\unknowncommand")
+
+
+def test_key_lines_not_shrunk_fit_the_page():
+    """Only lines wider than FIT_WIDTH are measured and shrunk: every narrower one fits an A4 line."""
+    import typst
+
+    import exercises
+    from exercises.worksheets import typst as typst_pdf
+
+    lines = []
+    for kind in exercises.KINDS:
+        for level in exercises.KINDS[kind].LEVELS:
+            for s in worksheets.solution_steps(exercises.generate(kind, 0, level), "en"):
+                lines += [m for m in (worksheets.latex_to_typst(x) for x in (s.latex, s.cell) if x)
+                          if m.width <= typst_pdf.FIT_WIDTH]
+    source = ('#set page(paper: "a4", margin: (x: 2cm, y: 1.8cm))\n#set text(font: "Libertinus Serif", size: 11pt)\n'
+              + "\n".join(f"#context [#metadata(measure($ {m} $).width.pt()) <w>]" for m in lines))
+    widths = json.loads(typst.query(source.encode(), "<w>", field="value"))
+    text_width = (210 - 2 * 20) / 25.4 * 72  # pt
+    assert len(widths) == len(lines) > 300
+    assert max(widths) < text_width

@@ -27,7 +27,11 @@ class UnsupportedLatex(ValueError):
     """A LaTeX construct this converter does not know."""
 
 
-_TOKEN = re.compile(r"\\[A-Za-z]+|\\.|\d+(?:\.\d+)?|\s+|.", re.S)
+# a command with a verbatim argument (\text{rows}, \begin{bmatrix}) is one token, so spaces can go
+_RAW = ("text", "textrm", "operatorname", "mathrm", "mathbb", "begin", "end")
+_TOKEN = re.compile(r"\\(?:" + "|".join(_RAW) + r")\{[^{}]*\}|\\[A-Za-z]+|\\.|\d+(?:\.\d+)?|\s+|.", re.S)
+_RAW_TOKEN = re.compile(r"\\(\w+)\{(.*)\}", re.S)
+_END = r"\end"  # in a stop list: any \end{…}
 
 _SYMBOLS = {
     "partial": "partial", "approx": "approx", "cdot": "dot", "sum": "sum", "prod": "product", "top": "top",
@@ -41,6 +45,7 @@ _SYMBOLS = {
     "hline": "", "lvert": "|", "rvert": "|", "equiv": "equiv", "sim": "tilde.op", "propto": "prop",
     "forall": "forall", "exists": "exists", "cdotp": "dot",
 }
+_SPACES = {"quad": 2, "qquad": 4, ",": 0.3, ";": 0.5, ":": 0.5, " ": 0.5, "!": 0, "hline": 0}  # widths
 _GREEK = {"alpha", "beta", "gamma", "delta", "zeta", "eta", "theta", "iota", "kappa", "lambda", "mu", "nu", "xi",
           "pi", "rho", "sigma", "tau", "upsilon", "phi", "chi", "psi", "omega", "Gamma", "Delta", "Theta",
           "Lambda", "Xi", "Pi", "Sigma", "Phi", "Psi", "Omega"}
@@ -55,9 +60,31 @@ _DELIMITERS = {"(": "(", ")": ")", "[": "[", "]": "]", "|": "|", "\\{": "{", "\\
                "\\lvert": "|", "\\rvert": "|", "\\langle": "angle.l", "\\rangle": "angle.r"}
 
 
-def latex_to_typst(latex: str) -> str:
-    """Typst math for a LaTeX math string (without the $ delimiters); raises UnsupportedLatex."""
-    parser = _Parser([t for t in _TOKEN.findall(latex)])
+class Math(str):
+    """Typst math text with a rough width, in digits (about half an em): wide lines get shrunk to fit."""
+
+    width: float
+
+    def __new__(cls, text: str, width: float) -> Math:
+        made = super().__new__(cls, text)
+        made.width = float(width)
+        return made
+
+
+def _width(piece: str | float) -> float:
+    if isinstance(piece, (int, float)):
+        return float(piece)
+    return piece.width if isinstance(piece, Math) else float(len(piece))
+
+
+def _row(cells: list[str], gap: float = 0.0) -> float:
+    return sum(_width(c) for c in cells) + gap * max(len(cells) - 1, 0)
+
+
+def latex_to_typst(latex: str) -> Math:
+    """Typst math for a LaTeX math string (without the $ delimiters), with its rough width (Math.width);
+    raises UnsupportedLatex."""
+    parser = _Parser([t for t in _TOKEN.findall(latex) if not t.isspace()])
     out = parser.sequence(stop=())
     if parser.i < len(parser.tokens):
         raise UnsupportedLatex(f"unexpected {parser.tokens[parser.i]!r}")
@@ -70,8 +97,6 @@ class _Parser:
         self.i = 0
 
     def peek(self) -> str | None:
-        while self.i < len(self.tokens) and self.tokens[self.i].isspace():
-            self.i += 1
         return self.tokens[self.i] if self.i < len(self.tokens) else None
 
     def take(self) -> str:
@@ -86,38 +111,29 @@ class _Parser:
         if got != token:
             raise UnsupportedLatex(f"expected {token!r}, found {got!r}")
 
-    def raw_group(self) -> str:
-        """The text of a {…} group, unparsed (\\text{rows}, \\begin{bmatrix})."""
-        self.expect("{")
-        depth, out = 1, []
-        while self.i < len(self.tokens):
-            token = self.tokens[self.i]
-            self.i += 1
-            depth += token == "{"
-            depth -= token == "}"
-            if depth == 0:
-                return "".join(out)
-            out.append(token)
-        raise UnsupportedLatex("unclosed group")
-
-    def sequence(self, stop: tuple[str, ...]) -> str:
+    def sequence(self, stop: tuple[str, ...]) -> Math:
         """Pieces up to (not including) a token in `stop` or a closing brace, joined by spaces."""
         pieces: list[str] = []
+
+        def joined() -> Math:
+            return Math(" ".join(p for p in pieces if p), _row(pieces))
+
         while True:
             token = self.peek()
-            if token is None or token in stop or token == "}":
-                return " ".join(p for p in pieces if p)
+            if token is None or token in stop or token == "}" or (_END in stop and token.startswith(_END + "{")):
+                return joined()
             if token in ("^", "_"):
                 self.take()
                 if not pieces:
-                    pieces.append('""')
-                pieces[-1] += token + self.script()
+                    pieces.append(Math('""', 0))
+                script = self.script()
+                pieces[-1] = Math(pieces[-1] + token + script, _width(pieces[-1]) + 0.7 * _width(script))
                 continue
             if token == r"\displaystyle":
                 self.take()
                 rest = self.sequence(stop)
-                pieces.append(f"display({rest})" if rest else "")
-                return " ".join(p for p in pieces if p)
+                pieces.append(Math(f"display({rest})", _width(rest)) if rest else "")
+                return joined()
             pieces.append(self.atom())
 
     def argument(self) -> str:
@@ -129,12 +145,12 @@ class _Parser:
             return inner
         return self.atom()
 
-    def script(self) -> str:
+    def script(self) -> Math:
         """A sub- or superscript: (…) unless it is one letter or one whole number."""
         arg = self.argument()
-        return arg if re.fullmatch(r"[A-Za-z]|\d+", arg) else f"({arg})"
+        return Math(arg if re.fullmatch(r"[A-Za-z]|\d+", arg) else f"({arg})", _width(arg))
 
-    def atom(self) -> str:
+    def atom(self) -> Math:
         token = self.take()
         if token == "{":
             inner = self.sequence(stop=())
@@ -145,47 +161,59 @@ class _Parser:
         if token[0].isdigit():
             return token
         if token.startswith("\\"):
+            raw = _RAW_TOKEN.fullmatch(token)
+            if raw is not None and raw.group(1) in _RAW:
+                return self.command(raw.group(1), raw.group(2))
             return self.command(token[1:])
         if token in _ESCAPED:
-            return _ESCAPED[token]
+            return Math(_ESCAPED[token], 0.6)
         if token in "+-=<>()[]|.:!?":
-            return token
+            return Math(token, 2 if token in "+-=<>" else 0.6)  # with the spaces around it
         if not token.isascii():
-            return token  # a Unicode symbol (×, −) is one glyph in Typst too
+            return Math(token, 2)  # a Unicode symbol (×, −) is one glyph in Typst too
         raise UnsupportedLatex(f"unexpected {token!r}")
 
-    def command(self, name: str) -> str:
+    def command(self, name: str, raw: str | None = None) -> Math:
+        """A command; `raw` is the verbatim argument of a _RAW command."""
+        if name in _RAW and raw is None:
+            raise UnsupportedLatex(f"\\{name} without a plain {{…}} argument")
         if name == "frac" or name == "dfrac" or name == "tfrac":
-            return f"frac({self.argument()}, {self.argument()})"
+            top, bottom = self.argument(), self.argument()
+            return Math(f"frac({top}, {bottom})", max(_width(top), _width(bottom)) + 0.5)
         if name == "sqrt":
-            return f"sqrt({self.argument()})"
+            inner = self.argument()
+            return Math(f"sqrt({inner})", _width(inner) + 1.5)
         if name in _ACCENTS:
-            return f"{_ACCENTS[name]}({self.argument()})"
+            inner = self.argument()
+            return Math(f"{_ACCENTS[name]}({inner})", _width(inner))
         if name == "text" or name == "textrm":
-            return typst_string(self.raw_group())
+            return Math(typst_string(raw), len(raw))
         if name == "mathrm" or name == "operatorname":
-            text = self.raw_group()
+            text = raw
             if not re.fullmatch(r"[A-Za-z0-9 ]+", text):
                 raise UnsupportedLatex(f"\\{name}{{{text}}}")
-            return f"op({typst_string(text)})" if name == "operatorname" else \
+            shown = f"op({typst_string(text)})" if name == "operatorname" else \
                 (f"upright({text})" if len(text) == 1 else f"upright({typst_string(text)})")
+            return Math(shown, len(text))
         if name == "mathbb":
-            text = self.raw_group()
+            text = raw
             if not re.fullmatch(r"[A-Z]", text):
                 raise UnsupportedLatex(f"\\mathbb{{{text}}}")
-            return text * 2
+            return Math(text * 2, 1.2)
         if name == "left":
             return self.left_right()
         if name == "begin":
-            return self.environment(self.raw_group())
+            return self.environment(raw)
+        if name == "end":
+            raise UnsupportedLatex(f"\\end{{{raw}}} without its \\begin")
         if name == "\\":
-            return "\\"  # a line break outside aligned lines
+            return Math("\\", 0)  # a line break outside aligned lines
         if name in _SYMBOLS:
-            return _SYMBOLS[name]
+            return Math(_SYMBOLS[name], _SPACES.get(name, 2))
         if name in _GREEK_VARIANTS:
-            return _GREEK_VARIANTS[name]
+            return Math(_GREEK_VARIANTS[name], 1.2)
         if name in _GREEK:
-            return name
+            return Math(name, 1.2)
         raise UnsupportedLatex(f"\\{name}")
 
     def delimiter(self) -> str:
@@ -196,40 +224,43 @@ class _Parser:
             raise UnsupportedLatex(f"delimiter {token!r}")
         return _DELIMITERS[token]
 
-    def left_right(self) -> str:
+    def left_right(self) -> Math:
         opening = self.delimiter()
         inner = self.sequence(stop=(r"\right",))
         self.expect(r"\right")
         closing = self.delimiter()
         if not opening or not closing or opening.isalpha() or closing.isalpha():
-            return f"lr({opening} {inner} {closing})"
-        return f"lr({opening}{inner}{closing})"
+            return Math(f"lr({opening} {inner} {closing})", _width(inner) + 1.5)
+        return Math(f"lr({opening}{inner}{closing})", _width(inner) + 1.5)
 
     def rows(self, env: str) -> list[list[str]]:
         """Rows of cells up to \\end{env}: cells split at &, rows at \\\\."""
         rows: list[list[str]] = [[]]
         while True:
-            rows[-1].append(self.sequence(stop=("&", r"\\", r"\end")))
+            rows[-1].append(self.sequence(stop=("&", r"\\", _END)))
             token = self.take()
             if token == "&":
                 continue
             if token == r"\\":
                 rows.append([])
                 continue
-            if token == r"\end":
-                if self.raw_group() != env:
+            if token.startswith(_END + "{"):
+                if token != rf"\end{{{env}}}":
                     raise UnsupportedLatex(f"\\end of another environment than {env}")
                 if rows[-1] == [""] and len(rows) > 1:
                     rows.pop()  # a trailing \\
                 return rows
             raise UnsupportedLatex(f"unexpected {token!r} in {env}")
 
-    def environment(self, env: str) -> str:
+    def environment(self, env: str) -> Math:
+        rows = self.rows(env)
         if env in _MATRICES:
-            body = "; ".join(", ".join(cell or "zws" for cell in row) for row in self.rows(env))
-            return f"mat(delim: {_MATRICES[env]}, {body})"
+            body = "; ".join(", ".join(cell or "zws" for cell in row) for row in rows)
+            columns = [max(_width(row[j]) for row in rows if j < len(row)) for j in range(max(map(len, rows)))]
+            return Math(f"mat(delim: {_MATRICES[env]}, {body})", _row(columns, gap=1.8) + 2)
         if env in ("aligned", "align", "align*", "gathered"):
-            return " \\ ".join(" & ".join(row) for row in self.rows(env))
+            return Math(" \\ ".join(" & ".join(row) for row in rows), max(_row(row) for row in rows))
         if env == "cases":
-            return "cases(" + ", ".join(" & ".join(row) for row in self.rows(env)) + ")"
+            body = ", ".join(" & ".join(row) for row in rows)
+            return Math(f"cases({body})", max(_row(row, 2) for row in rows) + 2)
         raise UnsupportedLatex(f"environment {env}")

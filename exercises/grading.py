@@ -7,6 +7,7 @@ part's decimals; integer parts are exact; −∞ matches only −∞.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -114,19 +115,41 @@ def _is_text_grid(answer: Any) -> bool:
 
 
 def _read_choice(part: Part, answer: Any) -> np.ndarray:
-    """An option index (0-based int), or its letter (A, B …) or number (1, 2 …) as text."""
+    """An option's letter (A, B …, any case) or number (1, 2 …) as text, or its 0-based index as a
+    number: an int, a whole float, or a 1×1 array such as the part's own reference [[2.0]]."""
     n = len(part.options)
     letters = [chr(ord("A") + i) for i in range(n)]
     where = msg("where.part", part=_label(part))
-    if isinstance(answer, (int, np.integer)) and not isinstance(answer, bool) and 0 <= answer < n:
-        return np.array([[float(answer)]])
     if isinstance(answer, str):
         text = answer.strip().upper()
         if text in letters:
             return np.array([[float(letters.index(text))]])
         if text.isdigit() and 1 <= int(text) <= n:
             return np.array([[float(int(text) - 1)]])
+    else:
+        index = _option_index(answer)
+        if index is not None and 0 <= index < n:
+            return np.array([[float(index)]])
     raise AnswerError(msg("parse.choice", where=where, options=", ".join(letters)))
+
+
+def _option_index(answer: Any) -> int | None:
+    """A whole number given as int, numpy integer, float or a one-element array or list; else None."""
+    if isinstance(answer, (list, tuple, np.ndarray)):
+        try:
+            array = np.asarray(answer)
+        except ValueError:  # ragged nesting
+            return None
+        if array.size != 1 or array.ndim > 2:
+            return None
+        answer = array.reshape(()).item()
+    if isinstance(answer, (bool, np.bool_)):
+        return None  # True is not option 1
+    if isinstance(answer, (int, np.integer)):
+        return int(answer)
+    if isinstance(answer, (float, np.floating)) and math.isfinite(answer) and float(answer).is_integer():
+        return int(answer)
+    return None
 
 
 def _split_answer(ex: Exercise, answer: Any) -> tuple[dict[str, Any], Msg | None]:
@@ -205,12 +228,14 @@ def grade(ex: Exercise, answer: Any) -> Feedback:
         fb.status = status
         fb.score = float(np.mean(status != WRONG))
 
+    # `score` credits consistent cells in full (their part score counts status != WRONG) while
+    # `correct` and the message count right cells only: a consistent cell is credited, not right.
     score = float(np.mean([p.score for p in parts.values()]))
-    correct = all(p.correct for p in parts.values())
-    found = next((p.misconception for p in parts.values() if p.misconception), None)
     total = sum(p.cells.size for p in parts.values())
-    wrong = sum(int((p.status == WRONG).sum()) for p in parts.values())
-    message = msg("grade.all_right") if correct else msg("grade.some_wrong", wrong=wrong, total=total)
+    not_right = total - sum(int(p.cells.sum()) for p in parts.values())
+    correct = not_right == 0  # exactly when every cell of every part is right
+    found = next((p.misconception for p in parts.values() if p.misconception), None)
+    message = msg("grade.all_right") if correct else msg("grade.some_wrong", wrong=not_right, total=total)
     why = next((p.explanation for p in parts.values() if p.explanation), None)
     if why is not None:
         message = msg("grade.explained", summary=message, why=why)

@@ -1,9 +1,12 @@
 """The answer parser: a small whitelist recursive-descent parser. User text never reaches eval.
 
 Accepted in a cell: integers, decimals (``.5``, ``-1e-2``), fractions, ``+ - * / ^ **``, parentheses,
-the constants ``e``, ``pi``, ``inf``/``∞``, and the functions ``exp``, ``sqrt``/``√``, ``ln``/``log``.
-Unicode minus, ``×``, ``·``, ``÷``, full-width characters, superscript exponents and a decimal comma in a
-lone number are normalised first. Every rejection is an ``AnswerError`` that says what and where.
+the constants ``e``, ``pi``, ``inf``/``∞``/``oo``/``infinity`` (any case), and the functions ``exp``,
+``sqrt``/``√``, ``ln``/``log``. Unicode minus, ``×``, ``·``, ``÷``, full-width characters, superscript
+exponents and a decimal comma in a lone number are normalised first. Every rejection is an
+``AnswerError`` that says what and where. Two readings are refused rather than guessed: a power of ten
+with a sign (``2e+1``) in a cell that also uses the constant e (is it 2·e + 1 or 20?), and a decimal
+comma inside a matrix row (``0,5 0,25``: are the commas decimals or separators?).
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ MAX_MAGNITUDE = 1e12  # no hand calculation in this app comes near
 MAX_CELLS = 400
 
 FUNCTIONS = {"exp": math.exp, "sqrt": math.sqrt, "ln": math.log, "log": math.log}
-CONSTANTS = {"e": math.e, "pi": math.pi, "π": math.pi, "inf": math.inf}
+CONSTANTS = {"e": math.e, "pi": math.pi, "π": math.pi, "inf": math.inf, "infinity": math.inf, "oo": math.inf}
 
 
 class AnswerError(ValueError):
@@ -46,6 +49,7 @@ _REPLACEMENTS = {
     "∞": "inf", "√": "sqrt", "（": "(", "）": ")",
 }
 _LONE_COMMA_NUMBER = re.compile(r"^\s*[+-]?\d+,\d+\s*$")
+_GLUED_COMMA = re.compile(r"(?<=\d),(?=\d)")  # 0,5: a decimal comma, or a separator typed without a space
 _ROOT_OF_NUMBER = re.compile(r"√\s*(\d+(?:\.\d*)?|\.\d+)")  # √2 → sqrt(2)
 
 
@@ -90,6 +94,32 @@ def _tokenize(text: str, where: Msg) -> list[_Token]:
         i = m.end()
     tokens.append(_Token("end", "", len(text) + 1))
     return tokens
+
+
+_SIGNED_POWER_OF_TEN = re.compile(r"(?P<mantissa>\d+\.?\d*|\.\d+)[eE](?P<sign>[+-])(?P<digits>\d+)")
+_SUPERSCRIPT_DIGITS = str.maketrans("0123456789-", "⁰¹²³⁴⁵⁶⁷⁸⁹⁻")
+
+
+def _refuse_ambiguous_e(tokens: list[_Token], where: Msg) -> None:
+    """`2e+1` is 20 on its own, but beside the constant e (`e/(2e+1)`) it may mean 2·e + 1: say so.
+
+    Only a power of ten with a sign is ambiguous: `2e1` cannot be a product (a bare number never
+    follows a name), and a cell without the constant e keeps reading `-1e-2` as a number."""
+    if not any(t.kind == "name" and t.text.lower() == "e" for t in tokens):
+        return
+    for tok in tokens:
+        m = _SIGNED_POWER_OF_TEN.fullmatch(tok.text) if tok.kind == "num" else None
+        if m is None:
+            continue
+        value = float(tok.text)
+        if not math.isfinite(value) or abs(value) > MAX_MAGNITUDE:
+            return  # "too large" says more than "ambiguous" about 2e+400
+        exponent = str(int(m["sign"] + m["digits"]))  # +01 → 1, -02 → -2
+        raise AnswerError(msg("parse.ambiguous_e", where=where, token=tok.text, pos=tok.pos,
+                              product=f"{m['mantissa']}*e{m['sign']}{m['digits']}",
+                              value=np.format_float_positional(value, trim="-"),
+                              power=f"{m['mantissa']}×10{exponent.translate(_SUPERSCRIPT_DIGITS)}"),
+                          pos=tok.pos)
 
 
 class _Parser:
@@ -226,7 +256,14 @@ def parse_number(text: str, where: Msg | None = None) -> float:
     text = str(text)
     if len(text) > MAX_CELL_CHARS:
         raise AnswerError(msg("parse.too_long", where=where, length=len(text), limit=MAX_CELL_CHARS))
-    value = _Parser(_tokenize(normalise(text, lone=True), where), where).parse()
+    text = normalise(text, lone=True)
+    comma = _GLUED_COMMA.search(text)
+    if comma is not None:  # 1,5+1 or e^0,5: a decimal comma where only a lone number may have one
+        raise AnswerError(msg("parse.decimal_comma", where=where, cell=text.strip(),
+                              fixed=_GLUED_COMMA.sub(".", text).strip()), pos=comma.start() + 1)
+    tokens = _tokenize(text, where)
+    _refuse_ambiguous_e(tokens, where)
+    value = _Parser(tokens, where).parse()
     if math.isnan(value):
         raise AnswerError(msg("parse.undefined", where=where))
     if math.isfinite(value) and abs(value) > MAX_MAGNITUDE:
@@ -275,6 +312,26 @@ def _split_cells(row: str) -> list[str]:
     return cells
 
 
+_SPACED_COMMA = re.compile(r",\s|\s,")
+_MARK = "\x00"  # stands in for a glued comma while a row is split: no answer can contain it
+
+
+def _refuse_decimal_comma(row: str, r: int) -> None:
+    """`0,5 0,25` and `0,33, 0,67` mix decimal commas with separators: refuse them, naming the entry.
+
+    A row with glued commas only (`1,2`) is two entries, as always; it is a decimal comma when the row
+    also separates entries by spaces or by a comma with a space beside it."""
+    if _MARK in row or not _GLUED_COMMA.search(row):
+        return
+    marked = _GLUED_COMMA.sub(_MARK, row)
+    cells = _split_cells(marked)
+    if not _SPACED_COMMA.search(row) and len(cells) < 2:
+        return
+    c, cell = next((c, cell) for c, cell in enumerate(cells, start=1) if _MARK in cell)
+    raise AnswerError(msg("parse.decimal_comma", where=msg("where.cell", row=r, col=c),
+                          cell=cell.replace(_MARK, ","), fixed=cell.replace(_MARK, ".")), row=r, col=c)
+
+
 def _rows_of(text: str, where: Msg) -> list[str]:
     """Row texts of `[[1, 2], [3, 4]]`, `[1 2; 3 4]`, `1 2; 3 4` or one row per line."""
     stripped = text.strip()
@@ -315,7 +372,10 @@ def parse_answer(text: str, where: Msg | None = None) -> np.ndarray:
         raise AnswerError(msg("parse.too_long", where=where, length=len(text), limit=MAX_MATRIX_CHARS))
     if _LONE_COMMA_NUMBER.match(normalise(text)):
         return np.array([[parse_number(text, where)]])
-    rows = [_split_cells(r.strip()) for r in _rows_of(normalise(text), where)]
+    row_texts = [r.strip() for r in _rows_of(normalise(text), where)]
+    for r, row in enumerate((row for row in row_texts if row), start=1):
+        _refuse_decimal_comma(row, r)
+    rows = [_split_cells(row) for row in row_texts]
     rows = [r for r in rows if r and any(c for c in r)]
     if not rows:
         raise AnswerError(msg("parse.no_rows", where=where))

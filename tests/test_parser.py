@@ -395,3 +395,168 @@ def test_pasted_matrix_text_round_trips(rows, cols, seed):
     M = np.round(np.random.default_rng(seed).normal(scale=3, size=(rows, cols)), 4)  # (rows, cols)
     M[0, 0] = -math.inf
     np.testing.assert_allclose(parse_answer(as_text(M)), M, atol=5e-7)
+
+
+# ---------------------------------------------------------------- 2e+1 beside the constant e
+
+
+def rejection(text: str, parse=parse_number) -> AnswerError:
+    with pytest.raises(AnswerError) as err:
+        parse(text)
+    return err.value
+
+
+@pytest.mark.parametrize("text, token, pos, product, value, power", [
+    ("e/(2e+1)", "2e+1", 4, "2*e+1", "20", "2×10¹"),
+    ("e/(2E+1)", "2E+1", 4, "2*e+1", "20", "2×10¹"),
+    ("E/(2e+1)", "2e+1", 4, "2*e+1", "20", "2×10¹"),  # E is the constant too
+    ("e^2/(1+3e-2)", "3e-2", 8, "3*e-2", "0.03", "3×10⁻²"),
+    ("2e+1 - e", "2e+1", 1, "2*e+1", "20", "2×10¹"),
+    ("e*1.5E-03", "1.5E-03", 3, "1.5*e-03", "0.0015", "1.5×10⁻³"),
+    ("exp(1)*e/(2e+11)", "2e+11", 11, "2*e+11", "200000000000", "2×10¹¹"),
+])
+def test_signed_power_of_ten_beside_the_constant_e_is_refused(text, token, pos, product, value, power):
+    err = rejection(text)
+    assert err.message.key == "parse.ambiguous_e" and err.pos == pos
+    assert err.message.params == {"where": err.message.params["where"], "token": token, "pos": pos,
+                                  "product": product, "value": value, "power": power}
+    en = str(err)
+    assert f"'{token}' at character {pos}" in en and f"write {product} for {token}, or {value} for {power}" in en
+    zh = err.message.render("zh")
+    assert token in zh and product in zh and value in zh and power in zh and zh != en
+
+
+def test_the_ambiguous_e_message_names_row_and_column_in_a_matrix():
+    err = rejection("1 e/(2e+1); 0 1", parse_answer)
+    assert (err.row, err.col, err.pos) == (1, 2, 4)
+    assert str(err).startswith("Row 1, column 2: '2e+1' at character 4")
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("2e+1", 20.0), ("2E+1", 20.0), ("-1e-2", -0.01), ("1.5e3", 1500.0), ("3e-2", 0.03), ("+2e+01", 20.0),
+    ("2e+1 + 1", 21.0), ("1e-2*pi", 0.01 * math.pi), ("exp(1)/(2e+1)", E / 20),  # exp is not the constant
+    ("e/(2e + 1)", E / (2 * E + 1)), ("e/(2*e+1)", E / (2 * E + 1)), ("e/(2e1)", E / 20),  # unsigned: 20 only
+])
+def test_a_power_of_ten_without_the_constant_e_stays_a_number(text, expected):
+    assert parse_number(text) == pytest.approx(expected, rel=1e-12)
+
+
+def test_an_oversized_power_of_ten_beside_e_is_too_large_rather_than_ambiguous():
+    assert rejection("e*2e+400").message.key == "parse.too_large"
+
+
+SIGNED_POWERS = st.builds(lambda m, sign, k: f"{m}e{sign}{k}",
+                          st.sampled_from(["1", "2", "3", "1.5", ".5", "2.", "12"]),
+                          st.sampled_from("+-"), st.integers(0, 9))
+
+
+@settings(max_examples=200, deadline=None)
+@given(literal=SIGNED_POWERS, form=st.sampled_from(["e/({})", "e*{}", "{}+e", "(1+{})/e^2", "E-{}"]))
+def test_every_signed_power_of_ten_beside_e_is_named(literal, form):
+    err = rejection(form.format(literal))
+    assert err.message.key == "parse.ambiguous_e" and err.message.params["token"] == literal
+    assert parse_number(literal) == float(literal)  # on its own it is the number
+
+
+NUMBER_TEXTS = st.floats(-P.MAX_MAGNITUDE, P.MAX_MAGNITUDE, allow_nan=False, allow_infinity=False).flatmap(
+    lambda x: st.sampled_from([repr(x), f"{x:.6f}", f"{x:g}", f"{x:e}", str(x)]))
+NO_E_ATOMS = st.one_of(NUMBER_TEXTS, st.sampled_from(["2e+1", "3e-2", "1E+5", "pi", "sqrt(2)", "exp(1)",
+                                                      "ln(2)", "(1+2)", "inf", "-oo"]))
+
+
+@settings(max_examples=500, deadline=None)
+@given(text=NUMBER_TEXTS)
+def test_a_printed_number_parses_to_itself(text):
+    assert parse_number(text) == float(text)
+    assert parse_answer(text)[0, 0] == float(text)
+
+
+@settings(max_examples=300, deadline=None)
+@given(atoms=st.lists(NO_E_ATOMS, min_size=1, max_size=5), ops=st.lists(st.sampled_from(["+", "-", "*", "/", "^", " "]),
+                                                                         min_size=4, max_size=4))
+def test_an_expression_without_the_constant_e_is_never_called_ambiguous(atoms, ops):
+    text = atoms[0] + "".join(op + atom for op, atom in zip(ops, atoms[1:]))
+    try:
+        parse_number(text)
+    except AnswerError as err:
+        assert err.message.key != "parse.ambiguous_e", text
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=st.text(alphabet=GRAMMAR_CHARS.replace("e", "").replace("E", ""), max_size=60))
+def test_text_without_the_letter_e_is_never_called_ambiguous(text):
+    for parse in (parse_number, parse_answer):
+        try:
+            parse(text)
+        except AnswerError as err:
+            assert err.message.key != "parse.ambiguous_e", text
+
+
+# ---------------------------------------------------------------- minus infinity, every spelling
+
+
+MINUS_INFINITY = ["-inf", "-Inf", "-INF", "−∞", "-∞", "− ∞", "-oo", "-OO", "-infinity", "-Infinity",
+                  "-INFINITY", "−inf", "−oo", "-(inf)", "－∞"]
+
+
+@pytest.mark.parametrize("text", MINUS_INFINITY)
+def test_every_spelling_of_minus_infinity_reads_as_minus_infinity(text):
+    assert parse_number(text) == -math.inf
+    assert parse_answer(text)[0, 0] == -math.inf
+    assert parse_answer(f"[[{text}, 1], [0.5, {text}]]").tolist() == [[-math.inf, 1.0], [0.5, -math.inf]]
+    values, errors = P.parse_grid([[text, "1"]], "A")
+    assert not errors and values[0, 0] == -math.inf
+
+
+@pytest.mark.parametrize("text", ["inf", "oo", "Infinity", "∞"])
+def test_plus_infinity_reads_as_plus_infinity(text):
+    assert parse_number(text) == math.inf
+
+
+# ---------------------------------------------------------------- a decimal comma inside a matrix
+
+
+@pytest.mark.parametrize("text, row, col, cell, fixed", [
+    ("0,5 0,25; 1 0", 1, 1, "0,5", "0.5"),
+    ("0,33, 0,67", 1, 1, "0,33", "0.33"),
+    ("[[0,5, 0,5], [1, 0]]", 1, 1, "0,5", "0.5"),
+    ("1 2; 3 0,5", 2, 2, "0,5", "0.5"),
+    ("1, 0,5\n0, 1", 1, 2, "0,5", "0.5"),
+    ("1 0\n0,25 0,75", 2, 1, "0,25", "0.25"),
+    ("−0,5 1", 1, 1, "-0,5", "-0.5"),
+])
+def test_a_decimal_comma_in_a_matrix_row_says_use_a_dot(text, row, col, cell, fixed):
+    err = rejection(text, parse_answer)
+    assert err.message.key == "parse.decimal_comma" and (err.row, err.col) == (row, col)
+    en = str(err)
+    assert en == (f"Row {row}, column {col}: '{cell}' has a decimal comma: use a dot for decimals ({fixed}); "
+                  "commas and spaces separate the entries.")
+    zh = err.message.render("zh")
+    assert f"第 {row} 行第 {col} 列" in zh and cell in zh and fixed in zh
+
+
+@pytest.mark.parametrize("text, pos", [("1,5+1", 2), ("e^0,5", 4), (" 2*0,5", 5)])
+def test_a_decimal_comma_inside_one_cell_expression_says_use_a_dot(text, pos):
+    err = rejection(text)
+    assert err.message.key == "parse.decimal_comma" and err.pos == pos
+    assert "use a dot for decimals" in str(err)
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("0,5", [[0.5]]), ("-0,25", [[-0.25]]), (" 1,5 ", [[1.5]]),  # a lone number: normalised (DESIGN §4)
+    ("1,2; 3,4", M22), ("[[1,2],[3,4]]", M22), ("1, 2; 3, 4", M22),  # commas between entries, as always
+])
+def test_commas_that_are_not_decimal_commas_read_as_before(text, expected):
+    np.testing.assert_allclose(parse_answer(text), expected)
+
+
+@settings(max_examples=100, deadline=None)
+@given(rows=st.integers(1, 4), cols=st.integers(2, 4), sep=st.sampled_from([" ", ", ", "  "]),
+       seed=st.integers(0, 2**32 - 1))
+def test_a_matrix_typed_with_decimal_commas_names_its_first_comma_cell(rows, cols, sep, seed):
+    M = np.round(np.random.default_rng(seed).normal(scale=3, size=(rows, cols)), 2)  # (rows, cols)
+    texts = [[f"{x:.2f}" for x in row] for row in M]
+    np.testing.assert_allclose(parse_answer("\n".join(sep.join(r) for r in texts)), M)  # with dots: read
+    err = rejection("\n".join(sep.join(t.replace(".", ",") for t in r) for r in texts), parse_answer)
+    assert err.message.key == "parse.decimal_comma" and (err.row, err.col) == (1, 1)
+    assert err.message.params["fixed"] == texts[0][0]

@@ -289,9 +289,12 @@ class Cluster:
     # -------------------------------------------------- stop
 
     def stop(self) -> None:
-        if self.nginx is not None:
-            _stop_process(self.nginx, signal.SIGQUIT)  # graceful: lets open responses finish
-        for process in self.processes:
+        if self.nginx is not None and self.nginx.poll() is None:
+            self.nginx.send_signal(signal.SIGQUIT)  # graceful: lets open responses finish
+        for process in self.processes:  # all at once, then wait for each
+            if process.poll() is None:
+                process.terminate()
+        for process in [*self.processes, *([self.nginx] if self.nginx else [])]:
             _stop_process(process)
         if self._pg_port is not None:
             subprocess.run(["bash", str(POSTGRES_SCRIPT), "stop"], env=self._pg_env(), capture_output=True,

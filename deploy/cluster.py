@@ -109,6 +109,28 @@ def rss_mb(pid: int) -> float:
     return 0.0
 
 
+def start_throwaway_postgres(port: int) -> str:
+    """A throwaway PostgreSQL cluster on 127.0.0.1:`port` (scripts/start_test_postgres.sh); its URL."""
+    if not POSTGRES_SCRIPT.is_file():
+        raise ClusterError(f"missing {POSTGRES_SCRIPT}")
+    proc = subprocess.run(["bash", str(POSTGRES_SCRIPT), "start"], env=_postgres_env(port), capture_output=True,
+                          text=True, timeout=START_LIMIT_S)
+    lines = proc.stdout.strip().splitlines()
+    if proc.returncode != 0 or not lines:
+        raise ClusterError(f"PostgreSQL did not start (Debian's postgresql package?):\n{proc.stderr[-2000:]}")
+    return lines[-1]
+
+
+def stop_throwaway_postgres(port: int) -> None:
+    """Stop the cluster of start_throwaway_postgres(port) and delete its files."""
+    subprocess.run(["bash", str(POSTGRES_SCRIPT), "stop"], env=_postgres_env(port), capture_output=True, timeout=60)
+
+
+def _postgres_env(port: int) -> dict[str, str]:
+    return {**os.environ, "TEST_PG_PORT": str(port), "TEST_PG_DB": "attention",
+            "TMPDIR": os.environ.get("TMPDIR", "/tmp")}
+
+
 def _stop_process(process: subprocess.Popen, sig: int = signal.SIGTERM) -> None:
     if process.poll() is None:
         process.send_signal(sig)
@@ -170,20 +192,10 @@ class Cluster:
         return self
 
     def _start_postgres(self) -> str:
-        if not POSTGRES_SCRIPT.is_file():
-            raise ClusterError(f"missing {POSTGRES_SCRIPT}")
-        self._pg_port = free_port()
-        proc = subprocess.run(["bash", str(POSTGRES_SCRIPT), "start"], env=self._pg_env(), capture_output=True,
-                              text=True, timeout=START_LIMIT_S)
-        lines = proc.stdout.strip().splitlines()
-        if proc.returncode != 0 or not lines:
-            self._pg_port = None
-            raise ClusterError(f"PostgreSQL did not start (Debian's postgresql package?):\n{proc.stderr[-2000:]}")
-        return lines[-1]
-
-    def _pg_env(self) -> dict[str, str]:
-        return {**os.environ, "TEST_PG_PORT": str(self._pg_port), "TEST_PG_DB": "attention",
-                "TMPDIR": os.environ.get("TMPDIR", "/tmp")}
+        port = free_port()
+        url = start_throwaway_postgres(port)
+        self._pg_port = port
+        return url
 
     def _check_database(self) -> None:
         """Create the tables once, before the replicas race to, and fail here if the database is unreachable."""
@@ -297,8 +309,7 @@ class Cluster:
         for process in [*self.processes, *([self.nginx] if self.nginx else [])]:
             _stop_process(process)
         if self._pg_port is not None:
-            subprocess.run(["bash", str(POSTGRES_SCRIPT), "stop"], env=self._pg_env(), capture_output=True,
-                           timeout=60)
+            stop_throwaway_postgres(self._pg_port)
             self._pg_port = None
         if self._own_run_dir and self.run_dir is not None and not os.environ.get("ATTENTION_KEEP_CLUSTER_LOGS"):
             shutil.rmtree(self.run_dir, ignore_errors=True)
@@ -338,8 +349,7 @@ def stop_from_state(run_dir: Path) -> None:
         if _runs(pid, "nginx", "streamlit"):
             os.kill(pid, signal.SIGTERM)
     if state.get("pg_port"):
-        env = {**os.environ, "TEST_PG_PORT": str(state["pg_port"]), "TEST_PG_DB": "attention"}
-        subprocess.run(["bash", str(POSTGRES_SCRIPT), "stop"], env=env, capture_output=True, timeout=60)
+        stop_throwaway_postgres(state["pg_port"])
     print(f"stopped the cluster of {run_dir}")
 
 

@@ -38,15 +38,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import websockets  # noqa: E402
-from streamlit.proto.BackMsg_pb2 import BackMsg  # noqa: E402
-from streamlit.proto.ForwardMsg_pb2 import ForwardMsg  # noqa: E402
-from streamlit.proto.WidgetStates_pb2 import WidgetState  # noqa: E402
 
 import exercises  # noqa: E402
-from exercises import selftest  # noqa: E402
 from tests import streamlit_server as server  # noqa: E402
 from tests.streamlit_server import free_port, stop_server  # noqa: E402
-from ui.answer_grid import cell_key  # noqa: E402
+from tests.ws_client import Session, answer_texts, open_root, page_problems  # noqa: E402
 
 KINDS = ["softmax", "scores", "masking", "weighted_sum", "scaling", "projection"]
 CHECK_TIMEOUT_S = 10.0
@@ -87,108 +83,6 @@ class Tally:
 
     def error(self, what: str) -> None:
         self.errors[what] = self.errors.get(what, 0) + 1
-
-
-class Session:
-    """One browser tab's worth of Streamlit session, over the websocket."""
-
-    def __init__(self, url: str, query: str, page: str = "practice") -> None:
-        self.ws_url = url.replace("http://", "ws://") + "/_stcore/stream"
-        self.origin = url
-        self.query = query
-        self.page = page
-        self.widgets: dict[str, str] = {}  # widget key → widget id (text boxes)
-        self.buttons: dict[str, str] = {}  # label → widget id ("submit" for the form's submit button)
-        self.page_hash = ""
-        self.socket = None
-
-    async def connect(self) -> None:
-        self.socket = await websockets.connect(self.ws_url, subprotocols=["streamlit"], max_size=2**24,
-                                               additional_headers={"Origin": self.origin}, open_timeout=30)
-
-    async def run(self, states: list | None = None) -> tuple[bool, list[ForwardMsg]]:
-        """Send one rerun (as the browser does), read until its script_finished; (ok, messages)."""
-        back = BackMsg()
-        client = back.rerun_script
-        client.query_string = self.query
-        if self.page_hash:
-            client.page_script_hash = self.page_hash
-        else:
-            client.page_name = self.page
-        client.context_info.timezone = "UTC"
-        client.context_info.locale = "en-US"
-        client.context_info.url = f"{self.origin}/{self.page}"
-        client.widget_states.SetInParent()
-        for state in states or []:
-            client.widget_states.widgets.append(state)
-        await self.socket.send(back.SerializeToString())
-        messages = []
-        while True:
-            message = ForwardMsg()
-            message.ParseFromString(await self.socket.recv())
-            messages.append(message)
-            kind = message.WhichOneof("type")
-            if kind == "navigation" and message.navigation.page_script_hash:
-                self.page_hash = message.navigation.page_script_hash
-            elif kind == "delta" and message.delta.WhichOneof("type") == "new_element":
-                self._remember(message.delta.new_element)
-            elif kind == "script_finished":
-                if message.script_finished == ForwardMsg.FINISHED_EARLY_FOR_RERUN:
-                    continue
-                return message.script_finished == ForwardMsg.FINISHED_SUCCESSFULLY, messages
-
-    def _remember(self, element) -> None:
-        which = element.WhichOneof("type")
-        if which in ("text_input", "text_area"):
-            widget = getattr(element, which)
-            self.widgets[widget.id.split("-", 2)[-1]] = widget.id  # $$ID-<hash>-<key>
-        elif which == "button":
-            self.buttons["submit" if element.button.is_form_submitter else element.button.label] = element.button.id
-
-    def typed(self, texts: dict[str, str]) -> list:
-        """Widget states for text typed into the boxes with these keys."""
-        return [WidgetState(id=self.widgets[key], string_value=text) for key, text in texts.items()]
-
-    def press(self, label: str) -> WidgetState:
-        """The widget state of a click on the button `label` ("submit": the form's submit button)."""
-        return WidgetState(id=self.buttons[label], trigger_value=True)
-
-
-def answer_texts(ex: exercises.Exercise, wrong: bool) -> dict[str, str]:
-    """Every answer cell's text by widget key: the right answer, or with its first cell wrong."""
-    prefix, texts = f"ans-{ex.id}", {}
-    for part in ex.parts:
-        if part.is_choice:
-            continue
-        for i, row in enumerate(part.reference):
-            for j, x in enumerate(row):
-                texts[cell_key(prefix, part.name, i, j)] = selftest.format_cell(x)
-    if wrong:
-        texts[next(iter(texts))] = "9"
-    return texts
-
-
-async def open_root(url: str) -> None:
-    """One session on the app's root page. A fresh server whose first visitor arrives on /practice runs
-    that page alone, as a legacy app_pages/ app (no app.py frame): this makes the measured sessions run the
-    whole app, as they would on a server that has seen any visitor on its root page."""
-    session = Session(url, "", page="")
-    await session.connect()
-    try:
-        await session.run()
-    finally:
-        await session.socket.close()
-
-
-def page_problems(messages: list[ForwardMsg]) -> tuple[bool, bool]:
-    """(an exception element was drawn, a feedback alert was drawn)."""
-    exception = alert = False
-    for message in messages:
-        if message.WhichOneof("type") == "delta" and message.delta.WhichOneof("type") == "new_element":
-            which = message.delta.new_element.WhichOneof("type")
-            exception |= which == "exception"
-            alert |= which == "alert"
-    return exception, alert
 
 
 async def student(url: str, index: int, until: float, period: float, tally: Tally, rng: random.Random) -> None:

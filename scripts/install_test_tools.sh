@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # System tools the test suite needs beyond Python packages: Debian packages (a browser, a database
-# server, PDF text extraction, a Chinese font for worksheets) and the KaTeX npm package used to check every LaTeX string.
+# server, nginx for the multi-replica deployment test, PDF text extraction, a Chinese font for worksheets) and the KaTeX npm package used to check every LaTeX string.
 # Idempotent: installs only what is missing. Run as root (or with sudo available).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -10,6 +10,7 @@ command -v chromium >/dev/null 2>&1 || need+=(chromium)
 command -v pdftotext >/dev/null 2>&1 || need+=(poppler-utils)
 ls /usr/share/fonts/truetype/wqy/wqy-microhei.ttc >/dev/null 2>&1 || need+=(fonts-wqy-microhei)  # Chinese PDFs
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
+command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || need+=(nginx)  # tests/test_deploy.py
 command -v node >/dev/null 2>&1 || need+=(nodejs)
 command -v npm >/dev/null 2>&1 || need+=(npm)
 if [ ${#need[@]} -gt 0 ]; then

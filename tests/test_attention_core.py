@@ -100,12 +100,10 @@ def test_random_cases_cover_the_required_shapes():
     assert len(shapes) > 50
 
 
-@pytest.mark.parametrize("seed", range(N_GRADIENT_CASES))
-def test_every_single_head_gradient_matches_finite_differences(seed):
-    X, W_Q, W_K, W_V, G_O, causal = random_problem(seed)
-    tr = self_attention(X, W_Q, W_K, W_V, causal=causal)
-    g = backward(tr, G_O)
-    d_k = W_Q.shape[1]
+def attention_step_checks(tr, g, G_O, causal: bool) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """{name: (analytic, numeric)} for the gradients of the attention steps from A back to Q, K, V,
+    each against central finite differences of the loss Σ O ⊙ G_O."""
+    d_k = tr.Q.shape[1]
 
     def loss_after_A(A):
         return float(np.sum((A @ tr.V) * G_O))
@@ -119,17 +117,28 @@ def test_every_single_head_gradient_matches_finite_differences(seed):
     def loss_after_qkv(Q, K, V):
         return float(np.sum(scaled_dot_product(Q, K, V, causal=causal).O * G_O))
 
-    def loss_after_weights(X_, W_Q_, W_K_, W_V_):
-        return float(np.sum(self_attention(X_, W_Q_, W_K_, W_V_, causal=causal).O * G_O))
-
     Q, K, V = tr.Q.copy(), tr.K.copy(), tr.V.copy()
-    checks = {
+    return {
         "G_A": (g.G_A, numeric_grad(loss_after_A, tr.A.copy())),
         "G_scaled": (g.G_scaled, numeric_grad(loss_after_scaled, tr.scaled.copy())),
         "G_scores": (g.G_scores, numeric_grad(loss_after_scores, tr.scores.copy())),
         "G_Q": (g.G_Q, numeric_grad(lambda q: loss_after_qkv(q, K, V), Q.copy())),
         "G_K": (g.G_K, numeric_grad(lambda k: loss_after_qkv(Q, k, V), K.copy())),
         "G_V": (g.G_V, numeric_grad(lambda v: loss_after_qkv(Q, K, v), V.copy())),
+    }
+
+
+@pytest.mark.parametrize("seed", range(N_GRADIENT_CASES))
+def test_every_single_head_gradient_matches_finite_differences(seed):
+    X, W_Q, W_K, W_V, G_O, causal = random_problem(seed)
+    tr = self_attention(X, W_Q, W_K, W_V, causal=causal)
+    g = backward(tr, G_O)
+
+    def loss_after_weights(X_, W_Q_, W_K_, W_V_):
+        return float(np.sum(self_attention(X_, W_Q_, W_K_, W_V_, causal=causal).O * G_O))
+
+    checks = {
+        **attention_step_checks(tr, g, G_O, causal),
         "G_X": (g.G_X, numeric_grad(lambda x: loss_after_weights(x, W_Q, W_K, W_V), X.copy())),
         "G_W_Q": (g.G_W_Q, numeric_grad(lambda w: loss_after_weights(X, w, W_K, W_V), W_Q.copy())),
         "G_W_K": (g.G_W_K, numeric_grad(lambda w: loss_after_weights(X, W_Q, w, W_V), W_K.copy())),

@@ -9,7 +9,6 @@ Axis letters: n_q queries, n_k keys, d width of X, d_m width of the memory H, d_
 from __future__ import annotations
 
 import itertools
-import math
 
 import numpy as np
 import pytest
@@ -19,7 +18,12 @@ from hypothesis.extra.numpy import arrays
 
 from attention_core import backward, causal_mask, cross_attention, ops, scaled_dot_product, self_attention, softmax
 from exercises.levels import LEVELS, LevelSpec
-from tests.test_attention_core import assert_close, masked_copy, numeric_grad, reference_softmax_rows
+from tests.test_attention_core import (
+    assert_close,
+    attention_step_checks,
+    masked_copy,
+    numeric_grad,
+)
 
 SIZES = range(1, 7)
 # every (n_q, n_k) in 1…6 without a mask, and every one with n_q ≤ n_k with the causal mask
@@ -112,29 +116,11 @@ def test_every_cross_attention_gradient_matches_finite_differences(n_q, n_k, cau
     assert tr.Q.shape == (n_q, d_k) and tr.K.shape == (n_k, d_k) and tr.V.shape == (n_k, d_v)
     assert tr.O.shape == (n_q, d_v)
 
-    def loss_after_A(A):
-        return float(np.sum((A @ tr.V) * G_O))
-
-    def loss_after_scaled(z):
-        return loss_after_A(reference_softmax_rows(masked_copy(z, causal)))
-
-    def loss_after_scores(S):
-        return loss_after_scaled(S / math.sqrt(d_k))
-
-    def loss_after_qkv(Q, K, V):
-        return float(np.sum(scaled_dot_product(Q, K, V, causal=causal).O * G_O))
-
     def loss_after_inputs(X_, H_, W_Q_, W_K_, W_V_):
         return float(np.sum(cross_attention(X_, H_, W_Q_, W_K_, W_V_, causal=causal).O * G_O))
 
-    Q, K, V = tr.Q.copy(), tr.K.copy(), tr.V.copy()
     checks = {
-        "G_A": (g.G_A, numeric_grad(loss_after_A, tr.A.copy())),
-        "G_scaled": (g.G_scaled, numeric_grad(loss_after_scaled, tr.scaled.copy())),
-        "G_scores": (g.G_scores, numeric_grad(loss_after_scores, tr.scores.copy())),
-        "G_Q": (g.G_Q, numeric_grad(lambda q: loss_after_qkv(q, K, V), Q.copy())),
-        "G_K": (g.G_K, numeric_grad(lambda k: loss_after_qkv(Q, k, V), K.copy())),
-        "G_V": (g.G_V, numeric_grad(lambda v: loss_after_qkv(Q, K, v), V.copy())),
+        **attention_step_checks(tr, g, G_O, causal),
         "G_X": (g.G_X, numeric_grad(lambda x: loss_after_inputs(x, H, W_Q, W_K, W_V), X.copy())),
         "G_H": (g.G_H, numeric_grad(lambda h: loss_after_inputs(X, h, W_Q, W_K, W_V), H.copy())),
         "G_W_Q": (g.G_W_Q, numeric_grad(lambda w: loss_after_inputs(X, H, w, W_K, W_V), W_Q.copy())),

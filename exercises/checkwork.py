@@ -21,7 +21,7 @@ import numpy as np
 from . import misconceptions, pipeline
 from . import steps as registry
 from .grading import CONSISTENT, RIGHT, WRONG
-from .i18n import Msg, msg, plural
+from .i18n import DEFAULT_LANG, Msg, catalog, msg, plural
 from .model import Part
 from .numbers import decimals_for
 from .parser import AnswerError, parse_answer
@@ -112,7 +112,9 @@ class Report:
 
 
 def label(name: str) -> Msg:
-    return Msg(f"part.{name}")
+    """A step's name in words; a name that is no step at all is quoted as the learner wrote it."""
+    key = f"part.{name}"
+    return Msg(key) if key in catalog(DEFAULT_LANG) else Msg("where.part", {"part": name})
 
 
 def _names(names: list[str]) -> Msg:

@@ -51,10 +51,11 @@ def _is_causal(ex: Exercise) -> bool:
 
 
 def _hidden(ex: Exercise, value: np.ndarray) -> np.ndarray:
-    """Cells a causal query may not see (above the diagonal), for a square matrix; else none."""
+    """Cells a causal query may not see: keys after it (the n_q queries are the last of the n_k
+    positions); none when there is no mask or more queries than keys."""
     rows, cols = value.shape
-    if _is_causal(ex) and rows == cols:
-        return causal_mask(rows)
+    if _is_causal(ex) and rows <= cols:
+        return causal_mask(rows, cols)
     return np.zeros(value.shape, dtype=bool)
 
 

@@ -226,21 +226,28 @@ def _masked(env):
     return ops.apply_mask(env["scaled"], _causal(env))
 
 
-def _masked_where(cells: Callable[[int], np.ndarray], fill: float) -> Compute:
-    """The scaled scores with `cells(n)` set to `fill`: a causal mask put in the wrong place."""
+def _masked_where(cells: Callable[[int, int], np.ndarray], fill: float) -> Compute:
+    """The scaled scores with `cells(n_q, n_k)` set to `fill`: a causal mask put in the wrong place.
+    The n_q queries are the last n_q of the n_k positions, so the diagonal sits at offset n_k − n_q."""
     def compute(env):
-        out = np.array(env["scaled"], dtype=float)
-        out[cells(out.shape[0])] = fill
+        out = np.array(env["scaled"], dtype=float)  # (n_q, n_k)
+        out[cells(*out.shape)] = fill
         return out
     return compute
 
 
+def _diagonal_and_above(n_q: int, n_k: int) -> np.ndarray:
+    return np.triu(np.ones((n_q, n_k), dtype=bool), k=n_k - n_q)  # (n_q, n_k): the future and itself
+
+
+def _strictly_below(n_q: int, n_k: int) -> np.ndarray:
+    return np.tril(np.ones((n_q, n_k), dtype=bool), k=n_k - n_q - 1)  # (n_q, n_k): the past, not itself
+
+
 MASKED_MISTAKES = (
     Mistake("no_mask", lambda env: np.array(env["scaled"], dtype=float), applies=_causal),
-    Mistake("mask_diagonal", _masked_where(lambda n: np.triu(np.ones((n, n), dtype=bool), k=0), -np.inf),
-            applies=_causal),
-    Mistake("mask_wrong_triangle", _masked_where(lambda n: np.tril(np.ones((n, n), dtype=bool), k=-1), -np.inf),
-            applies=_causal),
+    Mistake("mask_diagonal", _masked_where(_diagonal_and_above, -np.inf), applies=_causal),
+    Mistake("mask_wrong_triangle", _masked_where(_strictly_below, -np.inf), applies=_causal),
     # a 0 still gets e^0 = 1 in the softmax
     Mistake("mask_zero_instead_of_inf", _masked_where(causal_mask, 0.0),
             applies=lambda env: _causal(env) and env["scaled"].shape[0] > 1),
@@ -274,7 +281,7 @@ def _softmax_of_zeroed_mask(env):
 
 def _mask_after_softmax(env):
     A = ops.softmax(env["scaled"], axis=-1)  # softmax over every key, the future included,
-    A[causal_mask(A.shape[0])] = 0.0  # then future weights zeroed without renormalising
+    A[causal_mask(*A.shape)] = 0.0  # then future weights zeroed without renormalising
     return A
 
 

@@ -190,3 +190,17 @@ def test_formulas_render_in_katex_and_in_typst():
     # the LaTeX formula, set in Typst by the converter the answer keys use, compiles too
     converted = "\n\n".join(f"$ {latex_to_typst(s.formula_latex)} $" for s in steps.STEPS)
     assert typst.compile(converted.encode(), format="pdf").startswith(b"%PDF")
+
+
+def test_the_mask_mistakes_keep_the_decoding_diagonal_of_a_rectangle():
+    """2 queries, the last of 4 positions: the diagonal is at offset n_k − n_q = 2."""
+    scaled = np.zeros((2, 4))
+    given = {"scaled": scaled, "causal": True}
+    right = pipeline.run(given)["masked"]
+    assert np.array_equal(np.isneginf(right), [[False, False, False, True], [False, False, False, False]])
+    hidden = {mid: np.isneginf(pipeline.run(given, mistakes={mid})["masked"])
+              for mid in ("mask_diagonal", "mask_wrong_triangle")}
+    assert np.array_equal(hidden["mask_diagonal"], [[False, False, True, True], [False, False, False, True]])
+    assert np.array_equal(hidden["mask_wrong_triangle"], [[True, True, False, False], [True, True, True, False]])
+    zeroed = pipeline.run(given, mistakes={"mask_after_softmax"})["A"]
+    assert zeroed[0, 3] == 0 and np.all(zeroed[0, :3] == 0.25)  # the future zeroed, not renormalised

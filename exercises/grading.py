@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from . import misconceptions, sanity
-from .i18n import Msg, msg
+from .i18n import DEFAULT_LANG, Msg, msg, t
 from .model import Exercise, Part
 from .parser import AnswerError, parse_answer, parse_grid
 
@@ -181,6 +181,20 @@ def declared_decimals(ex: Exercise) -> int:
     """The places an exercise asks for: its parts' largest decimals, 2 when every part is whole
     (the places its unasked intermediates are rounded to under "round what you write")."""
     return max([p.decimals for p in ex.parts] + [0]) or 2
+
+
+def rounding_places(ex: Exercise) -> int | None:
+    """The places the rounding policy names: the most any part asks for; None when no part asks
+    for decimals (whole numbers only, or choices)."""
+    places = [p.decimals for p in ex.parts if not p.is_choice and p.decimals > 0]
+    return max(places) if places else None
+
+
+def rounding_policy(ex: Exercise, lang: str = DEFAULT_LANG) -> str | None:
+    """The rounding policy every prompt states (screen, worksheets, CLI), or None when no part asks
+    for decimals: round each value you write, compute on from what you wrote."""
+    places = rounding_places(ex)
+    return None if places is None else t("rounding.policy", lang, places=places)
 
 
 class _Candidates:

@@ -154,3 +154,34 @@ def figure(grade=grading.grade) -> tuple[int, int]:
 if __name__ == "__main__":  # python -m tests.test_fair_grading
     right, total = figure()
     print(f"{right} of {total} simulated students graded correct, score 1.0, every cell right")
+
+
+# ---------------------------------------------------------------- the policy, stated in every prompt
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_every_prompt_states_the_rounding_policy_where_decimals_are_asked(lang):
+    from exercises import cli, i18n
+    from exercises.worksheets import model
+
+    for kind, level in cases():
+        ex = exercises.generate(kind, 0, level)
+        policy = grading.rounding_policy(ex, lang)
+        asks_decimals = any(p.decimals > 0 and not p.is_choice for p in ex.parts)
+        assert (policy is not None) == asks_decimals, (kind, level)
+        if policy is None:
+            continue
+        places = max(p.decimals for p in ex.parts if not p.is_choice)
+        assert policy == i18n.t("rounding.policy", lang, places=places) and str(places) in policy
+        assert policy in model.problem(ex, 1, lang).notes, (kind, level)
+        assert policy in cli.describe(ex, lang), (kind, level)
+    assert "compute the next step from the values you wrote" in grading.rounding_policy(
+        exercises.generate("attention", 0, 1), "en")
+
+
+def test_the_practice_page_states_the_policy():
+    from ui import problem
+
+    ex = exercises.generate("multi_head", 0, 2)
+    assert problem.rounding_text(ex) == grading.rounding_policy(ex, "en")
+    assert problem.rounding_text(exercises.generate("concepts", 0, 1)) is None

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import exercises
-from exercises import grading, pipeline
+from exercises import grading, pipeline, selftest
 from exercises.kinds.multi_head import head_count, head_given
 from exercises.numbers import round_half_up
 
@@ -185,3 +185,32 @@ def test_the_practice_page_states_the_policy():
     ex = exercises.generate("multi_head", 0, 2)
     assert problem.rounding_text(ex) == grading.rounding_policy(ex, "en")
     assert problem.rounding_text(exercises.generate("concepts", 0, 1)) is None
+
+
+# ---------------------------------------------------------------- the summary tells the truth
+
+
+def test_score_one_exactly_when_correct():
+    """score == 1.0 ⇔ correct: the first part that is not right has a wrong cell (consistent needs an
+    earlier part that is not right), so a score of 1.0 leaves no cell that is not right."""
+    rng = np.random.default_rng(13)
+    for kind, level in cases():
+        for seed in range(3):
+            ex = exercises.generate(kind, seed, level)
+            for answer in (selftest.incorrect_answer(ex, rng), student(ex, 0)):
+                fb = grading.grade(ex, answer)
+                if fb.graded:
+                    assert (fb.score == 1.0) == fb.correct, (kind, level, seed)
+                    not_right = sum(int((~p.cells).sum()) for p in fb.parts.values())
+                    assert fb.correct == (not_right == 0)
+
+
+def test_the_page_never_shows_100_percent_beside_not_right_yet():
+    from ui import feedback
+
+    ex = exercises.generate("attention", 0, 1)
+    fb = grading.grade(ex, student(ex, 0))
+    assert feedback.score_text(fb) == "100%"
+    almost = grading.Feedback(parts=fb.parts, score=0.996, correct=False)
+    assert feedback.score_text(almost) == "99%"
+    assert feedback.score_text(grading.Feedback(parts={}, score=0.5, correct=False)) == "50%"

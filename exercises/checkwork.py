@@ -2,10 +2,12 @@
 
     report = check_work({"X": "1 0; 0 1; 1 1", "W_Q": "1 0; 0 1", …}, {"scores": "…", "A": "…"}, causal=True)
 
-Every claimed step is compared twice: with the true value computed from the learner's inputs, and
-with the value that step gives when it is done right on the learner's *own* earlier claimed values
-(errors carried forward, as in grading). The first step that matches neither is the first error; the
-later steps that match the second are "consistent with it". A likely mistake is looked up in the
+Every claimed step follows grading's rounding policy ("round what you write, then compute"): it is
+right when it matches the true value computed from the learner's inputs, or the value that step gives
+when done right on the learner's own earlier claimed steps that are right (as they wrote them, so a
+learner who rounds and carries on is right). The first step with a cell matching neither is the first
+error; a later cell that follows from the learner's own earlier values once one of them was wrong is
+"consistent with it" (errors carried forward, as in grading). A likely mistake is looked up in the
 misconception catalog (pipeline.run with that mistake, on the learner's own earlier values). This is
 not an exam: the report holds the correct value of every step. All messages are catalog Msgs.
 """
@@ -271,9 +273,18 @@ def check_work(inputs: Mapping[str, Any], claimed: Mapping[str, Any] | None = No
             continue
         values[name] = value
 
-    learner = pipeline.run({**given, **values})  # unclaimed steps redone from the learner's claims
+    # round what you write, then compute (as grading does): a step is right when it matches the truth
+    # or the step redone from the learner's earlier claims that are entirely right (as they wrote them;
+    # unclaimed steps between redone exact or rounded half-up to `decimals`); "consistent" only once an
+    # earlier claimed step had a cell that is not right.
+    earlier: dict[str, np.ndarray] = {}
+    earlier_right: dict[str, np.ndarray] = {}
     for name in (s for s in steps if s in values):
-        report.steps[name] = _check_step(name, values[name], report.reference[name], learner, decimals)
+        check = _check_step(name, values[name], report.reference[name], given, earlier, earlier_right, decimals)
+        report.steps[name] = check
+        earlier[name] = values[name]
+        if check.verdict == RIGHT:
+            earlier_right[name] = values[name]
 
     wrong = [name for name, s in report.steps.items() if s.verdict == WRONG]
     if wrong:
@@ -289,16 +300,43 @@ def check_work(inputs: Mapping[str, Any], claimed: Mapping[str, Any] | None = No
     return report
 
 
-def _check_step(name: str, value: np.ndarray, true: np.ndarray, learner: dict, decimals: int) -> StepCheck:
+def _redone(name: str, given: dict[str, Any], claims: dict[str, np.ndarray], decimals: int) -> list[np.ndarray]:
+    """Step `name` redone from the given inputs and `claims`: exact, then with every redone value
+    rounded half-up to `decimals` places."""
+    found = []
+    for rounding in (None, decimals):
+        try:
+            value = pipeline.run({**given, **claims}, until={name}, rounding=rounding).get(name)
+        except (ValueError, IndexError):  # claims of shapes that cannot combine
+            continue
+        if value is not None:
+            found.append(np.asarray(value, dtype=float))
+    return found
+
+
+def _best(value: np.ndarray, candidates: list[np.ndarray], tolerance: float, among: np.ndarray) -> np.ndarray:
+    """The cells (of `among`) matching the one candidate that matches most of them (never a mix)."""
+    best = np.zeros(value.shape, dtype=bool)
+    for candidate in candidates:
+        if candidate.shape == value.shape:
+            hit = among & misconceptions.cell_matches(value, candidate, tolerance)
+            if hit.sum() > best.sum():
+                best = hit
+    return best
+
+
+def _check_step(name: str, value: np.ndarray, true: np.ndarray, given: dict[str, Any],
+                earlier: dict[str, np.ndarray], earlier_right: dict[str, np.ndarray], decimals: int) -> StepCheck:
     places = decimals_for(true, decimals)  # whole-number steps are exact
-    right = misconceptions.cell_matches(value, true, _tolerance(places))
+    tolerance = _tolerance(places)
+    everything = np.ones(value.shape, dtype=bool)
+    right = _best(value, [true, *_redone(name, given, earlier_right, decimals)], tolerance, everything)
     status = np.where(right, RIGHT, WRONG).astype(object)
-    own = pipeline.recompute(name, learner)
-    if own is not None and own.shape == true.shape:
+    mine = _redone(name, given, earlier, decimals)
+    own = mine[0] if mine and mine[0].shape == true.shape else None
+    if own is not None and not right.all() and len(earlier) != len(earlier_right):
         own_tolerance = _tolerance(decimals_for(own, decimals) if np.isfinite(own).any() else places)
-        status[~right & misconceptions.cell_matches(value, own, own_tolerance)] = CONSISTENT
-    else:
-        own = None
+        status[_best(value, mine, own_tolerance, ~right)] = CONSISTENT
     return StepCheck(name=name, value=value, true=true, own=own, status=status, decimals=places)
 
 

@@ -29,7 +29,9 @@ def _matrix_text(value: np.ndarray, indent: str = "    ") -> str:
 def describe(ex: Exercise, lang: str = "en") -> str:
     """A plain-text statement of the exercise."""
     lines = [f"{t(f'kind.{ex.kind}.title', lang)}  (kind {ex.kind}, level {ex.level}, seed {ex.seed})",
-             t(f"kind.{ex.kind}.prompt", lang, **ex.params), ""]
+             t(f"kind.{ex.kind}.prompt", lang, **ex.params)]
+    policy = grading.rounding_policy(ex, lang)
+    lines += [policy, ""] if policy else [""]
     for name, value in ex.given.items():
         if isinstance(value, np.ndarray) and value.ndim == 2:
             lines += [f"{name} =", _matrix_text(value)]

@@ -10,7 +10,10 @@ discovery into a `Kind` (so no caller looks a hook up by name):
     GUARDS: tuple      the catalogued mistakes its redraw keeps apart from the answer (and each other)
     generate(rng, level) -> Draft
     optional: solve(ex), aids(ex), diagnose(ex, part, value), explain(ex, part, value), hints(ex),
-              prompt_keys(ex) -> the catalog keys of its prompt, HOME (a HomeStage), SHEET (a SheetSection)
+              prompt_keys(ex) -> the catalog keys of its prompt, HOME (a HomeStage), SHEET (a SheetSection),
+              chain(ex, values, rounding) -> {name: value}: every value computable from the given data
+              and the learner's `values`, each computed one rounded half-up to `rounding` places (None:
+              exact); the grader's carry-forward. Default: the step pipeline over ex.given + values
 
 Its texts are in ``locales/<lang>.json`` beside it (exercises.i18n merges them). Folders whose name
 starts with ``_`` (``_shared``) are not kinds.
@@ -34,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from . import i18n, misconceptions
+from . import i18n, misconceptions, pipeline
 from . import kinds as _kinds_pkg
 from .draft import Draft
 from .kinds._shared.contract import Formula, HomeStage, SheetSection
@@ -51,6 +54,14 @@ __all__ = ["KINDS", "Formula", "HomeStage", "Kind", "SheetSection", "added_kinds
 def default_prompt_keys(ex: Exercise) -> tuple[str, ...]:
     """One prompt for every exercise of the kind: kind.<id>.prompt."""
     return (f"kind.{ex.kind}.prompt",)
+
+
+def default_chain(ex: Exercise, values: dict[str, np.ndarray], rounding: int | None) -> dict[str, np.ndarray]:
+    """The step pipeline run over the exercise's given data and the learner's `values`, for exercises
+    whose every part is a pipeline step (the others, such as shapes, have nothing to carry forward)."""
+    if not all(name in pipeline.STEP_BY_NAME for name in ex.part_names):
+        return {}
+    return dict(pipeline.run({**ex.given, **values}, rounding=rounding))
 
 
 @dataclass(eq=False)
@@ -72,6 +83,7 @@ class Kind:
     explain: Callable[[Exercise, Part, np.ndarray], i18n.Msg | None] | None = None
     hints: Callable[[Exercise], list] | None = None
     prompt_keys: Callable[[Exercise], Sequence[str]] = default_prompt_keys
+    chain: Callable[[Exercise, dict, int | None], dict] = default_chain
     home: HomeStage | None = None
     sheet: SheetSection | None = None
     folder: Path | None = None
@@ -86,7 +98,8 @@ class Kind:
         unknown = sorted(set(names["GUARDS"]) - set(misconceptions.CATALOG))
         if unknown:
             raise TypeError(f"kind {names['ID']}: GUARDS names mistakes not in the catalog: {', '.join(unknown)}")
-        hooks = {n: names[n] for n in ("solve", "aids", "diagnose", "explain", "hints", "prompt_keys") if n in names}
+        hooks = {n: names[n] for n in ("solve", "aids", "diagnose", "explain", "hints", "prompt_keys", "chain")
+                 if n in names}
         order = int(names.get("ORDER", DEFAULT_ORDER))
         sheet = names.get("SHEET")
         if not (isinstance(names.get("HOME"), (HomeStage, type(None)))

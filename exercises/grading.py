@@ -14,8 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from . import misconceptions, pipeline, sanity
-from .i18n import Msg, msg
+from . import misconceptions, sanity
+from .i18n import DEFAULT_LANG, Msg, msg, t
 from .model import Exercise, Part
 from .parser import AnswerError, parse_answer, parse_grid
 
@@ -177,15 +177,73 @@ def _kind_hook(ex: Exercise, hook: str, part: Part, value: np.ndarray) -> Any:
     return function(ex, part, value) if function is not None else None
 
 
-def _learner_env(ex: Exercise, values: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """The learner's own values stand in for the reference when later steps are recomputed, and
-    the steps nobody asked for are rerun from them (masked = the learner's scaled when not causal)."""
-    reference = pipeline.reference_env(ex)
-    try:
-        rerun = pipeline.run({**ex.given, **values})
-    except (ValueError, IndexError):  # values of shapes that cannot combine: no rerun
-        return {**reference, **values}
-    return {k: v for k, v in rerun.items() if k in reference or k in values}
+def declared_decimals(ex: Exercise) -> int:
+    """The places an exercise asks for: its parts' largest decimals, 2 when every part is whole
+    (the places its unasked intermediates are rounded to under "round what you write")."""
+    return max([p.decimals for p in ex.parts] + [0]) or 2
+
+
+def rounding_places(ex: Exercise) -> int | None:
+    """The places the rounding policy names: the most any part asks for; None when no part asks
+    for decimals (whole numbers only, or choices)."""
+    places = [p.decimals for p in ex.parts if not p.is_choice and p.decimals > 0]
+    return max(places) if places else None
+
+
+def rounding_policy(ex: Exercise, lang: str = DEFAULT_LANG) -> str | None:
+    """The rounding policy every prompt states (screen, worksheets, CLI), or None when no part asks
+    for decimals: round each value you write, compute on from what you wrote."""
+    places = rounding_places(ex)
+    return None if places is None else t("rounding.policy", lang, places=places)
+
+
+class _Candidates:
+    """What a part "follows from" under the rounding policy: the kind's chain run on some of the
+    learner's earlier values, once exact and once with every computed value rounded half-up to the
+    exercise's declared decimals. Memoised by which earlier values were used."""
+
+    def __init__(self, ex: Exercise):
+        from .engine import KINDS  # imported here: engine imports every kind, and a kind may import grading
+
+        kind = KINDS.get(ex.kind)
+        self.ex = ex
+        self.chain = kind.chain if kind is not None else None
+        self.places = declared_decimals(ex)
+        self.memo: dict[tuple, list[dict]] = {}
+
+    def of(self, part: Part, earlier: dict[str, np.ndarray]) -> list[np.ndarray]:
+        """The part's value computed from `earlier` (exact, then rounded), where the chain gives one."""
+        if self.chain is None or part.name in self.ex.given:
+            return []
+        key = tuple(earlier)
+        if key not in self.memo:
+            envs = []
+            for rounding in (None, self.places):
+                try:
+                    envs.append(self.chain(self.ex, dict(earlier), rounding))
+                except (ValueError, IndexError, KeyError):  # values that cannot combine: no candidate
+                    continue
+            self.memo[key] = envs
+        found = []
+        for env in self.memo[key]:
+            value = env.get(part.name)
+            if value is not None and np.shape(value) == part.shape:
+                found.append(np.asarray(value, dtype=float))
+        return found
+
+
+def _best_match(value: np.ndarray, candidates: list[np.ndarray], tolerance: float,
+                among: np.ndarray | None = None) -> np.ndarray:
+    """The cells of `value` matching the one candidate that matches most of them (of `among`, default
+    all cells). One candidate, never a mix cell by cell: an answer that agrees with the exact value
+    in one cell and with the rounded one in another follows neither way of computing."""
+    among = np.ones(value.shape, dtype=bool) if among is None else among
+    best = np.zeros(value.shape, dtype=bool)
+    for candidate in candidates:
+        hit = among & misconceptions.cell_matches(value, candidate, tolerance)
+        if hit.sum() > best.sum():
+            best = hit
+    return best
 
 
 def grade(ex: Exercise, answer: Any) -> Feedback:
@@ -209,17 +267,22 @@ def grade(ex: Exercise, answer: Any) -> Feedback:
     if any(p.format_error for p in parts.values()):
         return Feedback(parts=parts, score=None, correct=False, message=msg("grade.invalid"), warnings=warnings)
 
-    learner_env = None  # the learner's values carried forward: only needed once a cell is wrong
+    # Round what you write, then compute (DESIGN §4): a cell is right when it is within tolerance of
+    # the exact reference or of the part recomputed from the learner's earlier parts that are entirely
+    # right (unasked intermediates exact or rounded half-up); "consistent" only for a cell that follows
+    # from all the learner's earlier values once one of them had a cell that is not right.
+    candidates = _Candidates(ex)
+    earlier: dict[str, np.ndarray] = {}  # every earlier part, as the learner wrote it
+    earlier_right: dict[str, np.ndarray] = {}  # the earlier parts with every cell right
     for part in ex.parts:
         fb, value = parts[part.name], values[part.name]
         right = misconceptions.cell_matches(value, part.reference, part.tolerance)
         status = np.where(right, RIGHT, WRONG).astype(object)
         if not right.all() and not part.is_choice:
-            learner_env = learner_env if learner_env is not None else _learner_env(ex, values)
-            own = pipeline.recompute(part.name, learner_env)
-            if own is not None and own.shape == part.shape and not np.allclose(own, part.reference, equal_nan=True):
-                consistent = ~right & misconceptions.cell_matches(value, own, part.tolerance)
-                status[consistent] = CONSISTENT
+            right = _best_match(value, [part.reference, *candidates.of(part, earlier_right)], part.tolerance)
+            status = np.where(right, RIGHT, WRONG).astype(object)
+            if not right.all() and len(earlier) != len(earlier_right):
+                status[_best_match(value, candidates.of(part, earlier), part.tolerance, among=~right)] = CONSISTENT
         if not right.all():
             fb.misconception = _kind_hook(ex, "diagnose", part, value) or (
                 None if part.is_choice else misconceptions.diagnose(ex, part, value))
@@ -227,6 +290,9 @@ def grade(ex: Exercise, answer: Any) -> Feedback:
         fb.cells = right
         fb.status = status
         fb.score = float(np.mean(status != WRONG))
+        earlier[part.name] = value
+        if right.all():
+            earlier_right[part.name] = value
 
     # `score` credits consistent cells in full (their part score counts status != WRONG) while
     # `correct` and the message count right cells only: a consistent cell is credited, not right.

@@ -1,7 +1,9 @@
-"""Random hand-friendly matrices. All randomness comes from the injected np.random.Generator."""
+"""Random hand-friendly matrices (all randomness comes from the injected np.random.Generator), and the
+one half-up rounding every part of the app uses for "round each value you write to d places"."""
 
 from __future__ import annotations
 
+from decimal import ROUND_HALF_UP, Decimal
 from fractions import Fraction
 
 import numpy as np
@@ -54,3 +56,21 @@ def decimals_for(reference: np.ndarray, default: int = 2) -> int:
     """0 (exact integers) when every finite cell is whole, else `default` places."""
     finite = reference[np.isfinite(reference)]
     return 0 if np.allclose(finite, np.round(finite), atol=1e-12) else default
+
+
+def round_half_up(values, places: int | None):
+    """`values` (a number or an array) rounded to `places` decimals the way a person rounds on paper:
+    decimal half-up, away from zero (0.125 → 0.13, −0.125 → −0.13, not numpy's half-to-even), read from
+    the shortest decimal that prints the float (so 1.005 → 1.01). ±∞ and NaN stay; None leaves the
+    values as they are. Returns a float array (a 0-d one for a number)."""
+    array = np.asarray(values, dtype=float)
+    if places is None:
+        return array
+    quantum = Decimal(1).scaleb(-int(places))
+
+    def one(x: float) -> float:
+        if not np.isfinite(x):
+            return x
+        return float(Decimal(repr(float(x))).quantize(quantum, rounding=ROUND_HALF_UP))
+
+    return np.vectorize(one, otypes=[float])(array) if array.size else array.copy()

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from . import steps as _registry
+from .numbers import round_half_up
 from .steps import AttentionStep
 
 Step = AttentionStep  # the record the runner walks (name, inputs, compute, mistakes …)
@@ -59,8 +60,13 @@ AFFECTED: dict[str, frozenset[str]] = {
 }
 
 
-def run(given: dict, mistakes: Iterable[str] = (), until: Iterable[str] | None = None) -> Env:
-    """Every value computable from `given`, in step order. Given values are never recomputed."""
+def run(given: dict, mistakes: Iterable[str] = (), until: Iterable[str] | None = None,
+        rounding: int | None = None) -> Env:
+    """Every value computable from `given`, in step order. Given values are never recomputed.
+
+    With `rounding=d` every computed value is rounded half-up to d places as soon as it is computed
+    (numbers.round_half_up; −∞ stays), and the next steps compute from the rounded value: what a
+    learner gets who rounds each value they write and carries it on. Given values are left as given."""
     env = Env({k: v for k, v in given.items()}, mistakes)
     wanted = set(until) if until is not None else None
     for step in STEPS:
@@ -68,7 +74,8 @@ def run(given: dict, mistakes: Iterable[str] = (), until: Iterable[str] | None =
             continue
         env.current = step.name
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            env[step.name] = np.asarray(compute_step(step, env), dtype=float)
+            value = np.asarray(compute_step(step, env), dtype=float)
+        env[step.name] = value if rounding is None else round_half_up(value, rounding)
         if env.tainted.intersection(step.inputs):
             env.tainted.add(step.name)
         if wanted is not None and wanted <= env.keys():

@@ -212,3 +212,40 @@ def test_every_step_right_from_pipeline_values_for_random_inputs():
 def test_never_raises_on_any_text(inputs, claimed, causal):
     report = exercises.check_work(inputs, claimed, causal=causal)
     _rendered(report)
+
+
+# ---------------------------------------------------------------- issue 13: round what you write, then compute
+
+ROUNDING_INPUTS = {"X": "1 0; 0 1; 1 1", "W_Q": "1 0; 0 1", "W_K": "1 0; 0 1", "W_V": "1 2; 3 -1"}
+
+
+def test_a_learner_who_rounds_and_carries_on_is_right():
+    """A to 2 decimals, O computed from that A: O₃₁ is 3.00 (the truth 3.007 is more than 0.0051 away),
+    and it is right, not "consistent" (issue 13; it was consistent before, and not all right)."""
+    from exercises.numbers import round_half_up
+
+    exact = pipeline.run(_given(ROUNDING_INPUTS, False))
+    A = round_half_up(exact["A"], 2)
+    O = round_half_up(A @ exact["V"], 2)
+    assert abs(O[2, 0] - exact["O"][2, 0]) > 0.0051
+    claimed = {"scores": exact["scores"], "A": A, "O": O}
+    report = exercises.check_work(ROUNDING_INPUTS, claimed, causal=False)
+    assert [s.verdict for s in report.steps.values()] == ["right"] * 3
+    assert report.all_right and report.first_error is None
+
+
+def test_a_step_rounded_from_unclaimed_rounded_steps_is_right():
+    """Only O claimed, computed on paper with every step rounded to 2 decimals (none written down)."""
+    rounded = pipeline.run(_given(ROUNDING_INPUTS, False), rounding=2)
+    report = exercises.check_work(ROUNDING_INPUTS, {"O": rounded["O"]}, causal=False)
+    assert report.all_right
+
+
+def test_consistent_only_after_an_earlier_wrong_step():
+    """A wrong cell in A: O from that A is consistent; the same O with A right would be right."""
+    exact = pipeline.run(_given(ROUNDING_INPUTS, False))
+    A = np.round(exact["A"], 3)
+    A[0] = A[0][::-1] + [0.1, 0, -0.1]
+    report = exercises.check_work(ROUNDING_INPUTS, {"A": A, "O": A @ exact["V"]}, causal=False)
+    assert report.first_error == "A" and report.consistent_after == ["O"]
+    assert (report.steps["O"].status[0] == "consistent").all() and (report.steps["O"].status[1:] == "right").all()

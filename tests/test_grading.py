@@ -362,19 +362,33 @@ def rounded_student(ex: Exercise) -> dict[str, np.ndarray]:
     return {**{p.name: p.reference for p in ex.parts}, "A": A, "O": A @ given_matrix(ex, "V")}
 
 
-def test_correct_means_every_cell_right_while_score_credits_consistent_cells():
-    """Documents today's relationship, to be reworked with carry-forward (issue 13): a consistent cell
-    is credited in the score but is not right, so `correct` is false and the summary counts it."""
+def test_rounding_as_told_is_right():
+    """Issue 13 (was: O from the rounded A only "consistent", score 100% beside "not right yet"): a
+    student who rounds A as the prompt says and computes O from it is right, every cell."""
     ex = exercises.generate("attention", seed=0, level=1)
     fb = grade(ex, rounded_student(ex))
+    assert all((p.status == RIGHT).all() for p in fb.parts.values())
+    assert fb.correct and fb.score == 1.0 and fb.message.key == "grade.all_right"
+
+
+def test_correct_means_every_cell_right_while_score_credits_consistent_cells():
+    """A cell that follows from an earlier *wrong* value is consistent: credited in the score, not
+    right, so `correct` is false and the summary counts it."""
+    ex = exercises.generate("attention", seed=0, level=1)
+    answer = {p.name: p.reference for p in ex.parts}
+    A = answer["A"].copy()
+    A[0] = A[0][::-1]  # a wrong first row of A, carried into O
+    answer.update(A=A, O=A @ given_matrix(ex, "V"))
+    fb = grade(ex, answer)
+    assert (fb.parts["A"].status[0] == WRONG).any()
     O = fb.parts["O"]
     consistent = int((O.status == CONSISTENT).sum())
     assert consistent > 0 and not (O.status == WRONG).any()
-    assert O.score == 1.0 and fb.score == 1.0  # consistent cells score in full (unchanged for now)
+    assert O.score == 1.0  # consistent cells score in full
     assert not O.correct and not fb.correct  # ... but they are not right
     total = sum(p.cells.size for p in fb.parts.values())
-    assert fb.message.key == "grade.some_wrong" and fb.message.params == {"wrong": consistent, "total": total}
-    assert str(fb.message) != f"Not right yet: 0 of {total} cells."
+    not_right = total - sum(int(p.cells.sum()) for p in fb.parts.values())
+    assert fb.message.key == "grade.some_wrong" and fb.message.params == {"wrong": not_right, "total": total}
 
 
 @pytest.mark.parametrize("kind_id, level", KIND_LEVELS)

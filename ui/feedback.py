@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import streamlit as st
 
 from exercises import Feedback
@@ -15,15 +17,23 @@ def show(fb: Feedback) -> None:
         _warnings(fb)
         return
     if fb.correct:
-        st.success(tr("feedback.correct", score=f"{fb.score:.0%}"), icon=":material/check_circle:")
+        st.success(tr("feedback.correct", score=score_text(fb)), icon=":material/check_circle:")
     else:
-        st.error(tr("feedback.score", score=f"{fb.score:.0%}") + " " + render(fb.message),
+        st.error(tr("feedback.score", score=score_text(fb)) + " " + render(fb.message),
                  icon=":material/cancel:")
     if any(p.consistent for p in fb.parts.values()):
         st.info(tr("grade.consistent"), icon=":material/trending_flat:")
     for text, where in _mistakes(fb):
         st.warning(f"**{tr('misconception.title')}**{where}: {text}", icon=":material/lightbulb:")
     _warnings(fb)
+
+
+def score_text(fb: Feedback) -> str:
+    """The score as a whole percent, from fb.score and fb.correct (the cells' own summary): 100% only
+    when every cell is right; otherwise rounded down, so "not right yet" never sits beside 100%."""
+    if fb.correct:
+        return "100%"
+    return f"{min(math.floor(fb.score * 100), 99)}%"
 
 
 def _mistakes(fb: Feedback) -> list[tuple[str, str]]:

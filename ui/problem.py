@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from exercises import Exercise, engine
+from exercises import Exercise, engine, grading
 
 from . import cache
 from .i18n import lang, tr
@@ -15,8 +15,16 @@ def prompt_text(ex: Exercise) -> str:
     return engine.prompt(ex, lang())
 
 
+def rounding_text(ex: Exercise) -> str | None:
+    """How to round and what to carry on, when a part asks for decimals (the worksheets say the same)."""
+    return grading.rounding_policy(ex, lang())
+
+
 def show(ex: Exercise) -> None:
     st.markdown(prompt_text(ex))
+    policy = rounding_text(ex)
+    if policy:
+        st.caption(policy)
     if ex.given.get("causal") is True:
         st.caption(tr("problem.causal"))
     lines = cache.given_lines_of(ex)

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import engine, latex
+from .. import engine, grading, latex
 from ..assignments import AssignmentError, AssignmentSpec, clean_student_name, student_key
 from ..i18n import DEFAULT_LANG, catalog, msg, t
 from ..model import Exercise, Part
@@ -134,6 +134,9 @@ class Problem:
 
 def problem(ex: Exercise, number: int, lang: str) -> Problem:
     notes = []
+    policy = grading.rounding_policy(ex, lang)  # how to round, what to carry on (when decimals are asked)
+    if policy:
+        notes.append(policy)
     if ex.given.get("causal") is True:
         notes.append(t("worksheet.causal", lang))
     given = []

@@ -22,7 +22,7 @@ from ...draft import Draft
 from ...i18n import msg
 from ...levels import spec
 from ...model import Exercise, Part
-from ...numbers import choice, decimals_for, matrix, nonzero_matrix
+from ...numbers import choice, decimals_for, matrix, nonzero_matrix, round_half_up
 from .._shared.aids import softmax_aids
 from .._shared.contract import Formula, HomeStage, SheetSection
 
@@ -161,6 +161,22 @@ def diagnose(ex: Exercise, part: Part, value: np.ndarray) -> str | None:
                 if misconceptions.matches(value, swapped, tolerance):
                     return "concat_order"
     return None
+
+
+def chain(ex: Exercise, values: dict[str, np.ndarray], rounding: int | None) -> dict[str, np.ndarray]:
+    """The values a learner carries forward (the grader's candidates): each head's O through its own
+    head's pipeline unless the learner gave it, concat from the O's unless given, out = concat · W_O
+    unless given; every computed value rounded half-up to `rounding` places (None: exact)."""
+    env = dict(values)
+    h = head_count(ex)
+    for i in range(1, h + 1):
+        if f"O{i}" not in env:
+            env[f"O{i}"] = pipeline.run(head_given(ex.given, i), until={"O"}, rounding=rounding)["O"]
+    if "concat" not in env:
+        env["concat"] = np.concatenate([env[f"O{i}"] for i in range(1, h + 1)], axis=1)  # (n, h·d_v)
+    if "W_O" in ex.given and "out" not in env:
+        env["out"] = round_half_up(env["concat"] @ ex.given["W_O"], rounding)  # (n, d)
+    return env
 
 
 # ---------------------------------------------------------------- worked solution

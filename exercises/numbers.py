@@ -54,3 +54,22 @@ def decimals_for(reference: np.ndarray, default: int = 2) -> int:
     """0 (exact integers) when every finite cell is whole, else `default` places."""
     finite = reference[np.isfinite(reference)]
     return 0 if np.allclose(finite, np.round(finite), atol=1e-12) else default
+
+
+def round_half_up(x, places: int) -> float:
+    """x rounded to `places` decimals, a tie away from zero, on its decimal digits (2.675 → 2.68):
+    how a learner rounds what they write (DESIGN §4). x: a float, an int or a Fraction."""
+    return float(decimal_half_up(x, places))
+
+
+def decimal_half_up(x, places: int):
+    """round_half_up as an exact decimal.Decimal (its digits are the text a learner writes)."""
+    from decimal import ROUND_HALF_UP, Decimal, localcontext
+
+    with localcontext() as ctx:
+        ctx.prec = 50
+        if isinstance(x, Fraction):
+            d = Decimal(x.numerator) / Decimal(x.denominator)
+        else:
+            d = Decimal(repr(float(x)))
+        return d.quantize(Decimal(1).scaleb(-places), rounding=ROUND_HALF_UP)

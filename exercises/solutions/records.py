@@ -215,7 +215,8 @@ class Step:
             lines += self.work if exact else self.work_decimal
             last = next((lhs for lhs, _, _ in reversed(lines) if lhs), None)
             lhs = "" if last == self.symbol else self.symbol
-            if self.work_result is not None:  # what the rounded numbers give, then the exact value
+            # what the rounded numbers give (where this mode shows them), then the exact value
+            if self.work_result is not None and (not exact or self.work == self.work_decimal):
                 same = all(float(c) == float(v) for row, vrow in zip(self.work_result, self._work_values())
                            for c, v in zip(row, vrow))
                 lines.append(("", "=" if same else L.APPROX, L.bmatrix(self.work_result)

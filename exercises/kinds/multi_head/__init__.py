@@ -212,18 +212,20 @@ def _out_step(ex: Exercise, concat: solutions.Step) -> solutions.Step:
     rel = L.APPROX if rounded else "="
     work = [("", rel, f"{L.bmatrix([[c.text for c in row] for row in shown])} {L.matrix_exact(W_O)}")]
     subs = solutions.records.work_substitutions(shown, weights, part.decimals)
+    exact = [[L.short(L.to_exact(x)) for x in row] for row in part.reference]  # (n, d) short exact forms
 
     def derive(i: int, j: int) -> solutions.CellDerivation:
         pairs = [(shown[i][k], weights[k][j]) for k in range(C.shape[1])]
         latex, sub = solutions.worked_chain(
-            L.cell("Y", i, j), L.short(L.to_exact(part.reference[i, j])), part.reference[i, j], part.decimals,
+            L.cell("Y", i, j), exact[i][j], part.reference[i, j], part.decimals,
             L.total([L.product(a.text, b.text) for a, b in pairs]), "sum", pairs,
             rf"\sum_{{k}} {L.entry(CONCAT, f'{L.index(i)}k')} (W_O)_{{k{L.index(j)}}}")
         note = msg("solution.cell.rounded_inputs", places=part.decimals) if sub.exact_beside else None
         return solutions.CellDerivation(latex, note, (sub,))
 
     return solutions.make_step("out", msg("solution.multi_head.out"), part.reference, part.decimals, symbol="Y",
-                               formula=rf"{CONCAT} \, W_O", work=work, derive=derive, work_substitutions=subs)
+                               formula=rf"{CONCAT} \, W_O", work=work, exact_cells=exact, derive=derive,
+                               work_substitutions=subs)
 
 
 def _shown(step: solutions.Step, i: int, j: int) -> solutions.Number:

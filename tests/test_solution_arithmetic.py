@@ -167,3 +167,50 @@ def test_attention_level2_seed0_output_cells_add_up():
             assert abs(float(total) - float(m.group(2))) <= 0.005 + 1e-9, latex
             checked += 1
     assert checked >= 4
+
+
+# ---------------------------------------------------------------- answer keys: the form the part asks for
+
+
+def _key_cells(ex, lang="en"):
+    """(part, the cells of its key line) as the Markdown/LaTeX answer key prints them."""
+    from exercises.worksheets import text
+
+    for part in ex.parts:
+        if part.is_choice:
+            continue
+        yield part, text._latex_answer(part)
+
+
+def test_answer_key_gives_decimals_when_decimals_are_asked():
+    """attention level 1 seed 2 asks A to 2 decimals: the key printed ½ alone beside 0.38 (a fraction
+    instead of the decimal); now 0.50 with ½ beside it."""
+    ex = exercises.generate("attention", 2, 1)
+    key = dict((p.name, line) for p, line in _key_cells(ex))
+    assert ex.part("A").decimals == 2
+    assert r"0.50\ \left(\tfrac{1}{2}\right)" in key["A"], key["A"]
+    assert r"\frac{1}{2}" not in key["A"]
+
+
+@pytest.mark.parametrize("kind", sorted(engine.KINDS))
+def test_answer_key_never_gives_a_fraction_instead_of_decimals(kind):
+    from exercises.worksheets.model import key_tokens
+
+    for level in engine.KINDS[kind].LEVELS:
+        for seed in SEEDS:
+            ex = exercises.generate(kind, seed, level)
+            for part in ex.parts:
+                if part.is_choice:
+                    continue
+                for row, values in zip(key_tokens(part.reference, part.decimals), part.reference):
+                    for token, x in zip(row, values):
+                        if part.decimals == 0:  # exact: whole numbers (or a simple fraction)
+                            assert token[0] in ("int", "frac", "inf", "dec"), (ex.id, part.name, token)
+                            continue
+                        assert token[0] != "frac", (ex.id, part.name, token)
+                        if token[0] in ("dec", "decfrac"):
+                            assert abs(float(token[1]) - x) <= 0.5 * 10 ** -part.decimals + 1e-12
+                            assert len(token[1].split(".")[1]) == part.decimals, token
+                        if token[0] == "decfrac":
+                            value = Fraction(int(token[3]), int(token[4])) * (-1 if token[2] else 1)
+                            assert float(value) == pytest.approx(x)

@@ -21,6 +21,7 @@ from .records import (
     Number,
     Step,
     Substitution,
+    line_record,
     make_step,
     number,
     result_chain,
@@ -98,6 +99,8 @@ def _scale_step(ctx: Context, name: str) -> Step:
     value = ctx.val(name)
 
     root_number = number(root, sympy.sqrt(d_k))
+    shown = ctx.operand_numbers(src, False)
+    subs = [line_record("quotient", [[m], [root_number]], ctx.places_of(name)) for row in shown for m in row]
 
     def derive(i: int, j: int) -> CellDerivation:
         num = ctx.number(src, i, j)
@@ -108,7 +111,7 @@ def _scale_step(ctx: Context, name: str) -> Step:
 
     return make_step(name, _title(name), value, ctx.places_of(name), symbol=out,
                      formula=L.frac(ss, r"\sqrt{d_k}"), exact_cells=ctx.exact_cells(name), work=work,
-                     work_decimal=work_dec, note=_note(name), derive=derive)
+                     work_decimal=work_dec, note=_note(name), derive=derive, work_substitutions=subs)
 
 
 def _mask_step(ctx: Context, name: str) -> Step:
@@ -276,6 +279,10 @@ def _g_x_step(ctx: Context, name: str) -> Step:
             pieces.append(f"{gm} {wm}")
             rounded = rounded or gr or wr
         target.append(("", L.APPROX if rounded else "=", " + ".join(pieces)))
+    shown = [(ctx.operand_numbers(g, False), ctx.operand_numbers(w, False)) for g, w in G_X_PATHS]
+    rows, cols = value.shape
+    subs = [line_record("sum", [(G[i][k], W[j][k]) for G, W in shown for k in range(len(G[i]))],
+                        ctx.places_of(name)) for i in range(rows) for j in range(cols)]
 
     def derive(i: int, j: int) -> CellDerivation:
         groups, pairs = [], []
@@ -293,7 +300,7 @@ def _g_x_step(ctx: Context, name: str) -> Step:
 
     return make_step(name, _title(name), value, ctx.places_of(name), symbol=out, formula=formula,
                      exact_cells=ctx.exact_cells(name), work=work, work_decimal=work_dec, note=_note(name),
-                     derive=derive)
+                     derive=derive, work_substitutions=subs)
 
 
 def _token_list(ids: np.ndarray) -> str:

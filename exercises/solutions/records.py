@@ -311,14 +311,14 @@ def work_substitutions(numbers_left: Sequence[Sequence[Number]], numbers_right: 
                        places: int) -> list[Substitution]:
     """Each cell of L R from the shown operands (left (n, m), right (m, p), as shown), row by row."""
     inner = len(numbers_right)
-    out = []
-    for row in numbers_left:
-        for j in range(len(numbers_right[0])):
-            terms = [(row[k], numbers_right[k][j]) for k in range(inner)]
-            rounded = any(n.rounded for t in terms for n in t)
-            sub = substitution("sum", terms, places)
-            out.append(sub if rounded else Substitution("sum", sub.terms, sub.result, places, False))
-    return out
+    return [line_record("sum", [(row[k], numbers_right[k][j]) for k in range(inner)], places)
+            for row in numbers_left for j in range(len(numbers_right[0]))]
+
+
+def line_record(form: str, terms: Sequence[Sequence[Number]], places: int) -> Substitution:
+    """A line's record, its result half up to `places`; `rounded` when some shown number is."""
+    sub = substitution(form, terms, places)
+    return sub if any(n.rounded for g in terms for n in g) else replace(sub, rounded=False)
 
 
 def _plain_number(text: str) -> bool:

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 import sympy
 
-from .numbers import as_fraction
+from .numbers import as_fraction, decimal_half_up
 from .steps import INPUT_SYMBOLS, STEPS
 
 # ---------------------------------------------------------------- the printer
@@ -47,13 +47,13 @@ def sym(expr: sympy.Basic) -> str:
 
 
 def decimal(x: float, places: int) -> str:
-    """x to `places` decimals (0: a whole number); −∞ as -\\infty; never "-0.00"."""
+    """x to `places` decimals, half up (0: a whole number); −∞ as -\\infty; never "-0.00"."""
     x = float(x)
     if math.isnan(x):
         return r"\mathrm{NaN}"
     if math.isinf(x):
         return r"-\infty" if x < 0 else r"\infty"
-    text = f"{x:.{places}f}" if places > 0 else str(int(round(x)))
+    text = f"{decimal_half_up(x, places):f}"  # half up, as a learner rounds (DESIGN §4)
     if text.startswith("-") and float(text) == 0:
         text = text[1:]
     return text

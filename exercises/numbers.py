@@ -3,7 +3,7 @@ one half-up rounding every part of the app uses for "round each value you write 
 
 from __future__ import annotations
 
-from decimal import ROUND_HALF_UP, Decimal
+from decimal import ROUND_HALF_UP, Decimal, localcontext
 from fractions import Fraction
 
 import numpy as np
@@ -58,19 +58,24 @@ def decimals_for(reference: np.ndarray, default: int = 2) -> int:
     return 0 if np.allclose(finite, np.round(finite), atol=1e-12) else default
 
 
+def decimal_half_up(x, places: int) -> Decimal:
+    """x rounded to `places` decimals as an exact Decimal (its digits are the text a learner writes):
+    a tie away from zero, on the shortest decimal that prints the float (2.675 → 2.68, 1.005 → 1.01,
+    −0.125 → −0.13), not numpy's half-to-even on binary values. x: a float, an int or a Fraction."""
+    with localcontext() as ctx:
+        ctx.prec = 50
+        d = Decimal(x.numerator) / Decimal(x.denominator) if isinstance(x, Fraction) else Decimal(repr(float(x)))
+        return d.quantize(Decimal(1).scaleb(-int(places)), rounding=ROUND_HALF_UP)
+
+
 def round_half_up(values, places: int | None):
-    """`values` (a number or an array) rounded to `places` decimals the way a person rounds on paper:
-    decimal half-up, away from zero (0.125 → 0.13, −0.125 → −0.13, not numpy's half-to-even), read from
-    the shortest decimal that prints the float (so 1.005 → 1.01). ±∞ and NaN stay; None leaves the
-    values as they are. Returns a float array (a 0-d one for a number)."""
+    """`values` rounded the way a person rounds on paper (decimal_half_up), DESIGN §4: a number gives
+    a float, anything else a float array. ±∞ and NaN stay; places=None leaves the values as they are."""
+    if isinstance(values, (int, float, Fraction, np.integer, np.floating)) and not isinstance(values, bool):
+        if places is None or not np.isfinite(float(values)):
+            return float(values)
+        return float(decimal_half_up(values, places))
     array = np.asarray(values, dtype=float)
-    if places is None:
-        return array
-    quantum = Decimal(1).scaleb(-int(places))
-
-    def one(x: float) -> float:
-        if not np.isfinite(x):
-            return x
-        return float(Decimal(repr(float(x))).quantize(quantum, rounding=ROUND_HALF_UP))
-
-    return np.vectorize(one, otypes=[float])(array) if array.size else array.copy()
+    if places is None or array.size == 0:
+        return array.copy()
+    return np.vectorize(lambda x: float(decimal_half_up(x, places)) if np.isfinite(x) else x, otypes=[float])(array)

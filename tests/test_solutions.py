@@ -82,8 +82,10 @@ def test_golden_scores_cell_and_scaling():
 def test_golden_output_rows():
     O = step_named(exercises.solve(golden_exercise()), "O")
     assert O.decimals == (("1.000", "0.000"), ("0.330", "0.670"), ("0.752", "0.752"))
+    # the shown weights give 0.751 (the old line said ≈ 0.752, a sum that did not add up); the exact
+    # value, whose rounding is 0.752, stands beside it
     assert O.cell(2, 0).latex == (r"O_{31} = \sum_{k} A_{3k} V_{k1} \approx 0.248 \cdot 1 + 0.248 \cdot 0 + "
-                                  r"0.503 \cdot 1 \approx 0.752")
+                                  r"0.503 \cdot 1 = 0.751 \quad \left(O_{31} = 0.75174\ldots \approx 0.752\right)")
 
 
 def test_golden_aids():

@@ -25,7 +25,19 @@ from .aids import Aids, ExpEntry, aids, generic_aids, given_latex, shapes_of
 from .builders import BUILDERS, BY_KIND
 from .context import Context
 from .exact import PRODUCTS, SCALES
-from .records import CellDerivation, Line, Matrix, Step, all_latex, make_step, result_chain
+from .records import (
+    CellDerivation,
+    Line,
+    Matrix,
+    Number,
+    Step,
+    Substitution,
+    all_latex,
+    make_step,
+    number,
+    result_chain,
+    worked_chain,
+)
 from .walk import (
     CACHE_SIZE,
     _solved,
@@ -39,7 +51,8 @@ from .walk import (
 
 __all__ = [
     "Aids", "BUILDERS", "BY_KIND", "CACHE_SIZE", "CellDerivation", "Context", "ExpEntry", "G_X_PATHS", "Line",
-    "Matrix", "PRODUCTS", "Product", "SCALES", "Step", "aids", "all_latex", "build_context", "exercise_context",
+    "Matrix", "Number", "PRODUCTS", "Product", "SCALES", "Step", "Substitution", "aids", "all_latex",
+    "build_context", "exercise_context",
     "generic_aids", "generic_solve", "given_latex", "make_step", "pipeline_steps", "result_chain", "shapes_of",
-    "solution", "solve", "_solved",
+    "solution", "solve", "_solved", "number", "worked_chain",
 ]

@@ -7,6 +7,7 @@ import math
 from collections.abc import Callable
 
 import numpy as np
+import sympy
 
 from .. import latex as L
 from ..exact import xrow_dot as _x_row_dot
@@ -14,7 +15,19 @@ from ..i18n import msg, plural
 from ..steps import G_X_PATHS, STEP_BY_NAME, STEPS
 from .context import Context, _note, _title
 from .exact import PRODUCTS, SCALES, _agreeing, _oriented
-from .records import CellDerivation, Line, Step, make_step, result_chain
+from .records import (
+    CellDerivation,
+    Line,
+    Number,
+    Step,
+    Substitution,
+    line_record,
+    make_step,
+    number,
+    result_chain,
+    work_substitutions,
+    worked_chain,
+)
 
 
 def _product_step(ctx: Context, name: str) -> Step:
@@ -29,12 +42,15 @@ def _product_step(ctx: Context, name: str) -> Step:
         target.append(("", L.APPROX if (lr or rr) else "=", f"{lm} {rm}"))
     Lv, Rv = _oriented(ctx.val(p.left), p.left_t), _oriented(ctx.val(p.right), p.right_t)
     value = ctx.val(name)
+    # the display's result from the operands as shown (decimals when some are rounded)
+    subs = work_substitutions(_t(ctx.operand_numbers(p.left, False), p.left_t),
+                              _t(ctx.operand_numbers(p.right, False), p.right_t), ctx.places_of(name))
 
     def left_term(i, k):
-        return ctx.term(p.left, k, i) if p.left_t else ctx.term(p.left, i, k)
+        return ctx.number(p.left, k, i) if p.left_t else ctx.number(p.left, i, k)
 
     def right_term(k, j):
-        return ctx.term(p.right, j, k) if p.right_t else ctx.term(p.right, k, j)
+        return ctx.number(p.right, j, k) if p.right_t else ctx.number(p.right, k, j)
 
     def derive(i: int, j: int) -> CellDerivation:
         li = f"k{L.index(i)}" if p.left_t else f"{L.index(i)}k"
@@ -45,16 +61,27 @@ def _product_step(ctx: Context, name: str) -> Step:
             symbolic = rf"\sum_{{k}} {L.entry(ls, li)} " \
                        rf"{L.entry(rs, rj)}"
         pairs = [(left_term(i, k), right_term(k, j)) for k in range(Lv.shape[1])]
-        rounded = any(a[1] or b[1] for a, b in pairs)
-        sum_text = L.total([L.product(a[0], b[0]) for a, b in pairs])
-        latex = result_chain(L.cell(out, i, j), ctx.xcell(name, i, j), L.decimal(value[i, j], ctx.places_of(name)),
-                             value[i, j], rounded, symbolic, (L.APPROX if rounded else "=", sum_text))
-        return CellDerivation(latex)
+        sum_text = L.total([L.product(a.text, b.text) for a, b in pairs])
+        latex, sub = worked_chain(L.cell(out, i, j), ctx.xcell(name, i, j), value[i, j], ctx.places_of(name),
+                                  sum_text, "sum", pairs, symbolic)
+        return _derivation(latex, None, sub)
 
     assert Lv.shape[1] == Rv.shape[0]
     return make_step(name, _title(name), value, ctx.places_of(name), symbol=out, formula=f"{left} {right}",
                      exact_cells=ctx.exact_cells(name), work=work, work_decimal=work_dec, note=_note(name),
-                     derive=derive)
+                     derive=derive, work_substitutions=subs)
+
+
+def _t(cells: list[list[Number]], transpose: bool) -> list[list[Number]]:
+    return [list(col) for col in zip(*cells)] if transpose else cells
+
+
+def _derivation(latex: str, note, *subs) -> CellDerivation:
+    """A cell's derivation with its substituted lines; a line from rounded numbers says so."""
+    if any(s.exact_beside for s in subs):
+        aside = msg("solution.cell.rounded_inputs", places=max(s.places or 0 for s in subs))
+        note = aside if note is None else msg("solution.cell.note_and_rounding", note=note, rounding=aside)
+    return CellDerivation(latex, note, tuple(subs))
 
 
 def _scale_step(ctx: Context, name: str) -> Step:
@@ -71,16 +98,20 @@ def _scale_step(ctx: Context, name: str) -> Step:
         target.append((out, L.APPROX if rounded else "=", rf"{L.frac('1', root)} {m}"))
     value = ctx.val(name)
 
+    root_number = number(root, sympy.sqrt(d_k))
+    shown = ctx.operand_numbers(src, False)
+    subs = [line_record("quotient", [[m], [root_number]], ctx.places_of(name)) for row in shown for m in row]
+
     def derive(i: int, j: int) -> CellDerivation:
-        num, rounded = ctx.term(src, i, j)
-        latex = result_chain(L.cell(out, i, j), ctx.xcell(name, i, j), L.decimal(value[i, j], ctx.places_of(name)),
-                             value[i, j], rounded, L.frac(L.cell(ss, i, j), r"\sqrt{d_k}"),
-                             (L.APPROX if rounded else "=", L.frac(num, root)))
-        return CellDerivation(latex)
+        num = ctx.number(src, i, j)
+        latex, sub = worked_chain(L.cell(out, i, j), ctx.xcell(name, i, j), value[i, j], ctx.places_of(name),
+                                  L.frac(num.text, root), "quotient", [[num], [root_number]],
+                                  L.frac(L.cell(ss, i, j), r"\sqrt{d_k}"))
+        return _derivation(latex, None, sub)
 
     return make_step(name, _title(name), value, ctx.places_of(name), symbol=out,
                      formula=L.frac(ss, r"\sqrt{d_k}"), exact_cells=ctx.exact_cells(name), work=work,
-                     work_decimal=work_dec, note=_note(name), derive=derive)
+                     work_decimal=work_dec, note=_note(name), derive=derive, work_substitutions=subs)
 
 
 def _mask_step(ctx: Context, name: str) -> Step:
@@ -148,24 +179,34 @@ def _softmax_step(ctx: Context, name: str) -> Step:
         places = ctx.places_of(name)
         decimal = L.decimal(value[i, j], places)
         if not visible[i, j]:
+            total_text = L.decimal(sums[i], L.EXP_PLACES)
             latex = L.chain(here, symbolic, L.frac(L.exp_of(r"-\infty"), denominators[i] or "0"),
-                            L.frac("0", L.decimal(sums[i], L.EXP_PLACES)), "0")
-            return CellDerivation(latex, msg("solution.cell.masked_weight", column=j + 1, query=i + 1))
+                            L.frac("0", total_text), "0")
+            zero = Substitution("quotient", ((number("0"),), (number(total_text),)), "0", None)
+            return CellDerivation(latex, msg("solution.cell.masked_weight", column=j + 1, query=i + 1), (zero,))
         row_rounded = any(exponent[i][k][1] for k in range(cols) if visible[i, k])
         numbers = L.frac(e_dec[i][j], L.total([e_dec[i][k] for k in range(cols) if visible[i, k]]))
         exact_form = L.frac(e_text[i][j], denominators[i])
         middle: list[str | tuple[str, str]] = [symbolic, (L.APPROX if row_rounded else "=", exact_form)]
         rational = ctx.xcell(name, i, j)
-        if rational is None:
-            middle.append((L.APPROX, numbers))
-        latex = result_chain(here, rational, decimal, value[i, j], rational is None, *middle)
-        note = "solution.cell.softmax_masked_row" if not visible[i].all() else "solution.cell.softmax_row"
-        return CellDerivation(latex, msg(note, row=i + 1))
+        note = msg("solution.cell.softmax_masked_row" if not visible[i].all() else "solution.cell.softmax_row",
+                   row=i + 1)
+        if rational is not None:
+            return CellDerivation(result_chain(here, rational, decimal, value[i, j], False, *middle), note)
+        shown = [[_e_number(e_dec[i][j], e[i, j])], [_e_number(e_dec[i][k], e[i, k]) for k in range(cols)
+                                                    if visible[i, k]]]
+        latex, sub = worked_chain(here, None, value[i, j], places, numbers, "quotient", shown, *middle)
+        return _derivation(latex, note, sub)
 
     return make_step(name, _title(name), value, ctx.places_of(name), symbol=out,
                      lhs=L.entry(out, 'ij'),
                      formula=L.frac(L.exp_of(L.entry(zs, 'ij')), sum_sym),
                      exact_cells=exact_cells, work=work, work_decimal=work_dec, note=_note(name), derive=derive)
+
+
+def _e_number(text: str, value: float) -> Number:
+    """e^x as the eˣ table shows it (EXP_PLACES decimals): rounded unless those digits hold it."""
+    return number(text, None, not L.is_exact_decimal(text, value))
 
 
 def _softmax_backward_step(ctx: Context, name: str) -> Step:
@@ -194,21 +235,24 @@ def _softmax_backward_step(ctx: Context, name: str) -> Step:
         if masked[i, j]:
             return CellDerivation(rf"{here} = 0", msg("solution.cell.masked_gradient", column=j + 1, query=i + 1))
         # line 1: the row's weighted average r_i; line 2: this cell
-        terms = [(ctx.term("A", i, k), ctx.term("G_A", i, k)) for k in range(cols)]
-        rounded = any(a[1] or g[1] for a, g in terms)
+        terms = [(ctx.number("A", i, k), ctx.number("G_A", i, k)) for k in range(cols)]
         row = L.index(i)
-        r_chain = result_chain(f"r_{{{row}}}", r_exact[i], r_dec[i], r[i], rounded,
-                               rf"\sum_{{k}} {L.entry(As, row + 'k')} {L.entry(Gs, row + 'k')}",
-                               (L.APPROX if rounded else "=", L.total([L.product(a[0], g[0]) for a, g in terms])))
-        r_text = r_exact[i] if r_exact[i] is not None and not rounded else r_dec[i]
-        rounded = rounded or (r_text == r_dec[i] and not L.is_exact_decimal(r_dec[i], r[i]))
-        a, _ = ctx.term("A", i, j)
-        g, _ = ctx.term("G_A", i, j)
+        r_places = max(ctx.places_of(name), ctx.places_of("A"))
+        r_chain, r_sub = worked_chain(f"r_{{{row}}}", r_exact[i], r[i], r_places,
+                                      L.total([L.product(a.text, g.text) for a, g in terms]), "sum", terms,
+                                      rf"\sum_{{k}} {L.entry(As, row + 'k')} {L.entry(Gs, row + 'k')}")
+        if r_sub.rounded:  # carry r as this line wrote it
+            r_number = number(r_sub.result, None, True)
+        elif r_exact[i] is not None:
+            r_number = number(r_exact[i], r[i])
+        else:
+            r_number = number(r_dec[i], None, not L.is_exact_decimal(r_dec[i], r[i]))
+        a, g = ctx.number("A", i, j), ctx.number("G_A", i, j)
         symbolic = rf"{L.cell(As, i, j)} \left({L.cell(Gs, i, j)} - r_{{{row}}}\right)"
-        numbers = rf"{L.paren(a)} \cdot \left({g} - {L.paren(r_text)}\right)"
-        cell_chain = result_chain(here, ctx.xcell(name, i, j), L.decimal(value[i, j], ctx.places_of(name)),
-                                  value[i, j], rounded, symbolic, (L.APPROX if rounded else "=", numbers))
-        return CellDerivation(L.aligned([_split(r_chain), _split(cell_chain)]))
+        numbers = rf"{L.paren(a.text)} \cdot \left({g.text} - {L.paren(r_number.text)}\right)"
+        cell_chain, cell_sub = worked_chain(here, ctx.xcell(name, i, j), value[i, j], ctx.places_of(name), numbers,
+                                            "times_difference", [[a], [g, r_number]], symbolic)
+        return _derivation(L.aligned([_split(r_chain), _split(cell_chain)]), None, r_sub, cell_sub)
 
     return make_step(name, _title(name), value, ctx.places_of(name), symbol=out,
                      formula=rf"{As} \odot \left({Gs} - r \mathbf{{1}}^{{\top}}\right)",
@@ -235,24 +279,28 @@ def _g_x_step(ctx: Context, name: str) -> Step:
             pieces.append(f"{gm} {wm}")
             rounded = rounded or gr or wr
         target.append(("", L.APPROX if rounded else "=", " + ".join(pieces)))
+    shown = [(ctx.operand_numbers(g, False), ctx.operand_numbers(w, False)) for g, w in G_X_PATHS]
+    rows, cols = value.shape
+    subs = [line_record("sum", [(G[i][k], W[j][k]) for G, W in shown for k in range(len(G[i]))],
+                        ctx.places_of(name)) for i in range(rows) for j in range(cols)]
 
     def derive(i: int, j: int) -> CellDerivation:
-        groups, rounded = [], False
+        groups, pairs = [], []
         for g, w in G_X_PATHS:
             width = ctx.val(g).shape[1]
-            pairs = [(ctx.term(g, i, k), ctx.term(w, j, k)) for k in range(width)]
-            rounded = rounded or any(a[1] or b[1] for a, b in pairs)
-            groups.append(r"\left(" + L.total([L.product(a[0], b[0]) for a, b in pairs]) + r"\right)")
+            these = [(ctx.number(g, i, k), ctx.number(w, j, k)) for k in range(width)]
+            pairs += these
+            groups.append(r"\left(" + L.total([L.product(a.text, b.text) for a, b in these]) + r"\right)")
         symbolic = " + ".join(rf"\sum_{{k}} {L.entry(ctx.sym(g), L.index(i) + 'k')} "
                               rf"{L.entry(ctx.sym(w), L.index(j) + 'k')}"
                               for g, w in G_X_PATHS)
-        latex = result_chain(L.cell(out, i, j), ctx.xcell(name, i, j), L.decimal(value[i, j], ctx.places_of(name)),
-                             value[i, j], rounded, symbolic, (L.APPROX if rounded else "=", " + ".join(groups)))
-        return CellDerivation(latex)
+        latex, sub = worked_chain(L.cell(out, i, j), ctx.xcell(name, i, j), value[i, j], ctx.places_of(name),
+                                  " + ".join(groups), "sum", pairs, symbolic)
+        return _derivation(latex, None, sub)
 
     return make_step(name, _title(name), value, ctx.places_of(name), symbol=out, formula=formula,
                      exact_cells=ctx.exact_cells(name), work=work, work_decimal=work_dec, note=_note(name),
-                     derive=derive)
+                     derive=derive, work_substitutions=subs)
 
 
 def _token_list(ids: np.ndarray) -> str:
@@ -289,11 +337,10 @@ def _embedding_grad_step(ctx: Context, name: str) -> Step:
         if not positions:
             return CellDerivation(f"{here} = {symbolic} = 0", msg("solution.cell.embedding_unused", token=v))
         named = " + ".join(L.cell(gx, p, j) for p in positions)
-        terms = [ctx.term("G_X", p, j) for p in positions]
-        rounded = any(r for _, r in terms)
-        latex = result_chain(here, ctx.xcell(name, v, j), L.decimal(value[v, j], ctx.places_of(name)), value[v, j],
-                             rounded, symbolic, named, (L.APPROX if rounded else "=", L.total([t for t, _ in terms])))
-        return CellDerivation(latex, plural("solution.cell.embedding_accumulate", len(positions), token=v))
+        terms = [ctx.number("G_X", p, j) for p in positions]
+        latex, sub = worked_chain(here, ctx.xcell(name, v, j), value[v, j], ctx.places_of(name),
+                                  L.total([t.text for t in terms]), "sum", [[t] for t in terms], symbolic, named)
+        return _derivation(latex, plural("solution.cell.embedding_accumulate", len(positions), token=v), sub)
 
     return make_step(name, _title(name), value, ctx.places_of(name), symbol=out,
                      lhs=rf"{out}[v]", formula=rf"\sum_{{p:\, t_p = v}} ({gx})_{{p}}",

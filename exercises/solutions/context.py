@@ -10,6 +10,7 @@ import numpy as np
 from .. import latex as L
 from ..i18n import Msg, msg
 from ..steps import STEP_BY_NAME
+from .records import Number, number
 
 
 @dataclass
@@ -48,6 +49,24 @@ class Context:
         x = self.val(name)[i, j]
         text = L.decimal(x, self.places.get(name, 2))
         return text, not L.is_exact_decimal(text, x)
+
+    def number(self, name: str, i: int, j: int) -> Number:
+        """One cell as a term of a derivation (as term()), with the value its text stands for."""
+        text, rounded = self.term(name, i, j)
+        xm = self.exact.get(name)
+        exact = xm[i, j] if isinstance(xm, np.ndarray) and not rounded else None
+        return number(text, exact if exact is not None else self.val(name)[i, j], rounded)
+
+    def operand_numbers(self, name: str, exact: bool) -> list[list[Number]]:
+        """The cells of a whole operand as operand() shows them, as Numbers (not transposed)."""
+        M = self.val(name)
+        cells = [[self.term(name, i, j) if exact else self._decimal_term(name, i, j) for j in range(M.shape[1])]
+                 for i in range(M.shape[0])]
+        if exact and any(r for row in cells for _, r in row):
+            cells = [[self._decimal_term(name, i, j) for j in range(M.shape[1])] for i in range(M.shape[0])]
+        xm = self.exact.get(name)
+        return [[number(t, xm[i, j] if isinstance(xm, np.ndarray) and xm[i, j] is not None and not r
+                        else M[i, j], r) for j, (t, r) in enumerate(row)] for i, row in enumerate(cells)]
 
     def operand(self, name: str, exact: bool, transpose: bool = False) -> tuple[str, bool]:
         """A whole matrix as an operand: exact when every cell is short (and `exact`), else decimals."""

@@ -3,24 +3,159 @@ and a CellDerivation (how one cell is computed), with the helpers that make them
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from fractions import Fraction
 
 import numpy as np
 
 from .. import latex as L
 from ..i18n import Msg
+from ..numbers import decimal_half_up
 
 Matrix = tuple[tuple[str, ...], ...]
 Line = L.Line
 
 
 @dataclass(frozen=True)
+class Number:
+    """A number as a line shows it: its LaTeX, and the value that text stands for (a Fraction when
+    rational: 0.21 is 21/100, \\frac{1}{3} is 1/3; a float for √2 and the like)."""
+
+    text: str
+    value: Fraction | float
+    rounded: bool = False  # the text rounds the value it stands in for (0.21 for 0.2119…)
+
+
+FORMS = ("sum", "quotient", "times_difference", "difference_quotient")
+
+
+@dataclass(frozen=True)
+class Substitution:
+    """One substituted line as data (the LaTeX is rendered from it): the shown numbers, how they
+    combine, and the result shown, which is what those numbers give (half up to `places`).
+
+    form "sum": Σ_k Π terms[k]; "quotient": Π terms[0] / Σ terms[1]; "times_difference":
+    terms[0][0] · (terms[1][0] − terms[1][1]); "difference_quotient": (terms[0][0] − terms[0][1]) / terms[1][0].
+    result: the shown result (a decimal to `places`, or an exact form when `places` is None);
+    rounded: some shown number is rounded, so the line reads ≈ and the exact value is shown beside."""
+
+    form: str
+    terms: tuple[tuple[Number, ...], ...]
+    result: str
+    places: int | None
+    rounded: bool = False
+    exact_beside: bool = False  # the exact value is shown beside (its rounding differs from `result`)
+
+    def computed(self) -> Fraction | float:
+        return evaluate(self.form, [[n.value for n in group] for group in self.terms])
+
+
+def evaluate(form: str, groups: Sequence[Sequence[Fraction | float]]) -> Fraction | float:
+    """What the shown numbers give (exactly when they are all rational)."""
+    def prod(xs):
+        out: Fraction | float = Fraction(1)
+        for x in xs:
+            out = out * x
+        return out
+
+    if form == "sum":
+        return sum((prod(g) for g in groups), Fraction(0))
+    if form == "quotient":
+        return prod(groups[0]) / sum(groups[1], Fraction(0))
+    if form == "times_difference":
+        return groups[0][0] * (groups[1][0] - groups[1][1])
+    if form == "difference_quotient":
+        return (groups[0][0] - groups[0][1]) / groups[1][0]
+    raise ValueError(form)
+
+
+def number(text: str, value=None, rounded: bool = False) -> Number:
+    """A shown number: its text, and the value it stands for (the text's own digits for a decimal;
+    `value`, an exact sympy number or a float, otherwise); `rounded`: the text rounds a value."""
+    try:
+        return Number(text, Fraction(text), rounded)
+    except ValueError:
+        pass
+    if value is not None and getattr(value, "is_Rational", False):
+        return Number(text, Fraction(int(value.p), int(value.q)), rounded)
+    return Number(text, float(value), rounded)
+
+
+def long_decimal(x: Fraction | float, places: int) -> str:
+    """x in full when its decimals end within places + 4 digits (0.1218), else to places + 2 with … ."""
+    for p in range(places, places + 5):
+        d = decimal_half_up(x, p)
+        if Fraction(d) == (x if isinstance(x, Fraction) else Fraction(repr(float(x)))):
+            return L.decimal(float(d), p)
+    return L.decimal(float(decimal_half_up(x, places + 2)), places + 2) + r"\ldots"
+
+
+def substitution(form: str, terms: Sequence[Sequence[Number]], places: int) -> Substitution:
+    """The record of a line substituting rounded numbers: its result is what they give, half up."""
+    value = evaluate(form, [[n.value for n in g] for g in terms])
+    text = L.decimal(float(decimal_half_up(value, places)), places)
+    return Substitution(form, tuple(tuple(g) for g in terms), text, places, True)
+
+
+def worked_chain(lhs: str, exact: str | None, value: float, places: int, numbers: str,
+                 form: str, terms: Sequence[Sequence[Number]], *middle: str | tuple[str, str]
+                 ) -> tuple[str, Substitution]:
+    """lhs = middle… = numbers = result, its Substitution record.
+
+    Exact inputs: the result chain as ever (= exact ≈ decimal). Rounded inputs (the values a learner
+    writes and carries): ≈ numbers = what they give (≈ it to `places`, half up); where that differs
+    from the exact value's rounding, the exact value in brackets:
+    ``O_{31} ≈ 0.21·0 + 0.58·(−2) + 0.21·2 = −0.74  (O_{31} = −0.7284… ≈ −0.73)``."""
+    rounded = any(not _exact_number(n) for g in terms for n in g)
+    decimal = L.decimal(value, places)
+    if not rounded:
+        text = result_chain(lhs, exact, decimal, value, False, *middle, ("=", numbers))
+        shown = exact if exact is not None and _plain_number(exact) else decimal
+        shown_places = None if exact is not None and shown == exact else places
+        return text, Substitution(form, tuple(tuple(g) for g in terms), shown, shown_places)
+    sub = substitution(form, terms, places)
+    computed = sub.computed()
+    exactly = Fraction(sub.result) == computed if isinstance(computed, Fraction) else False
+    if sub.result == decimal:  # the rounded numbers give the reference's own rounding
+        return L.chain(lhs, *middle, (L.APPROX, numbers), ("=" if exactly else L.APPROX, sub.result)), sub
+    full = long_decimal(computed, places)
+    sides: list[str | tuple[str, str]] = [*middle, (L.APPROX, numbers), ("=", full)]
+    if full != sub.result:
+        sides.append((L.APPROX, sub.result))
+    return (L.chain(lhs, *sides) + r" \quad " + exact_aside(lhs, exact, value, places),
+            replace(sub, exact_beside=True))
+
+
+def exact_aside(lhs: str, exact: str | None, value: float, places: int) -> str:
+    """(lhs = exact = 0.7345… ≈ 0.73): the exact value beside a line computed from rounded numbers."""
+    if math.isinf(value):
+        return rf"\left({lhs} = {L.decimal(value, places)}\right)"
+    long = long_decimal(Fraction(repr(float(value))), places)
+    sides: list[str | tuple[str, str]] = []
+    if exact is not None and not _plain_number(exact):
+        sides.append(exact)
+    sides.append((L.APPROX, long) if long.endswith(r"\ldots") and sides else long)
+    decimal = L.decimal(value, places)
+    if long != decimal:
+        sides.append((L.APPROX, decimal))
+    return r"\left(" + L.chain(lhs, *sides) + r"\right)"
+
+
+def _exact_number(n: Number) -> bool:
+    return not n.rounded
+
+
+@dataclass(frozen=True)
 class CellDerivation:
-    """How one cell is computed: one LaTeX block, and a sentence on why when it helps."""
+    """How one cell is computed: one LaTeX block, and a sentence on why when it helps.
+
+    substitutions: every substituted line of the block as data (what a test recomputes)."""
 
     latex: str
     note: Msg | None = None
+    substitutions: tuple[Substitution, ...] = ()
 
 
 @dataclass(frozen=True, eq=False)
@@ -45,6 +180,9 @@ class Step:
     work_decimal: tuple[Line, ...] = ()  # the same in decimals
     note: Msg | None = None
     derive: Callable[[int, int], CellDerivation] | None = field(default=None, repr=False)
+    # the work's result from its rounded operands (each cell half up), and those lines as data
+    work_result: Matrix | None = None
+    work_substitutions: tuple[Substitution, ...] = ()
     _memo: dict = field(default_factory=dict, repr=False)
 
     @property
@@ -77,6 +215,13 @@ class Step:
             lines += self.work if exact else self.work_decimal
             last = next((lhs for lhs, _, _ in reversed(lines) if lhs), None)
             lhs = "" if last == self.symbol else self.symbol
+            # what the rounded numbers give (where this mode shows them), then the exact value
+            if self.work_result is not None and (not exact or self.work == self.work_decimal):
+                same = all(float(c) == float(v) for row, vrow in zip(self.work_result, self._work_values())
+                           for c, v in zip(row, vrow))
+                lines.append(("", "=" if same else L.APPROX, L.bmatrix(self.work_result)
+                              if self.shape != (1, 1) else self.work_result[0][0]))
+                lhs = self.symbol
             rel = L.APPROX if self.approximate else "="
             if exact and self.exact is not None and self.exact != self.decimals:
                 lines += [(lhs, "=", self.result(True)), ("", rel, self.result(False))]
@@ -84,6 +229,11 @@ class Step:
                 lines.append((lhs, rel, self.result(False)))
             self._memo[key] = L.aligned(lines)
         return self._memo[key]
+
+    def _work_values(self) -> list[list[Fraction | float]]:
+        cols = self.shape[1]
+        values = [s.computed() for s in self.work_substitutions]
+        return [values[r * cols:(r + 1) * cols] for r in range(self.shape[0])]
 
     def cell(self, i: int, j: int) -> CellDerivation:
         """The derivation of cell (i, j), 0-based."""
@@ -127,7 +277,8 @@ def result_chain(lhs: str, exact: str | None, decimal: str, value: float, rounde
 def make_step(name: str, title: Msg, value: np.ndarray, places: int, *, symbol: str | None = None,
               lhs: str | None = None, formula: str = "", exact_cells: Sequence[Sequence[str | None]] | None = None,
               work: Sequence[Line] = (), work_decimal: Sequence[Line] | None = None, note: Msg | None = None,
-              derive: Callable[[int, int], CellDerivation] | None = None) -> Step:
+              derive: Callable[[int, int], CellDerivation] | None = None,
+              work_substitutions: Sequence[Substitution] = ()) -> Step:
     """A step for any matrix: decimals from `value`, the exact matrix kept only when every cell has one."""
     value = np.atleast_2d(np.asarray(value, dtype=float))
     if value.flags.writeable:
@@ -144,7 +295,30 @@ def make_step(name: str, title: Msg, value: np.ndarray, places: int, *, symbol: 
     return Step(name=name, title=title, symbol=symbol, lhs=lhs or symbol, formula=formula, value=value,
                 places=places, decimals=decimals, exact=cells if complete else None, exact_cells=cells,
                 work=tuple(work), work_decimal=tuple(work if work_decimal is None else work_decimal),
-                note=note, derive=derive)
+                note=note, derive=derive, work_result=_work_result(work_substitutions, value.shape),
+                work_substitutions=tuple(work_substitutions))
+
+
+def _work_result(subs: Sequence[Substitution], shape: tuple[int, int]) -> Matrix | None:
+    """The matrix the rounded work gives (None when the work's numbers are exact: the result is the value)."""
+    if not subs or not any(s.rounded for s in subs):
+        return None
+    cols = shape[1]
+    return tuple(tuple(s.result for s in subs[r * cols:(r + 1) * cols]) for r in range(shape[0]))
+
+
+def work_substitutions(numbers_left: Sequence[Sequence[Number]], numbers_right: Sequence[Sequence[Number]],
+                       places: int) -> list[Substitution]:
+    """Each cell of L R from the shown operands (left (n, m), right (m, p), as shown), row by row."""
+    inner = len(numbers_right)
+    return [line_record("sum", [(row[k], numbers_right[k][j]) for k in range(inner)], places)
+            for row in numbers_left for j in range(len(numbers_right[0]))]
+
+
+def line_record(form: str, terms: Sequence[Sequence[Number]], places: int) -> Substitution:
+    """A line's record, its result half up to `places`; `rounded` when some shown number is."""
+    sub = substitution(form, terms, places)
+    return sub if any(n.rounded for g in terms for n in g) else replace(sub, rounded=False)
 
 
 def _plain_number(text: str) -> bool:

@@ -78,6 +78,7 @@ def read_students(text: str) -> list[str]:
 # ---------------------------------------------------------------- what a problem shows (any format)
 
 Token = tuple  # ("int", "2") | ("frac", sign, numerator, denominator) | ("dec", "0.33") | ("inf", sign)
+#              | ("decfrac", "0.38", sign, numerator, denominator): a decimal with its fraction beside
 
 
 def _token(x: float, places: int | None) -> Token:
@@ -98,6 +99,24 @@ def _token(x: float, places: int | None) -> Token:
 
 def _tokens(M: np.ndarray, places: int | None = None) -> list[list[Token]]:
     return [[_token(x, places) for x in row] for row in np.atleast_2d(np.asarray(M, dtype=float))]
+
+
+def key_token(x: float, places: int) -> Token:
+    """A value of the answer key in the form its part asks for: with decimals asked (places > 0), the
+    decimal rounded half up, the simple fraction beside it ("decfrac": 0.38 (3/8)); whole numbers and
+    −∞ as they are; with places 0, exact (a whole number, or a simple fraction)."""
+    token = _token(x, places if places > 0 else None)
+    if places == 0 or token[0] in ("int", "inf"):
+        return token
+    text = latex.decimal(x, places)
+    if token[0] == "frac":
+        return ("decfrac", text, token[1], token[2], token[3])
+    return ("dec", text)
+
+
+def key_tokens(M: np.ndarray, places: int) -> list[list[Token]]:
+    """key_token of every cell."""
+    return [[key_token(x, places) for x in row] for row in np.atleast_2d(np.asarray(M, dtype=float))]
 
 
 def _text(key: str, lang: str, fallback: str | None = None, **params: Any) -> str:

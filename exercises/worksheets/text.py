@@ -19,7 +19,7 @@ from .model import (
     _option_text,
     _token,
     _tokens,
-    answer_places,
+    key_tokens,
     problem,
     solution_steps,
 )
@@ -43,6 +43,8 @@ def _latex_cell(token: Token) -> str:
         return rf"{token[1]}\infty"
     if kind == "frac":
         return f"{token[1]}{latex.frac(token[2], token[3])}"
+    if kind == "decfrac":  # the decimal asked for, its exact fraction beside
+        return rf"{token[1]}\ \left({token[2]}\tfrac{{{token[3]}}}{{{token[4]}}}\right)"
     return token[1]
 
 
@@ -60,7 +62,7 @@ def _latex_given(g: Given) -> str:
 
 
 def _latex_answer(part: Part) -> str:
-    return f"{latex.symbol(part.name)} = {_latex_matrix(_tokens(part.reference, answer_places(part)))}"
+    return f"{latex.symbol(part.name)} = {_latex_matrix(key_tokens(part.reference, part.decimals))}"
 
 
 def _aids_latex(p: Problem) -> list[str]:

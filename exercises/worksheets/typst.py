@@ -28,8 +28,8 @@ from .model import (
     _option_text,
     _token,
     _tokens,
-    answer_places,
     exp_rows,
+    key_tokens,
     problem,
     solution_steps,
 )
@@ -62,6 +62,8 @@ def _typst_cell(token: Token) -> str:
         return f"{token[1]}infinity"
     if kind == "frac":
         return f"{token[1]}display(frac({token[2]}, {token[3]}))"  # full size, also inside a matrix
+    if kind == "decfrac":  # the decimal asked for, its exact fraction beside
+        return f"{token[1]} thin ({token[2]}{token[3]}/{token[4]})"
     return token[1]
 
 
@@ -171,7 +173,7 @@ def _typst_aids(p: Problem, lang: str) -> list[str]:
 def _typst_answer(part: Part) -> list[str]:
     if part.is_choice:
         return []
-    return [f"$ {typst_symbol(part.name)} = {typst_matrix(_tokens(part.reference, answer_places(part)))} $"]
+    return [f"$ {typst_symbol(part.name)} = {typst_matrix(key_tokens(part.reference, part.decimals))} $"]
 
 
 # Typst math this wide (typst_math's rough width) may overflow an A4 line and is measured and shrunk
@@ -196,7 +198,7 @@ def _typst_step(s: SolutionStep) -> list[str]:
     if shown is None:  # the registry's formula and the result, as plain Typst
         step = registry.STEP_BY_NAME.get(s.name)
         formula = [f"$ {step.typst_formula} $"] if step is not None else []
-        return formula + [f"$ {typst_symbol(s.name)} = {typst_matrix(_tokens(s.value, s.places))} $"]
+        return formula + [f"$ {typst_symbol(s.name)} = {typst_matrix(key_tokens(s.value, s.places))} $"]
     out = [shown]
     cell = _typst_math(s.cell) if s.cell else None
     if cell is not None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import Any
 
@@ -112,15 +112,22 @@ class Path:
     local_value: float
 
 
-def _products(paths: Sequence[Path]) -> tuple[str, str, bool]:
-    """(named, numbers, rounded): Σ grad · local in symbols and in numbers (a local factor 1 left out)."""
-    named, numbers, rounded = [], [], False
+def shown_number(x: float) -> solutions.Number:
+    """x as exact_text shows it, with the value that text stands for."""
+    text, rounded = exact_text(x)
+    return solutions.number(text, float(x), rounded)
+
+
+def _products(paths: Sequence[Path]) -> tuple[str, str, list[tuple[solutions.Number, ...]]]:
+    """(named, numbers, terms): Σ grad · local in symbols, in numbers (a local factor 1 left out), and
+    those numbers as data."""
+    named, numbers, terms = [], [], []
     for p in paths:
-        (g, g_r), (c, c_r) = exact_text(p.grad_value), exact_text(p.local_value)
-        rounded = rounded or g_r or c_r
+        g, c = shown_number(p.grad_value), shown_number(p.local_value)
         named.append(p.grad if p.local == "1" else f"{p.grad} {p.local}")
-        numbers.append(g if p.local == "1" else L.product(g, c))
-    return L.total(named), L.total(numbers), rounded
+        numbers.append(g.text if p.local == "1" else L.product(g.text, c.text))
+        terms.append((g,) if p.local == "1" else (g, c))
+    return L.total(named), L.total(numbers), terms
 
 
 def chain_rule_step(name: str, title: Msg, note: Msg | None, variable: str, forward: Sequence[L.Line],
@@ -131,25 +138,26 @@ def chain_rule_step(name: str, title: Msg, note: Msg | None, variable: str, forw
     lhs = partial("L", variable)
     if groups is None:
         symbolic = " + ".join(f"{partial('L', p.output)} {partial(p.output, variable)}" for p in paths)
-        named, numbers, rounded = _products(paths)
+        named, numbers, terms = _products(paths)
     else:
         symbolic = " + ".join(rf"\sum_{{c}} {partial('L', out)} {partial(out, variable)}" for out, _ in groups)
         parts = [_products(g) for _, g in groups]
         named = " + ".join(rf"\left({n}\right)" for n, _, _ in parts)
         numbers = " + ".join(rf"\left({m}\right)" for _, m, _ in parts)
-        rounded = any(r for _, _, r in parts)
+        terms = [t for _, _, ts in parts for t in ts]
+    rounded = any(n.rounded for t in terms for n in t)
     rel = L.APPROX if rounded else "="
     work = [*forward, (lhs, "=", symbolic), ("", "=", named), ("", rel, numbers)]
     exact, _ = exact_text(value)
     places = shown_places(value, places)
-    decimal = L.decimal(value, places)
+    latex, sub = solutions.worked_chain(lhs, exact, value, places, numbers, "sum", terms, named)
 
     def derive(i: int, j: int) -> solutions.CellDerivation:
-        return solutions.CellDerivation(
-            solutions.result_chain(lhs, exact, decimal, value, rounded, named, (rel, numbers)), note)
+        return solutions.CellDerivation(latex, note, (sub,))
 
     return solutions.make_step(name, title, np.array([[value]]), places, symbol=lhs, lhs=lhs, formula="",
-                               exact_cells=[[exact]], work=work, note=note, derive=derive)
+                               exact_cells=[[exact]], work=work, note=note, derive=derive,
+                               work_substitutions=[sub])
 
 
 def _sum_line(out: str, terms: str, variable: str, local: str) -> L.Line:
@@ -281,14 +289,25 @@ def jacobian_step(name: str, title: Msg, note: Msg, values: Mapping[str, Any], i
     cells = [exact_text(x) for x in row]
 
     def derive(_: int, k: int) -> solutions.CellDerivation:
-        terms = [L.product(L.number(g[m]), J_cells[m][k]) for m in range(len(a))]
+        terms = [(_given_number(g[m]), shown_number(J[m, k])) for m in range(len(a))]
         symbolic = rf"\sum_{{m}} {L.entry(GA, L.index(i) + 'm')} J^{{({L.index(i)})}}_{{m{L.index(k)}}}"
-        latex = solutions.result_chain(L.cell(GZ, i, k), cells[k][0], L.decimal(row[k], places), row[k], False,
-                                       symbolic, L.total(terms))
-        return solutions.CellDerivation(latex, note)
+        latex, sub = solutions.worked_chain(L.cell(GZ, i, k), cells[k][0], row[k], places,
+                                            L.total([L.product(x.text, y.text) for x, y in terms]), "sum", terms,
+                                            symbolic)
+        return solutions.CellDerivation(latex, note, (sub,))
 
     return solutions.make_step(name, title, row[None, :], places, symbol=lhs, lhs=lhs, formula="",
                                exact_cells=[[c for c, _ in cells]], work=work, note=note, derive=derive)
+
+
+def _given_number(x: float) -> solutions.Number:
+    """A given number as L.number shows it (exactly, or its own digits)."""
+    text = L.number(x)
+    try:
+        rounded = float(text) != float(x)
+    except ValueError:
+        rounded = False
+    return solutions.number(text, float(x), rounded)
 
 
 # ---------------------------------------------------------------- where 1/√d_k comes from
@@ -305,7 +324,8 @@ def scale_step(name: str, title: Msg, note: Msg, values: Mapping[str, Any], i: i
     g = float(values["G_scaled"][i, j])
     value = float(values["G_scores"][i, j])
     places = shown_places(value, places)
-    g_text, g_rounded = exact_text(g)
+    g_number = shown_number(g)
+    g_text, g_rounded = g_number.text, g_number.rounded
     # a fraction over the root reads better as a product than as a fraction inside a fraction
     quotient = rf"{L.paren(g_text)} \cdot {L.frac('1', root)}" if "frac" in g_text else L.frac(g_text, root)
     lhs = partial("L", S)
@@ -314,14 +334,16 @@ def scale_step(name: str, title: Msg, note: Msg, values: Mapping[str, Any], i: i
             (lhs, "=", rf"{partial('L', Z)} \, {partial(Z, S)} = {L.frac(GZ, ROOT_DK)}"),
             ("", L.APPROX if g_rounded else "=", quotient)]
     exact = exact_text(value)[0] if root_whole else L.short(sympy.nsimplify(g) / sympy.sqrt(d_k))
-    decimal = L.decimal(value, places)
+    latex, sub = solutions.worked_chain(GS, exact, value, places, quotient, "quotient",
+                                        [[g_number], [solutions.number(root, sympy.sqrt(d_k))]],
+                                        L.frac(GZ, ROOT_DK))
 
     def derive(_: int, __: int) -> solutions.CellDerivation:
-        return solutions.CellDerivation(solutions.result_chain(GS, exact, decimal, value, g_rounded,
-                                                               L.frac(GZ, ROOT_DK), quotient), note)
+        return solutions.CellDerivation(latex, note, (sub,))
 
     return solutions.make_step(name, title, np.array([[value]]), places, symbol=GS, lhs=lhs, formula="",
-                               exact_cells=[[exact]], work=work, note=note, derive=derive)
+                               exact_cells=[[exact]], work=work, note=note, derive=derive,
+                               work_substitutions=[sub])
 
 
 # ---------------------------------------------------------------- the finite-difference check
@@ -337,13 +359,21 @@ def check_step(title: Msg, note: Msg, loss: Callable[[dict[str, np.ndarray]], fl
         moved = {**base, name: base[name].copy()}
         moved[name][cell] += sign * H
         sides.append(loss(moved))
-    difference = (sides[0] - sides[1]) / (2 * H)
     (plus_rel, plus), (minus_rel, minus) = (loss_text(s) for s in sides)
+    two_h = L.decimal(2 * H, 3)
+    # the slope from the losses as shown (what a reader recomputes), to FD_PLACES
+    fd = solutions.Substitution("difference_quotient", ((solutions.number(plus, None, plus_rel != "="),
+                                                         solutions.number(minus, None, minus_rel != "=")),
+                                                        (solutions.number(two_h),)),
+                                "", FD_PLACES, True)
+    shown = fd.computed()
+    fd = replace(fd, result=L.decimal(float(shown), FD_PLACES))
+    difference = float(shown)
     gap = abs(difference - analytic)
     bound = 9 if gap < 1e-9 else max(0, math.floor(-math.log10(gap)))
     quotient = L.frac(rf"L({variable} + h) - L({variable} - h)", "2h")
-    numbers = L.frac(f"{plus} - {L.paren(minus)}", L.decimal(2 * H, 3))
-    slope = f"{numbers} {L.APPROX} {L.decimal(difference, FD_PLACES)}"
+    numbers = L.frac(f"{plus} - {L.paren(minus)}", two_h)
+    slope = f"{numbers} {'=' if Fraction(fd.result) == shown else L.APPROX} {fd.result}"
     work = [("L", "=", loss_latex), *extra, ("h", "=", H_LATEX),
             (rf"L({variable} + h)", plus_rel, plus), (rf"L({variable} - h)", minus_rel, minus),
             (quotient, L.APPROX, slope),
@@ -354,7 +384,7 @@ def check_step(title: Msg, note: Msg, loss: Callable[[dict[str, np.ndarray]], fl
 
     def derive(_: int, __: int) -> solutions.CellDerivation:
         return solutions.CellDerivation(solutions.result_chain(analytic_symbol, exact, decimal, analytic, False,
-                                                               (L.APPROX, slope)), note)
+                                                               (L.APPROX, slope)), note, (fd,))
 
     return solutions.make_step("check", title, np.array([[analytic]]), places, symbol=analytic_symbol,
                                lhs=analytic_symbol, formula="", exact_cells=[[exact]], work=work, note=note,

@@ -191,11 +191,22 @@ def solve(ex: Exercise) -> list[solutions.Step]:
         result = L.decimal(value, part.decimals)
         rel = "=" if part.decimals == 0 else L.APPROX
         chain = L.chain(symbol, formula, numbers, (rel, result))
+        lines = _short_record(part.name, part.params, result)
         steps.append(solutions.make_step(
             part.name, title, part.reference, part.decimals, symbol=symbol, formula=formula,
             work=[("", "=", numbers)], note=msg(f"solution.concepts.{part.name}"),
-            derive=lambda i, j, chain=chain: solutions.CellDerivation(chain)))
+            derive=lambda i, j, chain=chain, lines=lines: solutions.CellDerivation(chain, None, lines)))
     return steps
+
+
+def _short_record(qid: str, p: Params, result: str) -> tuple[solutions.Substitution, ...]:
+    """The short answer's arithmetic on whole numbers as data (none for e^x and roots)."""
+    n = solutions.number
+    if qid == "masked_count":
+        return (solutions.Substitution("quotient", ((n(str(p["n"])), n(str(p["n"] - 1))), (n("2"),)), result, None),)
+    if qid == "concat_width":
+        return (solutions.Substitution("sum", ((n(str(p["h"])), n(str(p["d_v"]))),), result, None),)
+    return ()
 
 
 # ---------------------------------------------------------------- Home and the formula sheet

@@ -219,20 +219,38 @@ def _concat_step(ex: Exercise, heads: list[solutions.Step]) -> solutions.Step:
 
 
 def _out_step(ex: Exercise, concat: solutions.Step) -> solutions.Step:
+    """Y = concat W_O, from the heads' outputs as written (to the part's decimals), exact where short."""
     part, W_O = ex.part("out"), ex.given["W_O"]
     C = concat.value  # (n, h·d_v)
-    rounded = concat.approximate
+    shown = [[_shown(concat, i, k) for k in range(C.shape[1])] for i in range(C.shape[0])]  # (n, h·d_v)
+    weights = [[solutions.number(L.number(x), float(x)) for x in row] for row in W_O]  # (h·d_v, d)
+    rounded = any(c.rounded for row in shown for c in row)
     rel = L.APPROX if rounded else "="
-    work = [("", rel, f"{L.bmatrix(concat.decimals)} {L.matrix_exact(W_O)}")]
+    work = [("", rel, f"{L.bmatrix([[c.text for c in row] for row in shown])} {L.matrix_exact(W_O)}")]
+    subs = solutions.records.work_substitutions(shown, weights, part.decimals)
+    exact = [[L.short(L.to_exact(x)) for x in row] for row in part.reference]  # (n, d) short exact forms
 
     def derive(i: int, j: int) -> solutions.CellDerivation:
-        terms = [L.product(L.decimal(C[i, k], concat.places), L.number(W_O[k, j])) for k in range(C.shape[1])]
-        latex = L.chain(L.cell("Y", i, j), rf"\sum_{{k}} {L.entry(CONCAT, f'{L.index(i)}k')} (W_O)_{{k{L.index(j)}}}",
-                        (rel, L.total(terms)), (rel, L.decimal(part.reference[i, j], part.decimals)))
-        return solutions.CellDerivation(latex)
+        pairs = [(shown[i][k], weights[k][j]) for k in range(C.shape[1])]
+        latex, sub = solutions.worked_chain(
+            L.cell("Y", i, j), exact[i][j], part.reference[i, j], part.decimals,
+            L.total([L.product(a.text, b.text) for a, b in pairs]), "sum", pairs,
+            rf"\sum_{{k}} {L.entry(CONCAT, f'{L.index(i)}k')} (W_O)_{{k{L.index(j)}}}")
+        note = msg("solution.cell.rounded_inputs", places=part.decimals) if sub.exact_beside else None
+        return solutions.CellDerivation(latex, note, (sub,))
 
     return solutions.make_step("out", msg("solution.multi_head.out"), part.reference, part.decimals, symbol="Y",
-                               formula=rf"{CONCAT} \, W_O", work=work, derive=derive)
+                               formula=rf"{CONCAT} \, W_O", work=work, exact_cells=exact, derive=derive,
+                               work_substitutions=subs)
+
+
+def _shown(step: solutions.Step, i: int, j: int) -> solutions.Number:
+    """A cell of an earlier step as a learner carries it: exact where short, else as written (rounded)."""
+    exact = step.exact_cells[i][j]
+    if exact is not None:
+        return solutions.number(exact, float(step.value[i, j]))
+    text = step.decimals[i][j]
+    return solutions.number(text, None, not L.is_exact_decimal(text, step.value[i, j]))
 
 
 def aids(ex: Exercise) -> solutions.Aids:

@@ -116,10 +116,13 @@ def solve(ex: Exercise) -> list[solutions.Step]:
 
         def derive(i: int, j: int, rule=(rows, cols), value=shape) -> solutions.CellDerivation:
             sides = [SIZE_SYMBOLS[rule[j][0]] if len(rule[j]) == 1 else _size(rule[j])[1:-1]]
+            lines = ()
             if len(rule[j]) > 1:
                 sides.append(_size(rule[j], ex.params)[1:-1])
+                factors = tuple(solutions.number(str(ex.params[f])) for f in rule[j])
+                lines = (solutions.Substitution("sum", (factors,), str(value[j]), None),)
             latex = L.chain(r"\text{rows}" if j == 0 else r"\text{columns}", *sides, str(value[j]))
-            return solutions.CellDerivation(latex)
+            return solutions.CellDerivation(latex, None, lines)
 
         steps.append(solutions.make_step(
             part.name, msg("solution.step.generic", part=msg(f"part.{part.name}")), part.reference, 0,

@@ -17,7 +17,7 @@ from streamlit.testing.v1.element_tree import Block, Error
 import exercises
 from exercises import selftest
 from tests.apptest_helpers import click_check, current_exercise, fill_cells, open_page, reference_cells
-from ui.answer_grid import MARK, TINT, cell_key, paste_key
+from ui.answer_grid import MARK, TINT, cell_key, cells_prefix, paste_key, round_key
 
 ISSUE_PAGE = {"kind": "scores", "level": "2", "seed": "47343"}
 STATUS_OF_TINT = {tint: status for status, tint in TINT.items()}
@@ -33,10 +33,17 @@ def prefix(ex) -> str:
     return f"ans-{ex.id}"
 
 
+def live_cell_key(at, ex, part: str, i: int, j: int) -> str:
+    """The key of a cell now: each paste into a part gives its cells new keys (see cells_prefix)."""
+    key = round_key(prefix(ex), part)
+    paste_round = at.session_state[key] if key in at.session_state else 0
+    return cell_key(cells_prefix(prefix(ex), part, paste_round), part, i, j)
+
+
 def shown_grid(at, ex, part: str) -> list[list[str]]:
     """The text each cell of `part` shows now."""
     rows, cols = ex.part(part).shape
-    return [[at.text_input(key=cell_key(prefix(ex), part, i, j)).value or "" for j in range(cols)]
+    return [[at.text_input(key=live_cell_key(at, ex, part, i, j)).value or "" for j in range(cols)]
             for i in range(rows)]
 
 
@@ -69,7 +76,7 @@ def assert_one_source(at, ex, part: str) -> exercises.Feedback:
     rows, cols = ex.part(part).shape
     for i in range(rows):
         for j in range(cols):
-            assert painted.get(cell_key(prefix(ex), part, i, j)) == status[i, j], (i, j, shown[i][j])
+            assert painted.get(live_cell_key(at, ex, part, i, j)) == status[i, j], (i, j, shown[i][j])
     marks = "  \n".join(" ".join(MARK[s] for s in row) for row in status)
     assert marks_shown(at) == [exercises.t("grid.marks_legend") + "  \n" + marks]
     score = f"{fb.score:.0%}"
@@ -141,7 +148,7 @@ def test_pasting_fills_the_grid_before_any_check():
     assert at.session_state["practice.feedback"] is None, "pasting grades nothing"
     assert len(at.session_state["practice.attempts"]) == 0
     # the learner may still change a cell; Check grades the grid as it is then
-    at.text_input(key=cell_key(prefix(ex), "scores", 2, 2)).input("7")
+    at.text_input(key=live_cell_key(at, ex, "scores", 2, 2)).input("7")
     click_check(at)
     fb = assert_one_source(at, ex, "scores")
     assert fb.parts["scores"].status[2, 2] == "wrong"

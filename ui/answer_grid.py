@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
-from exercises import AnswerError, Exercise, Feedback, Msg, Part, parse_answer
+from exercises import AnswerError, Exercise, Feedback, Part, parse_answer
 from exercises.i18n import msg
 
 from .i18n import lang_key, render, tr
@@ -36,6 +36,22 @@ def cell_key(prefix: str, part: str, i: int, j: int) -> str:
 
 def paste_key(prefix: str, part: str) -> str:
     return _slug(f"{prefix}-{part}-paste")
+
+
+def round_key(prefix: str, part: str) -> str:
+    """How many pastes went into the grid of `part` (session state; 0 when none)."""
+    return paste_key(prefix, part) + ".round"
+
+
+def cells_prefix(prefix: str, part: str, paste_round: int = 0) -> str:
+    """The prefix of the cell keys of `part` after `paste_round` pastes. A paste gives the cells new
+    keys: in a form, what the learner typed and has not submitted yet stays in the browser and would
+    come back at Check over the values the paste wrote; under new keys it is gone with the old cells."""
+    return prefix if paste_round == 0 else f"{prefix}-p{paste_round}"
+
+
+def _live(prefix: str, part: str) -> str:
+    return cells_prefix(prefix, part, st.session_state.get(round_key(prefix, part), 0))
 
 
 def choice_key(prefix: str, part: str) -> str:
@@ -92,7 +108,7 @@ def _draw_cells(part: Part, prefix: str, pfb, shown: np.ndarray | None, disabled
     for i in range(rows):
         columns = st.columns(cols, gap="small")
         for j in range(cols):
-            key = cell_key(prefix, part.name, i, j)
+            key = cell_key(_live(prefix, part.name), part.name, i, j)
             with columns[j]:
                 st.text_input(tr("grid.cell_label", part=part.name, row=i + 1, col=j + 1), key=key,
                               label_visibility="collapsed", placeholder=f"{i + 1},{j + 1}", disabled=disabled)
@@ -120,8 +136,8 @@ def _draw_choice(part: Part, prefix: str, disabled: bool) -> None:
 def _grid_texts(part: Part, prefix: str) -> list[list[str]]:
     """What each cell of `part` holds now ("" when empty)."""
     rows, cols = part.shape
-    state = st.session_state
-    return [[state.get(cell_key(prefix, part.name, i, j)) or "" for j in range(cols)] for i in range(rows)]
+    state, live = st.session_state, _live(prefix, part.name)
+    return [[state.get(cell_key(live, part.name, i, j)) or "" for j in range(cols)] for i in range(rows)]
 
 
 def _still_shown(part: Part, prefix: str, answer: object) -> np.ndarray:
@@ -217,8 +233,10 @@ def fill_from_paste(ex: Exercise, prefix: str, name: str) -> bool:
         state[error_key] = msg("grade.shape", part=label, expected_rows=part.shape[0], expected_cols=part.shape[1],
                                got_rows=value.shape[0], got_cols=value.shape[1])
         return False
+    paste_round = state.get(round_key(prefix, name), 0) + 1
+    state[round_key(prefix, name)] = paste_round
     for (i, j), x in np.ndenumerate(value):
-        state[cell_key(prefix, name, i, j)] = cell_text(x)
+        state[cell_key(cells_prefix(prefix, name, paste_round), name, i, j)] = cell_text(x)
     state[key] = ""
     state[_paste_filled_key(prefix, name)] = True
     return True
@@ -229,13 +247,6 @@ def fill_from_pastes(ex: Exercise, prefix: str) -> bool:
     text that could not go into its grid."""
     results = [fill_from_paste(ex, prefix, part.name) for part in ex.parts if not part.is_choice]
     return all(results)
-
-
-def paste_errors(ex: Exercise, prefix: str) -> dict[str, Msg]:
-    """{part: why its pasted text could not go into the grid}, for the boxes that hold such text."""
-    state = st.session_state
-    return {part.name: state[_paste_error_key(prefix, part.name)] for part in ex.parts
-            if state.get(_paste_error_key(prefix, part.name)) is not None}
 
 
 def cell_text(x: float) -> str:

@@ -17,7 +17,7 @@ from streamlit.testing.v1.element_tree import Block, Error
 import exercises
 from exercises import selftest
 from tests.apptest_helpers import click_check, current_exercise, fill_cells, open_page, reference_cells
-from ui.answer_grid import MARK, TINT, cell_key, cells_prefix, paste_key, round_key
+from ui.answer_grid import MARK, TINT, cell_key, cell_text, cells_prefix, paste_key, round_key
 
 ISSUE_PAGE = {"kind": "scores", "level": "2", "seed": "47343"}
 STATUS_OF_TINT = {tint: status for status, tint in TINT.items()}
@@ -221,3 +221,21 @@ def test_cells_changed_after_a_check_lose_their_colour_and_the_page_says_the_sco
     assert shown_grid(at, ex, "scores") == texts(other)
     assert not tints(at) and not marks_shown(at), "no colour is left on numbers that were not graded"
     assert any(exercises.t("practice.changed_since_check") in c.value for c in at.caption)
+
+
+def test_each_part_of_a_multi_step_exercise_has_its_own_paste_box_that_fills_only_its_grid():
+    at, ex = opened({"kind": "attention", "level": "1", "seed": "0"})
+    from ui.answer_grid import pasteable
+
+    parts = [p.name for p in pasteable(ex)]
+    assert len(parts) > 1
+    first, second = parts[0], parts[1]
+    at.text_area(key=paste_key(prefix(ex), second)).input(pasted(ex.part(second).reference)).run()
+    assert not at.exception
+    assert shown_grid(at, ex, second) == [[cell_text(x) for x in row] for row in ex.part(second).reference]
+    assert exercises.t("grid.paste_many") in [e.label for e in at.expander]
+    # only the pasted part's cells get new keys: what the browser holds typed and not yet submitted in
+    # the other part stays with its cells (AppTest does not keep a form's unsubmitted values between runs)
+    assert round_key(prefix(ex), first) not in at.session_state
+    assert at.session_state[round_key(prefix(ex), second)] == 1
+    assert at.text_input(key=cell_key(prefix(ex), first, 0, 0)) is not None

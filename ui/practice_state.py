@@ -81,7 +81,7 @@ def feedback_for(ex: exercises.Exercise) -> tuple[exercises.Feedback | None, dic
     stored = st.session_state.get(FEEDBACK)
     if not stored or stored[0] != ex.id:
         return None, None
-    return stored[1], stored[2]
+    return stored[1], (stored[2] if len(stored) > 2 else None)  # a session from before the answer was kept
 
 
 def sync_url(kind: str, level: int, seed: int) -> None:

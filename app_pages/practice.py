@@ -32,23 +32,35 @@ aids.show(ex)
 
 
 def check() -> None:
-    """Form callback: grade what is in the cells now, remember the feedback, record the attempt."""
-    fb = exercises.grade(ex, answer_grid.collect(ex, prefix))
-    st.session_state[ps.FEEDBACK] = (ex.id, fb)
+    """Check callback: a matrix still in a paste box goes into its grid first; then the grid, exactly
+    as it shows, is graded, and the feedback is kept with the answer it grades."""
+    state = st.session_state
+    if not answer_grid.fill_from_pastes(ex, prefix):
+        state[ps.PASTE_UNREAD] = ex.id  # nothing is graded: the learner meant the paste, not the grid
+        return
+    state.pop(ps.PASTE_UNREAD, None)
+    answer = answer_grid.collect(ex, prefix)
+    fb = exercises.grade(ex, answer)
+    state[ps.FEEDBACK] = (ex.id, fb, answer)
     if fb.graded:
-        attempts.record(ex, fb, st.session_state.get(ps.STARTED), solution_shown=solution.was_shown(ex),
+        attempts.record(ex, fb, state.get(ps.STARTED), solution_shown=solution.was_shown(ex),
                         hints_used=hints.used(ex))
 
 
-stored = st.session_state.get(ps.FEEDBACK)
-fb = stored[1] if stored and stored[0] == ex.id else None
+fb, graded = ps.feedback_for(ex)
 
-with st.form(key=f"form-{ex.id}", border=True):
-    answer_grid.draw(ex, prefix, fb)
-    st.form_submit_button(tr("practice.check"), type="primary", on_click=check, icon=":material/done_all:")
+with st.container(border=True):
+    answer_grid.paste_boxes(ex, prefix)
+    with st.form(key=f"form-{ex.id}", border=False):
+        answer_grid.draw(ex, prefix, fb, graded=graded, paste=False)
+        st.form_submit_button(tr("practice.check"), type="primary", on_click=check, icon=":material/done_all:")
 
+if st.session_state.get(ps.PASTE_UNREAD) == ex.id:
+    st.warning(tr("practice.paste_unread"), icon=":material/content_paste_off:")
 if fb is not None:
     feedback.show(fb)
+    if not answer_grid.still_shows(ex, prefix, graded):
+        st.caption(":material/edit: " + tr("practice.changed_since_check"))
 
 hints.show(ex, graded_attempts=len(attempts.for_exercise(ex)))
 

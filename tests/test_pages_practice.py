@@ -86,11 +86,14 @@ def test_garbage_everywhere_gives_messages_not_exceptions():
     assert len(fb.parts["A"].cell_errors) == rows * cols
     assert at.warning, "the 'nothing was graded' notice is shown"
     assert len(at.session_state["practice.attempts"]) == 0, "a format error spends no attempt"
-    # the paste box with garbage: a message, no exception
+    # the paste box with garbage: a message by the box (the pasted text stays), no exception, and
+    # nothing graded (before issue 13 the paste was graded in the grid's place)
     at.text_area(key=paste_key(f"ans-{ex.id}", "A")).input("[[1, 2], [3")
     click_check(at)
     assert not at.exception
-    assert "brackets" in str(feedback_of(at).parts["A"].format_error)
+    assert any("brackets" in e.value for e in at.error)
+    assert at.text_area(key=paste_key(f"ans-{ex.id}", "A")).value == "[[1, 2], [3"
+    assert len(at.session_state["practice.attempts"]) == 0
 
 
 def test_pasted_matrix_of_wrong_shape_names_both_shapes():
@@ -98,9 +101,9 @@ def test_pasted_matrix_of_wrong_shape_names_both_shapes():
     ex = current_exercise(at)
     at.text_area(key=paste_key(f"ans-{ex.id}", "A")).input("1 0; 0 1")
     click_check(at)
-    message = str(feedback_of(at).parts["A"].format_error)
-    assert "3×3" in message and "2×2" in message
-    assert any("2×2" in e.value for e in at.error)
+    # the paste cannot go into the 3×3 grid: said by the paste box, nothing graded (issue 13: one input)
+    assert any("3×3" in e.value and "2×2" in e.value for e in at.error)
+    assert at.session_state["practice.feedback"] is None
 
 
 def test_typed_cells_survive_a_format_error():

@@ -2,13 +2,22 @@
 
 Widget keys are plain strings built from the exercise id, so a new problem gets fresh, empty cells
 and a rerun keeps whatever the learner typed.
+
+Two ways to use it. Practice keeps one answer input, the grid: `paste_boxes()` (outside the form)
+puts a pasted matrix into the grid's cells the moment it changes, `fill_from_pastes()` does the same
+in a Check callback, and the grid is what is graded. The assignment page draws the paste boxes inside
+its form (`draw(..., paste=True)`), where a non-empty box is graded instead of its part's cells
+(`collect()`). Either way `draw()` colours only what was graded: a cell keeps its mark only while it
+shows the text that was graded.
 """
 
 from __future__ import annotations
 
+import numpy as np
 import streamlit as st
 
-from exercises import Exercise, Feedback, Part
+from exercises import AnswerError, Exercise, Feedback, Part, parse_answer
+from exercises.i18n import msg
 
 from .i18n import lang_key, render, tr
 
@@ -29,6 +38,22 @@ def paste_key(prefix: str, part: str) -> str:
     return _slug(f"{prefix}-{part}-paste")
 
 
+def round_key(prefix: str, part: str) -> str:
+    """How many pastes went into the grid of `part` (session state; 0 when none)."""
+    return paste_key(prefix, part) + ".round"
+
+
+def cells_prefix(prefix: str, part: str, paste_round: int = 0) -> str:
+    """The prefix of the cell keys of `part` after `paste_round` pastes. A paste gives the cells new
+    keys: in a form, what the learner typed and has not submitted yet stays in the browser and would
+    come back at Check over the values the paste wrote; under new keys it is gone with the old cells."""
+    return prefix if paste_round == 0 else f"{prefix}-p{paste_round}"
+
+
+def _live(prefix: str, part: str) -> str:
+    return cells_prefix(prefix, part, st.session_state.get(round_key(prefix, part), 0))
+
+
 def choice_key(prefix: str, part: str) -> str:
     """Options are translated: one widget per language, a switch carries the choice over."""
     return lang_key(_slug(f"{prefix}-{part}-choice"), carry=True)
@@ -40,43 +65,60 @@ def part_heading(part: Part) -> str:
     return f"**{tr('part.' + part.name)}** · {rows}×{cols} · {how}"
 
 
-def draw(ex: Exercise, prefix: str, fb: Feedback | None = None, disabled: bool = False) -> None:
-    """Draw every part's cells (call inside an st.form). Marks and cell errors come from `fb`."""
-    styles = []
+def draw(ex: Exercise, prefix: str, fb: Feedback | None = None, disabled: bool = False, *,
+         graded: dict[str, object] | None = None, paste: bool = True) -> None:
+    """Draw every part's cells (call inside an st.form). Marks and cell errors come from `fb`, and go
+    only on what it graded: `graded` is the answer `fb` grades (as collect() gave it); without it, the
+    answer collect() reads now (in a form, what was submitted). A cell changed since keeps no mark.
+    `paste=False` leaves the paste boxes out (Practice draws paste_boxes() outside its form)."""
+    if fb is not None and graded is None:
+        graded = collect(ex, prefix)
+    styles: list[str] = []
     for part in ex.parts:
         pfb = fb.parts.get(part.name) if fb is not None else None
+        answer = graded.get(part.name) if graded is not None else None
+        was_pasted = isinstance(answer, str)  # its marks belong to the paste box's text, not the cells
         if part.prompt:
             st.markdown(tr(part.prompt, **part.params))
         if part.is_choice:
             _draw_choice(part, prefix, disabled)
+            shown = None
         else:
             st.markdown(part_heading(part))
-            _draw_cells(part, prefix, pfb, disabled, styles)
-            st.text_area(tr("grid.paste_label"), key=paste_key(prefix, part.name), height=68,
-                         placeholder=tr("grid.paste_placeholder"), disabled=disabled)
-        if pfb is not None and pfb.format_error is not None and not pfb.cell_errors:
+            shown = _still_shown(part, prefix, answer) if pfb is not None and not was_pasted else None
+            _draw_cells(part, prefix, pfb, shown, disabled, styles)
+            if paste:
+                st.text_area(tr("grid.paste_label"), key=paste_key(prefix, part.name), height=68,
+                             placeholder=tr("grid.paste_placeholder"), disabled=disabled)
+        if pfb is None:
+            continue
+        if pfb.format_error is not None and (shown is None or not pfb.cell_errors):
             st.error(render(pfb.format_error), icon=":material/edit_note:")
-        if pfb is not None and pfb.status is not None and not part.is_choice:
+        if pfb.status is not None and not part.is_choice and (shown is None or shown.all()):
             marks = "  \n".join(" ".join(MARK[s] for s in row) for row in pfb.status)
             st.caption(tr("grid.marks_legend") + "  \n" + marks)
     if styles:
         st.html("<style>" + "".join(styles) + "</style>")
 
 
-def _draw_cells(part: Part, prefix: str, pfb, disabled: bool, styles: list[str]) -> None:
+def _draw_cells(part: Part, prefix: str, pfb, shown: np.ndarray | None, disabled: bool,
+                styles: list[str]) -> None:
+    """The cells of one part; `shown` marks the cells that still hold the text `pfb` graded."""
     rows, cols = part.shape
     for i in range(rows):
         columns = st.columns(cols, gap="small")
         for j in range(cols):
-            key = cell_key(prefix, part.name, i, j)
+            key = cell_key(_live(prefix, part.name), part.name, i, j)
             with columns[j]:
                 st.text_input(tr("grid.cell_label", part=part.name, row=i + 1, col=j + 1), key=key,
                               label_visibility="collapsed", placeholder=f"{i + 1},{j + 1}", disabled=disabled)
-                error = pfb.cell_errors.get((i, j)) if pfb is not None else None
+                if shown is None or not shown[i, j]:
+                    continue
+                error = pfb.cell_errors.get((i, j))
                 if error is not None:
                     st.caption(":red[" + render(error) + "]")
                     styles.append(_tint(key, "error"))
-                elif pfb is not None and pfb.status is not None:
+                elif pfb.status is not None:
                     styles.append(_tint(key, pfb.status[i, j]))
 
 
@@ -91,9 +133,35 @@ def _draw_choice(part: Part, prefix: str, disabled: bool) -> None:
              key=choice_key(prefix, part.name), disabled=disabled)
 
 
+def _grid_texts(part: Part, prefix: str) -> list[list[str]]:
+    """What each cell of `part` holds now ("" when empty)."""
+    rows, cols = part.shape
+    state, live = st.session_state, _live(prefix, part.name)
+    return [[state.get(cell_key(live, part.name, i, j)) or "" for j in range(cols)] for i in range(rows)]
+
+
+def _still_shown(part: Part, prefix: str, answer: object) -> np.ndarray:
+    """Per cell: does it hold the text that was graded (`answer`, a grid of cell texts)?"""
+    shown = np.zeros(part.shape, dtype=bool)
+    if not isinstance(answer, (list, tuple)):
+        return shown
+    for i, row in enumerate(_grid_texts(part, prefix)):
+        for j, text in enumerate(row):
+            graded_row = answer[i] if i < len(answer) else ()
+            shown[i, j] = j < len(graded_row) and text == (graded_row[j] or "")
+    return shown
+
+
+def still_shows(ex: Exercise, prefix: str, graded: dict[str, object]) -> bool:
+    """True while every grid holds exactly the cell texts of `graded` (as collect() gave it)."""
+    return all(_still_shown(part, prefix, graded.get(part.name)).all()
+               for part in ex.parts if not part.is_choice)
+
+
 def collect(ex: Exercise, prefix: str) -> dict[str, object]:
     """The learner's answer as {part: paste text | grid of cell texts | option index}.
-    A non-empty paste box wins over the cells of its part."""
+    A non-empty paste box wins over the cells of its part (Practice empties its boxes into the grid
+    first: fill_from_pastes)."""
     state = st.session_state
     answer: dict[str, object] = {}
     for part in ex.parts:
@@ -101,10 +169,91 @@ def collect(ex: Exercise, prefix: str) -> dict[str, object]:
             answer[part.name] = state.get(choice_key(prefix, part.name))
             continue
         pasted = (state.get(paste_key(prefix, part.name)) or "").strip()
-        if pasted:
-            answer[part.name] = pasted
-        else:
-            rows, cols = part.shape
-            answer[part.name] = [[state.get(cell_key(prefix, part.name, i, j)) or "" for j in range(cols)]
-                                 for i in range(rows)]
+        answer[part.name] = pasted if pasted else _grid_texts(part, prefix)
     return answer
+
+
+# ---------------------------------------------------------------- pasting into the grid
+
+
+def _paste_error_key(prefix: str, part: str) -> str:
+    return paste_key(prefix, part) + ".error"
+
+
+def _paste_filled_key(prefix: str, part: str) -> str:
+    return paste_key(prefix, part) + ".filled"
+
+
+def pasteable(ex: Exercise) -> list[Part]:
+    """The parts a whole matrix can be pasted into (a single number needs no paste box)."""
+    return [part for part in ex.parts if not part.is_choice and part.shape[0] * part.shape[1] > 1]
+
+
+def paste_boxes(ex: Exercise, prefix: str) -> None:
+    """A paste box per matrix part, drawn outside a form: what is pasted goes into the part's grid as
+    soon as the box changes, and the box empties; text that cannot be read stays, its reason under it."""
+    parts = pasteable(ex)
+    if len(parts) > 1:
+        with st.expander(tr("grid.paste_many"), icon=":material/content_paste:"):
+            for part in parts:
+                _paste_box(ex, prefix, part, tr("grid.paste_fill_part_label", part=tr(f"part.{part.name}")))
+    elif parts:
+        _paste_box(ex, prefix, parts[0], tr("grid.paste_fill_label"))
+
+
+def _paste_box(ex: Exercise, prefix: str, part: Part, label: str) -> None:
+    st.text_area(label, key=paste_key(prefix, part.name), height=68, placeholder=tr("grid.paste_placeholder"),
+                 on_change=fill_from_paste, args=(ex, prefix, part.name))
+    state = st.session_state
+    error = state.get(_paste_error_key(prefix, part.name))
+    if error is not None:
+        st.error(render(msg("grid.paste_unread", error=error)), icon=":material/content_paste_off:")
+    elif state.pop(_paste_filled_key(prefix, part.name), False):
+        st.caption(":material/check: " + tr("grid.paste_filled", part=tr(f"part.{part.name}")))
+
+
+def fill_from_paste(ex: Exercise, prefix: str, name: str) -> bool:
+    """Callback: put the matrix in the paste box of part `name` into its grid and empty the box.
+    False when the text cannot be read or has another shape: the box keeps it, the reason is kept
+    for the box to show, and the grid is left as it was. An empty box changes nothing."""
+    state = st.session_state
+    key, error_key = paste_key(prefix, name), _paste_error_key(prefix, name)
+    state.pop(error_key, None)
+    text = state.get(key) or ""
+    if not text.strip():
+        return True
+    part = ex.part(name)
+    label = msg(f"part.{name}")
+    try:
+        value = parse_answer(text, msg("where.part", part=label))
+    except AnswerError as err:
+        state[error_key] = err.message
+        return False
+    if value.shape != part.shape:
+        state[error_key] = msg("grade.shape", part=label, expected_rows=part.shape[0], expected_cols=part.shape[1],
+                               got_rows=value.shape[0], got_cols=value.shape[1])
+        return False
+    paste_round = state.get(round_key(prefix, name), 0) + 1
+    state[round_key(prefix, name)] = paste_round
+    for (i, j), x in np.ndenumerate(value):
+        state[cell_key(cells_prefix(prefix, name, paste_round), name, i, j)] = cell_text(x)
+    state[key] = ""
+    state[_paste_filled_key(prefix, name)] = True
+    return True
+
+
+def fill_from_pastes(ex: Exercise, prefix: str) -> bool:
+    """fill_from_paste() for every part (call first in a Check callback); False when a box holds
+    text that could not go into its grid."""
+    results = [fill_from_paste(ex, prefix, part.name) for part in ex.parts if not part.is_choice]
+    return all(results)
+
+
+def cell_text(x: float) -> str:
+    """A pasted value as its cell shows it: a whole number plainly, −∞ as -inf, else 12 significant
+    digits (an expression such as e/(1+e) becomes the number it reads as)."""
+    if np.isinf(x):
+        return "-inf" if x < 0 else "inf"
+    if float(x).is_integer() and abs(x) < 1e12:
+        return str(int(x))
+    return f"{x:.12g}"

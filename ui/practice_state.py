@@ -20,6 +20,7 @@ DEFAULT_KIND = "softmax"
 KIND, LEVEL, SEED = "practice.kind", "practice.level", "practice.seed"
 KIND_WIDGET = "practice.kind_widget"  # + the language: see kind_widget_key()
 NOTICES, FEEDBACK, ATTEMPTS, STARTED = "practice.notices", "practice.feedback", "practice.attempts", "practice.started"
+PASTE_UNREAD = "practice.paste_unread"  # the exercise id whose Check found a paste it could not read
 
 
 def new_seed() -> int:
@@ -72,6 +73,15 @@ def choose(kind: str, level: int, seed: int) -> None:
     state[KIND], state[LEVEL], state[SEED] = kind, level, seed
     state[FEEDBACK] = None
     state[STARTED] = time.time()
+
+
+def feedback_for(ex: exercises.Exercise) -> tuple[exercises.Feedback | None, dict[str, object] | None]:
+    """(the last Check's feedback, the answer it grades) when it was for this exercise, else (None, None).
+    FEEDBACK holds (exercise id, feedback, answer): the marks on screen come from that one grading."""
+    stored = st.session_state.get(FEEDBACK)
+    if not stored or stored[0] != ex.id:
+        return None, None
+    return stored[1], (stored[2] if len(stored) > 2 else None)  # a session from before the answer was kept
 
 
 def sync_url(kind: str, level: int, seed: int) -> None:

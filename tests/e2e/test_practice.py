@@ -10,7 +10,7 @@ import exercises
 from exercises import selftest
 from exercises.solutions import given_latex
 from tests.e2e.streamlit_driver import StreamlitPage
-from ui.answer_grid import MARK, TINT, cell_key
+from ui.answer_grid import MARK, TINT, cell_key, paste_key
 
 DEEP_LINK = "/practice?kind=softmax&level=2&seed=5"
 
@@ -153,3 +153,104 @@ def test_show_solution_draws_the_steps_and_heatmaps(app: StreamlitPage, screensh
     expect(charts.locator("canvas, svg").first).to_be_visible()
     expect(charts.nth(1).locator("canvas, svg").first).to_be_visible()
     app.screenshot(str(screenshots / "practice-solution.png"))
+
+
+# ---------------------------------------------------------------- one answer input (issue 13)
+
+ISSUE_LINK = "/practice?kind=scores&level=2&seed=47343"
+
+
+def live_cell(app: StreamlitPage, part: str, i: int, j: int):
+    """A cell found by its label: a paste gives the pasted part's cells new keys (cells_prefix)."""
+    name = exercises.t("grid.cell_label", part=part, row=i + 1, col=j + 1)
+    return app.page.get_by_role("textbox", name=name, exact=True)
+
+
+def paste_box(app: StreamlitPage, ex: exercises.Exercise, part: str):
+    return app.keyed(paste_key(f"ans-{ex.id}", part)).locator("textarea")
+
+
+def as_rows(texts: list[list[str]]) -> str:
+    return "\n".join(" ".join(row) for row in texts)
+
+
+def expect_grid(app: StreamlitPage, ex: exercises.Exercise, part: str, texts: list[list[str]]) -> None:
+    for i, row in enumerate(texts):
+        for j, text in enumerate(row):
+            expect(live_cell(app, part, i, j)).to_have_value(text)
+
+
+def test_a_pasted_matrix_fills_the_grid_and_the_grid_is_graded(app: StreamlitPage, screenshots) -> None:
+    app.open(ISSUE_LINK)
+    ex = exercises.generate("scores", 47343, 2)
+    right = reference_texts(ex, "scores")
+    type_answer(app, ex, "scores", right)  # a correct grid, typed and not yet checked
+    other = [[str(int(text) + 1) for text in row] for row in right[:2]] + [right[2]]  # 3 of 9 right
+    paste_box(app, ex, "scores").fill(as_rows(other))
+    app.rerun(lambda: paste_box(app, ex, "scores").press("Control+Enter"))
+    expect_grid(app, ex, "scores", other)
+    expect(paste_box(app, ex, "scores")).to_have_value("")
+    expect(app.page.get_by_text(exercises.t("grid.paste_filled", part=exercises.t("part.scores")))).to_be_visible()
+    app.screenshot(str(screenshots / "practice-pasted.png"))
+
+    check(app)
+    fb = exercises.grade(ex, {"scores": other})
+    for i, row in enumerate(fb.parts["scores"].status):
+        for j, status in enumerate(row):
+            expect(live_cell(app, "scores", i, j)).to_have_css("background-color", tint(app, status))
+    expect(app.page.get_by_text(exercises.t("feedback.score", score="33%"))).to_be_visible()
+
+
+def test_a_paste_then_check_at_once_grades_the_pasted_matrix_in_the_grid(app: StreamlitPage) -> None:
+    """The learner pastes and presses Check without leaving the box: the box commits and the form
+    submits in the same click; whichever the server handles first, the grid gets the paste and is graded."""
+    app.open(ISSUE_LINK)
+    ex = exercises.generate("scores", 47343, 2)
+    right = reference_texts(ex, "scores")
+    wrong = [row[:] for row in right]
+    wrong[0][0], wrong[1][2], wrong[2][1] = "5", "", ""
+    type_answer(app, ex, "scores", wrong)
+    paste_box(app, ex, "scores").fill(as_rows(right))
+    check(app)
+    expect_grid(app, ex, "scores", right)
+    for i in range(3):
+        for j in range(3):
+            expect(live_cell(app, "scores", i, j)).to_have_css("background-color", tint(app, "right"))
+    expect(app.page.get_by_text(exercises.t("feedback.correct", score="100%"))).to_be_visible()
+
+
+def test_a_paste_that_cannot_be_read_keeps_its_text_and_says_why_by_the_box(app: StreamlitPage) -> None:
+    app.open(ISSUE_LINK)
+    ex = exercises.generate("scores", 47343, 2)
+    paste_box(app, ex, "scores").fill("x 0 0; 0 0 0; 0 0 0")
+    app.rerun(lambda: paste_box(app, ex, "scores").press("Control+Enter"))
+    error = app.page.locator('[data-testid="stAlertContentError"]')
+    expect(error).to_have_count(1)
+    expect(error).to_contain_text("'x'")
+    expect(paste_box(app, ex, "scores")).to_have_value("x 0 0; 0 0 0; 0 0 0")
+    expect(live_cell(app, "scores", 0, 0)).to_have_value("")
+    # the message sits right under its paste box, above the grid
+    box = paste_box(app, ex, "scores").bounding_box()
+    message = error.bounding_box()
+    first_cell = live_cell(app, "scores", 0, 0).bounding_box()
+    assert box["y"] + box["height"] <= message["y"] < first_cell["y"], (box, message, first_cell)
+
+
+def test_practice_after_a_paste_on_a_phone(browser, site: str, screenshots) -> None:
+    from tests.e2e.conftest import VIEWPORT
+
+    context = browser.new_context(viewport={"width": 390, "height": VIEWPORT["height"]}, locale="en-US",
+                                  device_scale_factor=1)
+    try:
+        app = StreamlitPage(context.new_page(), site)
+        app.open(ISSUE_LINK)
+        ex = exercises.generate("scores", 47343, 2)
+        right = reference_texts(ex, "scores")
+        paste_box(app, ex, "scores").fill(as_rows(right))
+        app.rerun(lambda: paste_box(app, ex, "scores").press("Control+Enter"))
+        expect_grid(app, ex, "scores", right)
+        for i in range(3):
+            assert live_cell(app, "scores", i, 2).bounding_box()["x"] + 10 < 390, "the grid fits the screen"
+        app.screenshot(str(screenshots / "practice-pasted-390.png"))
+    finally:
+        context.close()

@@ -59,8 +59,7 @@ def _draft(rng: np.random.Generator, level: int) -> Draft:
     parts = [Part(name=name, shape=np.shape(ref), reference=ref,
                   decimals=decimals_for(np.asarray(ref, dtype=float), decimals))
              for name, ref in references.items()]
-    return Draft(given={"d_k": d_k, "scores": z}, parts=parts,
-                 params={"d_k": d_k, "m": z.shape[1], "shifted": needs_shift(z)})
+    return Draft(given={"d_k": d_k, "scores": z}, parts=parts, params={"d_k": d_k, "m": z.shape[1]})
 
 
 def _apart(draft: Draft) -> bool:
@@ -118,7 +117,8 @@ def diagnose(ex: Exercise, part: Part, value: np.ndarray) -> str | None:
 
 def prompt_keys(ex: Exercise) -> tuple[str, ...]:
     """The question, and a line on the max-shifted eˣ table when the row has a large score."""
-    return ("kind.variance.prompt", *(("kind.variance.prompt_shifted",) if ex.params.get("shifted") else ()))
+    shifted = needs_shift(np.asarray(ex.given["scores"], dtype=float))  # read from the row: stored exercises too
+    return ("kind.variance.prompt", *(("kind.variance.prompt_shifted",) if shifted else ()))
 
 
 def _softmax_input(z: np.ndarray) -> np.ndarray:

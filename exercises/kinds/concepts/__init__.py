@@ -4,6 +4,10 @@ A multiple-choice part has `options` = catalog keys ``concepts.<question>.<optio
 and `reference` = [[index of the right one]]. Each wrong option has its own explanation under
 ``misconception.concepts.<question>.<option>``: explain() returns it when that option is chosen, and
 it says why the choice is wrong without naming the right one.
+
+Choices cannot be gamed by their look: within each question the options are about as long as one
+another (the right one at most 1.3× the longest wrong one, and the longest no more often than chance
+over all questions, in every language), and each level draws from at least six questions.
 """
 
 from __future__ import annotations
@@ -20,11 +24,12 @@ from ...draft import Draft
 from ...i18n import Msg, msg
 from ...model import Exercise, Part
 from ...numbers import choice
+from ...solutions import Aids, ExpEntry
 from .._shared.contract import HomeStage
 
 ID = "concepts"
 ORDER = 110
-VERSION = 1
+VERSION = 2  # 2: ten questions with balanced options, six or more per level; the softmax_big aid
 LEVELS = (1, 2, 3)
 # every catalogued mistake that can apply to this kind's parts: the redraw keeps them apart
 GUARDS = ()
@@ -41,6 +46,24 @@ def _cell_params(rng: np.random.Generator) -> Params:
     n = choice(rng, (3, 4, 5))
     i, j = (int(x) + 1 for x in rng.choice(n, size=2, replace=False))
     return {"n": n, "i": i, "j": j}
+
+
+def _query_params(rng: np.random.Generator) -> Params:
+    """n tokens and a query i strictly inside (1 < i < n), so that "up to i", "before i" and "from i" differ."""
+    n = choice(rng, (4, 5, 6))
+    i = int(rng.integers(2, n))
+    return {"n": n, "i": i, "i_before": i - 1}
+
+
+def _row_params(rng: np.random.Generator) -> Params:
+    return {"i": int(rng.integers(1, 4))}
+
+
+def _repeat_params(rng: np.random.Generator) -> Params:
+    """A token id t at two positions p < r (counted from 1); t is neither, so "row t of G_X" is another row."""
+    p, r = sorted(int(x) for x in rng.choice(np.arange(1, 6), size=2, replace=False))
+    t = choice(rng, [x for x in range(1, 9) if x not in (p, r)])
+    return {"t": t, "p": p, "r": r}
 
 
 @dataclass(frozen=True)
@@ -90,6 +113,10 @@ QUESTIONS: dict[str, MultipleChoice | ShortAnswer] = {q.id: q for q in (
     MultipleChoice("max_shift", "factor_cancels", ("max_weight_one", "approximation", "positive_only")),
     MultipleChoice("rows_sum", "same_denominator", ("scaling", "mask", "columns")),
     MultipleChoice("heads", "other_relations", ("averaged", "same_weights", "more_tokens")),
+    MultipleChoice("scale_why", "unit_variance", ("sum_to_one", "by_dk", "speed")),
+    MultipleChoice("causal_row", "up_to_i", ("before_only", "from_i", "all"), _query_params),
+    MultipleChoice("output_row", "weighted_values", ("weighted_columns", "own_value", "score_sum"), _row_params),
+    MultipleChoice("embed_grad", "sum_rows", ("last_row", "average", "row_t"), _repeat_params),
     ShortAnswer("masked_count", 0, lambda rng: {"n": choice(rng, (3, 4, 5, 6, 8))}, _masked_count),
     ShortAnswer("softmax_big", 2, _draw_big_pair, _softmax_big),
     ShortAnswer("std_dk", 0, lambda rng: {"d_k": choice(rng, (16, 64, 100, 256))}, _std_dk),
@@ -98,9 +125,11 @@ QUESTIONS: dict[str, MultipleChoice | ShortAnswer] = {q.id: q for q in (
 )}
 
 # level: (multiple-choice pool, short-answer pool); an exercise asks two of the first and one of the second
-POOLS = {1: (("score_cell", "rows_sum", "mask_inf"), ("masked_count",)),
-         2: (("score_cell", "k_transposed", "mask_inf", "max_shift"), ("masked_count", "softmax_big")),
-         3: (("k_transposed", "max_shift", "rows_sum", "heads"), ("softmax_big", "std_dk", "concat_width"))}
+POOLS = {1: (("score_cell", "rows_sum", "mask_inf", "causal_row", "output_row", "heads"), ("masked_count",)),
+         2: (("score_cell", "k_transposed", "mask_inf", "max_shift", "causal_row", "output_row", "scale_why"),
+             ("masked_count", "softmax_big")),
+         3: (("k_transposed", "max_shift", "rows_sum", "heads", "scale_why", "output_row", "embed_grad"),
+             ("softmax_big", "std_dk", "concat_width"))}
 CHOICES_PER_EXERCISE = 2
 
 
@@ -167,7 +196,7 @@ def _short_work(qid: str, p: Params) -> tuple[str, str, str]:
     if qid == "softmax_big":
         gap = p["b"] - p["a"]
         return (r"a_2", L.frac(L.exp_of(str(p["b"])), f"{L.exp_of(str(p['a']))} + {L.exp_of(str(p['b']))}"),
-                L.frac(L.exp_of(str(gap)), f"{L.exp_of('0')} + {L.exp_of(str(gap))}"))
+                L.frac(L.exp_of("0"), f"{L.exp_of(str(-gap))} + {L.exp_of('0')}"))  # minus the larger score b
     if qid == "std_dk":
         return r"\sigma(q \cdot k)", r"\sqrt{d_k}", rf"\sqrt{{{p['d_k']}}}"
     return r"d_{\mathrm{concat}}", r"h \cdot d_v", rf"{p['h']} \cdot {p['d_v']}"
@@ -207,6 +236,18 @@ def _short_record(qid: str, p: Params, result: str) -> tuple[solutions.Substitut
     if qid == "concat_width":
         return (solutions.Substitution("sum", ((n(str(p["h"])), n(str(p["d_v"]))),), result, None),)
     return ()
+
+
+def aids(ex: Exercise) -> Aids:
+    """e^0 and e^(b − a) for softmax_big: the scores minus the larger one, as its question says to do."""
+    entries = []
+    for part in ex.parts:
+        if part.name == "softmax_big":
+            for x in sorted({0, part.params["a"] - part.params["b"]}):
+                value = math.exp(x)
+                text = L.decimal(value, L.EXP_PLACES)
+                entries.append(ExpEntry(float(x), str(x), str(x), value, rf"{L.exp_of(str(x))} {L.APPROX} {text}"))
+    return Aids(exp_table=tuple(entries))
 
 
 # ---------------------------------------------------------------- Home and the formula sheet

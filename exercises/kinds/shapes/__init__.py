@@ -3,6 +3,8 @@
     Q: n × d_k    Kᵀ: d_k × n    S, A: n × n    O (one head): n × d_v
     concat: n × h·d_v    W_O: h·d_v × d_model
 
+Q, Kᵀ and O are one head's, and each part says so and asks for the pair (rows, columns), so the
+n × d_model of all heads' queries side by side (Q before it is split into heads) is a named mistake.
 The sizes are drawn all different, so every wrong order (a transposed shape, d_k × d_k for the
 scores, heads stacked as rows …) is a different answer that diagnose() can name.
 """
@@ -14,14 +16,14 @@ import numpy as np
 from ... import latex as L
 from ... import solutions
 from ...draft import Draft
-from ...i18n import msg
+from ...i18n import msg, plural
 from ...model import Exercise, Part
 from ...numbers import choice
 from .._shared.contract import HomeStage
 
 ID = "shapes"
 ORDER = 90
-VERSION = 1
+VERSION = 2  # 2: each part asks for the shape of a named matrix of one head; h = 1 head
 LEVELS = (1, 2, 3)
 # every catalogued mistake that can apply to this kind's parts: the redraw keeps them apart
 GUARDS = ()
@@ -55,7 +57,8 @@ def _sizes(rng: np.random.Generator, level: int) -> dict[str, int]:
 def generate(rng: np.random.Generator, level: int) -> Draft:
     sizes = _sizes(rng, level)
     right = shapes_of(**sizes)
-    parts = [Part(name=name, shape=(1, 2), reference=np.array([right[name]]), decimals=0)
+    parts = [Part(name=name, shape=(1, 2), reference=np.array([right[name]]), decimals=0,
+                  prompt=f"shapes.ask.{name}", params=dict(sizes))
              for name in PARTS_BY_LEVEL[level]]
     return Draft(given=dict(sizes), parts=parts, params=dict(sizes))
 
@@ -75,6 +78,10 @@ def _wrong_shapes(ex: Exercise, name: str) -> dict[str, tuple[int, int]]:
         wrong["shape_concat_one_head"] = (d_v, d_model)
     if name == "O":
         wrong["shape_output_dk"] = (n, d_k)  # the value width confused with the key width
+    if name == "Q":
+        wrong["shape_q_all_heads"] = (n, d_model)  # every head's queries side by side: X W_Q before the split
+    if name == "K_T":
+        wrong["shape_q_all_heads"] = (d_model, n)
     return {mid: shape for mid, shape in wrong.items() if shape != right}
 
 
@@ -87,6 +94,11 @@ def diagnose(ex: Exercise, part: Part, value: np.ndarray) -> str | None:
         if got == shape:
             return mid
     return None
+
+
+def prompt_keys(ex: Exercise) -> tuple[str, ...]:
+    """The sizes, the heads (one head / h heads), then how to answer."""
+    return ("kind.shapes.prompt", plural("kind.shapes.heads", int(ex.params["h"])).key, "kind.shapes.answer")
 
 
 # ---------------------------------------------------------------- worked solution

@@ -2,6 +2,10 @@
 deviation is √d_k (d_k = 64 → 8); after the division both are 1. Then one row of scores through the
 softmax at both scales, to see how the unscaled row is much more peaked.
 
+A row with a score beyond ±10 (level 3: S up to 40) goes through the softmax minus its maximum, which
+changes no weight: the eˣ aid and the worked solution list e^(S_j − max S), never e⁴⁰. Each part's
+catalogued mistakes (no e^x, the wrong scale) are kept apart from the answer and from each other.
+
     Var(q·k) = Σ_i Var(q_i k_i) = d_k        Var(q·k / √d_k) = d_k / d_k = 1
 """
 
@@ -26,7 +30,7 @@ from .._shared.contract import Formula, HomeStage, SheetSection
 
 ID = "variance"
 ORDER = 100
-VERSION = 1
+VERSION = 2  # 2: no mistake gives the answer (or another mistake's); no_exp on the scaled row
 LEVELS = (1, 2, 3)
 # every catalogued mistake that can apply to this kind's parts: the redraw keeps them apart
 GUARDS = ()
@@ -34,6 +38,7 @@ GUARDS = ()
 KEY_WIDTHS = {1: (4, 16, 64), 2: (16, 36, 64, 100), 3: (64, 144, 256, 400)}  # squares: √d_k is whole
 ROW_LENGTH = {1: 2, 2: 3, 3: 4}
 SCALED_VALUES = {1: (0, 1, 2), 2: (-1, 0, 1, 2), 3: (-1, -0.5, 0, 0.5, 1, 1.5, 2)}  # z / √d_k
+LARGEST_PLAIN_EXPONENT = 10  # a row with a score beyond ±10 goes through the softmax minus its maximum
 
 
 def _row(rng: np.random.Generator, level: int) -> np.ndarray:
@@ -44,7 +49,7 @@ def _row(rng: np.random.Generator, level: int) -> np.ndarray:
             return row  # (1, m)
 
 
-def generate(rng: np.random.Generator, level: int) -> Draft:
+def _draft(rng: np.random.Generator, level: int) -> Draft:
     d_k = int(choice(rng, KEY_WIDTHS[level]))
     root = math.isqrt(d_k)
     z = root * _row(rng, level)  # (1, m) unscaled scores of one query
@@ -57,10 +62,32 @@ def generate(rng: np.random.Generator, level: int) -> Draft:
     return Draft(given={"d_k": d_k, "scores": z}, parts=parts, params={"d_k": d_k, "m": z.shape[1]})
 
 
-def _mistakes(ex: Exercise, name: str) -> dict[str, np.ndarray]:
-    """{misconception id: what that mistake gives for part `name`}."""
-    d_k = int(ex.given["d_k"])
-    z = np.asarray(ex.given["scores"], dtype=float)  # (1, m)
+def _apart(draft: Draft) -> bool:
+    """Every part's mistakes differ from its answer and from each other (rounded to 2 decimals too)."""
+    d_k, z = int(draft.given["d_k"]), np.asarray(draft.given["scores"], dtype=float)
+    return not any(misconceptions.clashes(part.reference, mistakes_of(d_k, z, part.name),
+                                          misconceptions.separation(part)) for part in draft.parts)
+
+
+def generate(rng: np.random.Generator, level: int) -> Draft:
+    while True:  # S = [0, 16]: z / Σz = [0, 1] is the unscaled softmax to 2 decimals, so no_exp would pass
+        draft = _draft(rng, level)
+        if _apart(draft):
+            return draft
+
+
+def needs_shift(z: np.ndarray) -> bool:
+    """Does the row go through the softmax minus its maximum (a score beyond ±LARGEST_PLAIN_EXPONENT)?"""
+    return bool(np.abs(z).max() > LARGEST_PLAIN_EXPONENT)
+
+
+def _no_exp(z: np.ndarray) -> np.ndarray | None:
+    """Each score divided by the row sum, no e^x (a mistake only where that reads as weights)."""
+    return z / z.sum() if np.all(z >= 0) and z.sum() > 0 else None
+
+
+def mistakes_of(d_k: int, z: np.ndarray, name: str) -> dict[str, np.ndarray]:
+    """{misconception id: what that mistake gives for part `name`} for the unscaled row z, (1, m)."""
     root = math.sqrt(d_k)
     if name == "var_before":
         return {"variance_std_confused": np.array([[root]])}
@@ -68,14 +95,16 @@ def _mistakes(ex: Exercise, name: str) -> dict[str, np.ndarray]:
         return {"variance_std_confused": np.array([[d_k]])}
     if name == "var_after":
         return {"variance_divide_squared": np.array([[d_k / root]])}  # divided the variance by √d_k only
+    found: dict[str, np.ndarray | None] = {}
     if name == "A_scaled":
-        return {"no_scaling": softmax(z), "scaled_by_dk": softmax(z / d_k)}
+        found = {"no_scaling": softmax(z), "scaled_by_dk": softmax(z / d_k), "no_exp": _no_exp(z / root)}
     if name == "A_unscaled":
-        found = {"softmax_scales_swapped": softmax(z / root)}
-        if np.all(z >= 0) and z.sum() > 0:
-            found["no_exp"] = z / z.sum()  # each score divided by the row sum, no e^x
-        return found
-    return {}
+        found = {"softmax_scales_swapped": softmax(z / root), "no_exp": _no_exp(z)}
+    return {mid: alt for mid, alt in found.items() if alt is not None}
+
+
+def _mistakes(ex: Exercise, name: str) -> dict[str, np.ndarray]:
+    return mistakes_of(int(ex.given["d_k"]), np.asarray(ex.given["scores"], dtype=float), name)
 
 
 def diagnose(ex: Exercise, part: Part, value: np.ndarray) -> str | None:
@@ -84,6 +113,17 @@ def diagnose(ex: Exercise, part: Part, value: np.ndarray) -> str | None:
         if not misconceptions.matches(alt, part.reference, tolerance) and misconceptions.matches(value, alt, tolerance):
             return mid
     return None
+
+
+def prompt_keys(ex: Exercise) -> tuple[str, ...]:
+    """The question, and a line on the max-shifted eˣ table when the row has a large score."""
+    shifted = needs_shift(np.asarray(ex.given["scores"], dtype=float))  # read from the row: stored exercises too
+    return ("kind.variance.prompt", *(("kind.variance.prompt_shifted",) if shifted else ()))
+
+
+def _softmax_input(z: np.ndarray) -> np.ndarray:
+    """The row the softmax is worked on: minus its maximum when it has a large score (same weights)."""
+    return z - z.max() if needs_shift(z) else z
 
 
 # ---------------------------------------------------------------- worked solution
@@ -103,7 +143,8 @@ def _number_step(name: str, value: float, lhs: str, formula: str, numbers: str) 
                                derive=lambda i, j: solutions.CellDerivation(chain))
 
 
-def _softmax_of(name: str, part: Part, given: dict, targets: list[str], symbol: str | None = None):
+def _softmax_of(name: str, part: Part, given: dict, targets: list[str], symbol: str | None = None,
+                note: str | None = None):
     """The softmax steps for one part; `symbol` renames the softmax input (S for the unscaled row)."""
     ctx = solutions.build_context(given, targets, places={"A": part.decimals, "scaled": 0},
                                   values={"A": part.reference})
@@ -111,7 +152,10 @@ def _softmax_of(name: str, part: Part, given: dict, targets: list[str], symbol: 
         ctx.symbols["scaled"] = ctx.symbols["masked"] = symbol
     for step_name in ctx.shown:
         step = solutions.BUILDERS[step_name](ctx, step_name)
-        yield replace(step, name=name, title=msg(f"solution.variance.{name}")) if step_name == "A" else step
+        if step_name == "A":
+            step = replace(step, name=name, title=msg(f"solution.variance.{name}"),
+                           **({"note": msg(note)} if note else {}))
+        yield step
 
 
 def solve(ex: Exercise) -> list[solutions.Step]:
@@ -130,15 +174,21 @@ def solve(ex: Exercise) -> list[solutions.Step]:
         _number_step("std_after", 1, rf"\sigma\left({SCALED_DOT}\right)", rf"\frac{{\sigma({DOT})}}{{\sqrt{{d_k}}}}",
                      rf"\frac{{{root}}}{{{root}}}"),
     ]
-    steps += _softmax_of("A_unscaled", ex.part("A_unscaled"), {"scaled": z, "causal": False}, ["A"], symbol="S")
+    if needs_shift(z):  # e^(S_j − max S): the same weights, and no e^40 to write
+        steps += _softmax_of("A_unscaled", ex.part("A_unscaled"), {"scaled": _softmax_input(z), "causal": False},
+                             ["A"], symbol=r"\hat{S}", note="solution.variance.A_unscaled.shifted")
+    else:
+        steps += _softmax_of("A_unscaled", ex.part("A_unscaled"), {"scaled": z, "causal": False}, ["A"], symbol="S")
     steps += _softmax_of("A_scaled", ex.part("A_scaled"), {"scores": z, "d_k": d_k, "causal": False}, ["A"])
     return steps
 
 
 def aids(ex: Exercise) -> solutions.Aids:
-    """e^x for both rows (as given, and divided by √d_k), and √d_k."""
+    """e^x for both rows (as given, or minus the row's maximum when it has a large score, as the prompt
+    says), and √d_k."""
     d_k, z = int(ex.given["d_k"]), np.asarray(ex.given["scores"], dtype=float)
-    return softmax_aids(ex, [{"scaled": z, "causal": False}, {"scores": z, "d_k": d_k, "causal": False}],
+    return softmax_aids(ex, [{"scaled": _softmax_input(z), "causal": False},
+                             {"scores": z, "d_k": d_k, "causal": False}],
                         L.sqrt_dk(d_k))
 
 

@@ -1,0 +1,133 @@
+"""`concepts` cannot be answered by the look of its options (issue 14, deliverable 3): in every
+question the options are about as long as one another, "pick the longest" scores no better than
+chance, each level draws from at least six questions, every wrong option has its own explanation, and
+softmax_big comes with the eˣ aid it needs."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import exercises
+from exercises import selftest
+from exercises.i18n import catalog, t
+from exercises.kinds import concepts
+
+LANGS = ("en", "zh")
+MARGIN = 0.15  # over chance (1 / number of options)
+MAX_RATIO = 1.3  # the right option at most this many times the longest wrong one
+CHOICES = [q for q in concepts.QUESTIONS.values() if isinstance(q, concepts.MultipleChoice)]
+
+
+def _lengths(q: concepts.MultipleChoice, lang: str, params: dict) -> tuple[int, list[int]]:
+    right = len(t(concepts.option_key(q.id, q.right), lang, **params))
+    return right, [len(t(concepts.option_key(q.id, w), lang, **params)) for w in q.wrong]
+
+
+def _params(q: concepts.MultipleChoice, seed: int) -> dict:
+    return q.draw(np.random.default_rng(seed))
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_no_right_option_is_much_longer_than_the_longest_wrong_one(lang):
+    for q in CHOICES:
+        for seed in range(20):
+            right, wrong = _lengths(q, lang, _params(q, seed))
+            assert right <= MAX_RATIO * max(wrong), (lang, q.id, right, wrong)
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_the_right_option_is_the_longest_no_more_often_than_chance(lang):
+    """Over all questions (the right option was the longest in 6 of 6, 1.5–2.8× the longest wrong one)."""
+    longest = sum(right >= max(wrong) for q in CHOICES for right, wrong in [_lengths(q, lang, _params(q, 0))])
+    chance = np.mean([1 / (1 + len(q.wrong)) for q in CHOICES])
+    assert longest / len(CHOICES) <= chance + MARGIN, (lang, longest, len(CHOICES))
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_picking_the_longest_option_scores_no_better_than_chance_on_generated_exercises(lang):
+    picked = right = 0
+    for level in (1, 2, 3):
+        for seed in range(30):
+            for part in exercises.generate("concepts", seed, level).parts:
+                if part.is_choice:
+                    lengths = [len(t(key, lang, **part.params)) for key in part.options]
+                    picked += 1
+                    right += int(np.argmax(lengths)) == int(part.reference[0, 0])
+    assert right / picked <= 1 / 4 + MARGIN, (lang, right, picked)
+
+
+@pytest.mark.parametrize("level", [1, 2, 3])
+def test_each_level_draws_from_at_least_six_questions(level):
+    pool, _ = concepts.POOLS[level]
+    assert len(set(pool)) >= 6
+    asked = {p.name for seed in range(60) for p in exercises.generate("concepts", seed, level).parts if p.is_choice}
+    assert asked == set(pool)
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_every_option_and_explanation_is_written_and_distinct(lang):
+    texts = catalog(lang)
+    for q in CHOICES:
+        params = _params(q, 0)
+        options = [t(concepts.option_key(q.id, o), lang, **params) for o in (q.right, *q.wrong)]
+        assert len(set(options)) == len(options) and all("{" not in o for o in options), q.id
+        assert concepts.option_key(q.id, q.right) in texts and f"concepts.{q.id}.question" in texts
+        for w in q.wrong:
+            why = texts[f"misconception.concepts.{q.id}.{w}"]
+            assert why and options[0] not in why, (q.id, w)
+
+
+# facts each explanation (or right option) must state, in both languages: reviewed against DESIGN §1
+FACTS = {
+    "misconception.concepts.mask_inf.zero_is_zero": ["e^0 = 1", "−∞"],
+    "misconception.concepts.mask_inf.negative_pull": ["0"],
+    "misconception.concepts.causal_row.before_only": ["j > i", "np.triu", "k=1"],
+    "misconception.concepts.causal_row.from_i": ["j > i"],
+    "misconception.concepts.causal_row.all": ["e^(−∞) = 0"],
+    "misconception.concepts.scale_why.by_dk": ["1/√d_k"],
+    "misconception.concepts.scale_why.speed": ["d_k = 64", "8"],
+    "misconception.concepts.output_row.weighted_columns": ["Aᵀ V"],
+    "misconception.concepts.output_row.own_value": ["Σ_j a_ij V[j]"],
+    "misconception.concepts.embed_grad.last_row": ["G_E[ids] = G_X"],
+    "misconception.concepts.heads.averaged": ["h·d_v"],
+    "concepts.scale_why.unit_variance": ["Var(q·k) = d_k", "√d_k"],
+    "concepts.max_shift.factor_cancels": ["e^(z−c) = e^z · e^(−c)"],
+}
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_explanations_state_the_facts_of_the_notes(lang):
+    texts = catalog(lang)
+    for key, facts in FACTS.items():
+        for fact in facts:
+            assert fact in texts[key], (lang, key, fact)
+
+
+def test_softmax_big_has_the_exp_aid_its_question_asks_for():
+    """softmax([a, b]) minus the larger score needs e^0 and e^(a − b); it had no aid."""
+    found = 0
+    for level in (2, 3):
+        for seed in range(30):
+            ex = exercises.generate("concepts", seed, level)
+            if "softmax_big" not in ex.part_names:
+                continue
+            found += 1
+            p = ex.part("softmax_big").params
+            aids = exercises.aids(ex)
+            assert {e.x for e in aids.exp_table} == {0.0, float(p["a"] - p["b"])}
+            assert aids.table_latex() is not None
+            weight = 1 / (1 + np.exp(p["a"] - p["b"]))  # from the aid's two numbers
+            assert abs(weight - ex.part("softmax_big").reference[0, 0]) < 1e-12
+            step = {s.name: s for s in exercises.solve(ex)}["softmax_big"]
+            assert f"e^{{{p['a'] - p['b']}}}" in step.display()
+    assert found >= 10
+    no_short = exercises.generate("concepts", 0, 1)
+    assert "softmax_big" not in no_short.part_names and exercises.aids(no_short).exp_table == ()
+
+
+def test_every_variant_grades_its_reference_right():
+    for level in (1, 2, 3):
+        for seed in range(30):
+            ex = exercises.generate("concepts", seed, level)
+            assert exercises.grade(ex, selftest.correct_answer(ex)).correct

@@ -1,0 +1,75 @@
+"""`variance` teaches what it claims (issue 14): no_exp never gives the right softmax, skipping e^x on
+the scaled row is named no_exp (not no_scaling), and a row with large scores gets max-shifted eˣ aids."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import exercises
+from exercises import engine, misconceptions, selftest
+from exercises.i18n import t
+
+SEEDS = range(60)
+LEVELS = (1, 2, 3)
+
+
+def _grade(ex, name, value):
+    return exercises.grade(ex, {**selftest.correct_answer(ex), name: selftest.as_text(value)}).parts[name]
+
+
+@pytest.mark.parametrize("level", LEVELS)
+def test_dividing_by_the_row_sum_without_e_x_is_never_the_right_softmax(level):
+    """S = [0, 16] once gave z / Σz = [0, 1], the unscaled softmax to 2 decimals (14 of 60 variants)."""
+    for seed in SEEDS:
+        ex = exercises.generate("variance", seed, level)
+        z = ex.given["scores"]
+        if np.all(z >= 0):
+            part = _grade(ex, "A_unscaled", z / z.sum())
+            assert not part.cells.all() and part.misconception == "no_exp", (level, seed, z)
+
+
+@pytest.mark.parametrize("level", LEVELS)
+def test_skipping_e_x_on_the_scaled_row_is_named_no_exp(level):
+    """Level 1 seed 1 (S = [0, 4], d_k = 16) once named it no_scaling."""
+    for seed in SEEDS:
+        ex = exercises.generate("variance", seed, level)
+        scaled = ex.given["scores"] / np.sqrt(ex.given["d_k"])
+        if np.all(scaled >= 0):
+            part = _grade(ex, "A_scaled", scaled / scaled.sum())
+            assert not part.cells.all() and part.misconception == "no_exp", (level, seed, scaled)
+
+
+@pytest.mark.parametrize("level", LEVELS)
+def test_every_mistake_differs_from_the_answer_and_from_the_others(level):
+    from exercises.kinds import variance
+
+    for seed in SEEDS:
+        ex = exercises.generate("variance", seed, level)
+        for part in ex.parts:
+            alts = variance._mistakes(ex, part.name)
+            assert misconceptions.clashes(part.reference, alts, misconceptions.separation(part)) == [], (seed, part.name)
+            for mid, alt in alts.items():
+                assert _grade(ex, part.name, alt).misconception == mid, (level, seed, part.name, mid)
+
+
+def test_level_3_aid_lists_max_shifted_exponents_and_says_so():
+    """Level 3 once listed e⁴⁰ (and e⁻²⁰ = 0.000) for S as given."""
+    shifted = 0
+    for seed in range(30):
+        ex = exercises.generate("variance", seed, 3)
+        z = ex.given["scores"][0]
+        scaled = z / np.sqrt(ex.given["d_k"])
+        listed = {round(e.x, 9) for e in exercises.aids(ex).exp_table}
+        assert max(abs(x) for x in listed) <= 10 or np.abs(z).max() > 10  # e¹⁰ at most, or shifted below
+        if np.abs(z).max() > 10:
+            shifted += 1
+            assert listed == {round(x, 9) for x in np.concatenate([z - z.max(), scaled])}, seed
+            assert max(listed) <= 2  # nothing beyond e² (the largest scaled score)
+            for lang in ("en", "zh"):
+                assert t("kind.variance.prompt_shifted", lang) in engine.prompt(ex, lang)
+                assert "S_j − max S" in engine.prompt(ex, lang)
+            step = {s.name: s for s in exercises.solve(ex)}["A_unscaled"]
+            assert r"\hat{S}" in step.display() and "e^{40}" not in step.display()
+            assert step.note.key == "solution.variance.A_unscaled.shifted"
+    assert shifted >= 20

@@ -26,6 +26,9 @@ MisconceptionId = Literal[
     # beyond DESIGN §5
     "scores_not_transposed", "mask_zero_instead_of_inf", "softmax_no_normalise", "grad_a_no_transpose",
     "softmax_grad_sign", "softmax_grad_diagonal_only", "grad_q_transposed",
+    "scaled_times_sqrt_dk", "scaled_by_sqrt_d_model", "grad_scores_times_sqrt_dk",
+    "grad_x_no_value_path", "grad_x_no_key_path", "grad_x_no_query_path",
+    "grad_x_query_path_only", "grad_x_key_path_only", "grad_x_value_path_only",
 ]
 CATALOG: tuple[str, ...] = MisconceptionId.__args__  # DESIGN §5 first, in its order
 

@@ -3,6 +3,7 @@ one half-up rounding every part of the app uses for "round each value you write 
 
 from __future__ import annotations
 
+import math
 from decimal import ROUND_HALF_UP, Decimal, localcontext
 from fractions import Fraction
 
@@ -32,16 +33,34 @@ def nonzero_matrix(rng: np.random.Generator, shape: tuple[int, int], values) -> 
 
 
 def simple_weights(rng: np.random.Generator, n: int, denominators, causal: bool = False) -> np.ndarray:
-    """Attention weights as simple fractions (½, ¼, ⅓ …): rows sum to 1, future cells 0 when causal."""
-    A = np.zeros((n, n))
+    """Attention weights as simple fractions that a softmax can give: row i is c / Σc for whole counts
+    c ≥ 1 on the keys the row sees (the softmax of the scores ln c), and exactly 0 where the causal mask
+    hides a key. A row over v keys has q ≥ v shares, q one of `denominators` or their doubles that
+    divides 12 (denominators 1, 2: halves and quarters; 2, 3, 4: also sixths; never fifths)."""
+    shares = sorted({int(m * d) for d in denominators for m in (1, 2) if 12 % int(m * d) == 0})
+    A = np.zeros((n, n))  # (n, n)
     hidden = causal_mask(n) if causal else np.zeros((n, n), dtype=bool)
     for i in range(n):
         visible = np.flatnonzero(~hidden[i])
-        q = int(choice(rng, denominators))
-        # split q equal shares among the visible keys: a random composition of q
-        counts = np.bincount(rng.integers(len(visible), size=q), minlength=len(visible))
+        v = len(visible)
+        q = int(choice(rng, [d for d in shares if d >= v]))
+        # one share per visible key, the q − v others spread at random: every visible weight is positive
+        counts = 1 + np.bincount(rng.integers(v, size=q - v), minlength=v)
         A[i, visible] = counts / q
     return A
+
+
+def softmax_counts(A: np.ndarray, max_denominator: int = 12) -> np.ndarray:
+    """The smallest whole counts c with A = c / rowsum(c) row by row (0 where A is 0): A is the
+    row-wise softmax of the scores ln c, ln 0 = −∞ being a masked score."""
+    counts = np.zeros(np.shape(A), dtype=int)  # (n_q, n_k)
+    for i, row in enumerate(np.asarray(A, dtype=float)):
+        shares = [Fraction(float(a)).limit_denominator(max_denominator) for a in row]
+        q = math.lcm(*(f.denominator for f in shares))
+        whole = [int(f * q) for f in shares]
+        g = math.gcd(*whole)
+        counts[i] = [w // g for w in whole]
+    return counts
 
 
 def as_fraction(x: float, max_denominator: int = 12) -> Fraction | None:

@@ -216,9 +216,26 @@ def _scaled(env):
     return ops.scale(env["scores"], _d_k(env))
 
 
+def _d_model(env: Values) -> int | None:
+    """The width of X (the rows of W_Q), when the values reach back that far."""
+    if "W_Q" in env:
+        return int(np.shape(env["W_Q"])[0])
+    return int(np.shape(env["X"])[1]) if "X" in env else None
+
+
+def _scaled_by_d_model(env):
+    return env["scores"] / np.sqrt(_d_model(env))  # √d_model, the width of X, in place of √d_k
+
+
 SCALED_MISTAKES = (
     Mistake("no_scaling", lambda env: np.array(env["scores"], dtype=float), applies=lambda env: _d_k(env) != 1),
     Mistake("scaled_by_dk", lambda env: env["scores"] / _d_k(env), applies=lambda env: _d_k(env) not in (0, 1)),
+    # the right factor on the wrong side of the fraction: S √d_k
+    Mistake("scaled_times_sqrt_dk", lambda env: env["scores"] * np.sqrt(_d_k(env)),
+            applies=lambda env: _d_k(env) not in (0, 1)),
+    # only visible when X is on the way and its width differs from the key width
+    Mistake("scaled_by_sqrt_d_model", _scaled_by_d_model,
+            applies=lambda env: _d_model(env) not in (None, 0, _d_k(env))),
 )
 
 
@@ -356,6 +373,9 @@ def _g_scores(env):
 G_SCORES_MISTAKES = (
     Mistake("grad_scores_no_scale", lambda env: np.array(env["G_scaled"], dtype=float),
             applies=lambda env: _d_k(env) != 1),
+    # multiplied by √d_k on the way back instead of divided
+    Mistake("grad_scores_times_sqrt_dk", lambda env: env["G_scaled"] * np.sqrt(_d_k(env)),
+            applies=lambda env: _d_k(env) not in (0, 1)),
 )
 
 
@@ -385,6 +405,23 @@ def _g_x_v(env):
 def _g_x(env):
     # X feeds Q, K and V, so its gradient adds the three paths
     return env["G_Q"] @ env["W_Q"].T + env["G_K"] @ env["W_K"].T + _g_x_v(env)
+
+
+def _g_x_over(paths: str) -> Compute:
+    """G_X summed over some of the paths only ("QK": the query and key paths, the value path left out)."""
+    kept = [(g, w) for g, w in G_X_PATHS if g[-1] in paths]
+    return lambda env: sum(env[g] @ env[w].T for g, w in kept)  # (n, d_model)
+
+
+# G_X summed over one or two of the three paths X feeds (the others forgotten)
+G_X_MISTAKES = (
+    Mistake("grad_x_no_value_path", _g_x_over("QK")),
+    Mistake("grad_x_no_key_path", _g_x_over("QV")),
+    Mistake("grad_x_no_query_path", _g_x_over("KV")),
+    Mistake("grad_x_query_path_only", _g_x_over("Q")),
+    Mistake("grad_x_key_path_only", _g_x_over("K")),
+    Mistake("grad_x_value_path_only", _g_x_over("V")),
+)
 
 
 def _g_e(env):
@@ -485,7 +522,7 @@ STEPS: tuple[AttentionStep, ...] = (
     AttentionStep("G_X", ("G_Q", "W_Q", "G_K", "W_K", "G_V", "W_V"), _g_x, shape=("n", "d_model"), symbol="G_X",
                   formula_latex=r"G_X = G_Q W_Q^{\top} + G_K W_K^{\top} + G_V W_V^{\top}", typst_symbol="G_X",
                   typst_formula="G_X = G_Q W_Q^top + G_K W_K^top + G_V W_V^top", builder="g_x",
-                  direction="backward", exact=_exact_g_x),
+                  direction="backward", mistakes=G_X_MISTAKES, exact=_exact_g_x),
     AttentionStep("G_E", ("token_ids", "G_X", "E"), _g_e, shape=("vocab", "d_model"), symbol="G_E",
                   formula_latex=r"G_E[v] = \sum_{p:\, t_p = v} (G_X)_{p}", typst_symbol="G_E",
                   typst_formula="G_E [v] = sum_(p: t_p = v) (G_X)_p", builder="embedding_grad",

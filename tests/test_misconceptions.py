@@ -23,6 +23,10 @@ from tests.apptest_helpers import ROOT
 SEEDS = range(30)
 CASES = [(kind, level) for kind, module in exercises.KINDS.items() for level in module.LEVELS]
 
+# G_X summed over some of the paths X feeds: {id: the paths kept}
+GRAD_X_PATH_MISTAKES = {"grad_x_no_value_path": "QK", "grad_x_no_key_path": "QV", "grad_x_no_query_path": "KV",
+                        "grad_x_query_path_only": "Q", "grad_x_key_path_only": "K", "grad_x_value_path_only": "V"}
+
 # where each id must apply (at some seed and level): the kinds whose step makes that mistake
 EXPECTED_KINDS = {
     "transposed_scores": {"scores", "attention"},
@@ -48,6 +52,11 @@ EXPECTED_KINDS = {
     "softmax_grad_sign": {"grad_softmax", "backprop"},
     "softmax_grad_diagonal_only": {"grad_softmax", "backprop"},
     "grad_q_transposed": {"grad_scores", "backprop"},
+    # issue 14
+    "scaled_times_sqrt_dk": {"scaling", "attention"},
+    "scaled_by_sqrt_d_model": {"attention"},
+    "grad_scores_times_sqrt_dk": {"grad_scores", "backprop"},
+    **{mid: {"grad_projections", "backprop"} for mid in GRAD_X_PATH_MISTAKES},
 }
 DESIGN_IDS = ("transposed_scores", "no_scaling", "scaled_by_dk", "mask_diagonal", "mask_wrong_triangle",
               "no_mask", "mask_after_softmax", "softmax_columns", "no_exp", "weights_transposed",
@@ -221,6 +230,63 @@ def test_grad_q_transposed_is_the_transposed_scores_gradient_times_k():
     given = {"G_scores": G_S, "K": K, "Q": Q}
     np.testing.assert_array_equal(pipeline.run(given)["G_Q"], G_S @ K)
     np.testing.assert_array_equal(run_with(given, "grad_q_transposed", "G_Q"), [[1, 0], [2, 3]])
+
+
+def test_scaling_the_wrong_way_by_hand():
+    S = np.array([[2.0, -4.0], [1.0, 0.0]])
+    given = {"scores": S, "d_k": 4}
+    np.testing.assert_array_equal(pipeline.run(given)["scaled"], [[1, -2], [0.5, 0]])
+    np.testing.assert_array_equal(run_with(given, "scaled_times_sqrt_dk", "scaled"), [[4, -8], [2, 0]])
+    assert not pipeline.run({**given, "d_k": 1}, mistakes={"scaled_times_sqrt_dk"}).used  # √1: nothing to tell
+    # √d_model needs X on the way: d_model = 2 (the rows of W_Q), d_k = 4
+    X, W = np.array([[1.0, 0.0], [1.0, 1.0]]), np.array([[1.0, 0.0, 1.0, 0.0], [0.0, 1.0, 1.0, 1.0]])
+    given = {"X": X, "W_Q": W, "W_K": W, "W_V": W, "d_k": 4}
+    ref = pipeline.run(given)
+    np.testing.assert_allclose(run_with(given, "scaled_by_sqrt_d_model", "scaled"), ref["scores"] / np.sqrt(2))
+    assert not pipeline.run({"scores": S, "d_k": 4}, mistakes={"scaled_by_sqrt_d_model"}).used  # no X: no d_model
+    same = {**given, "W_Q": W[:, :2], "W_K": W[:, :2], "W_V": W[:, :2], "d_k": 2}  # d_model = d_k = 2
+    assert not pipeline.run(same, mistakes={"scaled_by_sqrt_d_model"}).used
+
+
+def test_grad_scores_times_sqrt_dk_by_hand():
+    given = {"G_scaled": np.array([[1.0, -1.0], [0.0, 2.0]]), "d_k": 4}
+    np.testing.assert_array_equal(pipeline.run(given)["G_scores"], [[0.5, -0.5], [0, 1]])
+    np.testing.assert_array_equal(run_with(given, "grad_scores_times_sqrt_dk", "G_scores"), [[2, -2], [0, 4]])
+    assert not pipeline.run({**given, "d_k": 1}, mistakes={"grad_scores_times_sqrt_dk"}).used
+
+
+@pytest.mark.parametrize("mid,kept", GRAD_X_PATH_MISTAKES.items())
+def test_g_x_over_some_of_the_paths_by_hand(mid, kept):
+    rng = np.random.default_rng(3)
+    given = {f"{m}_{p}": rng.integers(-2, 3, (3, 2) if m == "G" else (2, 2)).astype(float)
+             for m in ("G", "W") for p in "QKV"}
+    paths = {p: given[f"G_{p}"] @ given[f"W_{p}"].T for p in "QKV"}  # (n, d) each
+    np.testing.assert_array_equal(pipeline.run(given)["G_X"], paths["Q"] + paths["K"] + paths["V"])
+    np.testing.assert_array_equal(run_with(given, mid, "G_X"), sum(paths[p] for p in kept))
+
+
+MANY_SEEDS = range(60)
+NEW_MISTAKES = ("scaled_times_sqrt_dk", "grad_scores_times_sqrt_dk", *GRAD_X_PATH_MISTAKES)
+OWN_KINDS = ("scaling", "grad_scores", "grad_projections")  # the kinds of issue 14's helper W14c using them
+
+
+@pytest.mark.parametrize("kind", OWN_KINDS)
+def test_the_new_mistakes_are_named_exact_and_rounded_over_many_seeds(kind):
+    named: set[str] = set()
+    for level in exercises.KINDS[kind].LEVELS:
+        for seed in MANY_SEEDS:
+            ex = exercise(kind, level, seed)
+            right = reference_answer(ex)
+            fb = exercises.grade(ex, {name: rounded(v) for name, v in right.items()})
+            assert fb.correct and fb.misconception is None, (kind, level, seed)
+            assert misconceptions.collisions(ex, guards=NEW_MISTAKES) == [], (kind, level, seed)
+            for mid, values in misconceptions.alternatives(ex, NEW_MISTAKES).items():
+                for name, alt in values.items():
+                    for shown in (alt, rounded(alt)):
+                        part = exercises.grade(ex, {**right, name: shown}).parts[name]
+                        assert not part.correct and part.misconception == mid, (kind, level, seed, mid, name)
+                named.add(mid)
+    assert named == {mid for mid in NEW_MISTAKES if kind in EXPECTED_KINDS[mid]}
 
 
 # ---------------------------------------------------------------- the mechanism's edges

@@ -28,16 +28,18 @@ NAMES = ("X", "Q", "K", "V", "scores", "scaled", "masked", "A", "O", "G_A", "G_V
 # the generator's redraw on a collision all depend on them
 MISTAKES = {
     "scores": ("transposed_scores", "scores_not_transposed"),
-    "scaled": ("no_scaling", "scaled_by_dk"),
+    "scaled": ("no_scaling", "scaled_by_dk", "scaled_times_sqrt_dk", "scaled_by_sqrt_d_model"),
     "masked": ("no_mask", "mask_diagonal", "mask_wrong_triangle", "mask_zero_instead_of_inf"),
     "A": ("softmax_columns", "no_exp", "softmax_no_normalise", "mask_zero_instead_of_inf", "mask_after_softmax"),
     "O": ("weights_transposed",),
     "G_A": ("grad_a_transposed", "grad_a_no_transpose"),
     "G_V": ("grad_v_no_transpose",),
     "G_scaled": ("softmax_grad_missing_term", "softmax_grad_diagonal_only", "softmax_grad_sign"),
-    "G_scores": ("grad_scores_no_scale",),
+    "G_scores": ("grad_scores_no_scale", "grad_scores_times_sqrt_dk"),
     "G_Q": ("grad_q_transposed",),
     "G_K": ("grad_k_no_transpose",),
+    "G_X": ("grad_x_no_value_path", "grad_x_no_key_path", "grad_x_no_query_path", "grad_x_query_path_only",
+            "grad_x_key_path_only", "grad_x_value_path_only"),
     "G_E": ("embedding_grad_no_accumulate",),
 }
 

@@ -19,10 +19,11 @@ from .._shared.values import whole_values
 
 ID = "grad_projections"
 ORDER = 240
-VERSION = 1
+VERSION = 2  # 2: W_Q ≠ W_K, and G_X is told apart from its sum over one or two of the paths
 LEVELS = (1, 2, 3)
 # every catalogued mistake that can apply to this kind's parts: the redraw keeps them apart
-GUARDS = ()
+GUARDS = ("grad_x_no_value_path", "grad_x_no_key_path", "grad_x_no_query_path", "grad_x_query_path_only",
+          "grad_x_key_path_only", "grad_x_value_path_only")
 SIZES = {1: (2, 1, 1), 2: (2, 2, 1), 3: (3, 2, 2)}  # (d, d_k, d_v): each path of G_X stays short
 PARTS_BY_LEVEL = {1: ["G_W_Q", "G_W_K", "G_X"], 2: ["G_W_Q", "G_W_K", "G_X"],
                   3: ["G_W_Q", "G_W_K", "G_W_V", "G_X"]}
@@ -33,9 +34,12 @@ def generate(rng: np.random.Generator, level: int) -> Draft:
     n = choice(rng, s.n)
     d, d_k, d_v = SIZES[level]
     whole = whole_values(level)
+    W_Q = nonzero_matrix(rng, (d, d_k), whole)  # (d, d_k)
+    W_K = nonzero_matrix(rng, (d, d_k), whole)  # (d, d_k)
+    while np.array_equal(W_Q, W_K):  # equal weights make Q and K one and the same projection
+        W_K = nonzero_matrix(rng, (d, d_k), whole)
     given = {"X": nonzero_matrix(rng, (n, d), s.values),  # (n, d)
-             "W_Q": nonzero_matrix(rng, (d, d_k), whole),  # (d, d_k)
-             "W_K": nonzero_matrix(rng, (d, d_k), whole),  # (d, d_k)
+             "W_Q": W_Q, "W_K": W_K,
              "W_V": nonzero_matrix(rng, (d, d_v), whole),  # (d, d_v)
              "G_Q": nonzero_matrix(rng, (n, d_k), whole),  # (n, d_k)
              "G_K": nonzero_matrix(rng, (n, d_k), whole),  # (n, d_k)

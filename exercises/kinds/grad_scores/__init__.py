@@ -22,7 +22,7 @@ ORDER = 230
 VERSION = 1
 LEVELS = (1, 2, 3)
 # every catalogued mistake that can apply to this kind's parts: the redraw keeps them apart
-GUARDS = ("grad_scores_no_scale", "grad_k_no_transpose", "grad_q_transposed")
+GUARDS = ("grad_scores_no_scale", "grad_k_no_transpose", "grad_q_transposed", "grad_scores_times_sqrt_dk")
 D_K = {1: (4,), 2: (2, 4), 3: (4,)}  # √d_k whole where the chain is long; √2 at level 2 for practice
 PARTS_BY_LEVEL = {1: ["G_scores", "G_Q", "G_K"], 2: ["G_Q", "G_K"], 3: ["G_Q", "G_K"]}
 

@@ -9,38 +9,24 @@ from __future__ import annotations
 
 import numpy as np
 
-from attention_core import causal_mask
 from attention_core.ops import apply_mask, softmax, softmax_backward
 
 from ...draft import Draft, reference_parts
 from ...levels import spec
-from ...numbers import choice, matrix
+from ...model import Exercise
+from ...numbers import choice, matrix, simple_weights, softmax_counts
 from .._shared.contract import Formula, HomeStage, SheetSection
 from .._shared.values import whole_values
+from .._shared.weights import scores_behind
 
 ID = "grad_softmax"
 ORDER = 220
-VERSION = 1
+VERSION = 2  # 2: A is a real softmax (positive wherever the mask lets a key be seen), its scores stated
 LEVELS = (1, 2, 3)
 # every catalogued mistake that can apply to this kind's parts: the redraw keeps them apart
 GUARDS = ("softmax_grad_missing_term", "softmax_grad_sign", "softmax_grad_diagonal_only")
 TRIES = 24  # draws of (A, G_A) looked at for an answer in short decimals
-
-
-def spread_weights(rng: np.random.Generator, n: int, denominators, causal: bool) -> np.ndarray:
-    """Simple-fraction weights whose rows spread over two keys or more wherever two are visible
-    (a one-hot row has a zero softmax gradient: nothing to compute)."""
-    hidden = causal_mask(n) if causal else np.zeros((n, n), dtype=bool)
-    A = np.zeros((n, n))  # (n, n)
-    for i in range(n):
-        visible = np.flatnonzero(~hidden[i])
-        q = int(choice(rng, [d for d in denominators if d > 1]))
-        while True:  # a random composition of q equal shares over the visible keys
-            counts = np.bincount(rng.integers(len(visible), size=q), minlength=len(visible))
-            if np.count_nonzero(counts) >= min(2, len(visible)):
-                break
-        A[i, visible] = counts / q
-    return A
+SHORT_LEVELS = (1, 2)  # at level 3 (thirds, sixths over four keys) a short answer is too rare to look for
 
 
 def _short(G: np.ndarray) -> bool:
@@ -54,23 +40,31 @@ def generate(rng: np.random.Generator, level: int) -> Draft:
     causal = bool(rng.integers(2))
     fallback = None
     for _ in range(TRIES):
-        A = spread_weights(rng, n, s.denominators, causal)  # (n, n), rows sum to 1
+        # (n, n), rows sum to 1; a row seeing two keys or more is never one-hot, so it has a gradient
+        A = simple_weights(rng, n, s.denominators, causal)
         G_A = matrix(rng, (n, n), whole_values(level))  # (n, n), small integers
         G = softmax_backward(A, G_A)  # (n, n)
         if not np.any(np.abs(G) > 1e-12, axis=1)[1:].all():
             continue  # a row past the first with no gradient at all teaches nothing
         fallback = (A, G_A)
-        if _short(G):
+        if level not in SHORT_LEVELS or _short(G):
             break
     A, G_A = fallback if fallback is not None else (A, G_A)
     given = {"A": A, "G_A": G_A, "causal": causal}
-    return Draft(given=given, parts=reference_parts(given, ["G_scaled"], s.decimals), params={"n": n})
+    return Draft(given=given, parts=reference_parts(given, ["G_scaled"], s.decimals),
+                 params={"n": n, "scores_behind": scores_behind(A)})
+
+
+def prompt_keys(ex: Exercise) -> tuple[str, ...]:
+    """The prompt, and the scores A is the softmax of (variants before version 2 do not state them)."""
+    return ("kind.grad_softmax.prompt", *(("kind.grad_softmax.prompt_scores",) if "scores_behind" in ex.params else ()))
 
 
 def softmax_input(A: np.ndarray) -> np.ndarray:
-    """Scores whose row-wise softmax is A: Z = ln A (a zero weight: −∞, as a masked score)."""
+    """The scores the prompt states, whose row-wise softmax is A: Z = ln c for the whole counts c of
+    each row (A = c / rowsum(c)); a zero weight has c = 0, Z = −∞, a masked score."""
     with np.errstate(divide="ignore"):
-        return np.log(A)  # (n, n)
+        return np.log(softmax_counts(A).astype(float))  # (n, n)
 
 
 def loss_for(causal: bool):
@@ -89,7 +83,7 @@ def solve(ex) -> list:
     i = B.widest_row(A)
     cell = B.largest(np.where(A > 0, v["G_scaled"], 0.0), rows=[i])  # a visible key of that row
     point = {"Z": softmax_input(A), "G_A": v["G_A"]}
-    extra = [("Z_{ik}", "=", r"\ln A_{ik} \quad (\ln 0 = -\infty)")]
+    extra = [("Z_{ik}", "=", r"\ln c_{ik}, \quad A_{ik} = \frac{c_{ik}}{\sum_{k'} c_{ik'}} \quad (\ln 0 = -\infty)")]
     return B.assemble(ex, {"G_scaled": [B.jacobian(v, i, B.places_of(ex, "G_scaled"))]},
                       [B.check(ex, loss_for(bool(ex.given.get("causal", False))),
                                r"\sum_{i,k} A_{ik} (G_A)_{ik}, \quad A = \operatorname{softmax}(Z)", point, "Z", cell,

@@ -19,7 +19,7 @@ from .._shared.values import whole_values
 
 ID = "grad_value_proj"
 ORDER = 210
-VERSION = 1
+VERSION = 2  # 2: a square W_V is never symmetric (G_V W_V without the transpose would pass)
 LEVELS = (1, 2, 3)
 # every catalogued mistake that can apply to this kind's parts: the redraw keeps them apart
 GUARDS = ()
@@ -27,12 +27,21 @@ PARTS = ["G_W_V", "G_X_V"]
 SIZES = {1: (2, 2), 2: (3, 2), 3: (3, 2)}  # (d, d_v): the width of X and of V
 
 
+def _value_weights(rng: np.random.Generator, shape: tuple[int, int], values) -> np.ndarray:
+    """W_V, not symmetric when square: with W_V = W_Vᵀ, forgetting the transpose in G_V W_Vᵀ gives the
+    right answer and the step teaches nothing."""
+    while True:
+        W = nonzero_matrix(rng, shape, values)
+        if shape[0] != shape[1] or not np.array_equal(W, W.T):
+            return W
+
+
 def generate(rng: np.random.Generator, level: int) -> Draft:
     s = spec(level)
     n = choice(rng, s.n)
     d, d_v = SIZES[level]
     given = {"X": nonzero_matrix(rng, (n, d), s.values),  # (n, d)
-             "W_V": nonzero_matrix(rng, (d, d_v), whole_values(level)),  # (d, d_v)
+             "W_V": _value_weights(rng, (d, d_v), whole_values(level)),  # (d, d_v)
              "G_V": nonzero_matrix(rng, (n, d_v), whole_values(level))}  # (n, d_v)
     return Draft(given=given, parts=reference_parts(given, PARTS, s.decimals), params={"n": n, "d": d, "d_v": d_v})
 

@@ -13,13 +13,16 @@ from attention_core.ops import weighted_sum
 
 from ...draft import Draft, reference_parts
 from ...levels import spec
+from ...model import Exercise
 from ...numbers import choice, nonzero_matrix, simple_weights
 from .._shared.contract import Formula, HomeStage, SheetSection
 from .._shared.values import whole_values
+from .._shared.weights import scores_behind
 
 ID = "grad_weighted_sum"
 ORDER = 200
-VERSION = 2  # 2: the larger misconception catalog redraws variants where two mistakes look alike
+VERSION = 3  # 2: the larger misconception catalog redraws variants where two mistakes look alike; 3: A is a real
+# softmax (positive wherever the mask lets a key be seen), its scores stated
 LEVELS = (1, 2, 3)
 # every catalogued mistake that can apply to this kind's parts: the redraw keeps them apart
 GUARDS = ("grad_a_transposed", "grad_v_no_transpose", "grad_a_no_transpose")
@@ -33,7 +36,8 @@ def build(A, V, G_O, causal: bool = False, decimals: int = 2) -> Draft:
              "G_O": np.asarray(G_O, dtype=float),  # (n_q, d_v)
              "causal": bool(causal)}
     n, d_v = given["V"].shape
-    return Draft(given=given, parts=reference_parts(given, PARTS, decimals), params={"n": n, "d_v": d_v})
+    return Draft(given=given, parts=reference_parts(given, PARTS, decimals),
+                 params={"n": n, "d_v": d_v, "scores_behind": scores_behind(given["A"])})
 
 
 def generate(rng: np.random.Generator, level: int) -> Draft:
@@ -45,6 +49,12 @@ def generate(rng: np.random.Generator, level: int) -> Draft:
     V = nonzero_matrix(rng, (n, d_v), s.values)  # (n, d_v)
     G_O = nonzero_matrix(rng, (n, d_v), whole_values(level))  # (n, d_v), small integers
     return build(A, V, G_O, causal, s.decimals)
+
+
+def prompt_keys(ex: Exercise) -> tuple[str, ...]:
+    """The prompt, and the scores A is the softmax of (variants before version 3 do not state them)."""
+    return ("kind.grad_weighted_sum.prompt",
+            *(("kind.grad_weighted_sum.prompt_scores",) if "scores_behind" in ex.params else ()))
 
 
 def loss(p: dict[str, np.ndarray]) -> float:

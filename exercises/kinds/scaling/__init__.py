@@ -14,7 +14,7 @@ ORDER = 30
 VERSION = 1
 LEVELS = (1, 2, 3)
 # every catalogued mistake that can apply to this kind's parts: the redraw keeps them apart
-GUARDS = ("no_scaling", "scaled_by_dk")
+GUARDS = ("no_scaling", "scaled_by_dk", "scaled_times_sqrt_dk")
 SCORE_VALUES = {1: range(0, 7), 2: range(-4, 5), 3: np.arange(-6, 6.01, 0.5)}
 
 

@@ -6,12 +6,14 @@ import numpy as np
 
 from ...draft import Draft, reference_parts
 from ...levels import spec
+from ...model import Exercise
 from ...numbers import choice, nonzero_matrix, simple_weights
 from .._shared.contract import Formula, HomeStage, SheetSection
+from .._shared.weights import scores_behind
 
 ID = "weighted_sum"
 ORDER = 60
-VERSION = 1
+VERSION = 2  # 2: A is a real softmax (positive wherever the mask lets a key be seen), its scores stated
 LEVELS = (1, 2, 3)
 # every catalogued mistake that can apply to this kind's parts: the redraw keeps them apart
 GUARDS = ("weights_transposed",)
@@ -22,10 +24,15 @@ def generate(rng: np.random.Generator, level: int) -> Draft:
     n = choice(rng, s.n)
     d_v = 2 if level < 3 else choice(rng, (2, 3))
     causal = bool(rng.integers(2))
-    given = {"A": simple_weights(rng, n, s.denominators, causal=causal),  # (n, n), rows sum to 1
-             "V": nonzero_matrix(rng, (n, d_v), s.values),  # (n, d_v)
-             "causal": causal}
-    return Draft(given=given, parts=reference_parts(given, ["O"], s.decimals), params={"n": n, "d_v": d_v})
+    A = simple_weights(rng, n, s.denominators, causal=causal)  # (n, n), rows sum to 1
+    given = {"A": A, "V": nonzero_matrix(rng, (n, d_v), s.values), "causal": causal}  # V (n, d_v)
+    return Draft(given=given, parts=reference_parts(given, ["O"], s.decimals),
+                 params={"n": n, "d_v": d_v, "scores_behind": scores_behind(A)})
+
+
+def prompt_keys(ex: Exercise) -> tuple[str, ...]:
+    """The prompt, and the scores A is the softmax of (variants before version 2 do not state them)."""
+    return ("kind.weighted_sum.prompt", *(("kind.weighted_sum.prompt_scores",) if "scores_behind" in ex.params else ()))
 
 
 # ---------------------------------------------------------------- Home and the formula sheet

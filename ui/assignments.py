@@ -18,6 +18,7 @@ import streamlit as st
 import exercises
 from exercises import Exercise, Feedback
 from exercises.assignments import clean_student_name
+from exercises.escape import untrusted
 from exercises.i18n import plural
 from services import assignments as service
 from services import db, submissions
@@ -25,7 +26,7 @@ from services.assignments import MAX_COUNT, MAX_SEED, Assignment, AssignmentErro
 
 from . import aids as aids_ui
 from . import answer_grid, feedback, problem, solution
-from .i18n import lang, lang_key, render, tr
+from .i18n import lang, lang_key, render, tr, user_text
 
 MAX_ROWS = 8  # item rows in the builder
 CREATED = "assign.created"  # {code, title, key, assignment}: this session's new assignment; the key lives only here
@@ -80,7 +81,7 @@ def create(values: BuilderValues) -> None:
         created = service.create(values.title, values.items, values.seed, values.per_student,
                                  values.allow_solutions)
     except AssignmentError as err:
-        st.error(render(err.message), icon=":material/error:")
+        st.error(render(err.message, untrusted=True), icon=":material/error:")
         return
     except db.Unavailable:
         st.error(tr("assign.error.database"), icon=":material/cloud_off:")
@@ -101,7 +102,7 @@ def created_ui() -> None:
     if not created:
         return
     code = created["code"]
-    st.success(tr("assign.created", title=created["title"]), icon=":material/task_alt:")
+    st.success(tr("assign.created", title=untrusted(created["title"])), icon=":material/task_alt:")
     st.markdown(tr("assign.code_label"))
     st.code(code, language=None)
     st.markdown(tr("assign.link_label"))
@@ -125,7 +126,7 @@ def downloads_ui(a: Assignment) -> None:
         try:
             students = service.class_list(text or "")
         except AssignmentError as err:
-            st.error(render(err.message), icon=":material/error:")
+            st.error(render(err.message, untrusted=True), icon=":material/error:")
             return
         if not students:
             st.info(tr("assign.students_needed"), icon=":material/group:")
@@ -163,7 +164,7 @@ def load(code_text: str) -> Assignment | None:
     try:
         a = service.load(code_text)
     except service.MalformedCode:
-        st.error(tr("assign.error.code_malformed", code=code_text[:40]), icon=":material/link_off:")
+        st.error(tr("assign.error.code_malformed", code=untrusted(code_text[:40])), icon=":material/link_off:")
         return None
     except db.Unavailable:
         st.error(tr("assign.error.database"), icon=":material/cloud_off:")
@@ -183,7 +184,7 @@ def student_name_ui(a: Assignment) -> str | None:
     name = state.get(_key(a, "student"))
     if name is not None:
         left, right = st.columns([4, 1], vertical_alignment="center")
-        left.markdown(tr("assign.working_as", name=name))
+        left.markdown(tr("assign.working_as", name=untrusted(name)))
         if _key(a, "result") not in state and right.button(tr("assign.change_name"), key=_key(a, "rename")):
             del state[_key(a, "student")]
             state.pop(_key(a, "problems"), None)
@@ -197,7 +198,7 @@ def student_name_ui(a: Assignment) -> str | None:
         try:
             state[_key(a, "student")] = clean_student_name(text)
         except AssignmentError as err:
-            st.error(render(err.message), icon=":material/person_alert:")
+            st.error(render(err.message, untrusted=True), icon=":material/person_alert:")
             return None
         st.rerun()
     return None
@@ -309,7 +310,7 @@ def results_ui(a: Assignment, items: list[Exercise]) -> None:
 
 
 def student_ui(a: Assignment) -> None:
-    st.title(a.title)
+    st.title(user_text(a.title))
     st.caption(render(plural("assign.student_intro", a.item_count, code=a.code)))
     name = student_name_ui(a)
     if name is None:

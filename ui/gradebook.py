@@ -9,6 +9,7 @@ import pandas as pd
 import streamlit as st
 
 from exercises.assignments import slots
+from exercises.escape import csv, untrusted
 from exercises.i18n import plural
 from services import db
 from services import gradebook as service
@@ -66,7 +67,7 @@ def open_ui() -> tuple[str, str] | None:
         return None
     problem = service.check(code_text, key_text)
     if problem is not None:
-        st.error(render(problem), icon=":material/lock:")
+        st.error(render(problem, untrusted=True), icon=":material/lock:")
         return None
     state[AUTH] = service.credentials(code_text, key_text)
     st.rerun()
@@ -89,7 +90,7 @@ def show(code: str, key: str) -> None:
         return
     a = book.assignment
     left, right = st.columns([4, 1], vertical_alignment="center")
-    left.subheader(tr("gradebook.heading", title=a.title, code=a.code))
+    left.subheader(tr("gradebook.heading", title=untrusted(a.title), code=a.code))
     right.button(tr("gradebook.close"), on_click=close, key="gradebook.close", icon=":material/lock:")
     st.caption(tr("gradebook.summary", students=plural("gradebook.students", len(book.students)),
                   items=plural("gradebook.items", a.item_count),
@@ -100,7 +101,7 @@ def show(code: str, key: str) -> None:
     frame = table(book)
     percent = {c: st.column_config.NumberColumn(c, format="percent") for c in frame.columns[1:]}
     st.dataframe(frame, hide_index=True, column_config=percent)
-    st.download_button(tr("gradebook.csv"), data=service.csv_bytes(frame), file_name=f"gradebook-{a.code}.csv",
+    st.download_button(tr("gradebook.csv"), data=service.csv_bytes(frame.map(csv)), file_name=f"gradebook-{a.code}.csv",
                        mime="text/csv", icon=":material/download:", key="gradebook.csv", on_click="ignore")
     mistakes = mistakes_frame(book)
     if mistakes.empty:

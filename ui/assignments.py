@@ -21,7 +21,7 @@ from exercises.assignments import clean_student_name
 from exercises.escape import untrusted
 from exercises.i18n import plural
 from services import assignments as service
-from services import db, submissions
+from services import db, submissions, throttle
 from services.assignments import MAX_COUNT, MAX_SEED, Assignment, AssignmentError
 
 from . import aids as aids_ui
@@ -161,16 +161,24 @@ def open_code_ui() -> None:
 
 def load(code_text: str) -> Assignment | None:
     """The assignment behind ?assignment=…, or None after a clear message."""
+    tries = throttle.record_in(st.session_state, "assignments")  # throttled guesses (issue 18)
+    if throttle.GATE.remaining(tries) > 0:
+        st.error(tr("throttle.wait", seconds=throttle.GATE.remaining_text(tries)), icon=":material/timer:")
+        return None
     try:
         a = service.load(code_text)
     except service.MalformedCode:
+        throttle.GATE.failed(tries, attempt=code_text)
         st.error(tr("assign.error.code_malformed", code=untrusted(code_text[:40])), icon=":material/link_off:")
         return None
     except db.Unavailable:
         st.error(tr("assign.error.database"), icon=":material/cloud_off:")
         return None
     if a is None:
+        throttle.GATE.failed(tries, attempt=code_text)
         st.error(tr("assign.error.code_unknown", code=service.parse_code(code_text)), icon=":material/link_off:")
+    else:
+        throttle.GATE.succeeded(tries)
     return a
 
 

@@ -11,7 +11,7 @@ import streamlit as st
 from exercises.assignments import slots
 from exercises.escape import csv, untrusted
 from exercises.i18n import plural
-from services import db
+from services import db, throttle
 from services import gradebook as service
 from services.assignments import AccessDenied, Assignment, UnknownAssignment
 
@@ -65,10 +65,17 @@ def open_ui() -> tuple[str, str] | None:
         pressed = st.form_submit_button(tr("gradebook.open"), type="primary", icon=":material/lock_open:")
     if not pressed:
         return None
+    tries = throttle.record_in(state, "gradebook")  # throttled guesses (issue 18): refused while waiting
+    if throttle.GATE.remaining(tries) > 0:
+        st.error(tr("throttle.wait", seconds=throttle.GATE.remaining_text(tries)), icon=":material/timer:")
+        return None
     problem = service.check(code_text, key_text)
     if problem is not None:
+        if problem.key != "assign.error.database":
+            throttle.GATE.failed(tries)
         st.error(render(problem, untrusted=True), icon=":material/lock:")
         return None
+    throttle.GATE.succeeded(tries)
     state[AUTH] = service.credentials(code_text, key_text)
     st.rerun()
 

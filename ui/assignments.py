@@ -19,7 +19,8 @@ import exercises
 from exercises import Exercise, Feedback
 from exercises.assignments import clean_student_name
 from exercises.escape import untrusted
-from exercises.i18n import plural
+from exercises.i18n import msg, plural
+from exercises.parser import run_budget
 from services import assignments as service
 from services import db, submissions, throttle
 from services.assignments import MAX_COUNT, MAX_SEED, Assignment, AssignmentError
@@ -240,6 +241,9 @@ def _submit(a: Assignment, name: str, items: list[Exercise]) -> None:
     """Form callback: grade everything; store it all in one transaction, or say what to fix first."""
     state = st.session_state
     answers = {index: answer_grid.collect(ex, _prefix(a, index, ex)) for index, ex in enumerate(items)}
+    state[_key(a, "too_long")] = run_budget(answers)  # one run's answer text is capped (issue 18)
+    if state[_key(a, "too_long")] is not None:
+        return
     graded = submissions.grade_all(items, answers, allow_blank=bool(state.get(_key(a, "allow_blank"))))
     state[_key(a, "problems")] = graded.unreadable
     state[_key(a, "blank")] = graded.blank
@@ -266,6 +270,8 @@ def work_ui(a: Assignment, name: str, items: list[Exercise]) -> None:
         st.warning(tr("assign.blank_items", items=", ".join(str(i + 1) for i in blank)), icon=":material/help:")
     if state.get(_key(a, "save_failed")):
         st.error(tr("assign.error.save"), icon=":material/cloud_off:")
+    if state.get(_key(a, "too_long")) is not None:
+        st.error(render(msg("assign.error.too_long", reason=state[_key(a, "too_long")])), icon=":material/edit_note:")
     st.caption(tr("assign.before_submit"))
     with st.form(_key(a, "work"), border=False):
         for index, ex in enumerate(items):

@@ -258,11 +258,32 @@ def _normalised_within(text: str, limit: int, where: Msg, lone: bool = False) ->
     (NFKC writes some characters out: ﷺ becomes 18, so the limit is checked after it too)."""
     if len(text) > limit:
         raise AnswerError(msg("parse.too_long", where=where, length=len(text), limit=limit))
+    if not unicodedata.is_normalized("NFKC", text):  # (a fast test) some characters may be written out
+        at_least = _nfkc_length_at_least(text, limit)
+        if at_least > limit:
+            raise AnswerError(msg("parse.too_long_normalised", where=where, length=at_least, typed=len(text),
+                                  limit=limit))
     normalised = normalise(text, lone=lone)
     if len(normalised) > limit:
         raise AnswerError(msg("parse.too_long_normalised", where=where, length=len(normalised), typed=len(text),
                               limit=limit))
     return normalised
+
+
+_CHUNK = 64
+
+
+def _nfkc_length_at_least(text: str, limit: int) -> int:
+    """A lower bound of len(NFKC(text)), exact when it is at most `limit`, found chunk by chunk so
+    that a text far beyond the limit costs only its first chunks. Joining two chunks can compose at
+    most a few characters across their boundary (e + ◌́, Hangul jamo), hence the margin."""
+    total = 0
+    for start in range(0, len(text), _CHUNK):
+        total += len(unicodedata.normalize("NFKC", text[start:start + _CHUNK]))
+        margin = 3 * (start // _CHUNK)
+        if total - margin > limit:
+            return total - margin
+    return len(unicodedata.normalize("NFKC", text))
 
 
 def answer_chars(answer) -> int:

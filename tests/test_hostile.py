@@ -157,8 +157,8 @@ def test_a_hostile_title_and_student_name_are_shown_literally(db, hostile):
     assert_literal(book, hostile, echoed=len(hostile))
     names = book.dataframe[0].value.iloc[:, 0].tolist()
     assert hostile in names  # a table shows text as text
-    from ui.gradebook import table
     from services import gradebook as gb
+    from ui.gradebook import table
     frame = table(gb.load(code, created.teacher_key)).map(escape.csv)
     csv_text = gb.csv_bytes(frame).decode("utf-8-sig")
     assert "'=HYPERLINK" in csv_text and "\n=HYPERLINK" not in csv_text

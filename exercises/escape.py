@@ -24,13 +24,16 @@ from typing import Any
 
 from .i18n import Msg
 
-__all__ = ["Untrusted", "csv", "distrust", "escape_params", "html", "latex_text", "markdown", "typst", "untrusted"]
+__all__ = ["WORD_JOINER", "Untrusted", "csv", "distrust", "escape_params", "html", "latex_text", "markdown", "typst",
+           "untrusted"]
 
 CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")  # control characters other than tab and newline
 _LINE_BREAKS = re.compile(r"[\r\n\t\u2028\u2029\x85\x0b\x0c]+")
 _MD_PUNCTUATION = re.compile(r"([!-/:-@\[-`{-~])")  # every ASCII punctuation character (CommonMark escapes)
 _TEX = {"\\": r"\textbackslash{}", "{": r"\{", "}": r"\}", "$": r"\$", "&": r"\&", "#": r"\#",
         "^": r"\textasciicircum{}", "_": r"\_", "%": r"\%", "~": r"\textasciitilde{}"}
+WORD_JOINER = "\u2060"  # invisible, zero width: breaks what GFM would turn into a link by itself
+_AUTOLINK = re.compile(r"(?i)www|[:@]")  # https://…, www.…, a@b.c: GFM links them even when escaped
 _CSV_FORMULA = ("=", "+", "-", "@", "\t", "\r", "\n", "|")
 
 
@@ -50,8 +53,13 @@ def _one_line(text: Any) -> str:
 
 def markdown(text: Any) -> str:
     """`text` for any Streamlit element that renders Markdown: every ASCII punctuation character
-    backslash-escaped (no link, image, emphasis, HTML, $…$ maths or :directive[…]), on one line."""
-    return _MD_PUNCTUATION.sub(r"\\\1", _one_line(text))
+    backslash-escaped (no link, image, emphasis, HTML, $…$ maths or :directive[…]), on one line.
+
+    GFM also links a bare https://…, www.… or a@b.c, whose escapes it reads through: an invisible
+    word joiner before each ':' and '@' and after 'www' keeps them text (the reader sees no change)."""
+    text = _AUTOLINK.sub(lambda m: m.group() + WORD_JOINER if m.group().lower() == "www" else WORD_JOINER + m.group(),
+                         _one_line(text))
+    return _MD_PUNCTUATION.sub(r"\\\1", text)
 
 
 def latex_text(text: Any) -> str:

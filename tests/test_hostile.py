@@ -36,6 +36,8 @@ ACTIVE = ["](", "![", "$\\", "<img", ":red[", ":material/", "`code`", "~~c~~", "
 MARKDOWN_ELEMENTS = ("title", "header", "subheader", "markdown", "caption", "error", "warning", "info", "success",
                      "toast")
 _ESCAPE = re.compile(r"\\([!-/:-@\[-`{-~])")
+# GFM links these by itself, reading through backslash escapes: they must never be in the text read
+LINKIFIED = re.compile(r"(?i)https?://|www\.|\w@\w")
 
 
 def shown(at: AppTest) -> list[str]:
@@ -48,7 +50,7 @@ def shown(at: AppTest) -> list[str]:
 
 def unescaped(value: str) -> str:
     """What a reader sees of Markdown source: each backslash escape read as its character."""
-    return _ESCAPE.sub(r"\1", value)
+    return _ESCAPE.sub(r"\1", value).replace(escape.WORD_JOINER, "")
 
 
 def active(value: str) -> str:
@@ -64,6 +66,7 @@ def assert_literal(at: AppTest, hostile: str | None = None, echoed: int = 0) -> 
     for value in values:
         for piece in ACTIVE:
             assert piece not in active(value), f"{piece!r} unescaped in {value!r}"
+        assert not LINKIFIED.search(_ESCAPE.sub(r"\1", value)), f"a bare link in {value!r}"
     if hostile is not None and echoed:
         assert any(hostile[:echoed] in unescaped(v) for v in values), (hostile, values)
 
@@ -85,6 +88,7 @@ def test_markdown_escape_leaves_nothing_active_and_reads_back_as_typed(text):
     out = escape.markdown(text)
     for piece in ACTIVE:
         assert piece not in active(out)
+    assert not LINKIFIED.search(_ESCAPE.sub(r"\1", out))
     assert unescaped(out) == text
 
 

@@ -29,8 +29,10 @@ def assert_inert(app: StreamlitPage, hostile: str, fetched: list[str]) -> None:
     page = app.page
     assert page.locator('a[href^="https://evil.example"], a[href^="http://127.0.0.1:9"]').count() == 0
     assert page.locator('img[src*="127.0.0.1:9"]').count() == 0
-    assert page.locator(f"{MAIN} .katex").count() == 0
-    assert not [url for url in fetched if "127.0.0.1:9/" in url or "evil.example" in url]
+    # (a practice problem has its own formulas: only the boxes and headings that echo text are checked)
+    assert page.locator(f'{MAIN} [data-testid="stAlert"] .katex, {MAIN} h1 .katex').count() == 0
+    assert page.locator('[data-testid="stSidebar"] .katex').count() == 0
+    assert not [url for url in fetched if url.startswith(("http://127.0.0.1:9/", "https://evil.example"))]
     assert hostile[:40] in shown_text(page.locator(MAIN))
 
 

@@ -14,7 +14,7 @@ prefix = f"ans-{ex.id}"
 
 st.title(tr("practice.title"))
 for notice in st.session_state.get(ps.NOTICES, []):
-    st.warning(render(notice), icon=":material/link_off:")
+    st.warning(render(notice, untrusted=True), icon=":material/link_off:")
 
 left, right, button = st.columns([3, 1, 1], vertical_alignment="bottom")
 kinds = list(exercises.KINDS)

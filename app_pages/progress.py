@@ -3,6 +3,7 @@
 import streamlit as st
 
 import exercises
+from exercises.escape import untrusted
 from ui import pipeline_map as pm
 from ui import progress
 from ui.i18n import tr
@@ -12,13 +13,13 @@ name = progress.profile_input("progress.profile.page")
 attempts = progress.load(name)
 
 if not attempts:
-    st.info(tr("progress.empty", profile=name), icon=":material/hourglass_empty:")
+    st.info(tr("progress.empty", profile=untrusted(name)), icon=":material/hourglass_empty:")
     pm.practice_link(progress.suggest({}, list(exercises.KINDS)).kind, icon=":material/arrow_forward:",
                      label=tr("progress.start"))
     st.stop()
 
 table = progress.standings(attempts)
-st.caption(tr("progress.intro", profile=name))
+st.caption(tr("progress.intro", profile=untrusted(name)))
 totals = progress.totals(attempts)
 for column, (label, value) in zip(st.columns(4), [
         (tr("progress.metric.attempts"), str(totals.attempts)),

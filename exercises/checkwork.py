@@ -36,6 +36,8 @@ FROM_QKV: tuple[str, ...] = tuple(name for name in FORWARD if "X" in registry.ST
 FROM_X: tuple[str, ...] = tuple(dict.fromkeys(i for name in FROM_QKV for i in registry.STEP_BY_NAME[name].inputs))
 NEEDS_X: tuple[str, ...] = tuple(name for name in BACKWARD if set(FROM_X) & set(registry.STEP_BY_NAME[name].inputs))
 ORDER = [s.output for s in pipeline.STEPS]  # the pipeline's step order: forward, then backward
+MAX_SIZE = 8  # rows and columns of any matrix: the sizes a hand calculation has (n, d ≤ 8)
+MAX_BOXES = 40  # inputs and claimed steps read in one check
 
 
 @dataclass
@@ -239,8 +241,13 @@ def _likely_mistake(name: str, value: np.ndarray, base: dict[str, Any], toleranc
 
 def check_work(inputs: Mapping[str, Any], claimed: Mapping[str, Any] | None = None, causal: bool = False,
                decimals: int = 2) -> Report:
-    """Check the learner's claimed steps against their own inputs. Never raises on bad input."""
+    """Check the learner's claimed steps against their own inputs. Never raises on bad input.
+
+    Matrices beyond MAX_SIZE rows or columns are refused with a message before anything is computed."""
     report = Report(causal=bool(causal))
+    report.errors.extend(_over_budget(inputs, claimed or {}))
+    if report.errors:
+        return report
     given = _read_inputs(inputs, causal, report)
     if given is None:
         return report
@@ -298,6 +305,44 @@ def check_work(inputs: Mapping[str, Any], claimed: Mapping[str, Any] | None = No
             step.mistake = _likely_mistake(name, step.value, {**given, **earlier}, _tolerance(step.decimals))
         report.likely_mistake = report.steps[first].mistake
     return report
+
+
+def _shape_of(value: Any) -> tuple[int, int] | None:
+    """The (rows, columns) of a value given as numbers, read without converting it; None for text."""
+    if isinstance(value, str) or value is None:
+        return None
+    shape = getattr(value, "shape", None)
+    if shape is not None:  # an array: a row for 1-D, everything after the first axis as columns
+        dims = [int(x) for x in shape] or [1]
+        return (1, dims[0]) if len(dims) == 1 else (dims[0], int(np.prod(dims[1:])))
+    try:
+        rows = len(value)
+        first = value[0] if rows else ()
+    except (TypeError, KeyError, IndexError):
+        return None
+    if isinstance(first, (str, bytes)) or not hasattr(first, "__len__"):
+        return (1, rows)  # one row of numbers
+    return (rows, len(first))
+
+
+def _over_budget(inputs: Mapping[str, Any], claimed: Mapping[str, Any]) -> list[Msg]:
+    """The caps of one check: at most MAX_BOXES boxes, every matrix at most MAX_SIZE × MAX_SIZE."""
+    if len(inputs) + len(claimed) > MAX_BOXES:
+        return [msg("checkwork.too_many_inputs", limit=MAX_BOXES)]
+    problems = []
+    for name, value in [*inputs.items(), *claimed.items()]:
+        if _blank(value):
+            continue
+        shape = _shape_of(value)
+        if shape is None and isinstance(value, str) and name in FROM_X + FROM_QKV + ("G_O",):
+            try:  # an input as text: read it (the parser caps its length) to know its size
+                shape = read_matrix(str(name), value).shape
+            except AnswerError:
+                shape = None  # reported where the inputs are read
+        if shape is not None and max(shape) > MAX_SIZE:
+            problems.append(msg("checkwork.too_big", name=label(str(name)), rows=shape[0], cols=shape[1],
+                                limit=MAX_SIZE))
+    return problems
 
 
 def _redone(name: str, given: dict[str, Any], claims: dict[str, np.ndarray], decimals: int) -> list[np.ndarray]:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .escape import untrusted
 from .i18n import Msg, msg
 
 MAX_CELL_CHARS = 120  # one cell: room for e^2/(e^0+e^1+e^2) with spaces, no room for abuse
@@ -25,6 +26,9 @@ MAX_MATRIX_CHARS = 6000  # a pasted matrix
 MAX_DEPTH = 16  # nesting of parentheses, unary signs and powers
 MAX_MAGNITUDE = 1e12  # no hand calculation in this app comes near
 MAX_CELLS = 400
+# one run (an assignment's submit, a Check my work): the answer text of all its boxes together, as
+# typed. A 40-item assignment of 8×8 matrices written to 3 decimals is about 20 000 characters.
+MAX_RUN_CHARS = 60_000
 
 FUNCTIONS = {"exp": math.exp, "sqrt": math.sqrt, "ln": math.log, "log": math.log}
 CONSTANTS = {"e": math.e, "pi": math.pi, "π": math.pi, "inf": math.inf, "infinity": math.inf, "oo": math.inf}
@@ -88,7 +92,7 @@ def _tokenize(text: str, where: Msg) -> list[_Token]:
             continue
         m = _TOKEN.match(text, i)
         if not m:
-            raise AnswerError(msg("parse.bad_char", where=where, char=text[i], pos=i + 1), pos=i + 1)
+            raise AnswerError(msg("parse.bad_char", where=where, char=untrusted(text[i]), pos=i + 1), pos=i + 1)
         kind = m.lastgroup
         tokens.append(_Token(kind, m.group(kind), m.start(kind) + 1))
         i = m.end()
@@ -139,7 +143,8 @@ class _Parser:
         return tok
 
     def fail(self, key: str, tok: _Token, **params) -> AnswerError:
-        return AnswerError(msg(key, where=self.where, pos=tok.pos, **params), pos=tok.pos)
+        marked = {k: untrusted(v) if isinstance(v, str) else v for k, v in params.items()}  # the learner's text
+        return AnswerError(msg(key, where=self.where, pos=tok.pos, **marked), pos=tok.pos)
 
     def enter(self, tok: _Token) -> None:
         self.depth += 1
@@ -248,19 +253,71 @@ class _Parser:
         raise self.fail("parse.unexpected", tok, token=tok.text)
 
 
+def _normalised_within(text: str, limit: int, where: Msg, lone: bool = False) -> str:
+    """`text` normalised, when it has at most `limit` characters both as typed and once normalised
+    (NFKC writes some characters out: ﷺ becomes 18, so the limit is checked after it too)."""
+    if len(text) > limit:
+        raise AnswerError(msg("parse.too_long", where=where, length=len(text), limit=limit))
+    if not unicodedata.is_normalized("NFKC", text):  # (a fast test) some characters may be written out
+        at_least = _nfkc_length_at_least(text, limit)
+        if at_least > limit:
+            raise AnswerError(msg("parse.too_long_normalised", where=where, length=at_least, typed=len(text),
+                                  limit=limit))
+    normalised = normalise(text, lone=lone)
+    if len(normalised) > limit:
+        raise AnswerError(msg("parse.too_long_normalised", where=where, length=len(normalised), typed=len(text),
+                              limit=limit))
+    return normalised
+
+
+_CHUNK = 64
+
+
+def _nfkc_length_at_least(text: str, limit: int) -> int:
+    """A lower bound of len(NFKC(text)), exact when it is at most `limit`, found chunk by chunk so
+    that a text far beyond the limit costs only its first chunks. Joining two chunks can compose at
+    most a few characters across their boundary (e + ◌́, Hangul jamo), hence the margin."""
+    total = 0
+    for start in range(0, len(text), _CHUNK):
+        total += len(unicodedata.normalize("NFKC", text[start:start + _CHUNK]))
+        margin = 3 * (start // _CHUNK)
+        if total - margin > limit:
+            return total - margin
+    return len(unicodedata.normalize("NFKC", text))
+
+
+def answer_chars(answer) -> int:
+    """The characters of an answer as typed: a text, a grid of cell texts, or {part: either}."""
+    if answer is None:
+        return 0
+    if isinstance(answer, str):
+        return len(answer)
+    if isinstance(answer, dict):
+        return sum(answer_chars(v) for v in answer.values())
+    if isinstance(answer, (list, tuple)):
+        return sum(answer_chars(v) for v in answer)
+    return 0
+
+
+def run_budget(answers) -> Msg | None:
+    """What is wrong with the answers of one run (every box of a submit) taken together: a message
+    when their text exceeds MAX_RUN_CHARS, else None. Checked before anything is parsed."""
+    total = answer_chars(answers)
+    if total > MAX_RUN_CHARS:
+        return msg("parse.run_too_long", length=total, limit=MAX_RUN_CHARS)
+    return None
+
+
 def parse_number(text: str, where: Msg | None = None) -> float:
     """One cell's text → float (−inf allowed). Raises AnswerError naming `where` and the character."""
     where = where or msg("where.answer")
     if text is None or not str(text).strip():
         raise AnswerError(msg("parse.empty", where=where))
-    text = str(text)
-    if len(text) > MAX_CELL_CHARS:
-        raise AnswerError(msg("parse.too_long", where=where, length=len(text), limit=MAX_CELL_CHARS))
-    text = normalise(text, lone=True)
+    text = _normalised_within(str(text), MAX_CELL_CHARS, where, lone=True)
     comma = _GLUED_COMMA.search(text)
     if comma is not None:  # 1,5+1 or e^0,5: a decimal comma where only a lone number may have one
-        raise AnswerError(msg("parse.decimal_comma", where=where, cell=text.strip(),
-                              fixed=_GLUED_COMMA.sub(".", text).strip()), pos=comma.start() + 1)
+        raise AnswerError(msg("parse.decimal_comma", where=where, cell=untrusted(text.strip()),
+                              fixed=untrusted(_GLUED_COMMA.sub(".", text).strip())), pos=comma.start() + 1)
     tokens = _tokenize(text, where)
     _refuse_ambiguous_e(tokens, where)
     value = _Parser(tokens, where).parse()
@@ -329,7 +386,8 @@ def _refuse_decimal_comma(row: str, r: int) -> None:
         return
     c, cell = next((c, cell) for c, cell in enumerate(cells, start=1) if _MARK in cell)
     raise AnswerError(msg("parse.decimal_comma", where=msg("where.cell", row=r, col=c),
-                          cell=cell.replace(_MARK, ","), fixed=cell.replace(_MARK, ".")), row=r, col=c)
+                          cell=untrusted(cell.replace(_MARK, ",")), fixed=untrusted(cell.replace(_MARK, "."))),
+                      row=r, col=c)
 
 
 def _rows_of(text: str, where: Msg) -> list[str]:
@@ -368,19 +426,19 @@ def parse_answer(text: str, where: Msg | None = None) -> np.ndarray:
     if text is None or not str(text).strip():
         raise AnswerError(msg("parse.empty", where=where))
     text = str(text)
-    if len(text) > MAX_MATRIX_CHARS:
-        raise AnswerError(msg("parse.too_long", where=where, length=len(text), limit=MAX_MATRIX_CHARS))
-    if _LONE_COMMA_NUMBER.match(normalise(text)):
+    normalised = _normalised_within(text, MAX_MATRIX_CHARS, where)
+    if _LONE_COMMA_NUMBER.match(normalised):
         return np.array([[parse_number(text, where)]])
-    row_texts = [r.strip() for r in _rows_of(normalise(text), where)]
+    row_texts = [r.strip() for r in _rows_of(normalised, where)]
     for r, row in enumerate((row for row in row_texts if row), start=1):
         _refuse_decimal_comma(row, r)
     rows = [_split_cells(row) for row in row_texts]
     rows = [r for r in rows if r and any(c for c in r)]
     if not rows:
         raise AnswerError(msg("parse.no_rows", where=where))
-    if sum(len(r) for r in rows) > MAX_CELLS:
-        raise AnswerError(msg("parse.too_long", where=where, length=len(text), limit=MAX_MATRIX_CHARS))
+    cells = sum(len(r) for r in rows)
+    if cells > MAX_CELLS:
+        raise AnswerError(msg("parse.too_many_cells", where=where, cells=cells, limit=MAX_CELLS))
     for r, row in enumerate(rows, start=1):
         if len(row) != len(rows[0]):
             raise AnswerError(msg("parse.ragged", row=r, got=len(row), expected=len(rows[0])), row=r)

@@ -17,6 +17,7 @@ from sqlalchemy.engine import Engine
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_SQLITE_PATH = ROOT / "data" / "attention.sqlite3"
 BUSY_TIMEOUT_S = 30.0
+CONNECT_TIMEOUT_S = 5  # PostgreSQL: an unreachable server is a clear message after this, not a hang
 
 metadata = sa.MetaData()
 _ID = sa.BigInteger().with_variant(sa.Integer, "sqlite")  # SQLite autoincrements INTEGER PRIMARY KEY only
@@ -113,7 +114,8 @@ def open_engine(url: str | None = None) -> Engine:
     if parsed.get_backend_name() == "sqlite":
         engine = _sqlite_engine(parsed)
     else:
-        engine = sa.create_engine(parsed, pool_pre_ping=True, pool_size=5, max_overflow=10)
+        connect_args = {} if "connect_timeout" in parsed.query else {"connect_timeout": CONNECT_TIMEOUT_S}
+        engine = sa.create_engine(parsed, pool_pre_ping=True, pool_size=5, max_overflow=10, connect_args=connect_args)
     try:
         metadata.create_all(engine)
     except (sa.exc.IntegrityError, sa.exc.ProgrammingError, sa.exc.OperationalError):

@@ -18,14 +18,16 @@ import streamlit as st
 import exercises
 from exercises import Exercise, Feedback
 from exercises.assignments import clean_student_name
-from exercises.i18n import plural
+from exercises.escape import untrusted
+from exercises.i18n import msg, plural
+from exercises.parser import run_budget
 from services import assignments as service
-from services import db, submissions
+from services import db, submissions, throttle
 from services.assignments import MAX_COUNT, MAX_SEED, Assignment, AssignmentError
 
 from . import aids as aids_ui
 from . import answer_grid, feedback, problem, solution
-from .i18n import lang, lang_key, render, tr
+from .i18n import lang, lang_key, render, tr, user_text
 
 MAX_ROWS = 8  # item rows in the builder
 CREATED = "assign.created"  # {code, title, key, assignment}: this session's new assignment; the key lives only here
@@ -80,7 +82,7 @@ def create(values: BuilderValues) -> None:
         created = service.create(values.title, values.items, values.seed, values.per_student,
                                  values.allow_solutions)
     except AssignmentError as err:
-        st.error(render(err.message), icon=":material/error:")
+        st.error(render(err.message, untrusted=True), icon=":material/error:")
         return
     except db.Unavailable:
         st.error(tr("assign.error.database"), icon=":material/cloud_off:")
@@ -101,7 +103,7 @@ def created_ui() -> None:
     if not created:
         return
     code = created["code"]
-    st.success(tr("assign.created", title=created["title"]), icon=":material/task_alt:")
+    st.success(tr("assign.created", title=untrusted(created["title"])), icon=":material/task_alt:")
     st.markdown(tr("assign.code_label"))
     st.code(code, language=None)
     st.markdown(tr("assign.link_label"))
@@ -125,7 +127,7 @@ def downloads_ui(a: Assignment) -> None:
         try:
             students = service.class_list(text or "")
         except AssignmentError as err:
-            st.error(render(err.message), icon=":material/error:")
+            st.error(render(err.message, untrusted=True), icon=":material/error:")
             return
         if not students:
             st.info(tr("assign.students_needed"), icon=":material/group:")
@@ -160,16 +162,24 @@ def open_code_ui() -> None:
 
 def load(code_text: str) -> Assignment | None:
     """The assignment behind ?assignment=…, or None after a clear message."""
+    tries = throttle.record_in(st.session_state, "assignments")  # throttled guesses (issue 18)
+    if throttle.GATE.remaining(tries) > 0:
+        st.error(tr("throttle.wait", seconds=throttle.GATE.remaining_text(tries)), icon=":material/timer:")
+        return None
     try:
         a = service.load(code_text)
     except service.MalformedCode:
-        st.error(tr("assign.error.code_malformed", code=code_text[:40]), icon=":material/link_off:")
+        throttle.GATE.failed(tries, attempt=code_text)
+        st.error(tr("assign.error.code_malformed", code=untrusted(code_text[:40])), icon=":material/link_off:")
         return None
     except db.Unavailable:
         st.error(tr("assign.error.database"), icon=":material/cloud_off:")
         return None
     if a is None:
+        throttle.GATE.failed(tries, attempt=code_text)
         st.error(tr("assign.error.code_unknown", code=service.parse_code(code_text)), icon=":material/link_off:")
+    else:
+        throttle.GATE.succeeded(tries)
     return a
 
 
@@ -183,7 +193,7 @@ def student_name_ui(a: Assignment) -> str | None:
     name = state.get(_key(a, "student"))
     if name is not None:
         left, right = st.columns([4, 1], vertical_alignment="center")
-        left.markdown(tr("assign.working_as", name=name))
+        left.markdown(tr("assign.working_as", name=untrusted(name)))
         if _key(a, "result") not in state and right.button(tr("assign.change_name"), key=_key(a, "rename")):
             del state[_key(a, "student")]
             state.pop(_key(a, "problems"), None)
@@ -197,7 +207,7 @@ def student_name_ui(a: Assignment) -> str | None:
         try:
             state[_key(a, "student")] = clean_student_name(text)
         except AssignmentError as err:
-            st.error(render(err.message), icon=":material/person_alert:")
+            st.error(render(err.message, untrusted=True), icon=":material/person_alert:")
             return None
         st.rerun()
     return None
@@ -231,6 +241,9 @@ def _submit(a: Assignment, name: str, items: list[Exercise]) -> None:
     """Form callback: grade everything; store it all in one transaction, or say what to fix first."""
     state = st.session_state
     answers = {index: answer_grid.collect(ex, _prefix(a, index, ex)) for index, ex in enumerate(items)}
+    state[_key(a, "too_long")] = run_budget(answers)  # one run's answer text is capped (issue 18)
+    if state[_key(a, "too_long")] is not None:
+        return
     graded = submissions.grade_all(items, answers, allow_blank=bool(state.get(_key(a, "allow_blank"))))
     state[_key(a, "problems")] = graded.unreadable
     state[_key(a, "blank")] = graded.blank
@@ -257,6 +270,8 @@ def work_ui(a: Assignment, name: str, items: list[Exercise]) -> None:
         st.warning(tr("assign.blank_items", items=", ".join(str(i + 1) for i in blank)), icon=":material/help:")
     if state.get(_key(a, "save_failed")):
         st.error(tr("assign.error.save"), icon=":material/cloud_off:")
+    if state.get(_key(a, "too_long")) is not None:
+        st.error(render(msg("assign.error.too_long", reason=state[_key(a, "too_long")])), icon=":material/edit_note:")
     st.caption(tr("assign.before_submit"))
     with st.form(_key(a, "work"), border=False):
         for index, ex in enumerate(items):
@@ -309,7 +324,7 @@ def results_ui(a: Assignment, items: list[Exercise]) -> None:
 
 
 def student_ui(a: Assignment) -> None:
-    st.title(a.title)
+    st.title(user_text(a.title))
     st.caption(render(plural("assign.student_intro", a.item_count, code=a.code)))
     name = student_name_ui(a)
     if name is None:

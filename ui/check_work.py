@@ -16,6 +16,7 @@ import exercises
 from exercises.checkwork import BACKWARD, FORWARD, FROM_QKV, FROM_X, NEEDS_X, Report, StepCheck
 from exercises.i18n import plural
 from exercises.numbers import decimals_for
+from exercises.parser import MAX_MATRIX_CHARS, run_budget
 
 from .i18n import lang_key, render, tr
 
@@ -70,7 +71,8 @@ AREA_HEIGHT = 120  # px: three rows of a matrix (or the three-line placeholder) 
 
 
 def _matrix_area(name: str, key: str, height: int = AREA_HEIGHT) -> None:
-    st.text_area(tr(f"part.{name}"), key=key, height=height, placeholder=tr("checkwork.page.placeholder"))
+    st.text_area(tr(f"part.{name}"), key=key, height=height, placeholder=tr("checkwork.page.placeholder"),
+                 max_chars=MAX_MATRIX_CHARS)
 
 
 def _on_mode(widget: str) -> None:
@@ -114,7 +116,12 @@ def claims_ui(mode: str) -> dict[str, str]:
 
 
 def run(inputs: dict[str, str], claimed: dict[str, str], causal: bool) -> Report:
+    """The report (matrices beyond the library's MAX_SIZE, or more text than one run's budget, are
+    refused with a message before anything is computed or drawn)."""
     g_o = st.session_state.get(input_key("G_O"), "")
+    too_long = run_budget([inputs, claimed, g_o])
+    if too_long is not None:
+        return Report(errors=[too_long], causal=causal)
     return exercises.check_work({**inputs, "G_O": g_o}, claimed, causal=causal)
 
 

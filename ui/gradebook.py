@@ -9,8 +9,9 @@ import pandas as pd
 import streamlit as st
 
 from exercises.assignments import slots
+from exercises.escape import csv, untrusted
 from exercises.i18n import plural
-from services import db
+from services import db, throttle
 from services import gradebook as service
 from services.assignments import AccessDenied, Assignment, UnknownAssignment
 
@@ -64,10 +65,17 @@ def open_ui() -> tuple[str, str] | None:
         pressed = st.form_submit_button(tr("gradebook.open"), type="primary", icon=":material/lock_open:")
     if not pressed:
         return None
+    tries = throttle.record_in(state, "gradebook")  # throttled guesses (issue 18): refused while waiting
+    if throttle.GATE.remaining(tries) > 0:
+        st.error(tr("throttle.wait", seconds=throttle.GATE.remaining_text(tries)), icon=":material/timer:")
+        return None
     problem = service.check(code_text, key_text)
     if problem is not None:
-        st.error(render(problem), icon=":material/lock:")
+        if problem.key != "assign.error.database":
+            throttle.GATE.failed(tries)
+        st.error(render(problem, untrusted=True), icon=":material/lock:")
         return None
+    throttle.GATE.succeeded(tries)
     state[AUTH] = service.credentials(code_text, key_text)
     st.rerun()
 
@@ -89,7 +97,7 @@ def show(code: str, key: str) -> None:
         return
     a = book.assignment
     left, right = st.columns([4, 1], vertical_alignment="center")
-    left.subheader(tr("gradebook.heading", title=a.title, code=a.code))
+    left.subheader(tr("gradebook.heading", title=untrusted(a.title), code=a.code))
     right.button(tr("gradebook.close"), on_click=close, key="gradebook.close", icon=":material/lock:")
     st.caption(tr("gradebook.summary", students=plural("gradebook.students", len(book.students)),
                   items=plural("gradebook.items", a.item_count),
@@ -100,7 +108,7 @@ def show(code: str, key: str) -> None:
     frame = table(book)
     percent = {c: st.column_config.NumberColumn(c, format="percent") for c in frame.columns[1:]}
     st.dataframe(frame, hide_index=True, column_config=percent)
-    st.download_button(tr("gradebook.csv"), data=service.csv_bytes(frame), file_name=f"gradebook-{a.code}.csv",
+    st.download_button(tr("gradebook.csv"), data=service.csv_bytes(frame.map(csv)), file_name=f"gradebook-{a.code}.csv",
                        mime="text/csv", icon=":material/download:", key="gradebook.csv", on_click="ignore")
     mistakes = mistakes_frame(book)
     if mistakes.empty:

@@ -14,7 +14,8 @@ from typing import Any
 
 import streamlit as st
 
-from exercises.i18n import DEFAULT_LANG, Msg, languages, t
+from exercises import escape
+from exercises.i18n import DEFAULT_LANG, Msg, languages
 
 LANG_KEY = "lang"
 URL_PARAM = "lang"
@@ -27,15 +28,24 @@ def lang() -> str:
 
 
 def tr(key: str, **params: Any) -> str:
-    """The message `key` in the learner's language."""
-    return t(key, lang(), **params)
+    """The message `key` in the learner's language, for an element that renders Markdown: a
+    parameter marked escape.untrusted (text from a user, a URL, the database) shows literally."""
+    return escape.escape_params(Msg(key, params)).render(lang())
 
 
-def render(message: Msg | str | None) -> str:
-    """A Msg (or plain text) in the learner's language."""
+def render(message: Msg | str | None, untrusted: bool = False) -> str:
+    """A Msg (or plain text) in the learner's language, its untrusted parameters escaped for Markdown
+    (untrusted=True: every text parameter, for a message whose texts are all data, such as a URL's)."""
     if message is None:
         return ""
-    return message.render(lang()) if isinstance(message, Msg) else str(message)
+    if isinstance(message, Msg):
+        return escape.escape_params(escape.distrust(message) if untrusted else message).render(lang())
+    return escape.markdown(message) if isinstance(message, escape.Untrusted) else str(message)
+
+
+def user_text(text: Any) -> str:
+    """Text from a user, a URL or the database, for an element that renders Markdown (st.title …)."""
+    return escape.markdown(text)
 
 
 def available() -> list[str]:

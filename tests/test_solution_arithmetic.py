@@ -214,3 +214,16 @@ def test_answer_key_never_gives_a_fraction_instead_of_decimals(kind):
                         if token[0] == "decfrac":
                             value = Fraction(int(token[3]), int(token[4])) * (-1 if token[2] else 1)
                             assert float(value) == pytest.approx(x)
+
+
+def test_answer_key_lines_render_in_katex():
+    """The key's value lines (decimals with their fraction beside) render in KaTeX, like every solution string."""
+    from tests.test_katex import katex_errors
+
+    items = []
+    for kind in sorted(engine.KINDS):
+        for level in engine.KINDS[kind].LEVELS:
+            ex = exercises.generate(kind, 0, level)
+            items += [(f"{ex.id} {part.name}", line) for part, line in _key_cells(ex)]
+    errors, _ = katex_errors(items)
+    assert not errors, errors[:3]

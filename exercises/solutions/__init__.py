@@ -3,6 +3,7 @@
     steps = solve(ex)              # [Step] in order, from what is given to what is asked
     step.display(exact=True)       # the step in LaTeX: formula, numbers substituted, result
     step.cell(i, j)                # CellDerivation: how that one cell is computed
+    step.cell(i, j).substitutions  # its substituted lines as data (Substitution: shown Numbers, form, result)
     aids(ex)                       # eˣ table, √d_k, shapes of the given matrices
 
 The numbers shown are the reference values the grader uses: a part's own reference, and for the
@@ -14,6 +15,12 @@ A kind module may define its own ``solve(ex) -> list[Step]`` (and ``aids(ex) -> 
 then uses it. Such a kind builds its steps with ``pipeline_steps`` (the walk over the step registry,
 for any given values and target names) and ``make_step`` (a step for any matrix with its formula and
 a cell derivation), and its LaTeX with exercises.latex.
+
+Rounding (DESIGN §4, "round what you write, then compute"): a line that substitutes rounded numbers
+(an earlier value as a learner writes it) shows what those numbers give, half up to the step's
+decimals, and, where that differs from the exact value's rounding, the exact value beside it in
+brackets (``worked_chain``). The LaTeX of such a line is rendered from its Substitution record, so
+tests/test_solution_arithmetic.py can recompute every line.
 
 The package, by job: records (Step, CellDerivation), exact (exact arithmetic and agreement with the
 references), context (what the builders read), builders (one per kind of registry step), walk

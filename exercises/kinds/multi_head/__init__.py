@@ -175,7 +175,8 @@ def chain(ex: Exercise, values: dict[str, np.ndarray], rounding: int | None) -> 
     if "concat" not in env:
         env["concat"] = np.concatenate([env[f"O{i}"] for i in range(1, h + 1)], axis=1)  # (n, h·d_v)
     if "W_O" in ex.given and "out" not in env:
-        env["out"] = round_half_up(env["concat"] @ ex.given["W_O"], rounding)  # (n, d)
+        with np.errstate(invalid="ignore", over="ignore"):  # a learner's ∞ or huge entries
+            env["out"] = round_half_up(env["concat"] @ ex.given["W_O"], rounding)  # (n, d)
     return env
 
 
@@ -245,12 +246,13 @@ def _out_step(ex: Exercise, concat: solutions.Step) -> solutions.Step:
 
 
 def _shown(step: solutions.Step, i: int, j: int) -> solutions.Number:
-    """A cell of an earlier step as a learner carries it: exact where short, else as written (rounded)."""
-    exact = step.exact_cells[i][j]
-    if exact is not None:
-        return solutions.number(exact, float(step.value[i, j]))
+    """A cell of an earlier part as a learner carries it: as written to the part's decimals (a whole
+    number stays whole; 2/3 is carried as 0.67)."""
     text = step.decimals[i][j]
-    return solutions.number(text, None, not L.is_exact_decimal(text, step.value[i, j]))
+    x = float(step.value[i, j])
+    if float(x).is_integer():
+        return solutions.number(str(int(x)))
+    return solutions.number(text, None, not L.is_exact_decimal(text, x))
 
 
 def aids(ex: Exercise) -> solutions.Aids:

@@ -213,4 +213,4 @@ def test_the_page_never_shows_100_percent_beside_not_right_yet():
     assert feedback.score_text(fb) == "100%"
     almost = grading.Feedback(parts=fb.parts, score=0.996, correct=False)
     assert feedback.score_text(almost) == "99%"
-    assert feedback.score_text(grading.Feedback(parts={}, score=0.5, correct=False)) == "50%"
+    assert feedback.score_text(grading.Feedback(parts={}, score=2 / 3, correct=False)) == "67%"  # as before

@@ -62,15 +62,20 @@ def round_half_up(values, places: int | None):
     """`values` (a number or an array) rounded to `places` decimals the way a person rounds on paper:
     decimal half-up, away from zero (0.125 → 0.13, −0.125 → −0.13, not numpy's half-to-even), read from
     the shortest decimal that prints the float (so 1.005 → 1.01). ±∞ and NaN stay; None leaves the
-    values as they are. Returns a float array (a 0-d one for a number)."""
+    values as they are. Returns a float array (a numpy float for a number)."""
     array = np.asarray(values, dtype=float)
     if places is None:
         return array
-    quantum = Decimal(1).scaleb(-int(places))
-
-    def one(x: float) -> float:
-        if not np.isfinite(x):
-            return x
-        return float(Decimal(repr(float(x))).quantize(quantum, rounding=ROUND_HALF_UP))
-
-    return np.vectorize(one, otypes=[float])(array) if array.size else array.copy()
+    scale = 10.0 ** int(places)
+    with np.errstate(invalid="ignore", over="ignore"):
+        scaled = np.abs(array) * scale
+        result = np.sign(array) * np.floor(scaled + 0.5) / scale  # exact integer / 10^d: the nearest float
+        near_half = np.isfinite(scaled) & (np.abs(scaled - np.floor(scaled) - 0.5) < 1e-6)
+    # ±∞ and NaN stay, and so does a value too large to have digits at these places
+    result = np.where(np.isfinite(array) & (scaled < 2.0**52), result, array)
+    if near_half.any():  # a cell on (or a float's breadth from) a half: decide it in decimal
+        quantum = Decimal(1).scaleb(-int(places))
+        flat, ties = result.reshape(-1), array.reshape(-1)
+        for k in np.flatnonzero(near_half.reshape(-1)):
+            flat[k] = float(Decimal(repr(float(ties[k]))).quantize(quantum, rounding=ROUND_HALF_UP))
+    return result + 0.0  # no −0.0

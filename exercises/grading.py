@@ -2,7 +2,10 @@
 
 A format error (unreadable text, wrong shape) is not a wrong answer: nothing is graded and no
 attempt is spent. A number is right when it is within 0.51 × 10^-d of the reference, d being the
-part's decimals; integer parts are exact; −∞ matches only −∞.
+part's decimals; integer parts are exact; −∞ matches only −∞. Round what you write, then compute
+(DESIGN §4): a cell is also right when it follows from the learner's earlier right parts as written
+(through the kind's `chain`, unasked values exact or rounded half-up); "consistent" is only for cells
+that follow from an earlier value that was not right.
 """
 
 from __future__ import annotations

@@ -88,13 +88,32 @@ def decimal_half_up(x, places: int) -> Decimal:
 
 
 def round_half_up(values, places: int | None):
-    """`values` rounded the way a person rounds on paper (decimal_half_up), DESIGN §4: a number gives
-    a float, anything else a float array. ±∞ and NaN stay; places=None leaves the values as they are."""
-    if isinstance(values, (int, float, Fraction, np.integer, np.floating)) and not isinstance(values, bool):
-        if places is None or not np.isfinite(float(values)):
-            return float(values)
-        return float(decimal_half_up(values, places))
+    """`values` rounded the way a person rounds on paper, DESIGN §4: decimal half-up, away from zero
+    (0.125 → 0.13, −0.125 → −0.13, not numpy's half-to-even), read from the shortest decimal that
+    prints the float (1.005 → 1.01). A number (int, float, Fraction) gives a float, anything else a
+    float array. ±∞ and NaN stay; places=None leaves the values as they are."""
+    if isinstance(values, Fraction):
+        return float(values) if places is None else float(decimal_half_up(values, places))
+    scalar = isinstance(values, (int, float, np.integer, np.floating)) and not isinstance(values, bool)
+    result = _round_half_up_array(values, places)
+    return float(result) if scalar else result
+
+
+def _round_half_up_array(values, places: int | None) -> np.ndarray:
+    """round_half_up for an array: numpy for most cells, decimal for the ones at a half."""
     array = np.asarray(values, dtype=float)
-    if places is None or array.size == 0:
-        return array.copy()
-    return np.vectorize(lambda x: float(decimal_half_up(x, places)) if np.isfinite(x) else x, otypes=[float])(array)
+    if places is None:
+        return array
+    scale = 10.0 ** int(places)
+    with np.errstate(invalid="ignore", over="ignore"):
+        scaled = np.abs(array) * scale
+        result = np.sign(array) * np.floor(scaled + 0.5) / scale  # exact integer / 10^d: the nearest float
+        near_half = np.isfinite(scaled) & (np.abs(scaled - np.floor(scaled) - 0.5) < 1e-6)
+    # ±∞ and NaN stay, and so does a value too large to have digits at these places
+    result = np.where(np.isfinite(array) & (scaled < 2.0**52), result, array)
+    if near_half.any():  # a cell on (or a float's breadth from) a half: decide it in decimal
+        quantum = Decimal(1).scaleb(-int(places))
+        flat, ties = result.reshape(-1), array.reshape(-1)
+        for k in np.flatnonzero(near_half.reshape(-1)):
+            flat[k] = float(Decimal(repr(float(ties[k]))).quantize(quantum, rounding=ROUND_HALF_UP))
+    return result + 0.0  # no −0.0

@@ -88,6 +88,13 @@ def test_round_half_up_is_decimal_half_up():
     assert round_half_up(2.5, 0) == 3.0 and round_half_up(1.005, 2) == 1.01  # numpy gives 2.0 and 1.0
     assert round_half_up([[-np.inf, 0.005]], 2).tolist() == [[-np.inf, 0.01]]
     assert round_half_up(1.23456, None) == 1.23456
+    from decimal import ROUND_HALF_UP, Decimal
+
+    rng = np.random.default_rng(7)
+    xs = np.concatenate([rng.normal(0, 3, 2000), np.round(rng.normal(0, 3, 2000), 3)])  # many exact halves
+    for d in (0, 1, 2, 3):
+        by_hand = [float(Decimal(repr(float(x))).quantize(Decimal(1).scaleb(-d), rounding=ROUND_HALF_UP)) for x in xs]
+        assert round_half_up(xs, d).tolist() == by_hand
 
 
 def test_attention_level_1_seed_0_O_from_rounded_A_is_right():
@@ -213,4 +220,4 @@ def test_the_page_never_shows_100_percent_beside_not_right_yet():
     assert feedback.score_text(fb) == "100%"
     almost = grading.Feedback(parts=fb.parts, score=0.996, correct=False)
     assert feedback.score_text(almost) == "99%"
-    assert feedback.score_text(grading.Feedback(parts={}, score=0.5, correct=False)) == "50%"
+    assert feedback.score_text(grading.Feedback(parts={}, score=2 / 3, correct=False)) == "67%"  # as before

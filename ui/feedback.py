@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import math
-
 import streamlit as st
 
 from exercises import Feedback
@@ -30,10 +28,12 @@ def show(fb: Feedback) -> None:
 
 def score_text(fb: Feedback) -> str:
     """The score as a whole percent, from fb.score and fb.correct (the cells' own summary): 100% only
-    when every cell is right; otherwise rounded down, so "not right yet" never sits beside 100%."""
+    when every cell is right; a not-right score that would round to 100% shows 99%, so "not right
+    yet" never sits beside 100%."""
     if fb.correct:
         return "100%"
-    return f"{min(math.floor(fb.score * 100), 99)}%"
+    text = f"{fb.score:.0%}"
+    return "99%" if text == "100%" else text
 
 
 def _mistakes(fb: Feedback) -> list[tuple[str, str]]:

@@ -10,7 +10,9 @@ discovery into a `Kind` (so no caller looks a hook up by name):
     GUARDS: tuple      the catalogued mistakes its redraw keeps apart from the answer (and each other)
     generate(rng, level) -> Draft
     optional: solve(ex), aids(ex), diagnose(ex, part, value), explain(ex, part, value), hints(ex),
-              prompt_keys(ex) -> the catalog keys of its prompt, HOME (a HomeStage), SHEET (a SheetSection)
+              prompt_keys(ex) -> the catalog keys of its prompt, HOME (a HomeStage), SHEET (a SheetSection),
+              operations(ex) -> an exercises.budget.Operations (the hand work of a kind the pipeline
+              does not run; by default exercises.budget counts it from the step registry)
 
 Its texts are in ``locales/<lang>.json`` beside it (exercises.i18n merges them). Folders whose name
 starts with ``_`` (``_shared``) are not kinds.
@@ -72,6 +74,7 @@ class Kind:
     explain: Callable[[Exercise, Part, np.ndarray], i18n.Msg | None] | None = None
     hints: Callable[[Exercise], list] | None = None
     prompt_keys: Callable[[Exercise], Sequence[str]] = default_prompt_keys
+    operations: Callable[[Exercise], Any] | None = None  # -> exercises.budget.Operations
     home: HomeStage | None = None
     sheet: SheetSection | None = None
     folder: Path | None = None
@@ -86,7 +89,8 @@ class Kind:
         unknown = sorted(set(names["GUARDS"]) - set(misconceptions.CATALOG))
         if unknown:
             raise TypeError(f"kind {names['ID']}: GUARDS names mistakes not in the catalog: {', '.join(unknown)}")
-        hooks = {n: names[n] for n in ("solve", "aids", "diagnose", "explain", "hints", "prompt_keys") if n in names}
+        hooks = {n: names[n] for n in ("solve", "aids", "diagnose", "explain", "hints", "prompt_keys",
+                                                  "operations") if n in names}
         order = int(names.get("ORDER", DEFAULT_ORDER))
         sheet = names.get("SHEET")
         if not (isinstance(names.get("HOME"), (HomeStage, type(None)))

@@ -14,6 +14,8 @@ discovery into a `Kind` (so no caller looks a hook up by name):
               chain(ex, values, rounding) -> {name: value}: every value computable from the given data
               and the learner's `values`, each computed one rounded half-up to `rounding` places (None:
               exact); the grader's carry-forward. Default: the step pipeline over ex.given + values
+              operations(ex) -> an exercises.budget.Operations (the hand work of a kind the pipeline
+              does not run; by default exercises.budget counts it from the step registry)
 
 Its texts are in ``locales/<lang>.json`` beside it (exercises.i18n merges them). Folders whose name
 starts with ``_`` (``_shared``) are not kinds.
@@ -84,6 +86,7 @@ class Kind:
     hints: Callable[[Exercise], list] | None = None
     prompt_keys: Callable[[Exercise], Sequence[str]] = default_prompt_keys
     chain: Callable[[Exercise, dict, int | None], dict] = default_chain
+    operations: Callable[[Exercise], Any] | None = None  # -> exercises.budget.Operations
     home: HomeStage | None = None
     sheet: SheetSection | None = None
     folder: Path | None = None
@@ -98,8 +101,8 @@ class Kind:
         unknown = sorted(set(names["GUARDS"]) - set(misconceptions.CATALOG))
         if unknown:
             raise TypeError(f"kind {names['ID']}: GUARDS names mistakes not in the catalog: {', '.join(unknown)}")
-        hooks = {n: names[n] for n in ("solve", "aids", "diagnose", "explain", "hints", "prompt_keys", "chain")
-                 if n in names}
+        hooks = {n: names[n] for n in ("solve", "aids", "diagnose", "explain", "hints", "prompt_keys", "chain",
+                                       "operations") if n in names}
         order = int(names.get("ORDER", DEFAULT_ORDER))
         sheet = names.get("SHEET")
         if not (isinstance(names.get("HOME"), (HomeStage, type(None)))

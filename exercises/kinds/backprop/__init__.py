@@ -3,15 +3,15 @@
     G_A = G_O Vᵀ,  G_V = Aᵀ G_O,  G_scaled = A ⊙ (G_A − rowsum(A ⊙ G_A)),  G_scores = G_scaled / √d_k,
     G_Q = G_scores K,  G_K = G_scoresᵀ Q  [,  G_W_* = Xᵀ G_*,  G_X = G_Q W_Qᵀ + G_K W_Kᵀ + G_V W_Vᵀ]
 
-The forward pass is built so that its weights are simple fractions: every query scores all the keys
-it may see equally, so row i of A is 1/(i+1) on its visible keys. (Non-causal equal scores would make
-A symmetric, and then A G_O could not be told apart from Aᵀ G_O.)
+A is a real softmax of its stated, masked scores, and its weights are still simple fractions: the
+queries are whole multiples of c = √d_k · ln 2 (at level 3 W_Q is), so every scaled score is a whole
+multiple m of ln 2 and e^{m ln 2} = 2^m. A row such as [ln 2, 0] gives the weights [2/3, 1/3]: not the
+plain mean, so averaging the gradients instead of weighting them (Σ a·g) gives a wrong answer.
 """
 
 from __future__ import annotations
 
-import itertools
-from functools import cache
+import math
 
 import numpy as np
 
@@ -19,106 +19,74 @@ from attention_core import scaled_dot_product, self_attention
 
 from ...draft import Draft, reference_parts
 from ...levels import spec
-from ...numbers import nonzero_matrix
+from ...numbers import matrix, nonzero_matrix
 from .._shared.contract import HomeStage
 from .._shared.values import whole_values
 
 ID = "backprop"
 ORDER = 270
-VERSION = 1
+VERSION = 2  # 2: A a non-uniform softmax of scores in ln 2 (was the uniform causal matrix at every seed);
+# d_k ≤ d_model at level 3; sizes within the time budget (exercises.budget)
 LEVELS = (1, 2, 3)
 # every catalogued mistake that can apply to this kind's parts: the redraw keeps them apart
 GUARDS = ("grad_a_transposed", "grad_v_no_transpose", "softmax_grad_missing_term", "grad_scores_no_scale",
           "grad_k_no_transpose", "softmax_grad_sign", "softmax_grad_diagonal_only", "grad_q_transposed")
-D_K = 4  # √d_k = 2: the one division in the chain stays exact
-N = {1: 2, 2: 3, 3: 3}  # level 3 adds the projections rather than a fourth token
-D_V = {1: 1, 2: 2, 3: 2}  # at n = 2, one value column keeps every wrong G_A apart from the right one
-D = 2  # the width of X at level 3
+# level: (tokens n, d_k, d_v, width d of X (0: Q, K, V are given))
+SIZES = {1: (2, 2, 1, 0), 2: (3, 4, 1, 0), 3: (3, 2, 1, 2)}
+UNIT = {d_k: math.sqrt(d_k) * math.log(2) for d_k in (2, 4)}  # q = c·q': a scaled score q·k/√d_k = (q'·k) ln 2
+MAX_EXPONENT = 2  # |m| of the visible scaled scores m ln 2: weights of 2^m, denominators up to 7
 PARTS = ["G_A", "G_V", "G_scaled", "G_scores", "G_Q", "G_K"]
 PROJECTION_PARTS = ["G_W_Q", "G_W_K", "G_W_V", "G_X"]
-MAX_TRIES = 100
+SIGNED = (-1, 0, 1)
+MAX_TRIES = 500
 
 
-@cache
-def small_vectors(level: int, width: int = D_K) -> np.ndarray:
-    """Every nonzero vector of `width` whole entries from the level's range (at most −2 … 2)."""
-    whole = [v for v in whole_values(level) if abs(v) <= 2]
-    grid = np.array([v for v in itertools.product(whole, repeat=width) if any(v)], dtype=float)  # (c, width)
-    grid.setflags(write=False)
-    return grid
+def plain_mean_weights(n: int) -> np.ndarray:
+    """The uniform causal matrix (row i is 1/i on its visible keys): the "plain mean" mistake's A."""
+    return np.tril(np.ones((n, n))) / np.arange(1, n + 1)[:, None]  # (n, n)
 
 
-def equal_score_queries(rng: np.random.Generator, K: np.ndarray, level: int) -> np.ndarray | None:
-    """Queries whose scores are equal over every key they may see (causal): q_i ⊥ k_j − k_0 for j ≤ i.
-    None when some row has no such query among the small vectors."""
-    n = K.shape[0]
-    candidates = small_vectors(level)  # (c, d_k)
-    Q = np.zeros((n, D_K))  # (n, d_k)
-    for i in range(n):
-        D_i = K[1:i + 1] - K[0]  # (i, d_k): the differences the query must not see
-        fits = candidates[np.all(np.abs(candidates @ D_i.T) < 1e-12, axis=1)]  # (f, d_k)
-        if len(fits) == 0:
-            return None
-        Q[i] = fits[int(rng.integers(len(fits)))]
-    return Q
-
-
-def equal_score_weights(rng: np.random.Generator, X: np.ndarray, level: int) -> tuple[np.ndarray, np.ndarray] | None:
-    """(W_Q, W_K), each (d, d_k), such that query i scores every key it may see equally.
-
-    With M = W_Q W_Kᵀ the scores are X M Xᵀ, so row i is flat over j ≤ i when x_i M (x_j − x_0)ᵀ = 0.
-    Those conditions are linear in M: pick a small M that meets them, then split it into W_Q W_Kᵀ.
-    None when this X or this split does not work out."""
-    n, d = X.shape
-    conditions = np.array([np.kron(X[i], X[j] - X[0]) for i in range(1, n) for j in range(1, i + 1)])  # (c, d·d)
-    grid = small_vectors(level, d * d)  # (g, d·d)
-    fits = grid[np.all(np.abs(grid @ conditions.T) < 1e-9, axis=1)]  # (f, d·d)
-    if len(fits) == 0:
-        return None
-    M = fits[int(rng.integers(len(fits)))].reshape(d, d)  # (d, d)
-    candidates = small_vectors(level, D_K)  # (c, d_k)
-    W_K = candidates[rng.integers(len(candidates), size=d)]  # (d, d_k)
-    if np.linalg.matrix_rank(W_K) < d:
-        return None
-    products = candidates @ W_K.T  # (c, d): each candidate row of W_Q against the rows of W_K
-    W_Q = np.zeros((d, D_K))  # (d, d_k)
-    for a in range(d):
-        rows = candidates[np.all(np.abs(products - M[a]) < 1e-9, axis=1)]  # rows with w · W_K[b] = M[a, b]
-        if len(rows) == 0:
-            return None
-        W_Q[a] = rows[int(rng.integers(len(rows)))]
-    return W_Q, W_K
+def _exponents_fit(m: np.ndarray) -> bool:
+    """Visible exponents small, and some row with two visible keys not uniform (else A is the plain mean)."""
+    n = m.shape[0]
+    visible = np.tril(np.ones((n, n), dtype=bool))
+    small = np.abs(m[visible]).max() <= MAX_EXPONENT
+    return bool(small and not np.allclose(np.where(visible, m, 0), np.where(visible, m[:, :1], 0)))
 
 
 def _forward(rng: np.random.Generator, level: int) -> dict | None:
-    """One candidate forward pass with simple-fraction weights, or None to draw again."""
-    n, whole = N[level], whole_values(level)
+    """One candidate forward pass whose weights are powers of 2 over their sums, or None to draw again."""
+    n, d_k, d_v, d = SIZES[level]
+    whole = whole_values(level)
+    c = UNIT[d_k]
     given: dict = {}
-    if level < 3:
-        K = nonzero_matrix(rng, (n, D_K), whole)  # (n, d_k)
-        if len({tuple(k) for k in K.tolist()}) < n:
-            return None  # two equal keys: their gradients cannot be told apart
-        Q = equal_score_queries(rng, K, level)  # (n, d_k)
-        if Q is None:
+    if d == 0:
+        K = nonzero_matrix(rng, (n, d_k), SIGNED)  # (n, d_k)
+        Q_whole = matrix(rng, (n, d_k), SIGNED)  # (n, d_k): the queries in units of c
+        if len({tuple(k) for k in K.tolist()}) < n or not _exponents_fit(Q_whole @ K.T):
             return None
-        V = nonzero_matrix(rng, (n, D_V[level]), whole)  # (n, d_v)
+        Q = c * Q_whole  # (n, d_k)
+        V = nonzero_matrix(rng, (n, d_v), whole)  # (n, d_v)
     else:
-        X = nonzero_matrix(rng, (n, D), whole)  # (n, d): whole numbers keep a small M within reach
-        if len({tuple(x) for x in X.tolist()}) < n:
-            return None  # a repeated token: its key would repeat too
-        weights = equal_score_weights(rng, X, level)
-        if weights is None:
+        X = nonzero_matrix(rng, (n, d), whole)  # (n, d)
+        W_K = nonzero_matrix(rng, (d, d_k), SIGNED)  # (d, d_k)
+        W_Q_whole = nonzero_matrix(rng, (d, d_k), SIGNED)  # (d, d_k), in units of c
+        K = X @ W_K  # (n, d_k)
+        if len({tuple(x) for x in X.tolist()}) < n or not _exponents_fit(X @ W_Q_whole @ K.T):
             return None
-        W_Q, W_K = weights  # (d, d_k) each
-        W_V = nonzero_matrix(rng, (D, D_V[level]), whole)  # (d, d_v)
-        Q, K, V = X @ W_Q, X @ W_K, X @ W_V  # (n, d_k), (n, d_k), (n, d_v)
+        W_Q, W_V = c * W_Q_whole, nonzero_matrix(rng, (d, d_v), SIGNED)  # (d, d_k), (d, d_v)
+        Q, V = X @ W_Q, X @ W_V  # (n, d_k), (n, d_v)
+        if not np.all(np.any(V != 0, axis=1)):
+            return None
         given.update(X=X, W_Q=W_Q, W_K=W_K, W_V=W_V)
     tr = scaled_dot_product(Q, K, V, causal=True)
-    G_O = nonzero_matrix(rng, (n, D_V[level]), whole)  # (n, d_v)
+    G_O = nonzero_matrix(rng, (n, d_v), whole)  # (n, d_v)
     G_A = G_O @ V.T  # (n, n)
     if np.allclose(G_A, G_A.T):
         return None  # a symmetric G_A cannot tell G_O Vᵀ from V G_Oᵀ
-    given.update(Q=Q, K=K, V=V, A=tr.A, d_k=D_K, causal=True, G_O=G_O)
+    if np.allclose(plain_mean_weights(n).T @ G_O, tr.A.T @ G_O):
+        return None  # averaging the gradients would give G_V
+    given.update(Q=Q, K=K, V=V, A=tr.A, d_k=d_k, causal=True, G_O=G_O)
     return given
 
 
@@ -138,20 +106,19 @@ def _teaches(given: dict, parts) -> bool:
 
 
 def generate(rng: np.random.Generator, level: int) -> Draft:
+    from ... import budget
+
     s = spec(level)
+    n, d_k, d_v, _ = SIZES[level]
     names = PARTS + (PROJECTION_PARTS if level == 3 else [])
-    found = None
     for _ in range(MAX_TRIES):
         given = _forward(rng, level)
         if given is None:
             continue
-        found = given, reference_parts(given, names, s.decimals)
-        if _teaches(*found):
-            break
-    if found is None:
-        raise RuntimeError(f"backprop: no forward pass with simple-fraction weights in {MAX_TRIES} draws")
-    given, parts = found
-    return Draft(given=given, parts=parts, params={"n": N[level], "d_k": D_K, "d_v": D_V[level]})
+        parts = reference_parts(given, names, s.decimals)
+        if _teaches(given, parts) and budget.count(given, names).minutes <= budget.BUDGET_MINUTES[level]:
+            return Draft(given=given, parts=parts, params={"n": n, "d_k": d_k, "d_v": d_v})
+    raise RuntimeError(f"backprop: no forward pass with simple-fraction weights in {MAX_TRIES} draws")
 
 
 def loss_for(G_O: np.ndarray, from_x: bool):

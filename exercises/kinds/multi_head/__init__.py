@@ -28,17 +28,21 @@ from .._shared.contract import Formula, HomeStage, SheetSection
 
 ID = "multi_head"
 ORDER = 80
-VERSION = 2  # 2: heads whose mistakes clash with each other are redrawn too
+VERSION = 3  # 3: d_k = 2 (the scaling inside each head changes something), sizes within the time budget;
+# 2: heads whose mistakes clash with each other are redrawn too
 LEVELS = (1, 2, 3)
 # every catalogued mistake that can change a head's output: the redraw keeps them apart, head by head
-GUARDS = ("transposed_scores", "mask_diagonal", "mask_wrong_triangle", "no_mask", "mask_after_softmax",
-          "softmax_columns", "no_exp", "weights_transposed", "mask_zero_instead_of_inf",
+GUARDS = ("transposed_scores", "no_scaling", "scaled_by_dk", "mask_diagonal", "mask_wrong_triangle", "no_mask",
+          "mask_after_softmax", "softmax_columns", "no_exp", "weights_transposed", "mask_zero_instead_of_inf",
           "softmax_no_normalise")
 
-# level: (n, heads to draw from, d_k, d_v, values of X, output projection?)
+# level: (n, heads to draw from, d_k, d_v, values of X, output projection?). From level 2 on d_k = 2 = d_model:
+# each head divides by √2, so forgetting the scaling (or dividing by d_k) changes its output. Level 1 is
+# about heads side by side and their concatenation: two heads with the scaling too do not fit its 5 minutes
+# (exercises.budget), so its heads keep d_k = 1.
 SIZES = {1: (2, (2,), 1, 1, (0, 1, 2), False),
-         2: (3, (2, 3), 1, 1, (-1, 0, 1, 2), False),
-         3: (3, (2,), 1, 2, (-1, 0, 1, 2), True)}
+         2: (3, (2,), 2, 1, (-1, 0, 1, 2), False),
+         3: (3, (2,), 2, 2, (-1, 0, 1, 2), True)}
 D_MODEL = 2
 WEIGHT_VALUES = (-1, 0, 1)
 MAX_SCORE = 4  # |q_i k_j|: the exponents stay small whole numbers
@@ -115,6 +119,36 @@ def _trace(given: dict, h: int) -> MultiHeadTrace:
 
 
 def generate(rng: np.random.Generator, level: int) -> Draft:
+    """Heads that fit the level's time budget (drawn again in the rare case they do not)."""
+    from ... import budget
+
+    for _ in range(MAX_TRIES):
+        draft = _draft(rng, level)
+        if _operations(draft.given, draft.parts).minutes <= budget.BUDGET_MINUTES[level]:
+            return draft
+    raise RuntimeError(f"multi_head: no variant within the time budget in {MAX_TRIES} draws")
+
+
+def _operations(given: dict, parts) -> object:
+    """Each head's pipeline to O by hand, the cells of every asked part, and concat · W_O."""
+    from ... import budget
+
+    h = sum(1 for name in given if name.startswith("W_Q"))
+    total = budget.Operations(cells=sum(int(np.prod(p.shape)) for p in parts))
+    for i in range(1, h + 1):
+        total = total + budget.count(head_given(given, i), ["O"], written=())
+    if "W_O" in given:
+        concat = next(p.reference for p in parts if p.name == "concat")
+        total = total + budget.product_operations(concat, given["W_O"])
+    return total
+
+
+def operations(ex: Exercise):
+    """The hand work of `ex` (exercises.budget): the pipeline does not run several heads."""
+    return _operations(ex.given, ex.parts)
+
+
+def _draft(rng: np.random.Generator, level: int) -> Draft:
     n, heads, d_k, d_v, x_values, projected = SIZES[level]
     h = choice(rng, heads)
     causal = bool(rng.integers(2))

@@ -1,0 +1,217 @@
+"""How long an exercise takes by hand: an operation count and the minutes it costs (DESIGN §6).
+
+The count is what a pencil-and-paper solution needs, read from the step registry: every step from
+the given values to the asked parts is done once, and
+
+    a product cell               per term x·y: nothing when a factor is 0, one addition when a factor
+                                 is ±1 (the other factor is added or subtracted), else one multiply-add
+    a division by √d_k           one division per nonzero cell (none when d_k = 1)
+    a softmax row                one exponential per finite, nonzero exponent (e⁰ = 1 and −∞ → 0
+                                 need no table), the additions of its sum, one division per weight
+                                 (none for a row with a single visible key)
+    a softmax-gradient row       r_i = Σ_k a_ik g_ik (terms as above), then a_ij (g_ij − r_i): one
+                                 addition and one multiply-add per weight that is not 0
+    G_X                          its three products and the two additions per cell that join them
+    an asked part                one cell written per entry (the intermediates on the way are noted
+                                 as they are computed: their time is in the operations' rates)
+
+A kind the pipeline does not run (several heads, two softmax scales, shapes, multiple choice)
+declares `operations(ex)` in its folder; without it only the cells it asks for are counted.
+
+Rates (seconds): 10 per multiply-add, 10 per division, 3 per addition, 20 per exponential looked up
+in the eˣ table, 5 per cell written. Budgets: level 1 ≤ 5 minutes, level 2 ≤ 12, level 3 ≤ 25.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, fields
+from typing import Any
+
+import numpy as np
+
+from . import pipeline
+from .steps import STEP_BY_NAME, STEPS, AttentionStep
+
+# seconds per operation, by hand with the formula sheet and the eˣ table
+RATES: dict[str, float] = {"multiply_adds": 10.0, "divisions": 10.0, "additions": 3.0, "exponentials": 20.0,
+                           "cells": 5.0}
+BUDGET_MINUTES: dict[int, float] = {1: 5.0, 2: 12.0, 3: 25.0}  # at most, per level
+
+__all__ = ["BUDGET_MINUTES", "RATES", "Operations", "about_minutes", "count", "minutes", "operations",
+           "within_budget"]
+
+
+@dataclass(frozen=True)
+class Operations:
+    """What a hand solution does, by kind of operation."""
+
+    multiply_adds: int = 0
+    additions: int = 0
+    exponentials: int = 0
+    divisions: int = 0
+    cells: int = 0
+
+    def __add__(self, other: Operations) -> Operations:
+        return Operations(**{f.name: getattr(self, f.name) + getattr(other, f.name) for f in fields(self)})
+
+    @property
+    def seconds(self) -> float:
+        return sum(RATES[f.name] * getattr(self, f.name) for f in fields(self))
+
+    @property
+    def minutes(self) -> float:
+        return self.seconds / 60.0
+
+    def as_dict(self) -> dict[str, int]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+NONE = Operations()
+
+
+def _nonzero(M: Any) -> np.ndarray:
+    M = np.asarray(M, dtype=float)
+    return np.isfinite(M) & (np.abs(M) > 1e-12)
+
+
+def _unit(M: Any) -> np.ndarray:
+    return np.abs(np.abs(np.asarray(M, dtype=float)) - 1.0) < 1e-12
+
+
+def product_operations(left: Any, right: Any) -> Operations:
+    """left @ right by hand: per term, nothing when a factor is 0, an addition when one is ±1, else a
+    multiply-add."""
+    left, right = np.asarray(left, dtype=float), np.asarray(right, dtype=float)
+    lz, rz = _nonzero(left).astype(int), _nonzero(right).astype(int)  # (r, k), (k, c)
+    terms = int((lz @ rz).sum())
+    hard = int(((lz * ~_unit(left)) @ (rz * ~_unit(right))).sum())  # neither factor ±1
+    return Operations(multiply_adds=hard, additions=terms - hard)
+
+
+def _product(step: AttentionStep, env: Mapping[str, Any]) -> Operations:
+    p = step.product
+    left, right = np.asarray(env[p.left], dtype=float), np.asarray(env[p.right], dtype=float)
+    return product_operations(left.T if p.left_t else left, right.T if p.right_t else right)
+
+
+def _scale(step: AttentionStep, env: Mapping[str, Any]) -> Operations:
+    if int(env["d_k"]) == 1:
+        return NONE
+    return Operations(divisions=int(_nonzero(env[step.scales]).sum()))
+
+
+def softmax_row_operations(z: Any) -> Operations:
+    """One row of a softmax by hand, from its (masked) inputs."""
+    z = np.asarray(z, dtype=float).ravel()
+    finite = np.isfinite(z)
+    visible = int(finite.sum())
+    if visible <= 1:
+        return NONE
+    return Operations(exponentials=int((finite & (np.abs(z) > 1e-12)).sum()), additions=visible - 1,
+                      divisions=visible)
+
+
+def softmax_operations(Z: Any) -> Operations:
+    """A row-wise softmax by hand."""
+    total = NONE
+    for row in np.atleast_2d(np.asarray(Z, dtype=float)):
+        total = total + softmax_row_operations(row)
+    return total
+
+
+def _softmax(step: AttentionStep, env: Mapping[str, Any]) -> Operations:
+    return softmax_operations(env["masked"])
+
+
+def _softmax_backward(step: AttentionStep, env: Mapping[str, Any]) -> Operations:
+    A, G = np.asarray(env["A"], dtype=float), np.asarray(env["G_A"], dtype=float)
+    weights = _nonzero(A)
+    rowsums = NONE
+    for a, g in zip(A, G):  # r_i = Σ_k a_ik g_ik
+        rowsums = rowsums + product_operations(a[None, :], g[:, None])
+    return rowsums + Operations(multiply_adds=int(weights.sum()), additions=int(weights.sum()))
+
+
+def _g_x(step: AttentionStep, env: Mapping[str, Any]) -> Operations:
+    total = Operations(additions=2 * int(np.size(env["G_X"])))
+    for g, w in (("G_Q", "W_Q"), ("G_K", "W_K"), ("G_V", "W_V")):
+        total = total + product_operations(env[g], np.asarray(env[w], dtype=float).T)
+    return total
+
+
+def _embedding_grad(step: AttentionStep, env: Mapping[str, Any]) -> Operations:
+    ids = [int(t) for t in np.asarray(env["token_ids"]).ravel()]
+    repeats = len(ids) - len(set(ids))
+    return Operations(additions=repeats * int(np.shape(env["G_X"])[1]))
+
+
+_BY_BUILDER = {"product": _product, "scale": _scale, "softmax": _softmax, "softmax_backward": _softmax_backward,
+               "g_x": _g_x, "embedding_grad": _embedding_grad}
+
+
+def step_operations(step: AttentionStep, env: Mapping[str, Any]) -> Operations:
+    """One step done by hand on the values `env` (no cells: those are counted per value written)."""
+    rule = _BY_BUILDER.get(step.builder)
+    return rule(step, env) if rule is not None else NONE  # the mask and the lookup only copy
+
+
+def _needed(given: Mapping[str, Any], names: Iterable[str]) -> list[AttentionStep]:
+    """The steps a hand solution does to reach `names` from `given`, in step order."""
+    wanted: set[str] = set()
+    todo = [n for n in names if n in STEP_BY_NAME and n not in given]
+    while todo:
+        name = todo.pop()
+        if name in wanted:
+            continue
+        wanted.add(name)
+        todo += [i for i in STEP_BY_NAME[name].inputs if i in STEP_BY_NAME and i not in given]
+    return [s for s in STEPS if s.name in wanted]
+
+
+def count(given: Mapping[str, Any], names: Iterable[str], env: Mapping[str, Any] | None = None,
+          written: Iterable[str] | None = None) -> Operations:
+    """The operations of the pipeline steps from `given` to the values `names`, each step once, and the
+    cells of the values `written` (default: `names`)."""
+    names = list(names)
+    written = set(names if written is None else written)
+    env = env if env is not None else pipeline.run(dict(given))
+    total = NONE
+    for step in _needed(given, names):
+        if step.name not in env:
+            continue  # not computable from what is given: the caller counts its cells alone
+        total = total + step_operations(step, env)
+        if step.name in written:
+            total = total + Operations(cells=int(np.size(env[step.name])))
+    return total
+
+
+def operations(ex: Any) -> Operations:
+    """The operation count of an exercise: its kind's own `operations(ex)` when it declares one, else the
+    pipeline steps to its parts plus one cell per entry of each part no step computes."""
+    from . import engine  # the kinds are discovered there; budget is imported by none of them at load time
+
+    kind = engine.KINDS.get(ex.kind)
+    if kind is not None and getattr(kind, "operations", None) is not None:
+        return kind.operations(ex)
+    names = [p.name for p in ex.parts]
+    env = pipeline.reference_env(ex) if any(n in STEP_BY_NAME for n in names) else {}
+    pipeline_names = [n for n in names if n in STEP_BY_NAME and n in env]
+    total = count(ex.given, pipeline_names, env) if pipeline_names else NONE
+    others = sum(int(np.prod(p.shape)) for p in ex.parts if p.name not in pipeline_names)
+    return total + Operations(cells=others)
+
+
+def minutes(ex: Any) -> float:
+    """The minutes a hand solution of `ex` takes at RATES."""
+    return operations(ex).minutes
+
+
+def about_minutes(ex: Any) -> int:
+    """The time to show ("about N minutes"): minutes rounded up to a whole minute, at least 1."""
+    return max(1, math.ceil(minutes(ex) - 1e-9))
+
+
+def within_budget(ex: Any) -> bool:
+    return minutes(ex) <= BUDGET_MINUTES[ex.level] + 1e-9

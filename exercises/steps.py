@@ -235,7 +235,8 @@ SCALED_MISTAKES = (
             applies=lambda env: _d_k(env) not in (0, 1)),
     # only visible when X is on the way and its width differs from the key width
     Mistake("scaled_by_sqrt_d_model", _scaled_by_d_model,
-            applies=lambda env: _d_model(env) not in (None, 0, _d_k(env))),
+            # √d_model = d_k is the computation of scaled_by_dk (d_model = 4, d_k = 2): named that way
+            applies=lambda env: _d_model(env) not in (None, 0, _d_k(env), _d_k(env) ** 2)),
 )
 
 

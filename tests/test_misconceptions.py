@@ -54,7 +54,7 @@ EXPECTED_KINDS = {
     "grad_q_transposed": {"grad_scores", "backprop"},
     # issue 14
     "scaled_times_sqrt_dk": {"scaling", "attention"},
-    "scaled_by_sqrt_d_model": {"attention"},
+    "scaled_by_sqrt_d_model": set(),  # attention never has √d_model apart from d_k and d_k²; multi_head names it per head
     "grad_scores_times_sqrt_dk": {"grad_scores", "backprop"},
     **{mid: {"grad_projections", "backprop"} for mid in GRAD_X_PATH_MISTAKES},
 }

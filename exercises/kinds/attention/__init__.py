@@ -27,7 +27,8 @@ LEVELS = (1, 2, 3)
 # every catalogued mistake that can apply to this kind's parts: the redraw keeps them apart
 GUARDS = ("transposed_scores", "no_scaling", "scaled_by_dk", "mask_diagonal", "mask_wrong_triangle",
           "no_mask", "mask_after_softmax", "softmax_columns", "no_exp", "weights_transposed",
-          "mask_zero_instead_of_inf", "softmax_no_normalise")  # Q K (no transpose) never conforms: d_k ≠ n
+          "mask_zero_instead_of_inf", "softmax_no_normalise", "scaled_times_sqrt_dk")
+# not guarded: Q K (no transpose) never conforms (d_k ≠ n); √d_model is never apart from d_k and d_k²
 
 # level: (tokens n, width d_model of X (0: Q, K, V are given), d_k, d_v). Scaling is always asked, so
 # d_k ≥ 2 (the division changes something) and d_k ≤ d_model (a projection narrows, as in the notes:

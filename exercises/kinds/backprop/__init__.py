@@ -30,7 +30,9 @@ VERSION = 2  # 2: A a non-uniform softmax of scores in ln 2 (was the uniform cau
 LEVELS = (1, 2, 3)
 # every catalogued mistake that can apply to this kind's parts: the redraw keeps them apart
 GUARDS = ("grad_a_transposed", "grad_v_no_transpose", "softmax_grad_missing_term", "grad_scores_no_scale",
-          "grad_k_no_transpose", "softmax_grad_sign", "softmax_grad_diagonal_only", "grad_q_transposed")
+          "grad_k_no_transpose", "softmax_grad_sign", "softmax_grad_diagonal_only", "grad_q_transposed",
+          "grad_scores_times_sqrt_dk", "grad_x_no_value_path", "grad_x_no_key_path", "grad_x_no_query_path",
+          "grad_x_query_path_only", "grad_x_key_path_only", "grad_x_value_path_only")
 # level: (tokens n, d_k, d_v, width d of X (0: Q, K, V are given))
 SIZES = {1: (2, 2, 1, 0), 2: (3, 4, 1, 0), 3: (3, 2, 1, 2)}
 UNIT = {d_k: math.sqrt(d_k) * math.log(2) for d_k in (2, 4)}  # q = c·q': a scaled score q·k/√d_k = (q'·k) ln 2

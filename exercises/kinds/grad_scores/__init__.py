@@ -19,7 +19,7 @@ from .._shared.values import whole_values
 
 ID = "grad_scores"
 ORDER = 230
-VERSION = 1
+VERSION = 2  # 2: level 1 has two tokens (its time budget)
 LEVELS = (1, 2, 3)
 # every catalogued mistake that can apply to this kind's parts: the redraw keeps them apart
 GUARDS = ("grad_scores_no_scale", "grad_k_no_transpose", "grad_q_transposed", "grad_scores_times_sqrt_dk")
@@ -45,9 +45,23 @@ def softmax_like_gradient(rng: np.random.Generator, n: int, values, causal: bool
     return G
 
 
+MAX_TRIES = 200
+
+
 def generate(rng: np.random.Generator, level: int) -> Draft:
+    """A variant that fits the level's time budget (drawn again when the numbers make it too long)."""
+    from ... import budget
+
+    for _ in range(MAX_TRIES):
+        draft = _draft(rng, level)
+        if budget.count(draft.given, [p.name for p in draft.parts]).minutes <= budget.BUDGET_MINUTES[level]:
+            return draft
+    raise RuntimeError(f"grad_scores: no variant within the time budget in {MAX_TRIES} draws")
+
+
+def _draft(rng: np.random.Generator, level: int) -> Draft:
     s = spec(level)
-    n = choice(rng, s.n)
+    n = 2 if level == 1 else choice(rng, s.n)  # three tokens of d_k = 4 take over level 1's 5 minutes
     d_k = int(choice(rng, D_K[level]))
     causal = bool(rng.integers(2))
     given = {"G_scaled": softmax_like_gradient(rng, n, whole_values(level), causal),  # (n, n)

@@ -22,7 +22,7 @@ from .._shared.weights import scores_behind
 ID = "grad_weighted_sum"
 ORDER = 200
 VERSION = 3  # 2: the larger misconception catalog redraws variants where two mistakes look alike; 3: A is a real
-# softmax (positive wherever the mask lets a key be seen), its scores stated
+# softmax (positive wherever the mask lets a key be seen), its scores stated; level 1: two tokens (time budget)
 LEVELS = (1, 2, 3)
 # every catalogued mistake that can apply to this kind's parts: the redraw keeps them apart
 GUARDS = ("grad_a_transposed", "grad_v_no_transpose", "grad_a_no_transpose")
@@ -42,7 +42,7 @@ def build(A, V, G_O, causal: bool = False, decimals: int = 2) -> Draft:
 
 def generate(rng: np.random.Generator, level: int) -> Draft:
     s = spec(level)
-    n = choice(rng, s.n)
+    n = 2 if level == 1 else choice(rng, s.n)  # three tokens at level 1 take over its 5 minutes
     d_v = 2 if level < 3 else choice(rng, (2, 3))
     causal = bool(rng.integers(2))
     A = simple_weights(rng, n, s.denominators, causal=causal)  # (n, n)

@@ -89,12 +89,17 @@ def class_exercises(spec: Any) -> list[Exercise]:
 
 
 def is_blank(answer: Any) -> bool:
-    """Nothing typed or chosen for a whole part."""
+    """Nothing typed or chosen for a whole part: None, blank text, or a grid of blank cells.
+
+    A chosen option (an int, 0 included) is an answer, never blank; so is anything that is no grid."""
     if answer is None:
         return True
     if isinstance(answer, str):
         return not answer.strip()
-    return all(not str(cell or "").strip() for row in answer for cell in row)
+    if isinstance(answer, (list, tuple)):
+        return all(is_blank(row) if isinstance(row, (list, tuple)) else not ("" if row is None else str(row)).strip()
+                   for row in answer)
+    return False
 
 
 @dataclass(frozen=True)

@@ -99,6 +99,11 @@ def type_answers(at: AppTest, a: storage.Assignment, name: str, answers: list[di
             at.text_area(key=paste_key(f"asg-{a.code}-{index}-{ex.id}", part)).input(text)
 
 
+def item_prefix(at: AppTest, a: storage.Assignment, index: int, ex) -> str:
+    """The key prefix of item `index`'s answer grid on this page."""
+    return f"asg-{a.code}-{index}-{ex.id}"
+
+
 def submit(at: AppTest) -> None:
     button(at, "Submit my answers").click().run()
     assert not at.exception
@@ -340,3 +345,68 @@ def test_a_student_who_first_opens_a_changed_per_student_set_is_told_so(db, monk
     assert not at.exception
     assert "have changed since your teacher set it" in at.error[0].value
     assert not any(b.label == "Submit my answers" for b in at.button)
+
+
+# ---------------------------------------------------------------- every kind, through the page
+
+
+def _grid_text(rows) -> str:
+    return "\n".join(", ".join(row) for row in rows)
+
+
+def _fill(at: AppTest, prefix: str, ex, mode: str) -> None:
+    """Type (or choose) one item's answer: "right", "wrong" (first part changed), "blank", "malformed"."""
+    from ui.answer_grid import _slug
+
+    for n, part in enumerate(ex.parts):
+        if part.is_choice:
+            ref = int(part.reference[0, 0])
+            value = {"right": ref, "wrong": (ref + 1) % len(part.options)}.get(mode)
+            at.radio(key=_slug(f"{prefix}-{part.name}-choice") + ".en").set_value(value)
+            continue
+        rows = [[selftest.format_cell(x) for x in row] for row in part.reference]
+        if mode == "wrong" and n == 0:
+            rows[0][0] = selftest.format_cell(float(part.reference[0, 0]) + 3) if part.reference[0, 0] > -1e300 \
+                else "1"
+        elif mode == "malformed" and n == 0:
+            rows[0][0] = "abc"
+        at.text_area(key=paste_key(prefix, part.name)).input("" if mode == "blank" else _grid_text(rows))
+
+
+def test_an_assignment_with_every_kind_is_submitted_right_wrong_blank_and_malformed(db):
+    """Concepts' chosen option (an int) was walked as a grid: Submit crashed with a TypeError (issue 15)."""
+    import exercises
+    from services import submissions
+
+    kinds = list(exercises.KINDS)
+    rows = [{"kind": k, "level": list(exercises.KINDS[k].LEVELS)[0], "count": 1} for k in kinds]
+    rows.append({"kind": "concepts", "level": list(exercises.KINDS["concepts"].LEVELS)[0], "count": 1})
+    created = service_assignments.create("Everything", rows, 3)
+    a, key = created.assignment, created.teacher_key
+    at = student_opens(a.code, "Ada")
+    items = submissions.exercises_for(a, "Ada")
+    assert [ex.kind for ex in items] == [*kinds, "concepts"]
+    modes = ["right" if ex.kind == "concepts" and i < len(kinds) else
+             "wrong" if ex.kind == "concepts" else ["right", "wrong", "blank"][i % 3]
+             for i, ex in enumerate(items)]
+    malformed = [i for i, ex in enumerate(items) if i % 4 == 3 and not any(p.is_choice for p in ex.parts)]
+    assert malformed
+    for i, ex in enumerate(items):
+        _fill(at, item_prefix(at, a, i, ex), ex, "malformed" if i in malformed else modes[i])
+    at.checkbox(key=f"assign.allow_blank.{a.code}").check()
+    submit(at)
+    assert "could not be read (exercises " + ", ".join(str(i + 1) for i in malformed) in texts(at)
+    assert storage.list_submissions(db, a.code, key) == []  # nothing stored while something is unreadable
+    for i in malformed:
+        _fill(at, item_prefix(at, a, i, items[i]), items[i], modes[i])
+    submit(at)
+    assert "Submitted. Your score:" in texts(at), [e.value for e in at.error]
+    subs = storage.list_submissions(db, a.code, key)
+    assert [s.item_index for s in subs] == list(range(len(items)))
+    for s, mode in zip(subs, modes):
+        if mode == "right":
+            assert s.score == 1.0, (s.kind, s.answer)
+        elif mode == "wrong":
+            assert s.score is not None and s.score < 1.0 and s.answer is not None, (s.kind, s.answer)
+        else:
+            assert s.answer is None and s.score == 0.0, s.kind

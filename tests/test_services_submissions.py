@@ -123,3 +123,9 @@ def test_old_submissions_regrade_only_while_their_version_matches(db, monkeypatc
     bump(monkeypatch, "scores")
     with pytest.raises(submissions.ExerciseChanged):
         gradebook.regraded(code, key)
+
+
+def test_a_chosen_option_is_an_answer_not_a_grid():
+    """Option 0, 1, … of a multiple-choice part was walked as a grid: TypeError on Submit (issue 15)."""
+    assert not submissions.is_blank(0) and not submissions.is_blank(2)
+    assert submissions.is_blank(None)

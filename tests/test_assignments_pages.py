@@ -14,6 +14,7 @@ from streamlit.testing.v1 import AppTest
 import storage
 from exercises import misconceptions, selftest
 from services import assignments as service_assignments
+from services import submissions
 from tests.apptest_helpers import ROOT, open_page
 from tests.served_app import entrypoint_every_run  # noqa: F401  (fixture)
 from ui import assignments as ui_assignments
@@ -94,14 +95,19 @@ def student_opens(code: str, name: str) -> AppTest:
 
 
 def type_answers(at: AppTest, a: storage.Assignment, name: str, answers: list[dict[str, str]]) -> None:
-    for index, (ex, answer) in enumerate(zip(a.spec.exercises(name), answers)):
+    for index, (ex, answer) in enumerate(zip(stored(a, name), answers)):
         for part, text in answer.items():
-            at.text_area(key=paste_key(f"asg-{a.code}-{index}-{ex.id}", part)).input(text)
+            at.text_area(key=paste_key(item_prefix(at, a, index, ex), part)).input(text)
 
 
 def item_prefix(at: AppTest, a: storage.Assignment, index: int, ex) -> str:
-    """The key prefix of item `index`'s answer grid on this page."""
-    return f"asg-{a.code}-{index}-{ex.id}"
+    """The key prefix of item `index`'s answer grid on this page: its position and this session's slot id."""
+    return f"asg-{index}-{at.session_state[f'assign.slot.{a.code}']}"
+
+
+def stored(a: storage.Assignment, name: str | None = None):
+    """The exercises a student gets, as the server stores them (keyed with its secret)."""
+    return submissions.exercises_for(a, name)
 
 
 def submit(at: AppTest) -> None:
@@ -170,19 +176,19 @@ def test_two_students_submit_and_the_gradebook_shows_both_with_a_matching_csv(db
     a = storage.get_assignment(db, code)
 
     ada = student_opens(code.lower(), "Ada Lovelace")  # the code as a student might type it
-    ada_ex = a.spec.exercises("Ada Lovelace")
+    ada_ex = stored(a, "Ada Lovelace")
     type_answers(ada, a, "Ada Lovelace", [selftest.correct_answer(ex) for ex in ada_ex])
     submit(ada)
     assert "Submitted. Your score: 100%." in texts(ada)
 
     alan = student_opens(code, "Alan Turing")
-    alan_ex = a.spec.exercises("Alan Turing")
+    alan_ex = stored(a, "Alan Turing")
     assert [ex.to_dict() for ex in alan_ex] != [ex.to_dict() for ex in ada_ex]  # their own variants
     mistake, wrong_a = mistaken_answer(alan_ex[0], "A")
     type_answers(alan, a, "Alan Turing", [{"A": wrong_a}, selftest.correct_answer(alan_ex[1])])
     submit(alan)
     assert "Submitted." in texts(alan) and "Likely mistake" in texts(alan)
-    shown = alan.text_area(key=paste_key(f"asg-{code}-0-{alan_ex[0].id}", "A"))
+    shown = alan.text_area(key=paste_key(item_prefix(alan, a, 0, alan_ex[0]), "A"))
     assert shown.value == wrong_a and shown.disabled  # what was submitted, marked, no longer editable
     assert not any(b.label == "Show solution" for b in alan.button)  # the teacher did not allow them
 
@@ -203,15 +209,15 @@ def test_two_students_submit_and_the_gradebook_shows_both_with_a_matching_csv(db
 
     spec = book.get("vega_lite_chart")[0].proto.spec
     assert "Most common mistakes" in spec
-    stored = storage.gradebook(db, code, key)
-    assert stored.misconceptions == {0: [(mistake, 1)]}
+    book_stored = storage.gradebook(db, code, key)
+    assert book_stored.misconceptions == {0: [(mistake, 1)]}
 
 
 def test_solutions_only_after_submitting_and_only_when_allowed(db):
     code, _ = create(page(ASSIGNMENTS), "Open book", [("scaling", 1, 1)], allow_solutions=True)
     a = storage.get_assignment(db, code)
     at = student_opens(code, "Grace")
-    ex = a.spec.exercises("Grace")[0]
+    ex = stored(a, "Grace")[0]
     before = texts(at)
     assert not any(b.label == "Show solution" for b in at.button)
     assert "Worked solution" not in before and "Answer key" not in before
@@ -237,7 +243,7 @@ def test_unreadable_or_missing_answers_are_not_submitted(db):
     assert "could not be read (exercises 1, 2)" in texts(at)
     assert storage.list_submissions(db, code, key) == []
     # one answered, one left empty on purpose
-    type_answers(at, a, "Ada", [selftest.correct_answer(a.spec.exercises()[0]), {"scores": ""}])
+    type_answers(at, a, "Ada", [selftest.correct_answer(stored(a)[0]), {"scores": ""}])
     at.checkbox(key=f"assign.allow_blank.{code}").check()
     submit(at)
     assert "Submitted. Your score: 50%." in texts(at) and "Not answered." in texts(at)
@@ -310,23 +316,23 @@ def test_a_version_bump_after_creation_changes_neither_the_page_nor_the_grade(db
 
     code, key = create(page(ASSIGNMENTS), "Pinned", [("scores", 1, 2)], seed=11)
     a = storage.get_assignment(db, code)
-    stored = a.spec.exercises()
+    kept = stored(a)
     bump(monkeypatch, "scores")
-    changed = a.spec.exercises()
-    assert [ex.to_dict()["given"] for ex in changed] != [ex.to_dict()["given"] for ex in stored]
+    changed = a.spec.exercises(secret=submissions.secret())
+    assert [ex.to_dict()["given"] for ex in changed] != [ex.to_dict()["given"] for ex in kept]
 
     at = student_opens(code, "Ada")
     shown = "\n".join(e.value for e in at.latex)
-    for ex, other in zip(stored, changed):
+    for ex, other in zip(kept, changed):
         assert all(latex in shown for _, latex in given_latex(ex)), "the stored given matrices are shown"
         assert any(latex not in shown for _, latex in given_latex(other)), "not what the generator gives now"
-    for index, ex in enumerate(stored):
+    for index, ex in enumerate(kept):
         for part, text in selftest.correct_answer(ex).items():
-            at.text_area(key=paste_key(f"asg-{a.code}-{index}-{ex.id}", part)).input(text)
+            at.text_area(key=paste_key(item_prefix(at, a, index, ex), part)).input(text)
     submit(at)
     assert "Submitted. Your score: 100%." in texts(at), "graded against the stored problems"
     subs = storage.list_submissions(db, code, key)
-    assert [(s.version, s.exercise) for s in subs] == [(ex.version, ex.to_dict()) for ex in stored]
+    assert [(s.version, s.exercise) for s in subs] == [(ex.version, ex.to_dict()) for ex in kept]
     book = open_gradebook(code, key)
     assert book.dataframe[0].value.iloc[0, 1:].tolist() == [1.0, 1.0, 1.0]
 
@@ -376,7 +382,6 @@ def _fill(at: AppTest, prefix: str, ex, mode: str) -> None:
 def test_an_assignment_with_every_kind_is_submitted_right_wrong_blank_and_malformed(db):
     """Concepts' chosen option (an int) was walked as a grid: Submit crashed with a TypeError (issue 15)."""
     import exercises
-    from services import submissions
 
     kinds = list(exercises.KINDS)
     rows = [{"kind": k, "level": list(exercises.KINDS[k].LEVELS)[0], "count": 1} for k in kinds]
@@ -410,3 +415,17 @@ def test_an_assignment_with_every_kind_is_submitted_right_wrong_blank_and_malfor
             assert s.score is not None and s.score < 1.0 and s.answer is not None, (s.kind, s.answer)
         else:
             assert s.answer is None and s.score == 0.0, s.kind
+
+
+def test_no_seed_in_any_widget_key_a_student_sees(db):
+    """Widget keys carried each item's seed (st-key-asg-CODE-0-softmax-L2-s…): /practice?seed=… then
+    showed the student's problem with its solution (issue 15)."""
+    code, _ = create(page(ASSIGNMENTS), "Leaks", [("softmax", 2, 1), ("concepts", 1, 1)], per_student=True)
+    a = storage.get_assignment(db, code)
+    at = student_opens(code, "Ada")
+    seeds = [str(ex.seed) for ex in stored(a, "Ada")]
+    keys = [str(w.key) for kind in ("text_area", "text_input", "radio", "checkbox", "button")
+            for w in at.get(kind)]
+    assert any(k.startswith("asg-0-") for k in keys)
+    assert not [k for k in keys if any(s in k for s in seeds)], "a seed in a widget key"
+    assert not [k for k in keys if "-s" in k and "-L" in k], "an exercise id in a widget key"

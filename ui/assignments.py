@@ -186,6 +186,7 @@ def student_name_ui(a: Assignment) -> str | None:
         left.markdown(tr("assign.working_as", name=name))
         if _key(a, "result") not in state and right.button(tr("assign.change_name"), key=_key(a, "rename")):
             del state[_key(a, "student")]
+            state.pop(_key(a, "slot"), None)  # another name: fresh, empty grids
             state.pop(_key(a, "problems"), None)
             state.pop(_key(a, "exercises"), None)
             st.rerun()
@@ -223,8 +224,17 @@ def items_for(a: Assignment, name: str) -> list[Exercise] | None:
     return items
 
 
+def slot_id(a: Assignment) -> str:
+    """A random id for this session's answer grids (new with each name): widget keys carry it and the
+    item's position, never the exercise's seed, which would reproduce the problem and its solution."""
+    state = st.session_state
+    if _key(a, "slot") not in state:
+        state[_key(a, "slot")] = secrets.token_hex(4)
+    return state[_key(a, "slot")]
+
+
 def _prefix(a: Assignment, index: int, ex: Exercise) -> str:
-    return f"asg-{a.code}-{index}-{ex.id}"
+    return f"asg-{index}-{slot_id(a)}"
 
 
 def _submit(a: Assignment, name: str, items: list[Exercise]) -> None:

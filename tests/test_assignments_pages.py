@@ -7,6 +7,7 @@ import io
 
 import pandas as pd
 import pytest
+import sqlalchemy as sa
 import streamlit.testing.v1.app_test as app_test_module
 from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
 from streamlit.testing.v1 import AppTest
@@ -429,3 +430,118 @@ def test_no_seed_in_any_widget_key_a_student_sees(db):
     assert any(k.startswith("asg-0-") for k in keys)
     assert not [k for k in keys if any(s in k for s in seeds)], "a seed in a widget key"
     assert not [k for k in keys if "-s" in k and "-L" in k], "an exercise id in a widget key"
+
+
+# ---------------------------------------------------------------- identity, attempts, rules, dashboard
+
+
+def _wrong_everywhere(at: AppTest, a: storage.Assignment, name: str | None) -> None:
+    for index, ex in enumerate(stored(a, name)):
+        for part in ex.parts:
+            rows, cols = part.shape
+            at.text_area(key=paste_key(item_prefix(at, a, index, ex), part.name)).input(
+                "\n".join(", ".join(["7"] * cols) for _ in range(rows)))
+
+
+def test_one_attempt_means_one_even_after_the_solutions_and_a_reload(db):
+    """A student opened every solution, reopened the link and submitted 100%; only that was kept (issue 15)."""
+    code, key = create(page(ASSIGNMENTS), "Once", [("scaling", 1, 1)], allow_solutions=True)
+    a = storage.get_assignment(db, code)
+    assert a.rules.attempts == 1
+    at = student_opens(code, "Bob")
+    _wrong_everywhere(at, a, "Bob")
+    submit(at)
+    assert "Submitted. Your score: 0%." in texts(at)
+    button(at, "Show solution").click().run()
+    assert not any(b.label == "Submit another attempt" for b in at.button)
+    again = student_opens(code, "bob")  # a fresh browser session, the same name
+    assert "Submitted so far: 1. Attempts left: 0." in texts(again)
+    assert "You have used all your attempts (1)." in texts(again)
+    assert not any(b.label == "Submit my answers" for b in again.button)
+    assert [s.score for s in storage.list_submissions(db, code, key)] == [0.0]
+
+
+def test_a_class_list_gives_personal_links_and_no_one_else_submits(db):
+    """Anyone could type a classmate's name, see their variant and overwrite their grade (issue 15)."""
+    at = page(ASSIGNMENTS)
+    at.text_area(key="assign.roster").input("Ada Lovelace\nAlan Turing")
+    code, key = create(at, "Roster", [("scores", 1, 1)], per_student=True)
+    links = at.session_state[ui_assignments.CREATED]["links"]
+    assert set(links) == {"Ada Lovelace", "Alan Turing"} and at.get("table")
+    nobody = page(ASSIGNMENTS, {"assignment": code})
+    assert "open the personal link" in texts(nobody) and not at.get("text_input") == []
+    assert not any(b.label == "Start" for b in nobody.button)
+    forged = page(ASSIGNMENTS, {"assignment": code, "t": "x" * 22})
+    assert "not (or no longer) valid" in forged.error[0].value and not forged.exception
+    ada = page(ASSIGNMENTS, {"assignment": code, "t": links["Ada Lovelace"]})
+    assert "Working as **Ada Lovelace**." in texts(ada)
+    a = storage.get_assignment(db, code)
+    type_answers(ada, a, "Ada Lovelace", [selftest.correct_answer(stored(a, "Ada Lovelace")[0])])
+    submit(ada)
+    assert "Submitted. Your score: 100%." in texts(ada)
+    with pytest.raises(storage.Refused):
+        storage.record_submissions(db, code, "Mallory", [{"item_index": 0, "kind": "scores", "level": 1,
+                                                          "seed": 1, "answer": None, "score": 0.0}])
+    book = storage.gradebook(db, code, key)
+    assert book.students == ("Ada Lovelace",) and book.roster == ("Ada Lovelace", "Alan Turing")
+
+
+def test_a_late_or_closed_submission_is_refused_clearly_and_keeps_the_answers(db):
+    code, key = create(page(ASSIGNMENTS), "Late", [("scores", 1, 1)])
+    a = storage.get_assignment(db, code)
+    at = student_opens(code, "Ada")
+    _wrong_everywhere(at, a, None)
+    storage.update_assignment(db, code, key, rules={**a.rules.to_dict(), "closed": True})
+    submit(at)
+    assert "This assignment is closed: your teacher no longer takes submissions." in texts(at)
+    assert storage.list_submissions(db, code, key) == []
+    box = at.text_area(key=paste_key(item_prefix(at, a, 0, None), "scores"))
+    assert box.value and "7" in box.value  # nothing lost
+    storage.update_assignment(db, code, key, rules={**a.rules.to_dict(), "deadline": "2020-01-01T00:00:00+00:00"})
+    late = student_opens(code, "Alan")
+    assert "The deadline (2020-01-01 00:00 UTC) has passed" in texts(late) and not late.exception
+    assert not any(b.label == "Submit my answers" for b in late.button)
+
+
+def test_pressing_create_twice_makes_one_assignment(db):
+    """Pressing Create twice silently made a second assignment and replaced the key on screen (issue 15)."""
+    at = page(ASSIGNMENTS)
+    code, key = create(at, "Twice", [("scores", 1, 1)])
+    button(at, "Create assignment").click().run()
+    assert "pressing Create again made no second one" in texts(at)
+    assert at.session_state[ui_assignments.CREATED]["key"] == key
+    with db.connect() as conn:
+        assert conn.execute(sa.select(sa.func.count()).select_from(storage.db.assignments)).scalar() == 1
+
+
+def test_the_dashboard_lists_edits_and_deletes_a_keys_assignments(db):
+    """After a reload the teacher had no list of their assignments and no way to get the sheets (issue 15)."""
+    code, key = create(page(ASSIGNMENTS), "First", [("scores", 1, 1)])
+    at = page(ASSIGNMENTS)
+    at.text_input(key="assign.owner_key").input(key)
+    second, _ = create_with_key(at, "Second")
+    at = page(ASSIGNMENTS)  # a reload: nothing in the session
+    at.text_input(key="assign.dash_key").input(key)
+    button(at, "Show my assignments").click().run()
+    assert not at.exception
+    labels = [e.label for e in at.get("expander")]
+    assert any(code in lbl for lbl in labels) and any(second in lbl for lbl in labels)
+    assert len([b for b in at.get("download_button")]) >= 4  # the sheets of both, again
+    button_by_key(at, f"assign.toggle.{code}").click().run()
+    assert storage.get_assignment(db, code).rules.closed
+    at.checkbox(key=f"assign.del_sure.{second}").check().run()
+    button_by_key(at, f"assign.del.{second}").click().run()
+    assert storage.get_assignment(db, second) is None and storage.get_assignment(db, code) is not None
+
+
+def create_with_key(at: AppTest, title: str) -> tuple[str, None]:
+    at.text_input(key="assign.title").input(title)
+    button(at, "Create assignment").click().run()
+    assert not at.exception
+    code = at.session_state[ui_assignments.CREATED]["code"]
+    assert at.session_state[ui_assignments.CREATED]["key"] is None  # the teacher has it already
+    return code, None
+
+
+def button_by_key(at: AppTest, key: str):
+    return next(b for b in at.button if b.key == key)

@@ -723,7 +723,9 @@ def student_ui(a: Assignment, token: str | None = None) -> None:
             results_ui(a, items, graded, answers, final=left == 0, prefix="last")
     if closed:
         st.warning(closed, icon=":material/lock_clock:")
-        return
+        if not state.get(_key(a, "refused")):
+            return
+        # refused just now: the answers stay on the page (nothing is lost), Submit is refused again
     if left == 0:
         st.warning(tr("assign.state.no_attempts", allowed=a.rules.attempts), icon=":material/block:")
         return

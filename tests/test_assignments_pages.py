@@ -40,6 +40,7 @@ class RecordingStorage(MemoryMediaFileStorage):
 def db(tmp_path, monkeypatch):
     monkeypatch.delenv("DATABASE_URL", raising=False)
     monkeypatch.setenv("ATTENTION_DB_PATH", str(tmp_path / "class.sqlite3"))
+    monkeypatch.setenv("ATTENTION_SECRET", "page tests")  # the same variants every run
     monkeypatch.setattr(app_test_module, "MemoryMediaFileStorage", RecordingStorage)
     RecordingStorage.files = {}
     engine = storage.open_engine()
@@ -195,17 +196,20 @@ def test_two_students_submit_and_the_gradebook_shows_both_with_a_matching_csv(db
 
     book = open_gradebook(code, key)
     frame = book.dataframe[0].value
-    assert list(frame.columns) == ["Student", "1. Row-wise softmax (L2)", "2. Scores Q Kᵀ (L2)", "Total"]
+    # issue 15: Total next to the name, percent (as the CSV), attempts, time, blank items, same-name flag
+    assert list(frame.columns) == ["Student", "Total", "1. Row-wise softmax (L2)", "2. Scores Q Kᵀ (L2)", "Attempts",
+                                   "Last submitted", "Left blank", "Same name"]
     assert frame["Student"].tolist() == ["Ada Lovelace", "Alan Turing"]
-    assert frame.iloc[0, 1:].tolist() == [1.0, 1.0, 1.0]
-    alan_softmax = float(frame.iloc[1, 1])
-    assert alan_softmax < 1.0 and frame.iloc[1, 2] == 1.0
-    assert frame.iloc[1, 3] == pytest.approx((alan_softmax + 1.0) / 2, abs=1e-3)
+    assert frame.iloc[0, 1:4].tolist() == [100.0, 100.0, 100.0]
+    alan_softmax = float(frame.iloc[1, 2])
+    assert alan_softmax < 100.0 and frame.iloc[1, 3] == 100.0
+    assert frame.iloc[1, 1] == pytest.approx((alan_softmax + 100.0) / 2, abs=0.1)
 
     [download] = book.get("download_button")
     csv = RecordingStorage.files[download.proto.url.rsplit("/", 1)[1].split(".")[0]]
     assert csv.startswith("\ufeff".encode())
-    exported = pd.read_csv(io.BytesIO(csv), encoding="utf-8-sig")
+    exported = pd.read_csv(io.BytesIO(csv), encoding="utf-8-sig", keep_default_na=False,
+                           dtype={"Left blank": str, "Same name": str})
     pd.testing.assert_frame_equal(exported, frame, check_dtype=False)
 
     spec = book.get("vega_lite_chart")[0].proto.spec
@@ -335,7 +339,7 @@ def test_a_version_bump_after_creation_changes_neither_the_page_nor_the_grade(db
     subs = storage.list_submissions(db, code, key)
     assert [(s.version, s.exercise) for s in subs] == [(ex.version, ex.to_dict()) for ex in kept]
     book = open_gradebook(code, key)
-    assert book.dataframe[0].value.iloc[0, 1:].tolist() == [1.0, 1.0, 1.0]
+    assert book.dataframe[0].value.iloc[0, 1:4].tolist() == [100.0, 100.0, 100.0]
 
 
 def test_a_student_who_first_opens_a_changed_per_student_set_is_told_so(db, monkeypatch):

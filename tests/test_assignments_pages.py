@@ -549,3 +549,40 @@ def create_with_key(at: AppTest, title: str) -> tuple[str, None]:
 
 def button_by_key(at: AppTest, key: str):
     return next(b for b in at.button if b.key == key)
+
+
+def test_exam_mode_hides_marks_until_released_and_offers_no_solutions(db):
+    rules = {"attempts": 2, "exam": True, "release": "manual"}
+    created = service_assignments.create("Exam", [{"kind": "scaling", "level": 1}], 2,
+                                         allow_solutions=True, rules=rules)
+    a, key = created.assignment, created.teacher_key
+    at = student_opens(a.code, "Ada")
+    assert "exam mode" in texts(at)
+    type_answers(at, a, "Ada", [selftest.correct_answer(stored(a)[0])])
+    submit(at)
+    assert "Your marks will be shown when your teacher releases them." in texts(at)
+    assert "Your score" not in texts(at) and not any(b.label == "Show solution" for b in at.button)
+    storage.update_assignment(db, a.code, key, rules={**rules, "released": True})
+    back = student_opens(a.code, "Ada")  # another browser, the same name: told what is left, not shown Ada's
+    assert "Submitted so far: 1. Attempts left: 1." in texts(back) and "Your score" not in texts(back)
+    at.run()  # Ada's own session, after the release: her marks
+    assert "Submitted. Your score: 100%." in texts(at)
+    assert not any(b.label == "Show solution" for b in at.button)  # never in an exam
+
+
+def test_the_gradebook_page_shows_statistics_blank_items_and_who_has_not_submitted(db):
+    created = service_assignments.create("Stats", [{"kind": "scores", "level": 1, "count": 2}], 2)
+    a, key = created.assignment, created.teacher_key
+    service_assignments.set_roster(a, key, "Ada\nAlan\nGrace")
+    ada = page(ASSIGNMENTS, {"assignment": a.code, "t": "unused"})
+    assert "not (or no longer) valid" in texts(ada)
+    items = stored(a)
+    submissions.submit(a, "Ada", items, submissions.grade_all(items, {0: selftest.correct_answer(items[0])},
+                                                              allow_blank=True))
+    book = open_gradebook(a.code, key)
+    assert "Not submitted yet: Alan, Grace" in texts(book)
+    frame = book.dataframe[0].value
+    assert frame["Left blank"].tolist() == ["2"] and frame["Total"].tolist() == [50.0]
+    assert "Item statistics" in texts(book) and "Discrimination" in book.dataframe[1].value.columns
+    cells = book.dataframe[2].value
+    assert "blank" in cells["Mark"].tolist() and "right" in cells["Mark"].tolist()

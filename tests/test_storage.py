@@ -440,3 +440,16 @@ def test_database_url_from_the_environment(tmp_path):
     assert storage.database_url(env) == "postgresql+psycopg://u:p@db.example:5432/app"
     assert storage.database_url({"DATABASE_URL": "postgresql://h/d"}) == "postgresql+psycopg://h/d"
     assert storage.database_url({"DATABASE_URL": "postgresql+psycopg://h/d"}) == "postgresql+psycopg://h/d"
+
+
+def test_an_exam_time_limit_counts_from_the_first_opening(engine):
+    t0 = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
+    created = storage.create_assignment(engine, "Exam", ITEMS, 1, rules={"attempts": 0, "exam": True,
+                                                                         "time_limit": 10})
+    code = created.assignment.code
+    assert storage.opened(engine, code, "p1", at=t0) == t0
+    assert storage.opened(engine, code, "p1", at=t0 + timedelta(minutes=5)) == t0  # the first one stays
+    storage.record_submissions(engine, code, "Ada", [_entry(0)], t0 + timedelta(minutes=9), person="p1")
+    with pytest.raises(storage.Refused) as info:
+        storage.record_submissions(engine, code, "Ada", [_entry(0)], t0 + timedelta(minutes=11), person="p1")
+    assert info.value.reason == "time_up" and info.value.when == t0 + timedelta(minutes=10)

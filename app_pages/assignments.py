@@ -9,7 +9,7 @@ code = st.query_params.get("assignment")
 if code:
     assignment = asg.load(code)
     if assignment is not None:
-        asg.student_ui(assignment)
+        asg.student_ui(assignment, st.query_params.get("t"))
     else:
         asg.open_code_ui()
 else:
@@ -21,3 +21,4 @@ else:
     if values is not None:
         asg.create(values)
     asg.created_ui()
+    asg.dashboard_ui()

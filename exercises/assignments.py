@@ -12,6 +12,7 @@ import re
 import unicodedata
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from . import engine
@@ -67,13 +68,14 @@ class AssignmentSpec:
     def slots(self) -> list[Slot]:
         return slots(self.items)
 
-    def seeds(self, student: str | None = None) -> list[tuple[Slot, int]]:
-        """(slot, exercise seed) of every exercise: the class's, or `student`'s own."""
-        return variant_seeds(self.items, self.seed, self.per_student, student)
+    def seeds(self, student: str | None = None, secret: bytes = b"") -> list[tuple[Slot, int]]:
+        """(slot, exercise seed) of every exercise: the class's, or `student`'s own; with the server's
+        `secret` (services pass it) nobody without it can work the seeds out."""
+        return variant_seeds(self.items, self.seed, self.per_student, student, secret)
 
-    def exercises(self, student: str | None = None) -> list[Exercise]:
+    def exercises(self, student: str | None = None, secret: bytes = b"") -> list[Exercise]:
         """The exercises, in order: the class's set, or `student`'s own when variants are per student."""
-        return build_exercises(self.items, self.seed, self.per_student, student)
+        return build_exercises(self.items, self.seed, self.per_student, student, secret)
 
     def to_dict(self) -> dict[str, Any]:
         return {"title": self.title, "items": [i.to_dict() for i in self.items], "seed": self.seed,
@@ -168,23 +170,107 @@ def slots(items: Iterable[ItemSpec]) -> list[Slot]:
     return out
 
 
-def item_seed(seed: int, index: int, student: str | None = None) -> int:
-    """The exercise seed of slot `index`: a stable hash of (seed, student key or nothing, index)."""
+def item_seed(seed: int, index: int, student: str | None = None, secret: bytes = b"") -> int:
+    """The exercise seed of slot `index`: a stable hash of (seed, student key or nothing, index),
+    keyed with the server's `secret` when one is given (then Practice cannot be asked for it)."""
     who = "" if student is None else student_key(student)
-    digest = hashlib.blake2b(f"{seed}\x1f{who}\x1f{index}".encode(), digest_size=8, person=b"attn-assign").digest()
+    digest = hashlib.blake2b(f"{seed}\x1f{who}\x1f{index}".encode(), digest_size=8, person=b"attn-assign",
+                             key=bytes(secret)[:64]).digest()
     return int.from_bytes(digest, "big") % engine.MAX_SEED
 
 
 def variant_seeds(items: Iterable[ItemSpec], seed: int, per_student: bool,
-                  student: str | None = None) -> list[tuple[Slot, int]]:
+                  student: str | None = None, secret: bytes = b"") -> list[tuple[Slot, int]]:
     """(slot, exercise seed) of every exercise, for one student (per-student variants) or the class."""
     if per_student and student is None:
         raise AssignmentError(msg("assignment.error.name_empty"))
     who = student if per_student else None
-    return [(slot, item_seed(seed, slot.index, who)) for slot in slots(items)]
+    return [(slot, item_seed(seed, slot.index, who, secret)) for slot in slots(items)]
 
 
 def build_exercises(items: Iterable[ItemSpec], seed: int, per_student: bool,
-                    student: str | None = None) -> list[Exercise]:
+                    student: str | None = None, secret: bytes = b"") -> list[Exercise]:
     """Every exercise of the assignment for one student (per-student variants) or for the class."""
-    return [engine.generate(slot.kind, s, slot.level) for slot, s in variant_seeds(items, seed, per_student, student)]
+    return [engine.generate(slot.kind, s, slot.level)
+            for slot, s in variant_seeds(items, seed, per_student, student, secret)]
+
+
+# ---------------------------------------------------------------- attempt rules
+
+
+COUNTS = ("first", "best", "last")  # which attempt counts in the gradebook
+RELEASES = ("final", "manual")  # exam marks: shown after the final attempt, or when the teacher releases them
+MAX_ATTEMPTS = 20
+MAX_MINUTES = 600
+
+
+@dataclass(frozen=True)
+class Rules:
+    """How an assignment may be submitted. attempts 0: unlimited; times are aware UTC datetimes or None;
+    time_limit in minutes (0: none), counted from a student's first opening."""
+
+    attempts: int = 1
+    counts: str = "last"
+    opens_at: datetime | None = None
+    deadline: datetime | None = None
+    closed: bool = False
+    exam: bool = False
+    release: str = "final"
+    released: bool = False
+    time_limit: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"attempts": self.attempts, "counts": self.counts,
+                "opens_at": None if self.opens_at is None else self.opens_at.isoformat(),
+                "deadline": None if self.deadline is None else self.deadline.isoformat(),
+                "closed": self.closed, "exam": self.exam, "release": self.release, "released": self.released,
+                "time_limit": self.time_limit}
+
+    def marks_visible(self, final_attempt: bool) -> bool:
+        """May a student see per-cell marks now? Always outside exams; in an exam once released, or
+        after their final attempt when the teacher chose that."""
+        if not self.exam:
+            return True
+        return self.released or (self.release == "final" and final_attempt)
+
+
+LEGACY_RULES = Rules(attempts=0, counts="last")  # assignments stored before rules existed
+
+
+def _when(value: Any) -> datetime | None:
+    if value in (None, ""):
+        return None
+    if isinstance(value, str):
+        try:
+            value = datetime.fromisoformat(value)
+        except ValueError:
+            raise AssignmentError(msg("assignment.error.time")) from None
+    if not isinstance(value, datetime):
+        raise AssignmentError(msg("assignment.error.time"))
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+def make_rules(raw: Rules | Mapping[str, Any] | None = None) -> Rules:
+    """Checked Rules from a Rules or a dict (None: the legacy ones); AssignmentError when bad."""
+    if raw is None:
+        return LEGACY_RULES
+    if isinstance(raw, Rules):
+        raw = raw.to_dict()
+    try:
+        attempts = int(raw.get("attempts", 1) or 0)
+        time_limit = int(raw.get("time_limit", 0) or 0)
+    except (TypeError, ValueError):
+        raise AssignmentError(msg("assignment.error.attempts", limit=MAX_ATTEMPTS)) from None
+    if not 0 <= attempts <= MAX_ATTEMPTS:
+        raise AssignmentError(msg("assignment.error.attempts", limit=MAX_ATTEMPTS))
+    if not 0 <= time_limit <= MAX_MINUTES:
+        raise AssignmentError(msg("assignment.error.time_limit", limit=MAX_MINUTES))
+    counts = str(raw.get("counts", "last"))
+    release = str(raw.get("release", "final"))
+    if counts not in COUNTS or release not in RELEASES:
+        raise AssignmentError(msg("assignment.error.item_shape"))
+    opens_at, deadline = _when(raw.get("opens_at")), _when(raw.get("deadline"))
+    if opens_at is not None and deadline is not None and deadline <= opens_at:
+        raise AssignmentError(msg("assignment.error.deadline_order"))
+    return Rules(attempts, counts, opens_at, deadline, bool(raw.get("closed", False)), bool(raw.get("exam", False)),
+                 release, bool(raw.get("released", False)), time_limit)

@@ -7,37 +7,95 @@ gradebook all show the same problems whatever happens to the generators later.
 
 from __future__ import annotations
 
+import csv
 import functools
+import io
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 import storage
 from exercises import Exercise, worksheets
-from exercises.assignments import MAX_COUNT, AssignmentError, AssignmentSpec, ItemSpec, make_spec
+from exercises.assignments import MAX_COUNT, AssignmentError, AssignmentSpec, ItemSpec, Rules, make_rules, make_spec
 from exercises.engine import MAX_SEED
 from exercises.i18n import DEFAULT_LANG
-from storage import AccessDenied, Assignment, Created, MalformedCode, MalformedKey, UnknownAssignment
+from storage import AccessDenied, Assignment, Created, Locked, MalformedCode, MalformedKey, UnknownAssignment
 
 from . import db
 from .submissions import class_exercises, exercises_for
 
-__all__ = ["MAX_COUNT", "MAX_SEED", "AccessDenied", "Assignment", "AssignmentError", "Created", "MalformedCode",
-           "MalformedKey", "UnknownAssignment", "class_list", "create", "load", "missing_font", "parse_code",
-           "parse_key", "pdf", "pdf_files", "verify_key", "worksheet"]
+__all__ = ["MAX_COUNT", "MAX_SEED", "AccessDenied", "Assignment", "AssignmentError", "Created", "Locked",
+           "MalformedCode", "MalformedKey", "Rules", "UnknownAssignment", "class_list", "create", "delete",
+           "duplicate", "load", "mine", "missing_font", "parse_code", "parse_key", "pdf", "pdf_files", "roster",
+           "set_roster", "submitted_count", "update", "verify_key", "worksheet"]
 
 parse_code = storage.parse_code
 parse_key = storage.parse_key
 
 
 def create(title: Any, items: Iterable[ItemSpec | Mapping[str, Any]], seed: Any, per_student: bool = False,
-           allow_solutions: bool = False) -> Created:
+           allow_solutions: bool = False, rules: Rules | Mapping[str, Any] | None = None, teacher_key: Any = None,
+           request_id: str | None = None) -> Created:
     """Store a new assignment with its class's exercises; returns it with its teacher key (shown once).
 
-    AssignmentError (a catalog message) for bad input; db.Unavailable when it could not be stored."""
+    `rules`: attempts, deadline, exam … (default: one attempt, the latest counts); `teacher_key`: a key
+    the teacher already has, so it owns this one too; `request_id`: the same again returns the first
+    (existing=True) instead of a second assignment.
+    AssignmentError (a catalog message) for bad input; MalformedKey for a key that is none;
+    db.Unavailable when it could not be stored."""
     spec = make_spec(title, items, seed, per_student, allow_solutions)
+    checked = make_rules(Rules() if rules is None else rules)
     with db.guarded():
         return storage.create_assignment(db.engine(), spec.title, spec.items, spec.seed, spec.per_student,
-                                         spec.allow_solutions, exercises=class_exercises(spec))
+                                         spec.allow_solutions, exercises=class_exercises(spec), rules=checked,
+                                         teacher_key=teacher_key, request_id=request_id)
+
+
+def mine(key: Any) -> list[Assignment]:
+    """Every assignment this teacher key owns, newest first (MalformedKey for text that is no key)."""
+    with db.guarded():
+        return storage.assignments_of(db.engine(), key)
+
+
+def submitted_count(a: Assignment) -> int:
+    with db.guarded():
+        return storage.submission_count(db.engine(), a.code)
+
+
+def update(a: Assignment, key: Any, title: Any = None, rules: Any = None, allow_solutions: bool | None = None,
+           items: Any = None, per_student: bool | None = None) -> Assignment:
+    """Edit title, rules, solutions; items only while nobody has submitted (storage.Locked otherwise)."""
+    exercises_ = ()
+    if items is not None or per_student is not None:
+        spec = make_spec(a.title, a.items if items is None else items, a.seed,
+                         a.per_student if per_student is None else per_student, a.allow_solutions)
+        items, exercises_ = spec.items, class_exercises(spec)
+    with db.guarded():
+        return storage.update_assignment(db.engine(), a.code, key, title=title, rules=rules,
+                                         allow_solutions=allow_solutions, items=items, exercises=exercises_,
+                                         per_student=per_student)
+
+
+def duplicate(a: Assignment, key: Any, title: Any = None) -> Created:
+    """A new assignment with the same items and rules (open again), owned by the same key."""
+    rules = {**a.rules.to_dict(), "closed": False, "released": False}
+    return create(title or a.title, a.items, a.seed, a.per_student, a.allow_solutions, rules=rules, teacher_key=key)
+
+
+def delete(a: Assignment, key: Any) -> None:
+    with db.guarded():
+        storage.delete_assignment(db.engine(), a.code, key)
+
+
+def set_roster(a: Assignment, key: Any, text: str) -> dict[str, str]:
+    """Attach the class list in `text` (one name a line, or a CSV's first column): {name: token}."""
+    names = class_list(text)
+    with db.guarded():
+        return storage.set_roster(db.engine(), a.code, key, names)
+
+
+def roster(a: Assignment) -> tuple[str, ...]:
+    with db.guarded():
+        return storage.roster_names(db.engine(), a.code)
 
 
 def load(code_text: Any) -> Assignment | None:
@@ -55,9 +113,21 @@ def verify_key(code: Any, key: Any) -> bool:
 # ---------------------------------------------------------------- worksheets
 
 
+def _csv_names(text: str) -> str:
+    """A CSV export's first column, one name a line (a header row "name"/"student" is dropped)."""
+    if "," not in text and ";" not in text:
+        return text
+    rows = list(csv.reader(io.StringIO(text), delimiter=";" if text.count(";") > text.count(",") else ","))
+    names = [r[0].strip() for r in rows if r and r[0].strip()]
+    if names and names[0].casefold() in {"name", "student", "students", "姓名", "学生"}:
+        names = names[1:]
+    return "\n".join(names)
+
+
 def class_list(text: str) -> tuple[str, ...]:
-    """The names of a class list (one a line; # comments): () when empty, AssignmentError when bad."""
-    names = worksheets.read_students(text or "")
+    """The names of a class list (one a line, # comments, or a CSV's first column): () when empty,
+    AssignmentError when bad."""
+    names = worksheets.read_students(_csv_names(text or ""))
     return tuple(worksheets.clean_students(names)) if names else ()
 
 

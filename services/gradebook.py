@@ -3,17 +3,23 @@ items table, its CSV, the mistakes made most per item, and regrading against the
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import csv
+import math
+import unicodedata
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
 
 import storage
 from exercises import Feedback
+from exercises.assignments import student_key
 from exercises.i18n import Msg, msg
 
 from . import db
-from .submissions import regrade
+from .submissions import ExerciseChanged, regrade
 
 Gradebook = storage.Gradebook
 
@@ -50,23 +56,155 @@ def load(code: str, key: str) -> Gradebook:
         return storage.gradebook(db.engine(), code, key)
 
 
-def table(book: Gradebook, labels: Sequence[str], student: str = "Student", total: str = "Total") -> pd.DataFrame:
-    """One row per student: each item's latest score (0–1; empty if not submitted) and the mean over all items."""
+def percent(score: float | None) -> float | None:
+    """A score as the page and the CSV show it: percent, one decimal (None stays empty)."""
+    return None if score is None else round(100.0 * float(score), 1)
+
+
+@dataclass(frozen=True)
+class Person:
+    """One person's submissions: label (unique; "Ada (2)" for a second person with the same name),
+    attempts (lists of rows, oldest first), the attempt that counts, and whether the name is shared."""
+
+    label: str
+    attempts: list[list[storage.Submission]]
+    counting: list[storage.Submission]
+    duplicate: bool
+
+
+def persons(book: Gradebook) -> list[Person]:
+    groups = storage.people(book.rows)
+    label = storage.labels(groups)
+    names = Counter(student_key(g[-1][-1].student) for g in groups.values())
+    return [Person(label[who], g, storage.counted(g, book.assignment.rules.counts),
+                   names[student_key(g[-1][-1].student)] > 1) for who, g in groups.items()]
+
+
+def table(book: Gradebook, labels: Sequence[str], student: str = "Student", total: str = "Total",
+          columns: Mapping[str, str] | None = None) -> pd.DataFrame:
+    """One row per person: Total (percent) right after the name, then each item's score in percent from
+    the attempt that counts (empty: not submitted), then attempts, last submission time, items left
+    blank and a duplicate flag (same normalised name from another browser: the teacher resolves it)."""
+    names = {"attempts": "Attempts", "submitted": "Last submitted", "blank": "Blank", "duplicate": "Same name",
+             **(columns or {})}
     rows = []
-    for name in book.students:
-        scores = [book.scores.get((name, i)) for i in range(len(labels))]
-        mean = sum(s for s in scores if s is not None) / max(len(labels), 1)
-        rows.append([name, *[None if s is None else round(s, 3) for s in scores], round(mean, 3)])
-    return pd.DataFrame(rows, columns=[student, *labels, total])
+    for person in persons(book):
+        scores = {r.item_index: r.score for r in person.counting}
+        blank = [r.item_index + 1 for r in person.counting if r.answer is None]
+        mean = sum(scores.get(i) or 0.0 for i in range(len(labels))) / max(len(labels), 1)
+        rows.append([person.label, percent(mean), *[percent(scores.get(i)) for i in range(len(labels))],
+                     len(person.attempts), person.attempts[-1][-1].submitted_at.strftime("%Y-%m-%d %H:%M UTC"),
+                     ", ".join(map(str, blank)), "⚠" if person.duplicate else ""])
+    return pd.DataFrame(rows, columns=[student, total, *labels, names["attempts"], names["submitted"],
+                                       names["blank"], names["duplicate"]])
+
+
+def not_submitted(book: Gradebook) -> list[str]:
+    """The class list's names with no submission yet (empty for an open assignment)."""
+    done = {student_key(r.student) for r in book.rows}
+    return [n for n in book.roster if student_key(n) not in done]
+
+
+def _pearson(xs: Sequence[float], ys: Sequence[float]) -> float | None:
+    n = len(xs)
+    if n < 2:
+        return None
+    mx, my = sum(xs) / n, sum(ys) / n
+    sxy = sum((x - mx) * (y - my) for x, y in zip(xs, ys))
+    sxx = sum((x - mx) ** 2 for x in xs)
+    syy = sum((y - my) ** 2 for y in ys)
+    if sxx <= 0 or syy <= 0:
+        return None
+    return sxy / math.sqrt(sxx * syy)
+
+
+FLAG_BELOW = 0.2  # discrimination under this is flagged (PrairieLearn, Moodle)
+
+
+def item_stats(book: Gradebook, labels: Sequence[str]) -> pd.DataFrame:
+    """Per item: facility (mean score, percent) and discrimination (point-biserial: the correlation of
+    the item's score with the rest score, the total over the other items), from the counting attempts;
+    items under 0.2 are flagged (an empty discrimination: too few students or no spread)."""
+    people_ = persons(book)
+    matrix = [[{r.item_index: r.score or 0.0 for r in p.counting}.get(i, 0.0) for i in range(len(labels))]
+              for p in people_]
+    rows = []
+    for i, label in enumerate(labels):
+        item = [row[i] for row in matrix]
+        rest = [sum(row) - row[i] for row in matrix]
+        r = _pearson(item, rest)
+        rows.append({"item": label, "facility": percent(sum(item) / len(item)) if item else None,
+                     "discrimination": None if r is None else round(r, 2),
+                     "flagged": r is not None and r < FLAG_BELOW})
+    return pd.DataFrame(rows, columns=["item", "facility", "discrimination", "flagged"])
+
+
+def student_cells(book: Gradebook, label: str, marks: Mapping[str, str] | None = None) -> pd.DataFrame:
+    """One person's answers cell by cell, every attempt: attempt, time, item, part, row, column, the
+    answer typed and its mark (right, wrong, consistent; blank for an item left empty)."""
+    marks = {"blank": "blank", "right": "right", "wrong": "wrong", "consistent": "consistent", **(marks or {})}
+    person = next((p for p in persons(book) if p.label == label), None)
+    rows = []
+    for n, attempt in enumerate(person.attempts if person else [], 1):
+        for sub in attempt:
+            when = sub.submitted_at.strftime("%Y-%m-%d %H:%M")
+            if sub.answer is None:
+                rows.append([n, when, sub.item_index + 1, "", None, None, "", marks["blank"]])
+                continue
+            try:
+                fb = regrade(sub)
+            except ExerciseChanged:
+                fb = None
+            for part, value in sub.answer.items():
+                pfb = fb.parts.get(part) if fb is not None else None
+                if isinstance(value, list):
+                    cells = [(i, j, str(v)) for i, row in enumerate(value) for j, v in enumerate(row)]
+                elif isinstance(value, str) and pfb is not None and pfb.value is not None:
+                    cells = [(i, j, f"{x:g}") for (i, j), x in _cells(pfb.value)]
+                else:
+                    cells = [(0, 0, "" if value is None else str(value))]
+                for i, j, text in cells:
+                    status = ""
+                    if pfb is not None and pfb.status is not None and i < pfb.status.shape[0] \
+                            and j < pfb.status.shape[1]:
+                        status = marks.get(str(pfb.status[i, j]), str(pfb.status[i, j]))
+                    rows.append([n, when, sub.item_index + 1, part, i + 1, j + 1, text, status])
+    return pd.DataFrame(rows, columns=["attempt", "submitted", "item", "part", "row", "column", "answer", "mark"])
+
+
+def _cells(value: Any) -> list[tuple[tuple[int, int], float]]:
+    import numpy as np
+
+    grid = np.atleast_2d(np.asarray(value, dtype=float))
+    return [((i, j), float(grid[i, j])) for i in range(grid.shape[0]) for j in range(grid.shape[1])]
+
+
+_FORMULA = ("=", "+", "-", "@", "\t", "\r")
+
+
+def inert(cell: Any) -> Any:
+    """A text cell a spreadsheet would run as a formula (it starts with =, +, -, @, a tab or a carriage
+    return — also after NFKC normalisation, which turns a full-width ＝ into =) gets a leading apostrophe."""
+    if not isinstance(cell, str):
+        return cell
+    text = cell.lstrip(" ")
+    if text.startswith(_FORMULA) or unicodedata.normalize("NFKC", text).lstrip(" ").startswith(_FORMULA):
+        return "'" + cell
+    return cell
 
 
 def csv_bytes(frame: pd.DataFrame) -> bytes:
-    """The table as CSV (UTF-8 with a byte-order mark, so spreadsheet programs read accents right)."""
-    return frame.to_csv(index=False).encode("utf-8-sig")
+    """The table as CSV (UTF-8 with a byte-order mark, so spreadsheet programs read accents right),
+    every text cell and header made inert (no formula runs when it is opened)."""
+    safe = frame.map(inert) if hasattr(frame, "map") else frame.applymap(inert)
+    safe.columns = [inert(c) for c in frame.columns]
+    # every text cell quoted: a carriage return inside a name cannot split a row
+    return safe.to_csv(index=False, quoting=csv.QUOTE_NONNUMERIC).encode("utf-8-sig")
 
 
 def mistakes_frame(book: Gradebook, labels: Sequence[str], name: Callable[[str], str] = str) -> pd.DataFrame:
-    """(item, order, mistake, students) for every misconception named in a latest answer."""
+    """(item, order, mistake, students) for every misconception named in any attempt (all are counted:
+    a mistake later corrected still shows what the class got wrong)."""
     rows = [{"item": labels[index], "order": index, "mistake": name(mid), "students": count}
             for index, found in book.misconceptions.items() if index < len(labels) for mid, count in found]
     return pd.DataFrame(rows, columns=["item", "order", "mistake", "students"])

@@ -34,6 +34,15 @@ class NotSaved(RuntimeError):
     """The answers could not be stored (nothing was: the transaction is all or nothing)."""
 
 
+Refused = storage.Refused  # the rules do not take this submission now (reason: closed, late, …)
+
+
+def secret() -> bytes:
+    """The server secret assignment variants are derived with (ATTENTION_SECRET, else stored once)."""
+    with db.guarded():
+        return storage.server_secret(db.engine())
+
+
 def current_version(kind: str) -> int | None:
     module = exercises.KINDS.get(kind)
     return None if module is None else int(module.VERSION)
@@ -61,7 +70,7 @@ def exercises_for(a: storage.Assignment, student: str | None = None) -> list[Exe
     owner = student if a.per_student else None
     with db.guarded():
         stored = storage.stored_exercises(db.engine(), a.code, owner)
-    seeds = a.spec.seeds(student if a.per_student else None)
+    seeds = a.spec.seeds(student if a.per_student else None, secret=secret())
     versions = slot_versions(a)
     missing: dict[int, Exercise] = {}
     changed = []
@@ -82,19 +91,24 @@ def exercises_for(a: storage.Assignment, student: str | None = None) -> list[Exe
 
 def class_exercises(spec: Any) -> list[Exercise]:
     """The class's set of a new assignment (none for per-student variants: those are made per student)."""
-    return [] if spec.per_student else spec.exercises()
+    return [] if spec.per_student else spec.exercises(secret=secret())
 
 
 # ---------------------------------------------------------------- grading a submission
 
 
 def is_blank(answer: Any) -> bool:
-    """Nothing typed or chosen for a whole part."""
+    """Nothing typed or chosen for a whole part: None, blank text, or a grid of blank cells.
+
+    A chosen option (an int, 0 included) is an answer, never blank; so is anything that is no grid."""
     if answer is None:
         return True
     if isinstance(answer, str):
         return not answer.strip()
-    return all(not str(cell or "").strip() for row in answer for cell in row)
+    if isinstance(answer, (list, tuple)):
+        return all(is_blank(row) if isinstance(row, (list, tuple)) else not ("" if row is None else str(row)).strip()
+                   for row in answer)
+    return False
 
 
 @dataclass(frozen=True)
@@ -147,13 +161,15 @@ def entries(items: Sequence[Exercise], graded: Graded) -> list[dict[str, Any]]:
     return rows
 
 
-def submit(a: storage.Assignment, student: str, items: Sequence[Exercise], graded: Graded) -> list[int]:
-    """Store a graded submission in one transaction; its ids once committed. NotSaved if it failed."""
+def submit(a: storage.Assignment, student: str, items: Sequence[Exercise], graded: Graded,
+           person: str | None = None) -> list[int]:
+    """Store a graded submission (one attempt) in one transaction; its ids once committed.
+    NotSaved if it failed; Refused (nothing stored) when the rules do not take it now."""
     if not graded.ready:
         raise ValueError("fix the unreadable or blank answers first")
     try:
         with db.guarded():
-            return storage.record_submissions(db.engine(), a.code, student, entries(items, graded))
+            return storage.record_submissions(db.engine(), a.code, student, entries(items, graded), person=person)
     except (db.Unavailable, ValueError, storage.UnknownAssignment) as err:
         raise NotSaved(str(err)) from err
 
@@ -175,3 +191,30 @@ def regrade(sub: storage.Submission) -> Feedback | None:
     if sub.answer is None:
         return None
     return exercises.grade(ex, sub.answer)
+
+
+def attempts_of(a: storage.Assignment, student: str) -> list[list[storage.Submission]]:
+    """This student's own earlier attempts, oldest first (what a returning student is shown)."""
+    with db.guarded():
+        return storage.attempts_of(db.engine(), a.code, student)
+
+
+def attempts_left(a: storage.Assignment, done: int) -> int | None:
+    """How many more attempts the rules allow after `done` (None: unlimited)."""
+    return None if not a.rules.attempts else max(a.rules.attempts - done, 0)
+
+
+def opened(a: storage.Assignment, person: str) -> Any:
+    """When this person first opened the assignment (recorded now if never): an exam's clock."""
+    with db.guarded():
+        return storage.opened(db.engine(), a.code, person)
+
+
+def student_for_token(a: storage.Assignment, token: str) -> str | None:
+    """The class-list name behind a personal link's token, or None (unknown or issued again)."""
+    with db.guarded():
+        return storage.student_for_token(db.engine(), a.code, token)
+
+
+def submission_score(rows: Sequence[storage.Submission], count: int) -> float:
+    return sum(r.score or 0.0 for r in rows) / max(count, 1)

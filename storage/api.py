@@ -7,20 +7,37 @@ Nothing lists submissions without the assignment's teacher key.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
+import os
+import secrets
+import uuid
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
-from exercises.assignments import AssignmentSpec, ItemSpec, clean_student_name, make_spec, slots, student_key
+from exercises.assignments import (
+    AssignmentError,
+    AssignmentSpec,
+    ItemSpec,
+    Rules,
+    clean_student_name,
+    make_rules,
+    make_spec,
+    parse_items,
+    slots,
+    student_key,
+)
 from exercises.engine import KINDS
+from exercises.i18n import msg
 
-from .db import assignment_exercises, assignments, attempts, submissions, writing
+from .db import assignment_exercises, assignments, attempts, openings, roster, settings, submissions, writing
 from .keys import check_key, hash_key, new_code, new_key, parse_code, parse_key
 
 MAX_ANSWER_CHARS = 50_000  # one submitted answer, as JSON
@@ -36,6 +53,24 @@ class AccessDenied(PermissionError):
     """The teacher key does not match the assignment."""
 
 
+class Refused(Exception):
+    """A submission the assignment's rules do not accept now; nothing was stored. `reason` is one of
+    closed, not_open, late, time_up, no_attempts, not_on_roster; `when` the time it is about."""
+
+    def __init__(self, reason: str, when: datetime | None = None):
+        super().__init__(reason)
+        self.reason = reason
+        self.when = when
+
+
+class Locked(Exception):
+    """The items of an assignment someone has submitted cannot change."""
+
+
+SECRET_ENV = "ATTENTION_SECRET"
+GRACE_S = 30  # a submission pressed just before the time limit is still on time
+
+
 # ---------------------------------------------------------------- records
 
 
@@ -49,6 +84,8 @@ class Assignment:
     allow_solutions: bool
     created_at: datetime  # UTC
     versions: tuple[int | None, ...] = ()  # each item's generator version at creation (None: not kept)
+    rules: Rules = field(default_factory=lambda: make_rules(None))
+    has_roster: bool = False
 
     @property
     def spec(self) -> AssignmentSpec:
@@ -64,8 +101,8 @@ class Created:
     """A new assignment and its teacher key: the only time the key exists outside the teacher's hands."""
 
     assignment: Assignment
-    teacher_key: str
-
+    teacher_key: str | None
+    existing: bool = False  # the same request made it before (Create pressed twice): no second one
 
 @dataclass(frozen=True)
 class Submission:
@@ -83,6 +120,19 @@ class Submission:
     submitted_at: datetime  # UTC
     version: int | None = None  # the generator version of the exercise graded (None: stored before versions)
     exercise: dict[str, Any] | None = None  # Exercise.to_dict() of the exercise graded
+    attempt_id: str | None = None  # the press of Submit it came with (None: stored before attempts)
+    attempt: int | None = None  # 1, 2, … per student
+    person: str | None = None  # who pressed it (class-list entry or browser session; None: before)
+
+    @property
+    def who(self) -> str:
+        """The person the row belongs to (older rows: the normalised name)."""
+        return self.person or self.student_key
+
+    @property
+    def group(self) -> str:
+        """The submission (press of Submit) the row belongs to."""
+        return self.attempt_id or f"row-{self.id}"
 
 
 @dataclass(frozen=True)
@@ -110,6 +160,8 @@ class Gradebook:
     scores: dict[tuple[str, int], float | None]  # (student, item index) → score; missing: not submitted
     misconceptions: dict[int, list[tuple[str, int]]] = field(default_factory=dict)  # most common first
     submitted_at: dict[str, datetime] = field(default_factory=dict)  # student → latest submission
+    rows: tuple[Submission, ...] = ()  # every stored row, oldest first (all attempts)
+    roster: tuple[str, ...] = ()  # the class list's names, in order (empty: an open assignment)
 
 
 # ---------------------------------------------------------------- helpers
@@ -130,19 +182,21 @@ def _aware(at: datetime) -> datetime:
     return at.replace(tzinfo=UTC)
 
 
-def _assignment(row: Any) -> Assignment:
+def _assignment(row: Any, has_roster: bool = False) -> Assignment:
     items = tuple(ItemSpec(str(i["kind"]), int(i["level"]), int(i["count"])) for i in row.items)
     versions = tuple(None if i.get("version") is None else int(i["version"]) for i in row.items)
     return Assignment(code=row.code, title=row.title, items=items, seed=int(row.seed),
                       per_student=bool(row.per_student), allow_solutions=bool(row.allow_solutions),
-                      created_at=_aware(row.created_at), versions=versions)
+                      created_at=_aware(row.created_at), versions=versions, rules=make_rules(row.rules),
+                      has_roster=has_roster)
 
 
 def _submission(row: Any) -> Submission:
     return Submission(id=int(row.id), code=row.assignment_code, student=row.student, student_key=row.student_key,
                       item_index=int(row.item_index), kind=row.kind, level=int(row.level), seed=int(row.seed),
                       answer=row.answer, score=row.score, misconception=row.misconception,
-                      submitted_at=_aware(row.submitted_at), version=row.version, exercise=row.exercise)
+                      submitted_at=_aware(row.submitted_at), version=row.version, exercise=row.exercise,
+                      attempt_id=row.attempt_id, attempt=row.attempt, person=row.person)
 
 
 def _plain_json(answer: Any) -> Any:
@@ -169,11 +223,43 @@ def _exercise_json(exercise: Any) -> dict[str, Any] | None:
     return json.loads(json.dumps(exercise, allow_nan=False))
 
 
+def _has_roster(conn: Connection, code: str) -> bool:
+    return conn.execute(sa.select(roster.c.student_key).where(roster.c.assignment_code == code).limit(1)).first() \
+        is not None
+
+
 def _load(conn: Connection, code: str) -> tuple[Assignment, str]:
     row = conn.execute(sa.select(assignments).where(assignments.c.code == code)).first()
     if row is None:
         raise UnknownAssignment(code)
-    return _assignment(row), row.key_hash
+    return _assignment(row, _has_roster(conn, code)), row.key_hash
+
+
+# ---------------------------------------------------------------- the server secret and owners
+
+
+def server_secret(engine: Engine) -> bytes:
+    """The secret that keys assignment variants and owners: ATTENTION_SECRET, else a random one
+    stored once in the database (every replica on it reads the same)."""
+    env = os.environ.get(SECRET_ENV, "").strip()
+    if env:
+        return env.encode()
+    for _ in range(3):
+        with engine.connect() as conn:
+            value = conn.execute(sa.select(settings.c.value).where(settings.c.name == "secret")).scalar()
+        if value:
+            return bytes.fromhex(value)
+        try:
+            with writing(engine).begin() as conn:
+                conn.execute(sa.insert(settings).values(name="secret", value=secrets.token_hex(32)))
+        except sa.exc.IntegrityError:
+            continue  # another session stored it first: read theirs
+    raise RuntimeError("no server secret could be stored")
+
+
+def owner_id(engine: Engine, key: str) -> str:
+    """Who owns an assignment: an HMAC of the teacher key with the server secret (not the key)."""
+    return hmac.new(server_secret(engine), b"owner\x1f" + key.encode(), hashlib.sha256).hexdigest()
 
 
 def _authorised(conn: Connection, code: Any, key: Any) -> Assignment:
@@ -190,20 +276,35 @@ def _authorised(conn: Connection, code: Any, key: Any) -> Assignment:
 
 def create_assignment(engine: Engine, title: Any, items: Iterable[ItemSpec | Mapping[str, Any]], seed: Any,
                       per_student: bool = False, allow_solutions: bool = False,
-                      created_at: datetime | None = None, exercises: Iterable[Any] = ()) -> Created:
+                      created_at: datetime | None = None, exercises: Iterable[Any] = (),
+                      rules: Rules | Mapping[str, Any] | None = None, teacher_key: Any = None,
+                      request_id: str | None = None) -> Created:
     """Store a new assignment under a fresh random code; returns it with its teacher key (shown once).
 
     Each item keeps its kind's generator version; `exercises` (the class's set, one per slot, as
-    Exercises or their to_dict()) are stored with it in the same transaction.
-    Raises exercises.assignments.AssignmentError for a bad title, item list or seed."""
+    Exercises or their to_dict()) are stored with it in the same transaction. `teacher_key`: a key the
+    teacher already has (MalformedKey if it is none), so one key owns many assignments; else a new one.
+    `request_id`: the same id again (Create pressed twice) returns the first one, existing=True.
+    Raises exercises.assignments.AssignmentError for a bad title, item list, seed or rules."""
     spec = make_spec(title, items, seed, per_student, allow_solutions)
+    checked = make_rules(rules) if rules is not None else None
     versions = tuple(int(KINDS[i.kind].VERSION) for i in spec.items)
     stored = [_exercise_json(e) for e in exercises]
-    key = new_key()
+    key = new_key() if teacher_key is None else parse_key(teacher_key)
+    owner = owner_id(engine, key)
+    if request_id:
+        with engine.connect() as conn:
+            row = conn.execute(sa.select(assignments)
+                               .where(assignments.c.request_id == str(request_id)[:64])).first()
+            if row is not None:
+                return Created(_assignment(row, _has_roster(conn, row.code)),
+                               key if row.owner == owner else None, existing=True)
     row = {"title": spec.title, "items": [{**i.to_dict(), "version": v} for i, v in zip(spec.items, versions)],
            "seed": spec.seed,
            "per_student": spec.per_student, "allow_solutions": spec.allow_solutions,
-           "key_hash": hash_key(key), "created_at": _utc_naive(created_at)}
+           "key_hash": hash_key(key), "created_at": _utc_naive(created_at),
+           "rules": None if checked is None else checked.to_dict(), "owner": owner,
+           "request_id": str(request_id)[:64] if request_id else None}
     for _ in range(CODE_RETRIES):
         code = new_code()
         try:
@@ -218,7 +319,8 @@ def create_assignment(engine: Engine, title: Any, items: Iterable[ItemSpec | Map
             continue  # the code is taken (31^8 codes: rare); draw another
         assignment = Assignment(code=code, title=spec.title, items=spec.items, seed=spec.seed,
                                 per_student=spec.per_student, allow_solutions=spec.allow_solutions,
-                                created_at=_aware(row["created_at"]), versions=versions)
+                                created_at=_aware(row["created_at"]), versions=versions,
+                                rules=make_rules(row["rules"]))
         return Created(assignment, key)
     raise RuntimeError("no free assignment code after several draws")
 
@@ -228,7 +330,7 @@ def get_assignment(engine: Engine, code: Any) -> Assignment | None:
     code = parse_code(code)
     with engine.connect() as conn:
         row = conn.execute(sa.select(assignments).where(assignments.c.code == code)).first()
-    return None if row is None else _assignment(row)
+        return None if row is None else _assignment(row, _has_roster(conn, code))
 
 
 def verify_teacher_key(engine: Engine, code: Any, key: Any) -> bool:
@@ -288,17 +390,50 @@ def store_exercises(engine: Engine, code: Any, student: Any, exercises: Mapping[
 # ---------------------------------------------------------------- submissions
 
 
+def check_rules(conn: Connection, assignment: Assignment, who: str, person: str, at: datetime) -> int:
+    """The number of this attempt (1, 2, …) if the rules take a submission by `who` at `at` (naive
+    UTC); Refused otherwise. `who` is the normalised name or class-list key attempts are counted by."""
+    rules = assignment.rules
+    if rules.closed:
+        raise Refused("closed")
+    now = _aware(at)
+    if rules.opens_at is not None and now < rules.opens_at:
+        raise Refused("not_open", rules.opens_at)
+    if rules.deadline is not None and now > rules.deadline:
+        raise Refused("late", rules.deadline)
+    if assignment.has_roster and conn.execute(sa.select(roster.c.student_key).where(
+            roster.c.assignment_code == assignment.code, roster.c.student_key == who)).first() is None:
+        raise Refused("not_on_roster")
+    if rules.time_limit:
+        opened = conn.execute(sa.select(openings.c.opened_at).where(
+            openings.c.assignment_code == assignment.code, openings.c.person == person)).scalar()
+        if opened is not None:
+            ends = _aware(opened) + timedelta(minutes=rules.time_limit)
+            if now > ends + timedelta(seconds=GRACE_S):
+                raise Refused("time_up", ends)
+    done = conn.execute(sa.select(sa.func.count(sa.distinct(sa.func.coalesce(
+        submissions.c.attempt_id, sa.cast(submissions.c.id, sa.String))))).where(
+        submissions.c.assignment_code == assignment.code, submissions.c.student_key == who)).scalar() or 0
+    if rules.attempts and done >= rules.attempts:
+        raise Refused("no_attempts")
+    return int(done) + 1
+
+
 def record_submissions(engine: Engine, code: Any, student: Any, entries: Iterable[Mapping[str, Any]],
-                       submitted_at: datetime | None = None) -> list[int]:
-    """Store one student's answers in one transaction; returns their ids once committed.
+                       submitted_at: datetime | None = None, person: str | None = None) -> list[int]:
+    """Store one student's answers (one attempt) in one transaction; returns their ids once committed.
 
     Each entry: item_index, kind, level, seed, answer (plain JSON), score (or None), misconception,
-    and the exercise graded (an Exercise or its to_dict()) with its version.
-    Raises MalformedCode, UnknownAssignment, AssignmentError (name), ValueError (an entry)."""
+    and the exercise graded (an Exercise or its to_dict()) with its version. `person`: who pressed
+    Submit (the browser session of an open assignment); rows are never replaced, each attempt is kept.
+    Raises MalformedCode, UnknownAssignment, AssignmentError (name), ValueError (an entry), Refused
+    (the rules: closed, not open yet, late, out of time or attempts, not on the class list)."""
     code = parse_code(code)
     name = clean_student_name(student)
     who = student_key(name)
     at = _utc_naive(submitted_at)
+    attempt_id = uuid.uuid4().hex
+    person = str(person)[:120] if person else who
     rows = []
     for e in entries:
         score = e.get("score")
@@ -307,12 +442,16 @@ def record_submissions(engine: Engine, code: Any, student: Any, entries: Iterabl
                      "seed": int(e["seed"]), "answer": _plain_json(e.get("answer")),
                      "score": None if score is None else float(score),
                      "misconception": e.get("misconception"), "submitted_at": at,
-                     "version": _version(e.get("version")), "exercise": _exercise_json(e.get("exercise"))})
+                     "version": _version(e.get("version")), "exercise": _exercise_json(e.get("exercise")),
+                     "attempt_id": attempt_id, "person": person})
     if not rows:
         raise ValueError("nothing to submit")
     ids = []
     with writing(engine).begin() as conn:
         assignment, _ = _load(conn, code)
+        number = check_rules(conn, assignment, who, person, at)
+        for row in rows:
+            row["attempt"] = number
         expected = slots(assignment.items)
         for row in rows:
             index = row["item_index"]
@@ -346,27 +485,207 @@ def list_submissions(engine: Engine, code: Any, key: Any) -> list[Submission]:
     return [_submission(r) for r in rows]
 
 
+def counted(groups: list[list[Submission]], counts: str) -> list[Submission]:
+    """The rows of the attempt that counts (first, best or last) among one person's attempts."""
+    if counts == "first":
+        return groups[0]
+    if counts == "best":
+        return max(groups, key=lambda g: sum(r.score or 0.0 for r in g))  # the earliest of equal ones
+    return groups[-1]
+
+
+def people(rows: Iterable[Submission]) -> dict[str, list[list[Submission]]]:
+    """Each person's attempts (lists of rows), people in order of first submission, attempts oldest first."""
+    out: dict[str, dict[str, list[Submission]]] = {}
+    for row in rows:
+        out.setdefault(row.who, {}).setdefault(row.group, []).append(row)
+    return {who: list(groups.values()) for who, groups in out.items()}
+
+
+def labels(groups: Mapping[str, list[list[Submission]]]) -> dict[str, str]:
+    """A unique label per person: the name as last typed, "Ada (2)" for a second person typing it."""
+    seen: Counter = Counter()
+    out = {}
+    for who, attempts_ in groups.items():
+        name = attempts_[-1][-1].student
+        seen[student_key(name)] += 1
+        n = seen[student_key(name)]
+        out[who] = name if n == 1 else f"{name} ({n})"
+    return out
+
+
 def gradebook(engine: Engine, code: Any, key: Any) -> Gradebook:
-    """Students × items with each student's latest score per item; requires the teacher key."""
+    """Students × items with the counting attempt's score per item (the rules say which: the latest by
+    default), every row kept; requires the teacher key. Mistakes are counted over all attempts."""
     with engine.connect() as conn:
         assignment = _authorised(conn, code, key)
-        rows = conn.execute(sa.select(submissions).where(submissions.c.assignment_code == assignment.code)
-                            .order_by(submissions.c.id)).all()
-    names: dict[str, str] = {}  # student key → latest name, in order of first submission
-    latest: dict[tuple[str, int], Any] = {}
+        rows = [_submission(r) for r in conn.execute(
+            sa.select(submissions).where(submissions.c.assignment_code == assignment.code)
+            .order_by(submissions.c.id)).all()]
+        names_on_roster = tuple(conn.execute(sa.select(roster.c.name).where(
+            roster.c.assignment_code == assignment.code).order_by(roster.c.position)).scalars())
+    groups = people(rows)
+    label = labels(groups)
+    scores: dict[tuple[str, int], float | None] = {}
     when: dict[str, datetime] = {}
-    for row in rows:
-        names[row.student_key] = row.student
-        latest[(row.student_key, row.item_index)] = row
-        when[row.student_key] = _aware(row.submitted_at)
-    scores = {(names[k], index): row.score for (k, index), row in latest.items()}
+    for who, attempts_ in groups.items():
+        for row in counted(attempts_, assignment.rules.counts):
+            scores[(label[who], row.item_index)] = row.score
+        when[label[who]] = attempts_[-1][-1].submitted_at
     counts: dict[int, Counter] = {}
-    for (_, index), row in latest.items():
+    for row in rows:
         if row.misconception:
-            counts.setdefault(index, Counter())[row.misconception] += 1
-    return Gradebook(assignment=assignment, students=tuple(names.values()), scores=scores,
+            counts.setdefault(row.item_index, Counter())[row.misconception] += 1
+    return Gradebook(assignment=assignment, students=tuple(label[w] for w in groups), scores=scores,
                      misconceptions={i: c.most_common() for i, c in sorted(counts.items())},
-                     submitted_at={names[k]: t for k, t in when.items()})
+                     submitted_at=when, rows=tuple(rows), roster=names_on_roster)
+
+
+# ---------------------------------------------------------------- a student's own attempts, openings
+
+
+def attempts_of(engine: Engine, code: Any, student: Any) -> list[list[Submission]]:
+    """A student's own attempts (rows per press of Submit, oldest first), by name or class-list entry:
+    what a returning student is shown. No teacher key: only the student's own rows."""
+    code, who = parse_code(code), student_key(student)
+    with engine.connect() as conn:
+        rows = [_submission(r) for r in conn.execute(sa.select(submissions).where(
+            submissions.c.assignment_code == code, submissions.c.student_key == who).order_by(submissions.c.id))]
+    groups: dict[str, list[Submission]] = {}
+    for row in rows:
+        groups.setdefault(row.group, []).append(row)
+    return list(groups.values())
+
+
+def opened(engine: Engine, code: Any, person: str, at: datetime | None = None) -> datetime:
+    """When `person` first opened the assignment (recorded now if never): an exam's clock starts there."""
+    code, person = parse_code(code), str(person)[:120]
+    table = openings
+    for _ in range(2):
+        with engine.connect() as conn:
+            first = conn.execute(sa.select(table.c.opened_at).where(
+                table.c.assignment_code == code, table.c.person == person)).scalar()
+        if first is not None:
+            return _aware(first)
+        try:
+            with writing(engine).begin() as conn:
+                _load(conn, code)
+                conn.execute(sa.insert(table).values(assignment_code=code, person=person, opened_at=_utc_naive(at)))
+        except sa.exc.IntegrityError:
+            continue
+    with engine.connect() as conn:
+        return _aware(conn.execute(sa.select(table.c.opened_at).where(
+            table.c.assignment_code == code, table.c.person == person)).scalar_one())
+
+
+# ---------------------------------------------------------------- class lists and personal links
+
+
+def _token_hash(token: str) -> str:
+    return hashlib.sha256(b"roster\x1f" + token.encode()).hexdigest()
+
+
+def set_roster(engine: Engine, code: Any, key: Any, names: Iterable[Any]) -> dict[str, str]:
+    """Attach a class list (replacing any earlier one): {name: personal token}, shown once — only
+    their SHA-256 is stored, so a list issued again makes the old links stop working."""
+    cleaned = [clean_student_name(n) for n in names]
+    if len({student_key(n) for n in cleaned}) != len(cleaned):
+        raise AssignmentError(msg("assignment.error.roster_duplicate"))
+    tokens = {n: secrets.token_urlsafe(16) for n in cleaned}
+    at = _utc_naive(None)
+    with writing(engine).begin() as conn:
+        assignment = _authorised(conn, code, key)
+        conn.execute(sa.delete(roster).where(roster.c.assignment_code == assignment.code))
+        if tokens:
+            conn.execute(sa.insert(roster), [
+                {"assignment_code": assignment.code, "student_key": student_key(n), "name": n, "position": i,
+                 "token_hash": _token_hash(t), "issued_at": at} for i, (n, t) in enumerate(tokens.items())])
+    return tokens
+
+
+def roster_names(engine: Engine, code: Any) -> tuple[str, ...]:
+    code = parse_code(code)
+    with engine.connect() as conn:
+        return tuple(conn.execute(sa.select(roster.c.name).where(roster.c.assignment_code == code)
+                                  .order_by(roster.c.position)).scalars())
+
+
+def student_for_token(engine: Engine, code: Any, token: Any) -> str | None:
+    """The class-list name a personal link's token belongs to, or None (unknown or issued again since)."""
+    code = parse_code(code)
+    text = str(token or "").strip()
+    if not 10 <= len(text) <= 64:
+        return None
+    with engine.connect() as conn:
+        return conn.execute(sa.select(roster.c.name).where(roster.c.assignment_code == code,
+                                                           roster.c.token_hash == _token_hash(text))).scalar()
+
+
+# ---------------------------------------------------------------- the teacher's dashboard
+
+
+def assignments_of(engine: Engine, key: Any) -> list[Assignment]:
+    """Every assignment the teacher key owns, newest first (MalformedKey for text that is no key)."""
+    key = parse_key(key)
+    owner = owner_id(engine, key)
+    with engine.connect() as conn:
+        rows = conn.execute(sa.select(assignments).where(assignments.c.owner == owner)
+                            .order_by(assignments.c.created_at.desc())).all()
+        found = [_assignment(r, _has_roster(conn, r.code)) for r in rows if check_key(key, r.key_hash)]
+    return found
+
+
+def submission_count(engine: Engine, code: Any) -> int:
+    code = parse_code(code)
+    with engine.connect() as conn:
+        return int(conn.execute(sa.select(sa.func.count()).select_from(submissions)
+                                .where(submissions.c.assignment_code == code)).scalar() or 0)
+
+
+def update_assignment(engine: Engine, code: Any, key: Any, title: Any = None, rules: Any = None,
+                      allow_solutions: bool | None = None, items: Any = None, exercises: Iterable[Any] = (),
+                      per_student: bool | None = None) -> Assignment:
+    """Change the title, rules or solutions switch; the items (and per-student switch) only while nobody has
+    submitted (Locked otherwise), with the new class set `exercises`. AccessDenied without the key."""
+    with writing(engine).begin() as conn:
+        assignment = _authorised(conn, code, key)
+        values: dict[str, Any] = {}
+        if title is not None:
+            values["title"] = make_spec(title, assignment.items, assignment.seed).title
+        if rules is not None:
+            values["rules"] = make_rules(rules).to_dict()
+        if allow_solutions is not None:
+            values["allow_solutions"] = bool(allow_solutions)
+        if items is not None or per_student is not None:
+            done = conn.execute(sa.select(sa.func.count()).select_from(submissions)
+                                .where(submissions.c.assignment_code == assignment.code)).scalar()
+            if done:
+                raise Locked(assignment.code)
+            new = parse_items(items) if items is not None else assignment.items
+            values["items"] = [{**i.to_dict(), "version": int(KINDS[i.kind].VERSION)} for i in new]
+            if per_student is not None:
+                values["per_student"] = bool(per_student)
+            conn.execute(sa.delete(assignment_exercises).where(
+                assignment_exercises.c.assignment_code == assignment.code))
+            stored = [_exercise_json(e) for e in exercises]
+            if stored:
+                conn.execute(sa.insert(assignment_exercises), [
+                    {"assignment_code": assignment.code, "student_key": "", "item_index": i,
+                     "version": int(ex["version"]), "exercise": ex, "stored_at": _utc_naive(None)}
+                    for i, ex in enumerate(stored)])
+        if values:
+            conn.execute(sa.update(assignments).where(assignments.c.code == assignment.code).values(**values))
+        row = conn.execute(sa.select(assignments).where(assignments.c.code == assignment.code)).first()
+        return _assignment(row, _has_roster(conn, assignment.code))
+
+
+def delete_assignment(engine: Engine, code: Any, key: Any) -> None:
+    """Delete an assignment with everything stored for it (AccessDenied without the key)."""
+    with writing(engine).begin() as conn:
+        assignment = _authorised(conn, code, key)
+        for table in (submissions, assignment_exercises, roster, openings):
+            conn.execute(sa.delete(table).where(table.c.assignment_code == assignment.code))
+        conn.execute(sa.delete(assignments).where(assignments.c.code == assignment.code))
 
 
 # ---------------------------------------------------------------- practice attempts (progress)

@@ -32,6 +32,12 @@ assignments = sa.Table(
     sa.Column("allow_solutions", sa.Boolean, nullable=False),
     sa.Column("key_hash", sa.String(200), nullable=False),  # scrypt$n$r$p$salt$hash, never the key
     sa.Column("created_at", sa.DateTime, nullable=False),  # naive UTC
+    # added later (nullable, so older databases get them): attempt rules (exercises.assignments.Rules
+    # as a dict; None: the legacy ones), the owner (an HMAC of the teacher key with the server secret: one
+    # key lists its assignments) and the builder's request id (pressing Create twice makes one)
+    sa.Column("rules", sa.JSON, nullable=True),
+    sa.Column("owner", sa.String(64), nullable=True, index=True),
+    sa.Column("request_id", sa.String(64), nullable=True),
 )
 
 submissions = sa.Table(
@@ -52,7 +58,40 @@ submissions = sa.Table(
     # the exercise graded (Exercise.to_dict()) and its generator version; None in rows stored before them
     sa.Column("version", sa.Integer, nullable=True),
     sa.Column("exercise", sa.JSON, nullable=True),
+    # one submission (attempt) groups the rows of one press of Submit; `person` is who pressed it: the
+    # class-list entry, or (an open assignment) the browser session, so no one replaces another's rows
+    sa.Column("attempt_id", sa.String(40), nullable=True),
+    sa.Column("attempt", sa.Integer, nullable=True),
+    sa.Column("person", sa.String(120), nullable=True),
     sa.Index("ix_submissions_code_student", "assignment_code", "student_key"),
+)
+
+# Server-wide settings: the secret that keys assignment variants (when ATTENTION_SECRET is not set).
+settings = sa.Table(
+    "settings", metadata,
+    sa.Column("name", sa.String(40), primary_key=True),
+    sa.Column("value", sa.String(200), nullable=False),
+)
+
+# A class list: one row per student, with the SHA-256 of their personal link's random token.
+roster = sa.Table(
+    "roster", metadata,
+    sa.Column("assignment_code", sa.String(16), sa.ForeignKey("assignments.code", ondelete="CASCADE"),
+              primary_key=True),
+    sa.Column("student_key", sa.String(100), primary_key=True),
+    sa.Column("name", sa.String(100), nullable=False),
+    sa.Column("position", sa.Integer, nullable=False),
+    sa.Column("token_hash", sa.String(64), nullable=False, unique=True),
+    sa.Column("issued_at", sa.DateTime, nullable=False),
+)
+
+# When each person first opened an assignment (an exam's time limit counts from there).
+openings = sa.Table(
+    "openings", metadata,
+    sa.Column("assignment_code", sa.String(16), sa.ForeignKey("assignments.code", ondelete="CASCADE"),
+              primary_key=True),
+    sa.Column("person", sa.String(120), primary_key=True),
+    sa.Column("opened_at", sa.DateTime, nullable=False),
 )
 
 # The very exercises of an assignment, stored once: the class's set when the assignment is created

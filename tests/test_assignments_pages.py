@@ -7,6 +7,7 @@ import io
 
 import pandas as pd
 import pytest
+import sqlalchemy as sa
 import streamlit.testing.v1.app_test as app_test_module
 from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
 from streamlit.testing.v1 import AppTest
@@ -14,6 +15,7 @@ from streamlit.testing.v1 import AppTest
 import storage
 from exercises import misconceptions, selftest
 from services import assignments as service_assignments
+from services import submissions
 from tests.apptest_helpers import ROOT, open_page
 from tests.served_app import entrypoint_every_run  # noqa: F401  (fixture)
 from ui import assignments as ui_assignments
@@ -38,6 +40,7 @@ class RecordingStorage(MemoryMediaFileStorage):
 def db(tmp_path, monkeypatch):
     monkeypatch.delenv("DATABASE_URL", raising=False)
     monkeypatch.setenv("ATTENTION_DB_PATH", str(tmp_path / "class.sqlite3"))
+    monkeypatch.setenv("ATTENTION_SECRET", "page tests")  # the same variants every run
     monkeypatch.setattr(app_test_module, "MemoryMediaFileStorage", RecordingStorage)
     RecordingStorage.files = {}
     engine = storage.open_engine()
@@ -94,9 +97,19 @@ def student_opens(code: str, name: str) -> AppTest:
 
 
 def type_answers(at: AppTest, a: storage.Assignment, name: str, answers: list[dict[str, str]]) -> None:
-    for index, (ex, answer) in enumerate(zip(a.spec.exercises(name), answers)):
+    for index, (ex, answer) in enumerate(zip(stored(a, name), answers)):
         for part, text in answer.items():
-            at.text_area(key=paste_key(f"asg-{a.code}-{index}-{ex.id}", part)).input(text)
+            at.text_area(key=paste_key(item_prefix(at, a, index, ex), part)).input(text)
+
+
+def item_prefix(at: AppTest, a: storage.Assignment, index: int, ex) -> str:
+    """The key prefix of item `index`'s answer grid on this page: its position and this session's slot id."""
+    return f"asg-{index}-{at.session_state[f'assign.slot.{a.code}']}"
+
+
+def stored(a: storage.Assignment, name: str | None = None):
+    """The exercises a student gets, as the server stores them (keyed with its secret)."""
+    return submissions.exercises_for(a, name)
 
 
 def submit(at: AppTest) -> None:
@@ -165,48 +178,51 @@ def test_two_students_submit_and_the_gradebook_shows_both_with_a_matching_csv(db
     a = storage.get_assignment(db, code)
 
     ada = student_opens(code.lower(), "Ada Lovelace")  # the code as a student might type it
-    ada_ex = a.spec.exercises("Ada Lovelace")
+    ada_ex = stored(a, "Ada Lovelace")
     type_answers(ada, a, "Ada Lovelace", [selftest.correct_answer(ex) for ex in ada_ex])
     submit(ada)
     assert "Submitted. Your score: 100%." in texts(ada)
 
     alan = student_opens(code, "Alan Turing")
-    alan_ex = a.spec.exercises("Alan Turing")
+    alan_ex = stored(a, "Alan Turing")
     assert [ex.to_dict() for ex in alan_ex] != [ex.to_dict() for ex in ada_ex]  # their own variants
     mistake, wrong_a = mistaken_answer(alan_ex[0], "A")
     type_answers(alan, a, "Alan Turing", [{"A": wrong_a}, selftest.correct_answer(alan_ex[1])])
     submit(alan)
     assert "Submitted." in texts(alan) and "Likely mistake" in texts(alan)
-    shown = alan.text_area(key=paste_key(f"asg-{code}-0-{alan_ex[0].id}", "A"))
+    shown = alan.text_area(key=paste_key(item_prefix(alan, a, 0, alan_ex[0]), "A"))
     assert shown.value == wrong_a and shown.disabled  # what was submitted, marked, no longer editable
     assert not any(b.label == "Show solution" for b in alan.button)  # the teacher did not allow them
 
     book = open_gradebook(code, key)
     frame = book.dataframe[0].value
-    assert list(frame.columns) == ["Student", "1. Row-wise softmax (L2)", "2. Scores Q Kᵀ (L2)", "Total"]
+    # issue 15: Total next to the name, percent (as the CSV), attempts, time, blank items, same-name flag
+    assert list(frame.columns) == ["Student", "Total", "1. Row-wise softmax (L2)", "2. Scores Q Kᵀ (L2)", "Attempts",
+                                   "Last submitted", "Left blank", "Same name"]
     assert frame["Student"].tolist() == ["Ada Lovelace", "Alan Turing"]
-    assert frame.iloc[0, 1:].tolist() == [1.0, 1.0, 1.0]
-    alan_softmax = float(frame.iloc[1, 1])
-    assert alan_softmax < 1.0 and frame.iloc[1, 2] == 1.0
-    assert frame.iloc[1, 3] == pytest.approx((alan_softmax + 1.0) / 2, abs=1e-3)
+    assert frame.iloc[0, 1:4].tolist() == [100.0, 100.0, 100.0]
+    alan_softmax = float(frame.iloc[1, 2])
+    assert alan_softmax < 100.0 and frame.iloc[1, 3] == 100.0
+    assert frame.iloc[1, 1] == pytest.approx((alan_softmax + 100.0) / 2, abs=0.1)
 
     [download] = book.get("download_button")
     csv = RecordingStorage.files[download.proto.url.rsplit("/", 1)[1].split(".")[0]]
     assert csv.startswith("\ufeff".encode())
-    exported = pd.read_csv(io.BytesIO(csv), encoding="utf-8-sig")
+    exported = pd.read_csv(io.BytesIO(csv), encoding="utf-8-sig", keep_default_na=False,
+                           dtype={"Left blank": str, "Same name": str})
     pd.testing.assert_frame_equal(exported, frame, check_dtype=False)
 
     spec = book.get("vega_lite_chart")[0].proto.spec
     assert "Most common mistakes" in spec
-    stored = storage.gradebook(db, code, key)
-    assert stored.misconceptions == {0: [(mistake, 1)]}
+    book_stored = storage.gradebook(db, code, key)
+    assert book_stored.misconceptions == {0: [(mistake, 1)]}
 
 
 def test_solutions_only_after_submitting_and_only_when_allowed(db):
     code, _ = create(page(ASSIGNMENTS), "Open book", [("scaling", 1, 1)], allow_solutions=True)
     a = storage.get_assignment(db, code)
     at = student_opens(code, "Grace")
-    ex = a.spec.exercises("Grace")[0]
+    ex = stored(a, "Grace")[0]
     before = texts(at)
     assert not any(b.label == "Show solution" for b in at.button)
     assert "Worked solution" not in before and "Answer key" not in before
@@ -232,7 +248,7 @@ def test_unreadable_or_missing_answers_are_not_submitted(db):
     assert "could not be read (exercises 1, 2)" in texts(at)
     assert storage.list_submissions(db, code, key) == []
     # one answered, one left empty on purpose
-    type_answers(at, a, "Ada", [selftest.correct_answer(a.spec.exercises()[0]), {"scores": ""}])
+    type_answers(at, a, "Ada", [selftest.correct_answer(stored(a)[0]), {"scores": ""}])
     at.checkbox(key=f"assign.allow_blank.{code}").check()
     submit(at)
     assert "Submitted. Your score: 50%." in texts(at) and "Not answered." in texts(at)
@@ -305,25 +321,25 @@ def test_a_version_bump_after_creation_changes_neither_the_page_nor_the_grade(db
 
     code, key = create(page(ASSIGNMENTS), "Pinned", [("scores", 1, 2)], seed=11)
     a = storage.get_assignment(db, code)
-    stored = a.spec.exercises()
+    kept = stored(a)
     bump(monkeypatch, "scores")
-    changed = a.spec.exercises()
-    assert [ex.to_dict()["given"] for ex in changed] != [ex.to_dict()["given"] for ex in stored]
+    changed = a.spec.exercises(secret=submissions.secret())
+    assert [ex.to_dict()["given"] for ex in changed] != [ex.to_dict()["given"] for ex in kept]
 
     at = student_opens(code, "Ada")
     shown = "\n".join(e.value for e in at.latex)
-    for ex, other in zip(stored, changed):
+    for ex, other in zip(kept, changed):
         assert all(latex in shown for _, latex in given_latex(ex)), "the stored given matrices are shown"
         assert any(latex not in shown for _, latex in given_latex(other)), "not what the generator gives now"
-    for index, ex in enumerate(stored):
+    for index, ex in enumerate(kept):
         for part, text in selftest.correct_answer(ex).items():
-            at.text_area(key=paste_key(f"asg-{a.code}-{index}-{ex.id}", part)).input(text)
+            at.text_area(key=paste_key(item_prefix(at, a, index, ex), part)).input(text)
     submit(at)
     assert "Submitted. Your score: 100%." in texts(at), "graded against the stored problems"
     subs = storage.list_submissions(db, code, key)
-    assert [(s.version, s.exercise) for s in subs] == [(ex.version, ex.to_dict()) for ex in stored]
+    assert [(s.version, s.exercise) for s in subs] == [(ex.version, ex.to_dict()) for ex in kept]
     book = open_gradebook(code, key)
-    assert book.dataframe[0].value.iloc[0, 1:].tolist() == [1.0, 1.0, 1.0]
+    assert book.dataframe[0].value.iloc[0, 1:4].tolist() == [100.0, 100.0, 100.0]
 
 
 def test_a_student_who_first_opens_a_changed_per_student_set_is_told_so(db, monkeypatch):
@@ -340,3 +356,233 @@ def test_a_student_who_first_opens_a_changed_per_student_set_is_told_so(db, monk
     assert not at.exception
     assert "have changed since your teacher set it" in at.error[0].value
     assert not any(b.label == "Submit my answers" for b in at.button)
+
+
+# ---------------------------------------------------------------- every kind, through the page
+
+
+def _grid_text(rows) -> str:
+    return "\n".join(", ".join(row) for row in rows)
+
+
+def _fill(at: AppTest, prefix: str, ex, mode: str) -> None:
+    """Type (or choose) one item's answer: "right", "wrong" (first part changed), "blank", "malformed"."""
+    from ui.answer_grid import _slug
+
+    for n, part in enumerate(ex.parts):
+        if part.is_choice:
+            ref = int(part.reference[0, 0])
+            value = {"right": ref, "wrong": (ref + 1) % len(part.options)}.get(mode)
+            at.radio(key=_slug(f"{prefix}-{part.name}-choice") + ".en").set_value(value)
+            continue
+        rows = [[selftest.format_cell(x) for x in row] for row in part.reference]
+        if mode == "wrong" and n == 0:
+            rows[0][0] = selftest.format_cell(float(part.reference[0, 0]) + 3) if part.reference[0, 0] > -1e300 \
+                else "1"
+        elif mode == "malformed" and n == 0:
+            rows[0][0] = "abc"
+        at.text_area(key=paste_key(prefix, part.name)).input("" if mode == "blank" else _grid_text(rows))
+
+
+def test_an_assignment_with_every_kind_is_submitted_right_wrong_blank_and_malformed(db):
+    """Concepts' chosen option (an int) was walked as a grid: Submit crashed with a TypeError (issue 15)."""
+    import exercises
+
+    kinds = list(exercises.KINDS)
+    rows = [{"kind": k, "level": list(exercises.KINDS[k].LEVELS)[0], "count": 1} for k in kinds]
+    rows.append({"kind": "concepts", "level": list(exercises.KINDS["concepts"].LEVELS)[0], "count": 1})
+    created = service_assignments.create("Everything", rows, 3)
+    a, key = created.assignment, created.teacher_key
+    at = student_opens(a.code, "Ada")
+    items = submissions.exercises_for(a, "Ada")
+    assert [ex.kind for ex in items] == [*kinds, "concepts"]
+    modes = ["right" if ex.kind == "concepts" and i < len(kinds) else
+             "wrong" if ex.kind == "concepts" else ["right", "wrong", "blank"][i % 3]
+             for i, ex in enumerate(items)]
+    malformed = [i for i, ex in enumerate(items) if i % 4 == 3 and not any(p.is_choice for p in ex.parts)]
+    assert malformed
+    for i, ex in enumerate(items):
+        _fill(at, item_prefix(at, a, i, ex), ex, "malformed" if i in malformed else modes[i])
+    at.checkbox(key=f"assign.allow_blank.{a.code}").check()
+    submit(at)
+    assert "could not be read (exercises " + ", ".join(str(i + 1) for i in malformed) in texts(at)
+    assert storage.list_submissions(db, a.code, key) == []  # nothing stored while something is unreadable
+    for i in malformed:
+        _fill(at, item_prefix(at, a, i, items[i]), items[i], modes[i])
+    submit(at)
+    assert "Submitted. Your score:" in texts(at), [e.value for e in at.error]
+    subs = storage.list_submissions(db, a.code, key)
+    assert [s.item_index for s in subs] == list(range(len(items)))
+    for s, mode in zip(subs, modes):
+        if mode == "right":
+            assert s.score == 1.0, (s.kind, s.answer)
+        elif mode == "wrong":
+            assert s.score is not None and s.score < 1.0 and s.answer is not None, (s.kind, s.answer)
+        else:
+            assert s.answer is None and s.score == 0.0, s.kind
+
+
+def test_no_seed_in_any_widget_key_a_student_sees(db):
+    """Widget keys carried each item's seed (st-key-asg-CODE-0-softmax-L2-s…): /practice?seed=… then
+    showed the student's problem with its solution (issue 15)."""
+    code, _ = create(page(ASSIGNMENTS), "Leaks", [("softmax", 2, 1), ("concepts", 1, 1)], per_student=True)
+    a = storage.get_assignment(db, code)
+    at = student_opens(code, "Ada")
+    seeds = [str(ex.seed) for ex in stored(a, "Ada")]
+    keys = [str(w.key) for kind in ("text_area", "text_input", "radio", "checkbox", "button")
+            for w in at.get(kind)]
+    assert any(k.startswith("asg-0-") for k in keys)
+    assert not [k for k in keys if any(s in k for s in seeds)], "a seed in a widget key"
+    assert not [k for k in keys if "-s" in k and "-L" in k], "an exercise id in a widget key"
+
+
+# ---------------------------------------------------------------- identity, attempts, rules, dashboard
+
+
+def _wrong_everywhere(at: AppTest, a: storage.Assignment, name: str | None) -> None:
+    for index, ex in enumerate(stored(a, name)):
+        for part in ex.parts:
+            rows, cols = part.shape
+            at.text_area(key=paste_key(item_prefix(at, a, index, ex), part.name)).input(
+                "\n".join(", ".join(["7"] * cols) for _ in range(rows)))
+
+
+def test_one_attempt_means_one_even_after_the_solutions_and_a_reload(db):
+    """A student opened every solution, reopened the link and submitted 100%; only that was kept (issue 15)."""
+    code, key = create(page(ASSIGNMENTS), "Once", [("scaling", 1, 1)], allow_solutions=True)
+    a = storage.get_assignment(db, code)
+    assert a.rules.attempts == 1
+    at = student_opens(code, "Bob")
+    _wrong_everywhere(at, a, "Bob")
+    submit(at)
+    assert "Submitted. Your score: 0%." in texts(at)
+    button(at, "Show solution").click().run()
+    assert not any(b.label == "Submit another attempt" for b in at.button)
+    again = student_opens(code, "bob")  # a fresh browser session, the same name
+    assert "Submitted so far: 1. Attempts left: 0." in texts(again)
+    assert "You have used all your attempts (1)." in texts(again)
+    assert not any(b.label == "Submit my answers" for b in again.button)
+    assert [s.score for s in storage.list_submissions(db, code, key)] == [0.0]
+
+
+def test_a_class_list_gives_personal_links_and_no_one_else_submits(db):
+    """Anyone could type a classmate's name, see their variant and overwrite their grade (issue 15)."""
+    at = page(ASSIGNMENTS)
+    at.text_area(key="assign.roster").input("Ada Lovelace\nAlan Turing")
+    code, key = create(at, "Roster", [("scores", 1, 1)], per_student=True)
+    links = at.session_state[ui_assignments.CREATED]["links"]
+    assert set(links) == {"Ada Lovelace", "Alan Turing"} and at.get("table")
+    nobody = page(ASSIGNMENTS, {"assignment": code})
+    assert "open the personal link" in texts(nobody) and not at.get("text_input") == []
+    assert not any(b.label == "Start" for b in nobody.button)
+    forged = page(ASSIGNMENTS, {"assignment": code, "t": "x" * 22})
+    assert "not (or no longer) valid" in forged.error[0].value and not forged.exception
+    ada = page(ASSIGNMENTS, {"assignment": code, "t": links["Ada Lovelace"]})
+    assert "Working as **Ada Lovelace**." in texts(ada)
+    a = storage.get_assignment(db, code)
+    type_answers(ada, a, "Ada Lovelace", [selftest.correct_answer(stored(a, "Ada Lovelace")[0])])
+    submit(ada)
+    assert "Submitted. Your score: 100%." in texts(ada)
+    with pytest.raises(storage.Refused):
+        storage.record_submissions(db, code, "Mallory", [{"item_index": 0, "kind": "scores", "level": 1,
+                                                          "seed": 1, "answer": None, "score": 0.0}])
+    book = storage.gradebook(db, code, key)
+    assert book.students == ("Ada Lovelace",) and book.roster == ("Ada Lovelace", "Alan Turing")
+
+
+def test_a_late_or_closed_submission_is_refused_clearly_and_keeps_the_answers(db):
+    code, key = create(page(ASSIGNMENTS), "Late", [("scores", 1, 1)])
+    a = storage.get_assignment(db, code)
+    at = student_opens(code, "Ada")
+    _wrong_everywhere(at, a, None)
+    storage.update_assignment(db, code, key, rules={**a.rules.to_dict(), "closed": True})
+    submit(at)
+    assert "This assignment is closed: your teacher no longer takes submissions." in texts(at)
+    assert storage.list_submissions(db, code, key) == []
+    box = at.text_area(key=paste_key(item_prefix(at, a, 0, None), "scores"))
+    assert box.value and "7" in box.value  # nothing lost
+    storage.update_assignment(db, code, key, rules={**a.rules.to_dict(), "deadline": "2020-01-01T00:00:00+00:00"})
+    late = student_opens(code, "Alan")
+    assert "The deadline (2020-01-01 00:00 UTC) has passed" in texts(late) and not late.exception
+    assert not any(b.label == "Submit my answers" for b in late.button)
+
+
+def test_pressing_create_twice_makes_one_assignment(db):
+    """Pressing Create twice silently made a second assignment and replaced the key on screen (issue 15)."""
+    at = page(ASSIGNMENTS)
+    code, key = create(at, "Twice", [("scores", 1, 1)])
+    button(at, "Create assignment").click().run()
+    assert "pressing Create again made no second one" in texts(at)
+    assert at.session_state[ui_assignments.CREATED]["key"] == key
+    with db.connect() as conn:
+        assert conn.execute(sa.select(sa.func.count()).select_from(storage.db.assignments)).scalar() == 1
+
+
+def test_the_dashboard_lists_edits_and_deletes_a_keys_assignments(db):
+    """After a reload the teacher had no list of their assignments and no way to get the sheets (issue 15)."""
+    code, key = create(page(ASSIGNMENTS), "First", [("scores", 1, 1)])
+    at = page(ASSIGNMENTS)
+    at.text_input(key="assign.owner_key").input(key)
+    second, _ = create_with_key(at, "Second")
+    at = page(ASSIGNMENTS)  # a reload: nothing in the session
+    at.text_input(key="assign.dash_key").input(key)
+    button(at, "Show my assignments").click().run()
+    assert not at.exception
+    labels = [e.label for e in at.get("expander")]
+    assert any(code in lbl for lbl in labels) and any(second in lbl for lbl in labels)
+    assert len([b for b in at.get("download_button")]) >= 4  # the sheets of both, again
+    button_by_key(at, f"assign.toggle.{code}").click().run()
+    assert storage.get_assignment(db, code).rules.closed
+    at.checkbox(key=f"assign.del_sure.{second}").check().run()
+    button_by_key(at, f"assign.del.{second}").click().run()
+    assert storage.get_assignment(db, second) is None and storage.get_assignment(db, code) is not None
+
+
+def create_with_key(at: AppTest, title: str) -> tuple[str, None]:
+    at.text_input(key="assign.title").input(title)
+    button(at, "Create assignment").click().run()
+    assert not at.exception
+    code = at.session_state[ui_assignments.CREATED]["code"]
+    assert at.session_state[ui_assignments.CREATED]["key"] is None  # the teacher has it already
+    return code, None
+
+
+def button_by_key(at: AppTest, key: str):
+    return next(b for b in at.button if b.key == key)
+
+
+def test_exam_mode_hides_marks_until_released_and_offers_no_solutions(db):
+    rules = {"attempts": 2, "exam": True, "release": "manual"}
+    created = service_assignments.create("Exam", [{"kind": "scaling", "level": 1}], 2,
+                                         allow_solutions=True, rules=rules)
+    a, key = created.assignment, created.teacher_key
+    at = student_opens(a.code, "Ada")
+    assert "exam mode" in texts(at)
+    type_answers(at, a, "Ada", [selftest.correct_answer(stored(a)[0])])
+    submit(at)
+    assert "Your marks will be shown when your teacher releases them." in texts(at)
+    assert "Your score" not in texts(at) and not any(b.label == "Show solution" for b in at.button)
+    storage.update_assignment(db, a.code, key, rules={**rules, "released": True})
+    back = student_opens(a.code, "Ada")  # another browser, the same name: told what is left, not shown Ada's
+    assert "Submitted so far: 1. Attempts left: 1." in texts(back) and "Your score" not in texts(back)
+    at.run()  # Ada's own session, after the release: her marks
+    assert "Submitted. Your score: 100%." in texts(at)
+    assert not any(b.label == "Show solution" for b in at.button)  # never in an exam
+
+
+def test_the_gradebook_page_shows_statistics_blank_items_and_who_has_not_submitted(db):
+    created = service_assignments.create("Stats", [{"kind": "scores", "level": 1, "count": 2}], 2)
+    a, key = created.assignment, created.teacher_key
+    service_assignments.set_roster(a, key, "Ada\nAlan\nGrace")
+    ada = page(ASSIGNMENTS, {"assignment": a.code, "t": "unused"})
+    assert "not (or no longer) valid" in texts(ada)
+    items = stored(a)
+    submissions.submit(a, "Ada", items, submissions.grade_all(items, {0: selftest.correct_answer(items[0])},
+                                                              allow_blank=True))
+    book = open_gradebook(a.code, key)
+    assert "Not submitted yet: Alan, Grace" in texts(book)
+    frame = book.dataframe[0].value
+    assert frame["Left blank"].tolist() == ["2"] and frame["Total"].tolist() == [50.0]
+    assert "Item statistics" in texts(book) and "Discrimination" in book.dataframe[1].value.columns
+    cells = book.dataframe[2].value
+    assert "blank" in cells["Mark"].tolist() and "right" in cells["Mark"].tolist()

@@ -25,7 +25,7 @@ def test_create_stores_the_class_set_with_its_versions(db):
     assert (a.title, a.seed, a.item_count, a.allow_solutions, a.per_student) == ("Week 3", 42, 3, True, False)
     assert a.versions == (exercises.KINDS["softmax"].VERSION, exercises.KINDS["scores"].VERSION)
     stored = storage.stored_exercises(db, a.code)
-    assert [stored[i] for i in range(3)] == [ex.to_dict() for ex in a.spec.exercises()]
+    assert [stored[i] for i in range(3)] == [ex.to_dict() for ex in a.spec.exercises(secret=submissions.secret())]
     loaded = assignments.load(a.code.lower())
     assert loaded == a
     assert assignments.verify_key(a.code, created.teacher_key)
@@ -77,3 +77,15 @@ def test_missing_font_only_for_cjk_without_a_font(monkeypatch):
     assert not assignments.missing_font(spec, ("Ada",))
     monkeypatch.setattr(assignments.worksheets, "cjk_font_dir", lambda: None)
     assert assignments.missing_font(spec, ("李雷",)) and not assignments.missing_font(spec, ("Ada",))
+
+
+def test_variants_are_keyed_with_the_server_secret(db, monkeypatch):
+    """Item seeds were a public hash of the assignment's seed: anyone knowing it could ask Practice for
+    the problems (issue 15). Now they depend on a server secret (ATTENTION_SECRET or one stored once)."""
+    a = assignments.create("Secret", [{"kind": "softmax", "level": 2, "count": 1}], 7, per_student=True).assignment
+    ada = submissions.exercises_for(a, "Ada")[0]
+    assert ada.seed != a.spec.seeds("Ada")[0][1], "not the seed anyone can compute from the assignment seed"
+    assert submissions.secret() == submissions.secret()  # stored once, read back
+    monkeypatch.setenv("ATTENTION_SECRET", "another secret")
+    assert submissions.secret() == b"another secret"
+    assert a.spec.seeds("Ada", secret=b"another secret") != a.spec.seeds("Ada", secret=b"x")

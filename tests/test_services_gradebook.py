@@ -47,12 +47,46 @@ def test_table_csv_and_mistakes():
     submissions.submit(a, "Alan", alan, submissions.grade_all(alan, {0: {"A": wrong}}, allow_blank=True))
     book = gradebook.load(a.code, key)
     frame = gradebook.table(book, ["one", "two"], "Student", "Total")
-    assert list(frame.columns) == ["Student", "one", "two", "Total"]
+    # issue 15: Total next to the name (it was off-screen), percent as on the page (the CSV had 0–1),
+    # attempts, time, blank items apart from wrong ones, and a same-name flag
+    assert list(frame.columns) == ["Student", "Total", "one", "two", "Attempts", "Last submitted", "Blank",
+                                   "Same name"]
     assert frame["Student"].tolist() == ["Ada", "Alan"]
-    assert frame.iloc[0, 1:].tolist() == [1.0, 1.0, 1.0]
-    assert frame.iloc[1, 2] == 0.0 and frame.iloc[1, 3] == pytest.approx(frame.iloc[1, 1] / 2, abs=1e-3)
+    assert frame.iloc[0, 1:4].tolist() == [100.0, 100.0, 100.0]
+    assert frame.iloc[1, 3] == 0.0 and frame.iloc[1, 1] == pytest.approx(frame.iloc[1, 2] / 2, abs=0.1)
+    assert frame["Blank"].tolist() == ["", "2"] and frame["Attempts"].tolist() == [1, 1]
     csv = gradebook.csv_bytes(frame)
     assert csv.startswith("\ufeff".encode())
-    pd.testing.assert_frame_equal(pd.read_csv(io.BytesIO(csv), encoding="utf-8-sig"), frame, check_dtype=False)
+    pd.testing.assert_frame_equal(pd.read_csv(io.BytesIO(csv), encoding="utf-8-sig", dtype={"Blank": str, "Same name": str},
+                                              keep_default_na=False), frame, check_dtype=False)
     mistakes = gradebook.mistakes_frame(book, ["one", "two"], str.upper)
     assert mistakes.to_dict("records") == [{"item": "one", "order": 0, "mistake": mistake.upper(), "students": 1}]
+
+
+def test_csv_cells_that_would_run_as_formulas_are_inert():
+    """A student named =HYPERLINK(…) (or +, -, @, a tab, a CR, a full-width ＝) was exported raw (issue 15)."""
+    names = ['=HYPERLINK("http://example.invalid","x")', "+1", "-2", "@SUM(A1)", "\tx", "\rx", "＝1+1", "Ada"]
+    frame = pd.DataFrame({"Student": names, "Total": [50.0] * len(names)})
+    text = gradebook.csv_bytes(frame).decode("utf-8-sig")
+    back = pd.read_csv(io.StringIO(text), keep_default_na=False)
+    assert all(v.startswith("'") for v in back["Student"][:-1]) and back["Student"].iloc[-1] == "Ada"
+    assert back["Total"].tolist() == [50.0] * len(names)
+
+
+def test_item_statistics_facility_and_discrimination():
+    created = assignments.create("Stats", [{"kind": "scores", "level": 1, "count": 3}], seed=5)
+    a, key = created.assignment, created.teacher_key
+    items = submissions.exercises_for(a, None)
+    right = [selftest.correct_answer(ex) for ex in items]
+    # item 1 tracks the rest (good students get it), item 3 goes against it (flagged)
+    plans = {"A": [1, 1, 0], "B": [1, 1, 0], "C": [0, 0, 1], "D": [0, 0, 1], "E": [1, 1, 1]}
+    for name, plan in plans.items():
+        answers = {i: right[i] for i, ok in enumerate(plan) if ok}
+        submissions.submit(a, name, items, submissions.grade_all(items, answers, allow_blank=True), person=name)
+    book = gradebook.load(a.code, key)
+    stats = gradebook.item_stats(book, ["1", "2", "3"])
+    assert stats["facility"].tolist() == [60.0, 60.0, 60.0]
+    assert stats["discrimination"].iloc[0] > 0.2 and stats["discrimination"].iloc[2] < 0.2
+    assert stats["flagged"].tolist() == [False, False, True]
+    cells = gradebook.student_cells(book, "C")
+    assert set(cells["mark"]) >= {"blank", "right"}

@@ -45,7 +45,7 @@ def test_a_submission_is_stored_with_its_exercises_and_versions(db):
     created = assignments.create("Quiz", [{"kind": "softmax", "level": 2}, {"kind": "scores", "level": 1}], seed=5)
     a = created.assignment
     items = submissions.exercises_for(a, "Ada")
-    assert items == a.spec.exercises()
+    assert items == a.spec.exercises(secret=submissions.secret())
     ids = submissions.submit(a, "Ada", items, submissions.grade_all(items, correct(items), allow_blank=False))
     subs = storage.list_submissions(db, a.code, created.teacher_key)
     assert [s.id for s in subs] == ids
@@ -70,9 +70,9 @@ def test_a_failed_write_is_not_saved(db, monkeypatch):
 
 def test_a_version_bump_after_creation_changes_neither_the_problem_nor_the_grade(db, monkeypatch):
     created = assignments.create("Pinned", [{"kind": "scores", "level": 1, "count": 2}], seed=3)
-    before = created.assignment.spec.exercises()
+    before = created.assignment.spec.exercises(secret=submissions.secret())
     bump(monkeypatch, "scores")
-    now = created.assignment.spec.exercises()
+    now = created.assignment.spec.exercises(secret=submissions.secret())
     assert [ex.to_dict()["given"] for ex in now] != [ex.to_dict()["given"] for ex in before], "other problems now"
     a = assignments.load(created.assignment.code)
     items = submissions.exercises_for(a, "Ada")
@@ -107,7 +107,7 @@ def test_an_assignment_from_before_stored_exercises_is_rebuilt_once_then_kept(db
     a = assignments.load(created.assignment.code)
     assert a.versions == (None,)
     first = submissions.exercises_for(a, "Ada")
-    assert first == a.spec.exercises(), "regenerated while nothing says it changed"
+    assert first == a.spec.exercises(secret=submissions.secret()), "regenerated while nothing says it changed"
     bump(monkeypatch, "scores")
     assert submissions.exercises_for(a, "Bo") == first, "and kept from then on"
 
@@ -123,3 +123,9 @@ def test_old_submissions_regrade_only_while_their_version_matches(db, monkeypatc
     bump(monkeypatch, "scores")
     with pytest.raises(submissions.ExerciseChanged):
         gradebook.regraded(code, key)
+
+
+def test_a_chosen_option_is_an_answer_not_a_grid():
+    """Option 0, 1, … of a multiple-choice part was walked as a grid: TypeError on Submit (issue 15)."""
+    assert not submissions.is_blank(0) and not submissions.is_blank(2)
+    assert submissions.is_blank(None)

@@ -139,12 +139,85 @@ def test_gradebook_keeps_each_students_latest_answer(engine):
                                t0 + timedelta(minutes=1))
     storage.record_submission(engine, code, "ada  LOVELACE", **_entry(0, 1.0), submitted_at=t0 + timedelta(minutes=2))
     book = storage.gradebook(engine, code, key)
-    assert book.students == ("ada LOVELACE", "Alan")  # one student, under the name last typed
-    assert book.scores == {("ada LOVELACE", 0): 1.0, ("ada LOVELACE", 1): 1.0, ("Alan", 0): 0.5, ("Alan", 2): 0.0}
-    assert book.misconceptions == {0: [("no_exp", 1)], 2: [("transposed_scores", 1)]}
+    assert book.students == ("ada LOVELACE", "Alan")  # one person (no session given), under the name last typed
+    # the latest attempt counts as a whole (issue 15: an attempt is one press of Submit, not single cells)
+    assert book.scores == {("ada LOVELACE", 0): 1.0, ("Alan", 0): 0.5, ("Alan", 2): 0.0}
+    # mistakes over all attempts, the replaced one too (issue 15: it vanished from the chart)
+    assert book.misconceptions == {0: [("no_exp", 2)], 2: [("transposed_scores", 1)]}
     assert book.submitted_at["ada LOVELACE"] == t0 + timedelta(minutes=2)
     subs = storage.list_submissions(engine, code, key)
     assert len(subs) == 5 and subs[0].answer == _entry(0)["answer"] and subs[0].submitted_at == t0
+    assert [s.attempt for s in subs] == [1, 1, 1, 1, 2] and len(book.rows) == 5  # every row kept
+
+
+def test_two_people_typing_the_same_name_never_replace_each_other(engine):
+    """A second browser typing "ADA   LOVELACE" replaced Ada's 100% with 0% (issue 15)."""
+    created = storage.create_assignment(engine, "A", ITEMS, 1)
+    code, key = created.assignment.code, created.teacher_key
+    storage.record_submissions(engine, code, "Ada Lovelace", [_entry(0, 1.0)], person="session-1")
+    storage.record_submissions(engine, code, "ADA   LOVELACE", [_entry(0, 0.0)], person="session-2")
+    book = storage.gradebook(engine, code, key)
+    assert book.students == ("Ada Lovelace", "ADA LOVELACE (2)")
+    assert book.scores[("Ada Lovelace", 0)] == 1.0 and book.scores[("ADA LOVELACE (2)", 0)] == 0.0
+
+
+def test_attempt_rules_are_enforced_in_the_transaction(engine):
+    t0 = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
+    rules = {"attempts": 2, "counts": "best", "opens_at": t0.isoformat(),
+             "deadline": (t0 + timedelta(hours=1)).isoformat()}
+    created = storage.create_assignment(engine, "A", ITEMS, 1, rules=rules)
+    code, key = created.assignment.code, created.teacher_key
+    for at, reason in [(t0 - timedelta(minutes=1), "not_open"), (t0 + timedelta(hours=2), "late")]:
+        with pytest.raises(storage.Refused) as info:
+            storage.record_submissions(engine, code, "Ada", [_entry(0, 1.0)], at)
+        assert info.value.reason == reason
+    storage.record_submissions(engine, code, "Ada", [_entry(0, 0.5)], t0 + timedelta(minutes=1))
+    storage.record_submissions(engine, code, "ada", [_entry(0, 0.25)], t0 + timedelta(minutes=2))
+    with pytest.raises(storage.Refused) as info:
+        storage.record_submissions(engine, code, "ADA", [_entry(0, 1.0)], t0 + timedelta(minutes=3))
+    assert info.value.reason == "no_attempts"
+    book = storage.gradebook(engine, code, key)
+    assert book.scores == {("ada", 0): 0.5}  # the best of the two counts; both kept
+    assert len(storage.list_submissions(engine, code, key)) == 2
+    storage.update_assignment(engine, code, key, rules={**rules, "closed": True})
+    with pytest.raises(storage.Refused) as info:
+        storage.record_submissions(engine, code, "Bob", [_entry(0, 1.0)], t0 + timedelta(minutes=4))
+    assert info.value.reason == "closed"
+    with pytest.raises(storage.Locked):
+        storage.update_assignment(engine, code, key, items=ITEMS[:1])
+
+
+def test_a_class_list_with_personal_links_stored_hashed(engine):
+    created = storage.create_assignment(engine, "A", ITEMS, 1)
+    code, key = created.assignment.code, created.teacher_key
+    tokens = storage.set_roster(engine, code, key, ["Ada Lovelace", "Alan Turing"])
+    with engine.connect() as conn:
+        dump = repr(conn.execute(sa.select(storage_db.roster)).all())
+    assert all(t not in dump for t in tokens.values())
+    assert storage.student_for_token(engine, code, tokens["Alan Turing"]) == "Alan Turing"
+    assert storage.student_for_token(engine, code, "x" * 22) is None
+    with pytest.raises(storage.Refused) as info:
+        storage.record_submissions(engine, code, "Mallory", [_entry(0, 1.0)])
+    assert info.value.reason == "not_on_roster"
+    storage.record_submissions(engine, code, "Ada Lovelace", [_entry(0, 1.0)])
+    again = storage.set_roster(engine, code, key, ["Ada Lovelace", "Alan Turing"])
+    assert storage.student_for_token(engine, code, tokens["Alan Turing"]) is None  # the old link expired
+    assert storage.student_for_token(engine, code, again["Alan Turing"]) == "Alan Turing"
+    assert storage.gradebook(engine, code, key).roster == ("Ada Lovelace", "Alan Turing")
+
+
+def test_one_teacher_key_owns_many_assignments(engine):
+    first = storage.create_assignment(engine, "A", ITEMS, 1)
+    second = storage.create_assignment(engine, "B", ITEMS, 1, teacher_key=first.teacher_key, request_id="r1")
+    again = storage.create_assignment(engine, "B", ITEMS, 1, teacher_key=first.teacher_key, request_id="r1")
+    assert again.existing and again.assignment.code == second.assignment.code
+    other = storage.create_assignment(engine, "C", ITEMS, 1)
+    mine = storage.assignments_of(engine, first.teacher_key)
+    assert {a.code for a in mine} == {first.assignment.code, second.assignment.code}
+    storage.delete_assignment(engine, second.assignment.code, first.teacher_key)
+    assert [a.code for a in storage.assignments_of(engine, first.teacher_key)] == [first.assignment.code]
+    with pytest.raises(storage.AccessDenied):
+        storage.delete_assignment(engine, other.assignment.code, first.teacher_key)
 
 
 def test_bad_submissions_store_nothing(engine):
@@ -367,3 +440,16 @@ def test_database_url_from_the_environment(tmp_path):
     assert storage.database_url(env) == "postgresql+psycopg://u:p@db.example:5432/app"
     assert storage.database_url({"DATABASE_URL": "postgresql://h/d"}) == "postgresql+psycopg://h/d"
     assert storage.database_url({"DATABASE_URL": "postgresql+psycopg://h/d"}) == "postgresql+psycopg://h/d"
+
+
+def test_an_exam_time_limit_counts_from_the_first_opening(engine):
+    t0 = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
+    created = storage.create_assignment(engine, "Exam", ITEMS, 1, rules={"attempts": 0, "exam": True,
+                                                                         "time_limit": 10})
+    code = created.assignment.code
+    assert storage.opened(engine, code, "p1", at=t0) == t0
+    assert storage.opened(engine, code, "p1", at=t0 + timedelta(minutes=5)) == t0  # the first one stays
+    storage.record_submissions(engine, code, "Ada", [_entry(0)], t0 + timedelta(minutes=9), person="p1")
+    with pytest.raises(storage.Refused) as info:
+        storage.record_submissions(engine, code, "Ada", [_entry(0)], t0 + timedelta(minutes=11), person="p1")
+    assert info.value.reason == "time_up" and info.value.when == t0 + timedelta(minutes=10)

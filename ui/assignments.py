@@ -9,20 +9,24 @@ services (services.assignments, services.submissions); this module draws and rea
 from __future__ import annotations
 
 import functools
+import hashlib
 import secrets
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, time, timedelta
 from typing import Any
 
+import pandas as pd
 import streamlit as st
 
 import exercises
 from exercises import Exercise, Feedback
-from exercises.assignments import clean_student_name
+from exercises.assignments import clean_student_name, student_key
 from exercises.escape import untrusted
 from exercises.i18n import msg, plural
 from exercises.parser import run_budget
 from services import assignments as service
 from services import db, submissions, throttle
+from services import gradebook as gradebook_service
 from services.assignments import MAX_COUNT, MAX_SEED, Assignment, AssignmentError
 
 from . import aids as aids_ui
@@ -44,6 +48,47 @@ class BuilderValues:
     seed: int
     per_student: bool
     allow_solutions: bool
+    rules: dict[str, Any] = field(default_factory=dict)
+    teacher_key: str = ""
+    roster: str = ""
+
+    def request_id(self, nonce: str) -> str:
+        """The same values pressed again in this session make no second assignment."""
+        text = repr((self.title, self.items, self.seed, self.per_student, self.allow_solutions,
+                     sorted(self.rules.items()), self.roster, nonce))
+        return hashlib.sha256(text.encode()).hexdigest()[:40]
+
+
+def _moment(label: str, key: str) -> datetime | None:
+    """An optional date and time (UTC): a checkbox, then the two pickers."""
+    if not st.checkbox(label, key=f"{key}.on"):
+        return None
+    left, right = st.columns(2)
+    day = left.date_input(tr("assign.date"), key=f"{key}.date")
+    at = right.time_input(tr("assign.time"), key=f"{key}.time", value=time(23, 59) if "deadline" in key else time(8))
+    return datetime.combine(day, at, tzinfo=UTC)
+
+
+def rules_ui() -> dict[str, Any]:
+    """Attempts, which counts, opening and deadline, exam mode: the rules as a dict."""
+    with st.expander(tr("assign.rules_heading"), icon=":material/rule:"):
+        left, right = st.columns(2)
+        attempts = int(left.number_input(tr("assign.attempts"), min_value=0, max_value=20, value=1, step=1,
+                                         key="assign.attempts", help=tr("assign.attempts_help")))
+        counts = right.selectbox(tr("assign.counts"), ["last", "best", "first"], key=lang_key("assign.counts", True),
+                                 format_func=lambda c: tr(f"assign.counts.{c}"))
+        opens = _moment(tr("assign.opens_on"), "assign.opens")
+        deadline = _moment(tr("assign.deadline_on"), "assign.deadline")
+        exam = st.checkbox(tr("assign.exam"), key="assign.exam", help=tr("assign.exam_help"))
+        release, limit = "final", 0
+        if exam:
+            left, right = st.columns(2)
+            release = left.selectbox(tr("assign.release"), ["final", "manual"], key=lang_key("assign.release", True),
+                                     format_func=lambda c: tr(f"assign.release.{c}"))
+            limit = int(right.number_input(tr("assign.time_limit"), min_value=0, max_value=600, value=0, step=5,
+                                           key="assign.time_limit"))
+    return {"attempts": attempts, "counts": counts, "opens_at": opens, "deadline": deadline, "exam": exam,
+            "release": release, "time_limit": limit}
 
 
 def builder_ui() -> BuilderValues | None:
@@ -71,30 +116,73 @@ def builder_ui() -> BuilderValues | None:
                            help=tr("assign.seed_help"))
     per_student = st.checkbox(tr("assign.per_student"), key="assign.per_student", help=tr("assign.per_student_help"))
     allow = st.checkbox(tr("assign.allow_solutions"), key="assign.allow_solutions")
+    rules = rules_ui()
+    roster = st.text_area(tr("assign.roster_label"), key="assign.roster", help=tr("assign.roster_help"),
+                          placeholder=tr("assign.students_placeholder"))
+    upload = st.file_uploader(tr("assign.roster_csv"), type=["csv", "txt"], key="assign.roster_file")
+    if upload is not None:
+        roster = upload.getvalue().decode("utf-8-sig", errors="replace")
+    owner = st.text_input(tr("assign.owner_key"), type="password", key="assign.owner_key", max_chars=100,
+                          help=tr("assign.owner_key_help"))
     if not st.button(tr("assign.create"), type="primary", icon=":material/add_task:", key="assign.create"):
         return None
-    return BuilderValues(state.get("assign.title", ""), items, int(seed), bool(per_student), bool(allow))
+    return BuilderValues(state.get("assign.title", ""), items, int(seed), bool(per_student), bool(allow), rules,
+                         (owner or "").strip(), roster or "")
 
 
 def create(values: BuilderValues) -> None:
-    """Store the assignment; remember its code and key for this session (the key is never stored)."""
+    """Store the assignment (once per set of values: Create pressed twice makes no second one) and its
+    class list; remember code, key and personal links for this session (the key is never stored)."""
+    state = st.session_state
+    nonce = state.setdefault("assign.nonce", secrets.token_hex(8))
     try:
+        names = service.class_list(values.roster)
         created = service.create(values.title, values.items, values.seed, values.per_student,
-                                 values.allow_solutions)
+                                 values.allow_solutions, rules=values.rules, teacher_key=values.teacher_key or None,
+                                 request_id=values.request_id(nonce))
     except AssignmentError as err:
         st.error(render(err.message, untrusted=True), icon=":material/error:")
+        return
+    except service.MalformedKey:
+        st.error(tr("gradebook.error.key_malformed"), icon=":material/key_off:")
         return
     except db.Unavailable:
         st.error(tr("assign.error.database"), icon=":material/cloud_off:")
         return
     a = created.assignment
-    st.session_state[CREATED] = {"code": a.code, "title": a.title, "key": created.teacher_key, "assignment": a}
+    earlier = state.get(CREATED) or {}
+    if created.existing and earlier.get("code") == a.code:
+        earlier["again"] = True
+        return
+    key = created.teacher_key
+    links: dict[str, str] = {}
+    if names and key and not created.existing:
+        try:
+            links = service.set_roster(a, key, "\n".join(names))
+            a = service.load(a.code) or a
+        except db.Unavailable:
+            st.error(tr("assign.error.database"), icon=":material/cloud_off:")
+    state[CREATED] = {"code": a.code, "title": a.title, "key": None if values.teacher_key else key,
+                      "assignment": a, "links": links, "again": created.existing}
 
 
-def share_link(code: str) -> str:
-    """The address a student opens: this page with ?assignment=CODE."""
-    base = st.context.url or ""
-    return f"{base}?assignment={code}"
+def share_link(code: str, token: str | None = None) -> str:
+    """The address a student opens: this page with ?assignment=CODE (and a personal link's token)."""
+    base = (st.context.url or "").split("?")[0]
+    return f"{base}?assignment={code}" + (f"&t={token}" if token else "")
+
+
+def links_ui(code: str, links: dict[str, str]) -> None:
+    """The printable list of personal links (shown once: only their hashes are stored)."""
+    if not links:
+        return
+    st.warning(tr("assign.links_once"), icon=":material/badge:")
+    frame = pd.DataFrame([(n, share_link(code, t)) for n, t in links.items()],
+                         columns=[tr("gradebook.student"), tr("assign.link")])
+    st.table(frame)
+    st.download_button(tr("assign.links_csv"), data=gradebook_service.csv_bytes(frame),
+                       file_name=f"links-{code}.csv", mime="text/csv", key=f"assign.links_csv.{code}",
+                       icon=":material/download:", on_click="ignore")
 
 
 def created_ui() -> None:
@@ -103,6 +191,8 @@ def created_ui() -> None:
     if not created:
         return
     code = created["code"]
+    if created.get("again"):
+        st.info(tr("assign.already_created", code=code), icon=":material/content_copy:")
     st.success(tr("assign.created", title=untrusted(created["title"])), icon=":material/task_alt:")
     st.markdown(tr("assign.code_label"))
     st.code(code, language=None)
@@ -114,6 +204,7 @@ def created_ui() -> None:
         if st.button(tr("assign.key_saved"), key="assign.key_saved"):
             created["key"] = None  # gone for good: only its hash is in the database
             st.rerun()
+    links_ui(code, created.get("links") or {})
     downloads_ui(created["assignment"])
 
 
@@ -121,7 +212,13 @@ def downloads_ui(a: Assignment) -> None:
     """The two PDF downloads; for per-student variants, after the class list is entered."""
     code = a.code
     students: tuple[str, ...] = ()
-    if a.per_student:
+    if a.per_student and a.has_roster:
+        try:
+            students = service.roster(a)
+        except db.Unavailable:
+            st.error(tr("assign.error.database"), icon=":material/cloud_off:")
+            return
+    elif a.per_student:
         text = st.text_area(tr("assign.students_label"), key=f"assign.students.{code}",
                             placeholder=tr("assign.students_placeholder"), help=tr("assign.students_help"))
         try:
@@ -145,6 +242,152 @@ def downloads_ui(a: Assignment) -> None:
                                                                             "answer-key.pdf"),
                           file_name=f"answer-key-{code}.pdf", mime="application/pdf", key=f"assign.dl_key.{code}",
                           icon=":material/key:", on_click="ignore")
+
+
+# ---------------------------------------------------------------- teacher: the dashboard
+
+DASH = "assign.dash"  # the teacher key that opened the dashboard, in this session only
+
+
+def _dash_open() -> None:
+    with st.form("assign.dash_form"):
+        text = st.text_input(tr("gradebook.key"), type="password", key="assign.dash_key", max_chars=100)
+        pressed = st.form_submit_button(tr("assign.dash_open"), icon=":material/lock_open:")
+    if not pressed:
+        return
+    try:
+        found = service.mine(text)
+    except service.MalformedKey:
+        st.error(tr("gradebook.error.key_malformed"), icon=":material/key_off:")
+        return
+    except db.Unavailable:
+        st.error(tr("assign.error.database"), icon=":material/cloud_off:")
+        return
+    if not found:
+        st.error(tr("assign.dash_none"), icon=":material/lock:")
+        return
+    st.session_state[DASH] = service.parse_key(text)
+    st.rerun()
+
+
+def _dash_rules(a: Assignment, key: str) -> None:
+    """Edit title, attempts, which counts, deadline, solutions; items only before anyone submitted."""
+    r = a.rules
+    with st.form(f"assign.edit.{a.code}"):
+        title = st.text_input(tr("assign.title_label"), value=a.title, key=f"assign.edit_title.{a.code}")
+        left, right = st.columns(2)
+        attempts = left.number_input(tr("assign.attempts"), min_value=0, max_value=20, value=r.attempts,
+                                     key=f"assign.edit_attempts.{a.code}")
+        counts = right.selectbox(tr("assign.counts"), ["last", "best", "first"], index=["last", "best", "first"]
+                                 .index(r.counts), format_func=lambda c: tr(f"assign.counts.{c}"),
+                                 key=f"assign.edit_counts.{a.code}.{lang()}")
+        deadline_on = st.checkbox(tr("assign.deadline_on"), value=r.deadline is not None,
+                                  key=f"assign.edit_deadline_on.{a.code}")
+        now = r.deadline or datetime.now(UTC).replace(second=0, microsecond=0)
+        left, right = st.columns(2)
+        day = left.date_input(tr("assign.date"), value=now.date(), key=f"assign.edit_date.{a.code}")
+        at = right.time_input(tr("assign.time"), value=now.time(), key=f"assign.edit_time.{a.code}")
+        allow = st.checkbox(tr("assign.allow_solutions"), value=a.allow_solutions, key=f"assign.edit_sol.{a.code}")
+        saved = st.form_submit_button(tr("assign.dash_save"), icon=":material/save:")
+    if not saved:
+        return
+    rules = {**r.to_dict(), "attempts": int(attempts), "counts": counts,
+             "deadline": datetime.combine(day, at, tzinfo=UTC) if deadline_on else None}
+    _dash_change(a, key, title=title, rules=rules, allow_solutions=allow)
+
+
+def _dash_change(a: Assignment, key: str, **changes: Any) -> None:
+    try:
+        service.update(a, key, **changes)
+    except AssignmentError as err:
+        st.error(render(err.message), icon=":material/error:")
+        return
+    except service.Locked:
+        st.error(tr("assign.dash_locked"), icon=":material/lock:")
+        return
+    except (service.AccessDenied, service.UnknownAssignment):
+        st.error(tr("gradebook.error.key_wrong", code=a.code), icon=":material/lock:")
+        return
+    except db.Unavailable:
+        st.error(tr("assign.error.database"), icon=":material/cloud_off:")
+        return
+    st.rerun()
+
+
+def _dash_item(a: Assignment, key: str) -> None:
+    state = st.session_state
+    try:
+        count = service.submitted_count(a)
+    except db.Unavailable:
+        count = 0
+    st.caption(tr("assign.dash_summary", created=_when(a.created_at), rows=count))
+    rules_caption(a)
+    st.code(share_link(a.code), language=None)
+    st.markdown(f"[{tr('assign.dash_gradebook')}](gradebook?code={a.code})")
+    r = a.rules
+    cols = st.columns(4)
+    label = tr("assign.dash_reopen") if r.closed else tr("assign.dash_close")
+    if cols[0].button(label, key=f"assign.toggle.{a.code}", icon=":material/lock_clock:"):
+        _dash_change(a, key, rules={**r.to_dict(), "closed": not r.closed})
+    if r.exam and cols[1].button(tr("assign.dash_release") if not r.released else tr("assign.dash_unrelease"),
+                                 key=f"assign.release.{a.code}", icon=":material/visibility:"):
+        _dash_change(a, key, rules={**r.to_dict(), "released": not r.released})
+    if cols[2].button(tr("assign.dash_duplicate"), key=f"assign.dup.{a.code}", icon=":material/content_copy:"):
+        try:
+            service.duplicate(a, key)
+        except (AssignmentError, db.Unavailable):
+            st.error(tr("assign.error.database"), icon=":material/cloud_off:")
+        else:
+            st.rerun()
+    with st.popover(tr("assign.dash_delete"), icon=":material/delete:"):
+        sure = st.checkbox(tr("assign.dash_delete_sure", code=a.code), key=f"assign.del_sure.{a.code}")
+        if st.button(tr("assign.dash_delete"), key=f"assign.del.{a.code}", disabled=not sure, type="primary"):
+            try:
+                service.delete(a, key)
+            except (service.AccessDenied, service.UnknownAssignment, db.Unavailable):
+                st.error(tr("assign.error.database"), icon=":material/cloud_off:")
+            else:
+                state.pop(f"assign.del_sure.{a.code}", None)
+                st.rerun()
+    _dash_rules(a, key)
+    with st.form(f"assign.roster_form.{a.code}"):
+        text = st.text_area(tr("assign.roster_label"), key=f"assign.roster_text.{a.code}",
+                            help=tr("assign.roster_again_help"))
+        issued = st.form_submit_button(tr("assign.roster_issue"), icon=":material/badge:")
+    if issued:
+        try:
+            state[f"assign.links.{a.code}"] = service.set_roster(a, key, text or "")
+        except AssignmentError as err:
+            st.error(render(err.message), icon=":material/error:")
+        except db.Unavailable:
+            st.error(tr("assign.error.database"), icon=":material/cloud_off:")
+    links_ui(a.code, state.get(f"assign.links.{a.code}") or {})
+    downloads_ui(a)
+
+
+def dashboard_ui() -> None:
+    """One teacher key, many assignments: list, reopen, sheets again, duplicate, edit, close, delete."""
+    st.header(tr("assign.dash_heading"))
+    st.caption(tr("assign.dash_intro"))
+    state = st.session_state
+    key = state.get(DASH)
+    if key is None:
+        _dash_open()
+        return
+    try:
+        mine = service.mine(key)
+    except (service.MalformedKey, db.Unavailable):
+        st.error(tr("assign.error.database"), icon=":material/cloud_off:")
+        return
+    if st.button(tr("gradebook.close"), key="assign.dash_close", icon=":material/lock:"):
+        state.pop(DASH, None)
+        st.rerun()
+    if not mine:
+        st.info(tr("assign.dash_empty"), icon=":material/inbox:")
+    for a in mine:
+        mark = " · " + tr("assign.dash_closed") if a.rules.closed else ""
+        with st.expander(f"{a.title} · {a.code}{mark}"):
+            _dash_item(a, key)
 
 
 def open_code_ui() -> None:
@@ -187,6 +430,26 @@ def _key(a: Assignment, what: str) -> str:
     return f"assign.{what}.{a.code}"
 
 
+def _when(at: datetime | None) -> str:
+    return "" if at is None else at.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def rules_caption(a: Assignment) -> None:
+    """What the rules are, in one caption: attempts, which counts, opening, deadline, time limit, exam."""
+    r = a.rules
+    parts = [tr("assign.rule.attempts", allowed=r.attempts) if r.attempts else tr("assign.rule.unlimited"),
+             tr(f"assign.rule.counts.{r.counts}")]
+    if r.opens_at is not None:
+        parts.append(tr("assign.rule.opens", when=_when(r.opens_at)))
+    if r.deadline is not None:
+        parts.append(tr("assign.rule.deadline", when=_when(r.deadline)))
+    if r.time_limit:
+        parts.append(tr("assign.rule.time_limit", minutes=r.time_limit))
+    if r.exam:
+        parts.append(tr("assign.rule.exam"))
+    st.caption(" · ".join(parts))
+
+
 def student_name_ui(a: Assignment) -> str | None:
     """The student's name for this assignment (asked once per session), or None until given."""
     state = st.session_state
@@ -196,6 +459,7 @@ def student_name_ui(a: Assignment) -> str | None:
         left.markdown(tr("assign.working_as", name=untrusted(name)))
         if _key(a, "result") not in state and right.button(tr("assign.change_name"), key=_key(a, "rename")):
             del state[_key(a, "student")]
+            state.pop(_key(a, "slot"), None)  # another name: fresh, empty grids
             state.pop(_key(a, "problems"), None)
             state.pop(_key(a, "exercises"), None)
             st.rerun()
@@ -211,6 +475,34 @@ def student_name_ui(a: Assignment) -> str | None:
             return None
         st.rerun()
     return None
+
+
+def roster_name_ui(a: Assignment, token: str | None) -> str | None:
+    """With a class list the personal link says who it is (its token); no name is typed."""
+    if not token:
+        st.info(tr("assign.roster.needs_link"), icon=":material/badge:")
+        return None
+    try:
+        name = submissions.student_for_token(a, token)
+    except db.Unavailable:
+        st.error(tr("assign.error.database"), icon=":material/cloud_off:")
+        return None
+    if name is None:
+        st.error(tr("assign.error.link_unknown", code=a.code), icon=":material/link_off:")
+        return None
+    st.markdown(tr("assign.working_as", name=name))
+    return name
+
+
+def person_id(a: Assignment, name: str) -> str:
+    """Who submits: the class-list entry, or (an open assignment) this browser session under this name,
+    so a second person typing the same name never replaces the first one's submission."""
+    if a.has_roster:
+        return student_key(name)
+    state = st.session_state
+    if _key(a, "session") not in state:
+        state[_key(a, "session")] = secrets.token_hex(8)
+    return f"s:{state[_key(a, 'session')]}:{student_key(name)}"
 
 
 def items_for(a: Assignment, name: str) -> list[Exercise] | None:
@@ -233,12 +525,26 @@ def items_for(a: Assignment, name: str) -> list[Exercise] | None:
     return items
 
 
+def slot_id(a: Assignment) -> str:
+    """A random id for this session's answer grids (new with each name): widget keys carry it and the
+    item's position, never the exercise's seed, which would reproduce the problem and its solution."""
+    state = st.session_state
+    if _key(a, "slot") not in state:
+        state[_key(a, "slot")] = secrets.token_hex(4)
+    return state[_key(a, "slot")]
+
+
 def _prefix(a: Assignment, index: int, ex: Exercise) -> str:
-    return f"asg-{a.code}-{index}-{ex.id}"
+    return f"asg-{index}-{slot_id(a)}"
 
 
-def _submit(a: Assignment, name: str, items: list[Exercise]) -> None:
-    """Form callback: grade everything; store it all in one transaction, or say what to fix first."""
+def _refusal(err: submissions.Refused) -> str:
+    return tr(f"assign.refused.{err.reason}", when=_when(err.when))
+
+
+def _submit(a: Assignment, name: str, items: list[Exercise], person: str) -> None:
+    """Form callback: grade everything; store it all in one transaction, or say what to fix first.
+    A submission the rules refuse (late, closed, …) stores nothing and keeps the answers on the page."""
     state = st.session_state
     answers = {index: answer_grid.collect(ex, _prefix(a, index, ex)) for index, ex in enumerate(items)}
     state[_key(a, "too_long")] = run_budget(answers)  # one run's answer text is capped (issue 18)
@@ -247,10 +553,14 @@ def _submit(a: Assignment, name: str, items: list[Exercise]) -> None:
     graded = submissions.grade_all(items, answers, allow_blank=bool(state.get(_key(a, "allow_blank"))))
     state[_key(a, "problems")] = graded.unreadable
     state[_key(a, "blank")] = graded.blank
+    state.pop(_key(a, "refused"), None)
     if not graded.ready:
         return
     try:
-        ids = submissions.submit(a, name, items, graded)
+        ids = submissions.submit(a, name, items, graded, person=person)
+    except submissions.Refused as err:
+        state[_key(a, "refused")] = _refusal(err)
+        return
     except submissions.NotSaved:
         state[_key(a, "save_failed")] = True
         return
@@ -258,11 +568,25 @@ def _submit(a: Assignment, name: str, items: list[Exercise]) -> None:
     state[_key(a, "result")] = {"ids": ids, "feedback": graded.feedback, "answers": graded.answers}
 
 
-def work_ui(a: Assignment, name: str, items: list[Exercise]) -> None:
+def _aids(a: Assignment, ex: Exercise) -> None:
+    """The aids; in an exam only the eˣ table."""
+    if not a.rules.exam:
+        aids_ui.show(ex, expanded=False)
+        return
+    table = aids_ui.aids_view(solution.fingerprint(ex), ex)["table"]
+    if table:
+        with st.expander(tr("aids.title"), expanded=False, icon=":material/calculate:"):
+            st.caption(tr("aids.exp_table"))
+            st.latex(table)
+
+
+def work_ui(a: Assignment, name: str, items: list[Exercise], person: str) -> None:
     """Every item with its answer grid in one form, and Submit."""
     state = st.session_state
     problems: dict[int, Feedback] = state.get(_key(a, "problems"), {})
     blank: list[int] = state.get(_key(a, "blank"), [])
+    if state.get(_key(a, "refused")):
+        st.error(state[_key(a, "refused")], icon=":material/schedule:")
     if problems:
         st.error(tr("assign.fix_first", items=", ".join(str(i + 1) for i in sorted(problems))),
                  icon=":material/edit_note:")
@@ -277,12 +601,12 @@ def work_ui(a: Assignment, name: str, items: list[Exercise]) -> None:
         for index, ex in enumerate(items):
             st.subheader(tr("assign.item_heading", n=index + 1, title=tr(f"kind.{ex.kind}.title")))
             problem.show(ex)
-            aids_ui.show(ex, expanded=False)
+            _aids(a, ex)
             answer_grid.draw(ex, _prefix(a, index, ex), problems.get(index))
             st.divider()
         st.checkbox(tr("assign.allow_blank"), key=_key(a, "allow_blank"))
         st.form_submit_button(tr("assign.submit"), type="primary", icon=":material/send:", on_click=_submit,
-                              args=(a, name, items))
+                              args=(a, name, items, person))
 
 
 def _restore(ex: Exercise, prefix: str, answer: dict[str, Any]) -> None:
@@ -300,39 +624,126 @@ def _restore(ex: Exercise, prefix: str, answer: dict[str, Any]) -> None:
                     state[answer_grid.cell_key(prefix, part.name, i, j)] = text
 
 
-def results_ui(a: Assignment, items: list[Exercise]) -> None:
-    """After submitting: the marks and feedback of each item; solutions when the teacher allows them."""
-    result = st.session_state[_key(a, "result")]
-    graded: dict[int, Feedback | None] = result["feedback"]
-    total = sum(fb.score for fb in graded.values() if fb is not None) / max(len(items), 1)
-    st.success(tr("assign.submitted", score=f"{total:.0%}"), icon=":material/task_alt:")
+def solutions_allowed(a: Assignment) -> bool:
+    """Worked solutions of assignment items: only when the teacher allowed them, never in an exam."""
+    return a.allow_solutions and not a.rules.exam
+
+
+def results_ui(a: Assignment, items: list[Exercise], graded: dict[int, Feedback | None],
+               answers: dict[int, Any], final: bool, prefix: str = "asg") -> None:
+    """A submission: marks and feedback of each item (in an exam only once released or after the final
+    attempt); solutions only when the rules allow them."""
+    marks = a.rules.marks_visible(final)
+    if marks:
+        total = sum(fb.score for fb in graded.values() if fb is not None) / max(len(items), 1)
+        st.success(tr("assign.submitted", score=f"{total:.0%}"), icon=":material/task_alt:")
+    else:
+        st.success(tr("assign.marks_hidden"), icon=":material/task_alt:")
     for index, ex in enumerate(items):
         st.subheader(tr("assign.item_heading", n=index + 1, title=tr(f"kind.{ex.kind}.title")))
         problem.show(ex)
         fb = graded.get(index)
-        if fb is None:
+        grid = f"{prefix}-{index}-{slot_id(a)}"
+        if fb is None or answers.get(index) is None:
             st.info(tr("assign.not_answered"), icon=":material/remove:")
         else:
-            _restore(ex, _prefix(a, index, ex), result["answers"][index])
-            answer_grid.draw(ex, _prefix(a, index, ex), fb, disabled=True)
-            feedback.show(fb)
-        if a.allow_solutions and solution.show_button(ex, key=f"asg-sol-{a.code}-{index}"):
-            solution.show(ex, key=f"asg-sol-{a.code}-{index}")
+            _restore(ex, grid, answers[index])
+            answer_grid.draw(ex, grid, fb if marks else None, disabled=True)
+            if marks:
+                feedback.show(fb)
+        if marks and solutions_allowed(a) and solution.show_button(ex, key=f"{prefix}-sol-{a.code}-{index}"):
+            solution.show(ex, key=f"{prefix}-sol-{a.code}-{index}")
         st.divider()
-    if not a.allow_solutions:
+    if not solutions_allowed(a):
         st.caption(tr("assign.no_solutions"))
 
 
-def student_ui(a: Assignment) -> None:
+def _stored_result(rows: list[Any]) -> tuple[dict[int, Feedback | None], dict[int, Any]]:
+    """A stored attempt graded again against the very exercises it was answered on."""
+    graded: dict[int, Feedback | None] = {}
+    for row in rows:
+        try:
+            graded[row.item_index] = submissions.regrade(row)
+        except submissions.ExerciseChanged:
+            graded[row.item_index] = None
+    return graded, {row.item_index: row.answer for row in rows}
+
+
+def gate(a: Assignment) -> str | None:
+    """Why nothing can be submitted now (closed, not open yet, past the deadline), or None."""
+    r, now = a.rules, datetime.now(UTC)
+    if r.closed:
+        return tr("assign.state.closed")
+    if r.opens_at is not None and now < r.opens_at:
+        return tr("assign.state.not_open", when=_when(r.opens_at))
+    if r.deadline is not None and now > r.deadline:
+        return tr("assign.state.late", when=_when(r.deadline))
+    return None
+
+
+def _clock(a: Assignment, person: str) -> str | None:
+    """An exam's time limit, counted on the server from the first opening: a caption, or why it is over."""
+    if not a.rules.time_limit:
+        return None
+    ends = submissions.opened(a, person) + timedelta(minutes=a.rules.time_limit)
+    left = (ends - datetime.now(UTC)).total_seconds()
+    if left <= 0:
+        st.warning(tr("assign.state.time_up", when=_when(ends)), icon=":material/timer_off:")
+        return "over"
+    st.caption(tr("assign.time_left", minutes=max(int(left // 60), 0), when=_when(ends)))
+    return None
+
+
+def _again(a: Assignment) -> None:
+    for what in ("result", "problems", "blank", "refused"):
+        st.session_state.pop(_key(a, what), None)
+
+
+def student_ui(a: Assignment, token: str | None = None) -> None:
     st.title(user_text(a.title))
-    st.caption(render(plural("assign.student_intro", a.item_count, code=a.code)))
-    name = student_name_ui(a)
+    st.caption(render(plural("assign.student_intro2", a.item_count, code=a.code)))
+    rules_caption(a)
+    name = roster_name_ui(a, token) if a.has_roster else student_name_ui(a)
     if name is None:
         return
+    person = person_id(a, name)
+    try:
+        earlier = submissions.attempts_of(a, name)
+    except db.Unavailable:
+        st.error(tr("assign.error.database"), icon=":material/cloud_off:")
+        return
+    # an open assignment shows only this session's own attempts (a name is no proof of who it is)
+    mine = earlier if a.has_roster else [g for g in earlier if g[0].who == person]
+    left = submissions.attempts_left(a, len(earlier))
     items = items_for(a, name)
     if items is None:
         return
-    if _key(a, "result") in st.session_state:
-        results_ui(a, items)
-    else:
-        work_ui(a, name, items)
+    state = st.session_state
+    closed = gate(a)
+    if _key(a, "result") in state:
+        result = state[_key(a, "result")]
+        results_ui(a, items, result["feedback"], result["answers"], final=left == 0)
+        if not closed and left != 0 and st.button(tr("assign.try_again"), key=_key(a, "again"),
+                                                  icon=":material/replay:"):
+            _again(a)
+            st.rerun()
+        return
+    if earlier:
+        st.info(tr("assign.attempts_used", done=len(earlier),
+                   left=tr("assign.unlimited") if left is None else left), icon=":material/history:")
+    if mine:
+        graded, answers = _stored_result(mine[-1])
+        with st.expander(tr("assign.your_last", when=_when(mine[-1][0].submitted_at)),
+                         expanded=bool(closed) or left == 0):
+            results_ui(a, items, graded, answers, final=left == 0, prefix="last")
+    if closed:
+        st.warning(closed, icon=":material/lock_clock:")
+        if not state.get(_key(a, "refused")):
+            return
+        # refused just now: the answers stay on the page (nothing is lost), Submit is refused again
+    if left == 0:
+        st.warning(tr("assign.state.no_attempts", allowed=a.rules.attempts), icon=":material/block:")
+        return
+    if _clock(a, person):
+        return
+    work_ui(a, name, items, person)

@@ -9,7 +9,7 @@ import pandas as pd
 import streamlit as st
 
 from exercises.assignments import slots
-from exercises.escape import csv, untrusted
+from exercises.escape import untrusted
 from exercises.i18n import plural
 from services import db, throttle
 from services import gradebook as service
@@ -27,8 +27,10 @@ def item_labels(a: Assignment) -> list[str]:
 
 
 def table(book: service.Gradebook) -> pd.DataFrame:
-    """One row per student: each item's latest score (0–1; empty if not submitted) and the mean over all items."""
-    return service.table(book, item_labels(book.assignment), tr("gradebook.student"), tr("gradebook.total"))
+    """One row per person: Total (percent), each item's score from the attempt that counts, attempts,
+    last submission, blank items and a same-name flag."""
+    columns = {c: tr(f"gradebook.col.{c}") for c in ("attempts", "submitted", "blank", "duplicate")}
+    return service.table(book, item_labels(book.assignment), tr("gradebook.student"), tr("gradebook.total"), columns)
 
 
 def mistakes_frame(book: service.Gradebook) -> pd.DataFrame:
@@ -105,13 +107,48 @@ def show(code: str, key: str) -> None:
     if not book.students:
         st.info(tr("gradebook.empty"), icon=":material/hourglass_empty:")
         return
+    missing = service.not_submitted(book)
+    if missing:
+        st.warning(tr("gradebook.not_submitted", names=", ".join(missing)), icon=":material/person_off:")
     frame = table(book)
-    percent = {c: st.column_config.NumberColumn(c, format="percent") for c in frame.columns[1:]}
+    labels = item_labels(a)
+    percent = {c: st.column_config.NumberColumn(c, format="%.1f %%") for c in [tr("gradebook.total"), *labels]}
+    percent[tr("gradebook.student")] = st.column_config.TextColumn(tr("gradebook.student"), pinned=True)
     st.dataframe(frame, hide_index=True, column_config=percent)
-    st.download_button(tr("gradebook.csv"), data=service.csv_bytes(frame.map(csv)), file_name=f"gradebook-{a.code}.csv",
+    if frame[tr("gradebook.col.duplicate")].astype(bool).any():
+        st.info(tr("gradebook.duplicates"), icon=":material/group:")
+    st.caption(tr("gradebook.counts", counts=tr(f"assign.counts.{a.rules.counts}")))
+    st.download_button(tr("gradebook.csv"), data=service.csv_bytes(frame), file_name=f"gradebook-{a.code}.csv",
                        mime="text/csv", icon=":material/download:", key="gradebook.csv", on_click="ignore")
+    stats_ui(book, labels)
+    student_ui(book, frame[tr("gradebook.student")].tolist())
     mistakes = mistakes_frame(book)
     if mistakes.empty:
         st.caption(tr("gradebook.no_mistakes"))
     else:
         st.altair_chart(mistakes_chart(mistakes), width="stretch")
+
+
+def stats_ui(book: service.Gradebook, labels: list[str]) -> None:
+    """Facility and discrimination per item; items under 0.2 flagged."""
+    st.subheader(tr("gradebook.stats_heading"))
+    stats = service.item_stats(book, labels)
+    stats["flagged"] = stats["flagged"].map(lambda f: "⚠" if f else "")
+    stats.columns = [tr("gradebook.chart_item"), tr("gradebook.facility"), tr("gradebook.discrimination"),
+                     tr("gradebook.flagged")]
+    st.dataframe(stats, hide_index=True, column_config={
+        tr("gradebook.facility"): st.column_config.NumberColumn(format="%.1f %%"),
+        tr("gradebook.discrimination"): st.column_config.NumberColumn(format="%.2f")})
+    st.caption(tr("gradebook.stats_help"))
+
+
+def student_ui(book: service.Gradebook, names: list[str]) -> None:
+    """One student's answers cell by cell, every attempt, with marks."""
+    st.subheader(tr("gradebook.student_heading"))
+    name = st.selectbox(tr("gradebook.student"), names, key="gradebook.one_student")
+    if name is None:
+        return
+    marks = {m: tr(f"gradebook.mark.{m}") for m in ("blank", "right", "wrong", "consistent")}
+    cells = service.student_cells(book, name, marks)
+    cells.columns = [tr(f"gradebook.cell.{c}") for c in cells.columns]
+    st.dataframe(cells, hide_index=True)

@@ -3,7 +3,7 @@
 import streamlit as st
 
 import exercises
-from ui import aids, answer_grid, attempts, cache, feedback, hints, problem, solution
+from ui import aids, answer_grid, attempts, budget, cache, feedback, hints, problem, solution
 from ui import practice_state as ps
 from ui.i18n import render, tr
 
@@ -28,6 +28,7 @@ button.button(tr("practice.new_problem"), on_click=ps.on_new_problem, icon=":mat
 
 st.caption(tr("practice.share", kind=kind, level=level, seed=seed))
 problem.show(ex)
+budget.show(ex)  # "about N minutes" by hand, and what each level means
 aids.show(ex)
 
 

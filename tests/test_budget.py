@@ -90,3 +90,12 @@ def test_practice_line_shows_the_minutes_and_one_line_per_level(lang, about, lev
     assert at.expander[0].label == levels
     lines = at.expander[0].markdown[0].value.splitlines()
     assert len(lines) == len(budget.BUDGET_MINUTES) and all("{" not in line for line in lines)
+
+
+def test_the_practice_page_says_about_how_many_minutes_the_problem_takes():
+    from tests.apptest_helpers import open_page
+
+    at = open_page("app_pages/practice.py", {"kind": "attention", "level": "2", "seed": "3"})
+    ex = exercises.generate("attention", 3, 2)
+    captions = " ".join(c.value for c in at.caption)
+    assert f"About {budget.about_minutes(ex)} min by hand (level 2: at most 12 min)." in captions

@@ -97,12 +97,21 @@ def test_round_half_up_is_decimal_half_up():
         assert round_half_up(xs, d).tolist() == by_hand
 
 
-def test_attention_level_1_seed_0_O_from_rounded_A_is_right():
-    ex = exercises.generate("attention", 0, 1)
+def _o_leaves_the_tolerance(ex) -> bool:
+    """O computed from the A a student rounded is more than the tolerance away from the exact O."""
     answer = student(ex, 0)
-    A, V = answer["A"], ex.given["V"]
+    return bool(np.abs(answer["O"] - ex.part("O").reference).max() > ex.part("O").tolerance)
+
+
+def test_attention_O_from_rounded_A_is_right():
+    """The issue's case (attention level 1 seed 0 of VERSION 2: O₃₁ 1.08 from the rounded A against 1.0963):
+    the first variant of today's generator where rounding A moves O out of the tolerance."""
+    ex = next(e for e in (exercises.generate("attention", s, lv) for lv in (1, 2, 3) for s in range(60))
+              if _o_leaves_the_tolerance(e))
+    answer = student(ex, 0)
+    A = answer["A"]
+    V = answer["V"] if "V" in answer else ex.given["V"]
     assert np.allclose(answer["O"], round_half_up(A @ V, 2))
-    assert answer["O"][2, 0] == pytest.approx(1.08) and ex.part("O").reference[2, 0] == pytest.approx(1.0963, abs=1e-4)
     fb = grading.grade(ex, answer)
     assert fb.correct and fb.score == 1.0
     assert (fb.parts["O"].status == grading.RIGHT).all()
@@ -118,7 +127,7 @@ def test_multi_head_level_2_seed_0_rounded_heads_are_right():
 
 
 def test_an_early_wrong_cell_makes_later_cells_consistent_not_right():
-    ex = exercises.generate("attention", 0, 1)
+    ex = next(e for e in (exercises.generate("attention", s, 1) for s in range(60)) if e.given["causal"])
     values = dict(pipeline.run(ex.given))
     values["scaled"] = values["scaled"].copy()
     last = values["scaled"].shape[0] - 1

@@ -12,6 +12,7 @@ under CI=true. Bounded: 30 sessions, about 20 s of class, loopback only.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import os
 import random
 import re
@@ -342,6 +343,13 @@ async def one_class(cluster: deploy.Cluster, lesson: Lesson, students: list[Stud
         task.result()  # an exception in a session fails the test
 
 
+
+def run_in_own_loop(coroutine) -> None:
+    """asyncio.run in a thread of its own: a browser test earlier in the session (Playwright's sync
+    API) may leave an event loop running in the main thread, where asyncio.run refuses to start."""
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        pool.submit(asyncio.run, coroutine).result()
+
 def test_replica_killed_mid_class_loses_nothing(cluster):
     engine = storage.open_engine(cluster.database_url)
     created = storage.create_assignment(engine, "Deploy drill", [{"kind": "softmax", "level": 1, "count": 1},
@@ -370,11 +378,11 @@ def test_replica_killed_mid_class_loses_nothing(cluster):
     async def warm_all() -> None:
         await asyncio.gather(*(warm(replica_url) for replica_url in cluster.replica_urls))
 
-    asyncio.run(warm_all())
+    run_in_own_loop(warm_all())
     victim, survivor = 0, 1
     lesson = Lesson(cluster.url, code, items, until=time.monotonic() + 3600)
     began = time.monotonic()
-    asyncio.run(one_class(cluster, lesson, students, victim))
+    run_in_own_loop(one_class(cluster, lesson, students, victim))
     print(f"class: {time.monotonic() - began:.1f} s; per student: replica, checks acknowledged (after the "
           "reconnect), submitted, errors, timeline (s from the start: loads, check start + duration)")
     for s in students:  # shown by pytest when an assertion below fails

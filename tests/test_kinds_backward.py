@@ -303,7 +303,9 @@ def test_generation_is_fast():
             for seed in range(1, 21):
                 exercises.generate(kind_id, seed, level)
             per = (time.process_time() - start) / 20
-            assert per < 0.025, f"{kind_id} L{level}: {per * 1000:.1f} ms per exercise"
+            # a guard against a runaway redraw, not a speed figure (bench/bench_engine.py measures that):
+            # backprop's draws are redrawn for real softmax weights and the time budget (issue 14)
+            assert per < 0.1, f"{kind_id} L{level}: {per * 1000:.1f} ms per exercise"
 
 
 # ---------------------------------------------------------------- derivation-style solutions

@@ -13,6 +13,7 @@ import math
 import re
 from fractions import Fraction
 
+import numpy as np
 import pytest
 
 import exercises
@@ -151,7 +152,13 @@ _PRODUCTS = re.compile(r"\\approx ((?:[-\d.()]+ \\cdot [-\d.()]+(?: \+ )?)+) (?:
 def test_attention_level2_seed0_output_cells_add_up():
     """Read from the LaTeX only (no record): every O cell's sum of shown products gives its shown
     result. Today's code showed O_31 ≈ 0.21·0 + 0.58·(−2) + 0.21·2 ≈ −0.73 (the numbers give −0.74)."""
-    ex = exercises.generate("attention", 0, 2)
+    checked = 0
+    for seed in range(6):  # the issue's case was level 2 seed 0 of VERSION 2; today's level 2 draws differ
+        checked += _output_cells_checked(exercises.generate("attention", seed, 2))
+    assert checked >= 4
+
+
+def _output_cells_checked(ex) -> int:
     O = next(s for s in exercises.solve(ex) if s.name == "O")
     checked = 0
     for i in range(O.shape[0]):
@@ -166,7 +173,7 @@ def test_attention_level2_seed0_output_cells_add_up():
                 total += a * b
             assert abs(float(total) - float(m.group(2))) <= 0.005 + 1e-9, latex
             checked += 1
-    assert checked >= 4
+    return checked
 
 
 # ---------------------------------------------------------------- answer keys: the form the part asks for
@@ -185,7 +192,8 @@ def _key_cells(ex, lang="en"):
 def test_answer_key_gives_decimals_when_decimals_are_asked():
     """attention level 1 seed 2 asks A to 2 decimals: the key printed ½ alone beside 0.38 (a fraction
     instead of the decimal); now 0.50 with ½ beside it."""
-    ex = exercises.generate("attention", 2, 1)
+    ex = next(e for e in (exercises.generate("attention", s, 1) for s in range(60))
+              if np.any(np.isclose(e.part("A").reference, 0.5)))  # seed 2 of VERSION 2 had A = ½
     key = dict((p.name, line) for p, line in _key_cells(ex))
     assert ex.part("A").decimals == 2
     assert r"0.50\ \left(\tfrac{1}{2}\right)" in key["A"], key["A"]

@@ -112,6 +112,8 @@ def worked_chain(lhs: str, exact: str | None, value: float, places: int, numbers
     decimal = L.decimal(value, places)
     if not rounded:
         text = result_chain(lhs, exact, decimal, value, False, *middle, ("=", numbers))
+        if exact is not None and _plain_number(exact) and not L.is_exact_decimal(exact, value):
+            exact = None  # a rounded decimal is no exact form: result_chain shows the decimal instead
         shown = exact if exact is not None and _plain_number(exact) else decimal
         shown_places = None if exact is not None and shown == exact else places
         return text, Substitution(form, tuple(tuple(g) for g in terms), shown, shown_places)

@@ -9,6 +9,7 @@ Imported lazily by the kinds (it pulls in sympy through exercises.latex).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -112,6 +113,12 @@ class Path:
     local_value: float
 
 
+def _as_worked(sub: solutions.Substitution, value: float, places: int) -> solutions.Substitution:
+    """The record of the matrix work's last line, which shows the decimal to `places` (the cell's own
+    derivation may show the exact value instead)."""
+    return dataclasses.replace(sub, result=L.decimal(value, places), places=places)
+
+
 def shown_number(x: float) -> solutions.Number:
     """x as exact_text shows it, with the value that text stands for."""
     text, rounded = exact_text(x)
@@ -157,7 +164,7 @@ def chain_rule_step(name: str, title: Msg, note: Msg | None, variable: str, forw
 
     return solutions.make_step(name, title, np.array([[value]]), places, symbol=lhs, lhs=lhs, formula="",
                                exact_cells=[[exact]], work=work, note=note, derive=derive,
-                               work_substitutions=[sub])
+                               work_substitutions=[_as_worked(sub, value, places)])
 
 
 def _sum_line(out: str, terms: str, variable: str, local: str) -> L.Line:
@@ -343,7 +350,7 @@ def scale_step(name: str, title: Msg, note: Msg, values: Mapping[str, Any], i: i
 
     return solutions.make_step(name, title, np.array([[value]]), places, symbol=GS, lhs=lhs, formula="",
                                exact_cells=[[exact]], work=work, note=note, derive=derive,
-                               work_substitutions=[sub])
+                               work_substitutions=[_as_worked(sub, value, places)])
 
 
 # ---------------------------------------------------------------- the finite-difference check

@@ -25,7 +25,7 @@ in the eˣ table, 5 per cell written. Budgets: level 1 ≤ 5 minutes, level 2 �
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -215,3 +215,14 @@ def about_minutes(ex: Any) -> int:
 
 def within_budget(ex: Any) -> bool:
     return minutes(ex) <= BUDGET_MINUTES[ex.level] + 1e-9
+
+
+def draw_within_budget(draw: Callable[[np.random.Generator, int], Any], rng: np.random.Generator, level: int,
+                       kind_id: str, tries: int = 200) -> Any:
+    """The first of `draw(rng, level)`'s drafts whose hand work fits the level's budget (from the same
+    generator, so the result stays deterministic)."""
+    for _ in range(tries):
+        draft = draw(rng, level)
+        if count(draft.given, [p.name for p in draft.parts]).minutes <= BUDGET_MINUTES[level]:
+            return draft
+    raise RuntimeError(f"{kind_id}: no variant within the time budget in {tries} draws")

@@ -100,11 +100,7 @@ def generate(rng: np.random.Generator, level: int) -> Draft:
     """A forward pass that fits the level's time budget (drawn again in the rare case it does not)."""
     from ... import budget
 
-    for _ in range(MAX_TRIES):
-        draft = _draft(rng, level)
-        if budget.count(draft.given, [p.name for p in draft.parts]).minutes <= budget.BUDGET_MINUTES[level]:
-            return draft
-    raise RuntimeError(f"attention: no variant within the time budget in {MAX_TRIES} draws")
+    return budget.draw_within_budget(_draft, rng, level, ID, MAX_TRIES)
 
 
 # ---------------------------------------------------------------- Home and the formula sheet

@@ -52,11 +52,7 @@ def generate(rng: np.random.Generator, level: int) -> Draft:
     """A variant that fits the level's time budget (drawn again when the numbers make it too long)."""
     from ... import budget
 
-    for _ in range(MAX_TRIES):
-        draft = _draft(rng, level)
-        if budget.count(draft.given, [p.name for p in draft.parts]).minutes <= budget.BUDGET_MINUTES[level]:
-            return draft
-    raise RuntimeError(f"grad_scores: no variant within the time budget in {MAX_TRIES} draws")
+    return budget.draw_within_budget(_draft, rng, level, ID, MAX_TRIES)
 
 
 def _draft(rng: np.random.Generator, level: int) -> Draft:

@@ -3,7 +3,7 @@
 import streamlit as st
 
 import exercises
-from exercises.escape import untrusted
+from exercises.i18n.escape import untrusted
 from ui import pipeline_map as pm
 from ui import progress
 from ui.i18n import tr

@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import exercises  # noqa: E402
-from exercises import selftest  # noqa: E402
+from exercises.cli import selftest  # noqa: E402
 
 GOAL_GENERATE_GRADE_MS = 2.0
 GOAL_SOLVE_COLD_MS = 150.0

@@ -14,7 +14,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from exercises import worksheets  # noqa: E402
-from exercises.assignments import make_spec  # noqa: E402
+from exercises.teacher.assignments import make_spec  # noqa: E402
 
 ITEMS = [  # 10 exercises: the forward pass step by step, one whole pass, two backward steps
     {"kind": "projection", "level": 2, "count": 1}, {"kind": "scores", "level": 2, "count": 2},

@@ -1,11 +1,11 @@
 """Exercises on attention: generate, grade, explain. See DESIGN §3.2 for the contract."""
 
-from .checkwork import Report, StepCheck, check_work
-from .engine import KINDS, generate, rng_for, validate
-from .grading import Feedback, PartFeedback, grade
+from .core.checkwork import Report, StepCheck, check_work
+from .core.engine import KINDS, generate, rng_for, validate
+from .core.grading import Feedback, PartFeedback, grade
+from .core.model import Exercise, Part
+from .core.parser import AnswerError, parse_answer, parse_number
 from .i18n import Msg, t
-from .model import Exercise, Part
-from .parser import AnswerError, parse_answer, parse_number
 from .solutions import Aids, CellDerivation, Step, aids, solve
 
 __all__ = [

@@ -3,7 +3,7 @@
     python scripts/check_catalogs.py            # all languages; exit 1 when anything differs
     python scripts/check_catalogs.py --lang zh
 
-The shared catalogs are exercises/locales/<lang>/*.json; each kind folder has its own,
+The shared catalogs are exercises/i18n/locales/<lang>/*.json; each kind folder has its own,
 exercises/kinds/<id>/locales/<lang>.json (reported as kinds/<id>/<lang>.json). Reports, per file:
 files missing or extra, keys missing or extra, and keys whose placeholders ({name} fields) differ
 between English and the translation.
@@ -18,7 +18,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-LOCALES = Path(__file__).resolve().parent.parent / "exercises" / "locales"
+LOCALES = Path(__file__).resolve().parent.parent / "exercises" / "i18n" / "locales"
 KINDS = Path(__file__).resolve().parent.parent / "exercises" / "kinds"
 SOURCE = "en"
 

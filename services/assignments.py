@@ -15,9 +15,17 @@ from typing import Any
 
 import storage
 from exercises import Exercise, worksheets
-from exercises.assignments import MAX_COUNT, AssignmentError, AssignmentSpec, ItemSpec, Rules, make_rules, make_spec
-from exercises.engine import MAX_SEED
+from exercises.core.engine import MAX_SEED
 from exercises.i18n import DEFAULT_LANG
+from exercises.teacher.assignments import (
+    MAX_COUNT,
+    AssignmentError,
+    AssignmentSpec,
+    ItemSpec,
+    Rules,
+    make_rules,
+    make_spec,
+)
 from storage import AccessDenied, Assignment, Created, Locked, MalformedCode, MalformedKey, UnknownAssignment
 
 from . import db

@@ -15,8 +15,8 @@ import pandas as pd
 
 import storage
 from exercises import Feedback
-from exercises.assignments import student_key
 from exercises.i18n import Msg, msg
+from exercises.teacher.assignments import student_key
 
 from . import db
 from .submissions import ExerciseChanged, regrade

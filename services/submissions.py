@@ -16,7 +16,7 @@ from typing import Any
 import exercises
 import storage
 from exercises import Exercise, Feedback
-from exercises.assignments import slots
+from exercises.teacher.assignments import slots
 
 from . import db
 

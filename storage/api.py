@@ -22,7 +22,9 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
-from exercises.assignments import (
+from exercises.core.engine import KINDS
+from exercises.i18n import msg
+from exercises.teacher.assignments import (
     AssignmentError,
     AssignmentSpec,
     ItemSpec,
@@ -34,8 +36,6 @@ from exercises.assignments import (
     slots,
     student_key,
 )
-from exercises.engine import KINDS
-from exercises.i18n import msg
 
 from .db import assignment_exercises, assignments, attempts, openings, roster, settings, submissions, writing
 from .keys import check_key, hash_key, new_code, new_key, parse_code, parse_key
@@ -285,7 +285,7 @@ def create_assignment(engine: Engine, title: Any, items: Iterable[ItemSpec | Map
     Exercises or their to_dict()) are stored with it in the same transaction. `teacher_key`: a key the
     teacher already has (MalformedKey if it is none), so one key owns many assignments; else a new one.
     `request_id`: the same id again (Create pressed twice) returns the first one, existing=True.
-    Raises exercises.assignments.AssignmentError for a bad title, item list, seed or rules."""
+    Raises exercises.teacher.assignments.AssignmentError for a bad title, item list, seed or rules."""
     spec = make_spec(title, items, seed, per_student, allow_solutions)
     checked = make_rules(rules) if rules is not None else None
     versions = tuple(int(KINDS[i.kind].VERSION) for i in spec.items)

@@ -32,7 +32,7 @@ assignments = sa.Table(
     sa.Column("allow_solutions", sa.Boolean, nullable=False),
     sa.Column("key_hash", sa.String(200), nullable=False),  # scrypt$n$r$p$salt$hash, never the key
     sa.Column("created_at", sa.DateTime, nullable=False),  # naive UTC
-    # added later (nullable, so older databases get them): attempt rules (exercises.assignments.Rules
+    # added later (nullable, so older databases get them): attempt rules (exercises.teacher.assignments.Rules
     # as a dict; None: the legacy ones), the owner (an HMAC of the teacher key with the server secret: one
     # key lists its assignments) and the builder's request id (pressing Create twice makes one)
     sa.Column("rules", sa.JSON, nullable=True),

@@ -7,7 +7,7 @@ from pathlib import Path
 from streamlit.testing.v1 import AppTest
 
 import exercises
-from exercises import selftest
+from exercises.cli import selftest
 
 ROOT = Path(__file__).resolve().parent.parent
 

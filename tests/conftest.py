@@ -20,6 +20,18 @@ if "ATTENTION_DB_PATH" not in os.environ:
     os.environ["ATTENTION_DB_PATH"] = str(Path(tempfile.mkdtemp(prefix="attention-tests-")) / "attention.sqlite3")
 
 
+@pytest.fixture
+def fresh_sqlite(tmp_path, monkeypatch):
+    """The app's database as a fresh SQLite file of this test's own (never DATABASE_URL), opened."""
+    from storage import open_engine
+
+    monkeypatch.delenv("DATABASE_URL", raising=False)
+    monkeypatch.setenv("ATTENTION_DB_PATH", str(tmp_path / "app.sqlite3"))
+    engine = open_engine()
+    yield engine
+    engine.dispose()
+
+
 @pytest.fixture(scope="session")
 def throwaway_postgres():
     """The URL of a PostgreSQL server for storage tests: DATABASE_URL_TEST when set, else a throwaway

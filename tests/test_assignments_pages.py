@@ -13,7 +13,8 @@ from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
 from streamlit.testing.v1 import AppTest
 
 import storage
-from exercises import misconceptions, selftest
+from exercises.cli import selftest
+from exercises.core import misconceptions
 from services import assignments as service_assignments
 from services import submissions
 from tests.apptest_helpers import ROOT, open_page

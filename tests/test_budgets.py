@@ -13,9 +13,9 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 import exercises
-from exercises import parser
-from exercises.checkwork import MAX_SIZE, check_work
-from exercises.parser import MAX_CELL_CHARS, MAX_MATRIX_CHARS, AnswerError, parse_answer, parse_grid, parse_number
+from exercises.core import parser
+from exercises.core.checkwork import MAX_SIZE, check_work
+from exercises.core.parser import MAX_CELL_CHARS, MAX_MATRIX_CHARS, AnswerError, parse_answer, parse_grid, parse_number
 from services import submissions
 from tests.apptest_helpers import ROOT
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from exercises import parse_answer, pipeline
+from exercises import parse_answer
+from exercises.core import pipeline
 from exercises.i18n import t
 from tests.apptest_helpers import open_page
 from ui import check_work as cw

@@ -7,8 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import exercises
-from exercises import pipeline
-from exercises.checkwork import BACKWARD, FORWARD
+from exercises.core import pipeline
+from exercises.core.checkwork import BACKWARD, FORWARD
 from exercises.i18n import Msg, catalog
 
 GOLDEN_INPUTS = {"X": "[[1,0],[0,1],[1,1]]", "W_Q": "1 0; 0 1", "W_K": "1 0; 0 1", "W_V": "1 0\n0 1"}
@@ -222,7 +222,7 @@ ROUNDING_INPUTS = {"X": "1 0; 0 1; 1 1", "W_Q": "1 0; 0 1", "W_K": "1 0; 0 1", "
 def test_a_learner_who_rounds_and_carries_on_is_right():
     """A to 2 decimals, O computed from that A: O₃₁ is 3.00 (the truth 3.007 is more than 0.0051 away),
     and it is right, not "consistent" (issue 13; it was consistent before, and not all right)."""
-    from exercises.numbers import round_half_up
+    from exercises.core.numbers import round_half_up
 
     exact = pipeline.run(_given(ROUNDING_INPUTS, False))
     A = round_half_up(exact["A"], 2)

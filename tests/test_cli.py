@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import exercises
-from exercises.selftest import as_text
+from exercises.cli.selftest import as_text
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from streamlit.testing.v1 import AppTest
 
 import exercises
-from exercises import latex as L
 from exercises.i18n import catalog
+from exercises.rendering import latex as L
 from tests.apptest_helpers import ROOT
 from tests.test_katex import katex_errors
 from ui import formula_sheet as fs

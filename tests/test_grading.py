@@ -9,8 +9,8 @@ import pytest
 
 import exercises
 from exercises import Exercise, Part, grade
-from exercises.grading import CONSISTENT, RIGHT, WRONG
-from exercises.selftest import as_text
+from exercises.cli.selftest import as_text
+from exercises.core.grading import CONSISTENT, RIGHT, WRONG
 
 
 def one_part(reference, decimals: int = 2, name: str = "A", **part_options) -> Exercise:
@@ -397,7 +397,7 @@ def test_correct_and_the_summary_agree_with_the_cells(kind_id, level):
     rng = np.random.default_rng(13)
     for seed in range(4):
         ex = exercises.generate(kind_id, seed=seed, level=level)
-        candidates = [exercises.selftest.correct_answer(ex), exercises.selftest.incorrect_answer(ex, rng)]
+        candidates = [exercises.cli.selftest.correct_answer(ex), exercises.cli.selftest.incorrect_answer(ex, rng)]
         if {"A", "O"} <= set(ex.part_names) and "V" in ex.given:  # attention: consistent cells
             candidates.append(rounded_student(ex))
         for answer in candidates:

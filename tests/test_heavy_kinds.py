@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import exercises
-from exercises import pipeline
+from exercises.core import pipeline
 
 SEEDS = range(30)
 

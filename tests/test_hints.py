@@ -10,9 +10,11 @@ import numpy as np
 import pytest
 
 import exercises
-from exercises import hints, latex, solutions
+from exercises import solutions
+from exercises.core.model import Exercise, Part
 from exercises.i18n import catalog, languages
-from exercises.model import Exercise, Part
+from exercises.rendering import latex
+from exercises.solutions import hints
 from tests.test_katex import katex_errors
 
 SEEDS = range(8)

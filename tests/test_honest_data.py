@@ -49,7 +49,7 @@ def test_given_weights_are_the_softmax_of_the_stated_masked_scores(kind, level):
         Z = stated_scores(ex.params["scores_behind"])  # (n, n), −∞ where masked
         assert np.array_equal(np.isneginf(Z), hidden), where  # the stated scores are masked where A is
         np.testing.assert_allclose(softmax(Z, axis=-1), A, atol=1e-12, err_msg=str(where))
-        assert ex.params["scores_behind"] in exercises.engine.prompt(ex), where  # and the page states them
+        assert ex.params["scores_behind"] in exercises.core.engine.prompt(ex), where  # and the page states them
 
 
 def test_a_causal_row_never_gives_a_query_zero_weight_on_itself():

@@ -3,7 +3,7 @@ and every database failure is a clear message, never a traceback.
 
 The corpus goes into every query parameter of every page and into every stored text field
 (assignment title, student name, profile). An element that renders Markdown (title, markdown,
-caption, error, warning, info, success, toast) must carry it escaped (exercises.escape.markdown):
+caption, error, warning, info, success, toast) must carry it escaped (exercises.i18n.escape.markdown):
 no link, image, KaTeX, HTML or directive can come out of it, and once the escapes are read the raw
 text is there. tests/e2e/test_hostile.py checks the same in a browser, on the rendered page.
 """
@@ -16,7 +16,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 import storage
-from exercises import escape
+from exercises.i18n import escape
 from services import assignments as service
 from tests.apptest_helpers import ROOT, open_page
 
@@ -72,12 +72,8 @@ def assert_literal(at: AppTest, hostile: str | None = None, echoed: int = 0) -> 
 
 
 @pytest.fixture(autouse=True)
-def db(tmp_path, monkeypatch):
-    monkeypatch.delenv("DATABASE_URL", raising=False)
-    monkeypatch.setenv("ATTENTION_DB_PATH", str(tmp_path / "hostile.sqlite3"))
-    engine = storage.open_engine()
-    yield engine
-    engine.dispose()
+def db(fresh_sqlite):
+    return fresh_sqlite
 
 
 # ---------------------------------------------------------------- the escaping rule itself

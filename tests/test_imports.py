@@ -101,7 +101,7 @@ def cycle(edges: dict[str, set[str]]) -> list[str] | None:
 
 def test_the_exercises_package_has_no_import_cycle():
     edges = graph()
-    assert "exercises.steps" in edges and "exercises.solutions.builders" in edges
+    assert "exercises.core.steps" in edges and "exercises.solutions.builders" in edges
     found = cycle(edges)
     assert found is None, "import cycle: " + " → ".join(found)
 
@@ -114,12 +114,44 @@ def test_the_cycle_finder_finds_a_cycle():
 def test_the_step_registry_sits_below_what_reads_it():
     """steps knows nothing of the pipeline, solutions, rendering or the kinds."""
     edges = graph()
-    below = {"exercises.steps", "exercises.exact"}
+    below = {"exercises.core.steps", "exercises.core.exact"}
     for module in below:
         assert edges[module] <= below, f"{module} imports {edges[module] - below}"
-    assert "exercises.engine" not in edges["exercises.solutions.walk"]
+    assert "exercises.core.engine" not in edges["exercises.solutions.walk"]
 
 
 @pytest.mark.parametrize("module", sorted(m for m in MODULES if not m.startswith(KINDS + ".") and not m.endswith("__main__")))
 def test_every_module_imports(module):
     importlib.import_module(module)
+
+
+# The packages of exercises/, lowest first: a module imports (at import time) only from its own package or
+# a lower one. The engine finds the kinds when discovery runs (a late import), since the kinds build on it.
+LAYERS = ["exercises.i18n", "exercises.core", "exercises.rendering", "exercises.solutions", "exercises.kinds",
+          "exercises.teacher", "exercises.worksheets", "exercises.cli"]
+FACADE = {"exercises", "exercises.__main__"}  # the public names and `python -m exercises`: above everything
+
+
+def layer(module: str) -> int:
+    for rank, package in enumerate(LAYERS):
+        if module == package or module.startswith(package + "."):
+            return rank
+    raise AssertionError(f"{module} is in no layer of {LAYERS}")
+
+
+def upward_imports(edges: dict[str, set[str]]) -> list[str]:
+    return sorted(f"{a} → {b}" for a, targets in edges.items() if a not in FACADE
+                  for b in targets if b not in FACADE and layer(b) > layer(a))
+
+
+def test_every_module_sits_in_a_layer_and_imports_only_downward():
+    edges = graph()
+    for module in edges:
+        if module not in FACADE:
+            layer(module)  # the top level of exercises/ holds nothing but the facade
+    assert upward_imports(edges) == []
+
+
+def test_an_upward_import_is_found():
+    assert upward_imports({"exercises.core.engine": {"exercises.kinds"}}) == ["exercises.core.engine → exercises.kinds"]
+    assert upward_imports({"exercises.kinds": {"exercises.core.engine"}}) == []

@@ -17,10 +17,10 @@ import pytest
 import exercises
 from attention_core import embed, scaled_dot_product, self_attention, softmax
 from attention_core.ops import apply_mask, scale, weighted_sum
-from exercises import misconceptions, pipeline
-from exercises.grading import CONSISTENT, WRONG
+from exercises.core import misconceptions, pipeline
+from exercises.core.grading import CONSISTENT, WRONG
+from exercises.core.model import Exercise
 from exercises.kinds import grad_weighted_sum
-from exercises.model import Exercise
 
 BACKWARD = ["grad_weighted_sum", "grad_value_proj", "grad_softmax", "grad_scores", "grad_projections",
             "grad_embedding", "backprop"]

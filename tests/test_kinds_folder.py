@@ -14,8 +14,9 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 import exercises
-from exercises import engine, hints, misconceptions
+from exercises.core import engine, misconceptions
 from exercises.i18n import catalog, t
+from exercises.solutions import hints
 from tests.apptest_helpers import ROOT, click_check, fill_cells, reference_cells
 from tests.test_i18n_pages import raw_keys, shown_strings
 
@@ -27,10 +28,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...draft import Draft, reference_parts
-from ...levels import spec
-from ...numbers import choice, matrix
-from .._shared.contract import Formula, HomeStage, SheetSection
+from ...core.draft import Draft, reference_parts
+from ...core.levels import spec
+from ...core.numbers import choice, matrix
+from ...core.contract import Formula, HomeStage, SheetSection
 
 ID = "softmax_drill"
 ORDER = 55
@@ -202,7 +203,7 @@ def test_the_formula_sheet_has_its_section(drill, lang):
 
 
 def test_every_kind_is_a_folder_with_its_contract_and_texts():
-    kinds_dir = Path(engine.__file__).parent / "kinds"
+    kinds_dir = Path(engine.__file__).parent.parent / "kinds"
     assert sorted(exercises.KINDS) == sorted(p.name for p in kinds_dir.iterdir()
                                              if (p / "__init__.py").is_file() and not p.name.startswith("_"))
     for kind_id, kind in exercises.KINDS.items():
@@ -217,7 +218,7 @@ def test_every_kind_is_a_folder_with_its_contract_and_texts():
 def test_no_kind_imports_another_kind():
     import ast
 
-    kinds_dir = Path(engine.__file__).parent / "kinds"
+    kinds_dir = Path(engine.__file__).parent.parent / "kinds"
     for path in kinds_dir.glob("*/**/*.py"):
         tree = ast.parse(path.read_text(encoding="utf-8"))
         for node in ast.walk(tree):
@@ -233,7 +234,7 @@ def test_discovery_rejects_a_kind_without_guards_or_with_unknown_ones():
     import types
 
     module = types.ModuleType("exercises.kinds.broken")
-    module.__file__ = str(Path(engine.__file__).parent / "kinds" / "broken" / "__init__.py")
+    module.__file__ = str(Path(engine.__file__).parent.parent / "kinds" / "broken" / "__init__.py")
     module.ID, module.VERSION, module.LEVELS, module.generate = "broken", 1, (1,), lambda rng, level: None
     with pytest.raises(TypeError, match="lacks GUARDS"):
         engine.Kind.from_module(module)

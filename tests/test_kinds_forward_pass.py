@@ -12,8 +12,9 @@ import pytest
 
 import exercises
 from attention_core import multi_head_attention, softmax
-from exercises import pipeline, selftest
-from exercises.grading import CONSISTENT, RIGHT, WRONG
+from exercises.cli import selftest
+from exercises.core import pipeline
+from exercises.core.grading import CONSISTENT, RIGHT, WRONG
 from exercises.i18n import catalog, t
 from exercises.kinds import concepts, multi_head, shapes
 

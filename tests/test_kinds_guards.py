@@ -12,9 +12,10 @@ import numpy as np
 import pytest
 
 import exercises
-from exercises import engine, misconceptions, pins, pipeline
+from exercises.cli import pins
+from exercises.core import engine, misconceptions, pipeline
+from exercises.core.model import Exercise
 from exercises.kinds import multi_head
-from exercises.model import Exercise
 
 NEW = "scaled_by_sqrt_n"  # a mistake the catalog does not have: divided by √n (the tokens) instead of √d_k
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import exercises
-from exercises import selftest
+from exercises.cli import selftest
 from exercises.i18n import catalog, t
 from exercises.kinds import concepts
 

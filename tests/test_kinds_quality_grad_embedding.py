@@ -9,7 +9,8 @@ import pytest
 
 import exercises
 from attention_core import embed_backward
-from exercises import misconceptions, selftest
+from exercises.cli import selftest
+from exercises.core import misconceptions
 from exercises.i18n import catalog
 
 SEEDS = range(60)

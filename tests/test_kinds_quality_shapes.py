@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 import exercises
-from exercises import engine, selftest
+from exercises.cli import selftest
+from exercises.core import engine
 from exercises.i18n import catalog, t
 from exercises.worksheets import model
 

@@ -9,7 +9,8 @@ import json
 import pytest
 
 import exercises
-from exercises import engine, selftest
+from exercises.cli import selftest
+from exercises.core import engine
 from exercises.i18n import t
 
 STORED = json.loads(

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 import exercises
-from exercises import engine, misconceptions, selftest
+from exercises.cli import selftest
+from exercises.core import engine, misconceptions
 from exercises.i18n import t
 
 SEEDS = range(60)

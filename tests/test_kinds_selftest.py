@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import exercises
-from exercises import selftest
+from exercises.cli import selftest
 
 SEEDS_PER_LEVEL = 50
 KIND_LEVELS = [(kind_id, level) for kind_id, kind in exercises.KINDS.items() for level in kind.LEVELS]
@@ -68,7 +68,7 @@ def test_references_are_finite_or_minus_infinity(kind_id, level):
 
 @pytest.mark.parametrize("kind_id, level", KIND_LEVELS)
 def test_no_catalogued_mistake_gives_the_right_answer(kind_id, level):
-    from exercises import misconceptions
+    from exercises.core import misconceptions
 
     for seed in range(3):
         ex = exercises.generate(kind_id, seed=seed, level=level)

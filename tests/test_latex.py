@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import sympy
 
-from exercises import latex as L
+from exercises.rendering import latex as L
 
 
 @pytest.mark.parametrize("x, places, expected", [

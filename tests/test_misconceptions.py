@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 
 import exercises
-from exercises import misconceptions, pipeline
+from exercises.core import misconceptions, pipeline
+from exercises.core.model import Exercise, Part
 from exercises.i18n import catalog, languages
-from exercises.model import Exercise, Part
 from tests.apptest_helpers import ROOT
 
 SEEDS = range(30)

@@ -12,8 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from exercises import AnswerError, parse_answer, parse_number
-from exercises import parser as P
-from exercises.selftest import format_cell
+from exercises.cli.selftest import format_cell
+from exercises.core import parser as P
 
 E = math.e
 
@@ -390,7 +390,7 @@ def test_format_cell_round_trips(x):
 @settings(max_examples=100, deadline=None)
 @given(rows=st.integers(1, 4), cols=st.integers(1, 4), seed=st.integers(0, 2**32 - 1))
 def test_pasted_matrix_text_round_trips(rows, cols, seed):
-    from exercises.selftest import as_text
+    from exercises.cli.selftest import as_text
 
     M = np.round(np.random.default_rng(seed).normal(scale=3, size=(rows, cols)), 4)  # (rows, cols)
     M[0, 0] = -math.inf

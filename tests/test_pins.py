@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 import exercises
-from exercises import pins
-from exercises.draft import Draft
+from exercises.cli import pins
+from exercises.core.draft import Draft
 
 
 @pytest.fixture(scope="module")
@@ -18,11 +18,11 @@ def current():
 def test_every_pinned_exercise_is_unchanged(current):
     changed = pins.silent_changes(pins.load(), current)
     assert not changed, ("exercises changed without a VERSION bump (bump the kind's VERSION, then "
-                         "`python -m exercises.pins --write`): " + "; ".join(changed[:20]))
+                         "`python -m exercises.cli.pins --write`): " + "; ".join(changed[:20]))
 
 
 def test_pins_describe_every_kind_at_its_version(current):
-    assert not pins.stale(pins.load(), current), "rewrite the pins: python -m exercises.pins --write"
+    assert not pins.stale(pins.load(), current), "rewrite the pins: python -m exercises.cli.pins --write"
     for kind_id, kind in exercises.KINDS.items():
         assert set(current[kind_id]["levels"]) == {str(level) for level in kind.LEVELS}
         assert all(len(prints) == len(pins.SEEDS) for prints in current[kind_id]["levels"].values())

@@ -18,9 +18,10 @@ import numpy as np
 import pytest
 
 import exercises
-from exercises import hints, misconceptions
+from exercises.core import misconceptions
+from exercises.core.model import Exercise
 from exercises.i18n import Msg, languages, t
-from exercises.model import Exercise
+from exercises.solutions import hints
 from tests.apptest_helpers import click_check, current_exercise, fill_cells, open_page, reference_cells
 
 SEEDS = range(10)

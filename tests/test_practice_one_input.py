@@ -15,7 +15,7 @@ import pytest
 from streamlit.testing.v1.element_tree import Block, Error
 
 import exercises
-from exercises import selftest
+from exercises.cli import selftest
 from tests.apptest_helpers import click_check, current_exercise, fill_cells, open_page, reference_cells
 from ui.answer_grid import MARK, TINT, cell_key, cell_text, cells_prefix, paste_key, round_key
 

@@ -53,9 +53,9 @@ def page_links(at: AppTest) -> list:
 
 
 def test_every_misconception_has_a_short_name():
-    from exercises.misconceptions import CATALOG
+    from exercises.core.misconceptions import CATALOG
     missing = [m for m in CATALOG if f"progress.mistake.{m}" not in catalog("en")]
-    assert missing == [], "add progress.mistake.<id> to exercises/locales/{en,zh}/home.json"
+    assert missing == [], "add progress.mistake.<id> to exercises/i18n/locales/{en,zh}/home.json"
     assert progress.mistake_name("no_exp") == catalog("en")["progress.mistake.no_exp"]
 
 

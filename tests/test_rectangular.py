@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
 from attention_core import backward, causal_mask, cross_attention, ops, scaled_dot_product, self_attention, softmax
-from exercises.levels import LEVELS, LevelSpec
+from exercises.core.levels import LEVELS, LevelSpec
 from tests.test_attention_core import (
     assert_close,
     attention_step_checks,

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 import exercises
-from exercises import pipeline, sanity
+from exercises.core import pipeline, sanity
+from exercises.core.model import Exercise, Part
 from exercises.i18n import languages
-from exercises.model import Exercise, Part
 
 SEEDS = range(30)
 CASES = [(kind, level) for kind, module in exercises.KINDS.items() for level in module.LEVELS]

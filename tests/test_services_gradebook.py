@@ -8,7 +8,8 @@ import pandas as pd
 import pytest
 
 import storage
-from exercises import misconceptions, selftest
+from exercises.cli import selftest
+from exercises.core import misconceptions
 from services import assignments, gradebook, submissions
 from services import db as services_db
 

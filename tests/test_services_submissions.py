@@ -8,7 +8,8 @@ import sqlalchemy as sa
 
 import exercises
 import storage
-from exercises import Exercise, selftest
+from exercises import Exercise
+from exercises.cli import selftest
 from services import assignments, gradebook, submissions
 from services import db as services_db
 from tests.changed_generator import bump

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import exercises
-from exercises import engine
+from exercises.core import engine
 
 SEEDS = range(10)
 CASES = [(kind, level, seed) for kind, mod in sorted(engine.KINDS.items()) for level in mod.LEVELS for seed in SEEDS]
@@ -29,7 +29,7 @@ _SQRT = re.compile(r"^(\d+)?\s*\\sqrt\{(\d+)\}$")
 
 
 def _atom(text: str) -> float | Fraction:
-    """A non-negative number as exercises.latex prints it: 3, 0.21, \\sqrt{2}, 3 \\sqrt{2}."""
+    """A non-negative number as exercises.rendering.latex prints it: 3, 0.21, \\sqrt{2}, 3 \\sqrt{2}."""
     text = text.strip()
     if re.fullmatch(r"\d+(\.\d+)?", text):
         return Fraction(text)

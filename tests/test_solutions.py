@@ -6,9 +6,10 @@ import numpy as np
 import pytest
 
 import exercises
-from exercises import pipeline, solutions
+from exercises import solutions
+from exercises.core import pipeline
+from exercises.core.model import Exercise, Part
 from exercises.i18n import catalog
-from exercises.model import Exercise, Part
 
 SQRT2_2 = r"\frac{\sqrt{2}}{2}"
 

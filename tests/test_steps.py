@@ -15,8 +15,10 @@ import pytest
 import sympy
 
 from attention_core import backward, self_attention
-from exercises import checkwork, latex, misconceptions, pipeline, sanity, solutions, steps
-from exercises.exact import xmatmul
+from exercises import solutions
+from exercises.core import checkwork, misconceptions, pipeline, sanity, steps
+from exercises.core.exact import xmatmul
+from exercises.rendering import latex
 from exercises.solutions.exact import _exact_given
 from exercises.worksheets import latex_to_typst
 from tests.test_katex import katex_errors

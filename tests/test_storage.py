@@ -18,7 +18,7 @@ import pytest
 import sqlalchemy as sa
 
 import storage
-from exercises.assignments import AssignmentError
+from exercises.teacher.assignments import AssignmentError
 from storage import db as storage_db
 
 REPO_ROOT = Path(__file__).resolve().parent.parent

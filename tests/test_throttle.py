@@ -7,7 +7,6 @@ from __future__ import annotations
 import pytest
 from streamlit.testing.v1 import AppTest
 
-import storage
 from services import assignments as service
 from services import gradebook as gb_service
 from services import throttle
@@ -71,12 +70,8 @@ def test_records_live_in_the_given_state():
 
 
 @pytest.fixture(autouse=True)
-def db(tmp_path, monkeypatch):
-    monkeypatch.delenv("DATABASE_URL", raising=False)
-    monkeypatch.setenv("ATTENTION_DB_PATH", str(tmp_path / "throttle.sqlite3"))
-    engine = storage.open_engine()
-    yield engine
-    engine.dispose()
+def db(fresh_sqlite):
+    return fresh_sqlite
 
 
 def _wrong_key(at: AppTest, code: str, key: str) -> None:

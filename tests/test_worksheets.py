@@ -12,9 +12,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from exercises import cli, worksheets
-from exercises.assignments import AssignmentError, item_seed, make_spec, student_key
+from exercises import worksheets
+from exercises.cli import main as cli
 from exercises.i18n import t
+from exercises.teacher.assignments import AssignmentError, item_seed, make_spec, student_key
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 ITEMS = [{"kind": "softmax", "level": 2, "count": 2}, {"kind": "scores", "level": 2, "count": 1}]

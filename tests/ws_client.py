@@ -13,7 +13,7 @@ from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 from streamlit.proto.WidgetStates_pb2 import WidgetState
 
 import exercises
-from exercises import selftest
+from exercises.cli import selftest
 from ui.answer_grid import cell_key
 
 

@@ -20,10 +20,10 @@ import streamlit as st
 
 import exercises
 from exercises import Exercise, Feedback
-from exercises.assignments import clean_student_name, student_key
-from exercises.escape import untrusted
+from exercises.core.parser import run_budget
 from exercises.i18n import msg, plural
-from exercises.parser import run_budget
+from exercises.i18n.escape import untrusted
+from exercises.teacher.assignments import clean_student_name, student_key
 from services import assignments as service
 from services import db, submissions, throttle
 from services import gradebook as gradebook_service

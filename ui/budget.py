@@ -1,13 +1,14 @@
 """The time budget shown with a problem: "about N minutes" by hand, and what each level means.
 
-The minutes come from exercises.budget (an operation count at stated rates); this module only draws.
+The minutes come from exercises.core.budget (an operation count at stated rates); this module only draws.
 """
 
 from __future__ import annotations
 
 import streamlit as st
 
-from exercises import Exercise, budget
+from exercises import Exercise
+from exercises.core import budget
 
 from .i18n import tr
 

@@ -13,10 +13,10 @@ import pandas as pd
 import streamlit as st
 
 import exercises
-from exercises.checkwork import BACKWARD, FORWARD, FROM_QKV, FROM_X, NEEDS_X, Report, StepCheck
+from exercises.core.checkwork import BACKWARD, FORWARD, FROM_QKV, FROM_X, NEEDS_X, Report, StepCheck
+from exercises.core.numbers import decimals_for
+from exercises.core.parser import MAX_MATRIX_CHARS, run_budget
 from exercises.i18n import plural
-from exercises.numbers import decimals_for
-from exercises.parser import MAX_MATRIX_CHARS, run_budget
 
 from .i18n import lang_key, render, tr
 

@@ -1,6 +1,6 @@
 """The formula sheet: every formula the exercises use, forward and backward, with shapes.
 
-Notation as in exercises/latex.py (the solutions): n tokens, model width d, key width d_k, value width
+Notation as in exercises/rendering/latex.py (the solutions): n tokens, model width d, key width d_k, value width
 d_v, h heads, vocabulary size m; S = QKᵀ the scores, Z = S/√d_k the scaled scores, Z̃ the masked ones,
 A the weights, O the output; G_Y = ∂L/∂Y has the shape of Y (G_Z, G_S for the scaled and raw scores).
 
@@ -12,8 +12,8 @@ In the sources ``[[Q | n | d_k]]`` writes Q with its shape (rows × columns) und
 from __future__ import annotations
 
 import exercises
-from exercises.engine import Formula, SheetSection
-from exercises.kinds._shared.contract import shaped
+from exercises.core.contract import shaped
+from exercises.core.engine import Formula, SheetSection
 
 Section = SheetSection
 F = Formula

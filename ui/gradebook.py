@@ -8,9 +8,9 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
-from exercises.assignments import slots
-from exercises.escape import untrusted
 from exercises.i18n import plural
+from exercises.i18n.escape import untrusted
+from exercises.teacher.assignments import slots
 from services import db, throttle
 from services import gradebook as service
 from services.assignments import AccessDenied, Assignment, UnknownAssignment

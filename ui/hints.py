@@ -1,6 +1,6 @@
 """Hints on the Practice page: opened one level at a time, each once it is unlocked.
 
-The policy is exercises.hints': hint 1 whenever the learner asks, hint k after k − 1 graded attempts
+The policy is exercises.solutions.hints': hint 1 whenever the learner asks, hint k after k − 1 graded attempts
 on the problem. Opened hints stay open for that problem; how many were open at a check is recorded
 with the attempt (``used(ex)`` → ``attempts.record(..., hints_used=…)``).
 """
@@ -10,8 +10,8 @@ from __future__ import annotations
 import streamlit as st
 
 from exercises import Exercise
-from exercises import hints as exercise_hints
 from exercises.i18n import plural
+from exercises.solutions import hints as exercise_hints
 
 from .i18n import render, tr
 

@@ -14,8 +14,7 @@ from typing import Any
 
 import streamlit as st
 
-from exercises import escape
-from exercises.i18n import DEFAULT_LANG, Msg, languages
+from exercises.i18n import DEFAULT_LANG, Msg, escape, languages
 
 LANG_KEY = "lang"
 URL_PARAM = "lang"

@@ -20,7 +20,7 @@ from .progress import MASTERED, Standing
 @dataclass(frozen=True)
 class Stage:
     kind: str
-    formula: str  # inline LaTeX, the notation of exercises/latex.py
+    formula: str  # inline LaTeX, the notation of exercises/rendering/latex.py
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from exercises import Exercise, engine, grading
+from exercises import Exercise
+from exercises.core import engine, grading
 
 from . import cache
 from .i18n import lang, tr

@@ -22,7 +22,7 @@ import streamlit as st
 import exercises
 from attention_core import causal_mask
 from exercises import Exercise
-from exercises import latex as L
+from exercises.rendering import latex as L
 
 from . import attempts
 from .i18n import lang, lang_key, tr

@@ -14,7 +14,7 @@ with those values.
 A kind module may define its own ``solve(ex) -> list[Step]`` (and ``aids(ex) -> Aids``); ``solve``
 then uses it. Such a kind builds its steps with ``pipeline_steps`` (the walk over the step registry,
 for any given values and target names) and ``make_step`` (a step for any matrix with its formula and
-a cell derivation), and its LaTeX with exercises.latex.
+a cell derivation), and its LaTeX with exercises.rendering.latex.
 
 Rounding (DESIGN §4, "round what you write, then compute"): a line that substitutes rounded numbers
 (an earlier value as a learner writes it) shows what those numbers give, half up to the step's
@@ -27,7 +27,7 @@ references), context (what the builders read), builders (one per kind of registr
 (solve and the pipeline walk), aids (eˣ table, √d_k, shapes, given values).
 """
 
-from ..steps import G_X_PATHS, Product
+from ..core.steps import G_X_PATHS, Product
 from .aids import Aids, ExpEntry, aids, generic_aids, given_latex, shapes_of
 from .builders import BUILDERS, BY_KIND
 from .context import Context

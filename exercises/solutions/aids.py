@@ -9,8 +9,8 @@ from dataclasses import dataclass
 import numpy as np
 import sympy
 
-from .. import latex as L
-from ..model import Exercise
+from ..core.model import Exercise
+from ..rendering import latex as L
 from .builders import _token_list
 from .context import Context
 from .exact import SCALES
@@ -90,7 +90,7 @@ def generic_aids(ex: Exercise) -> Aids:
 @functools.lru_cache(maxsize=4 * CACHE_SIZE)
 def aids(ex: Exercise) -> Aids:
     """The hand-calculation aids of `ex` (the kind's own aids(ex) when it has one)."""
-    from .. import engine  # imported here: the kinds import this package
+    from ..core import engine  # imported here: the kinds import this package
 
     own = getattr(engine.KINDS.get(ex.kind), "aids", None)
     return own(ex) if own is not None else generic_aids(ex)

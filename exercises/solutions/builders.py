@@ -9,10 +9,10 @@ from collections.abc import Callable
 import numpy as np
 import sympy
 
-from .. import latex as L
-from ..exact import xrow_dot as _x_row_dot
+from ..core.exact import xrow_dot as _x_row_dot
+from ..core.steps import G_X_PATHS, STEP_BY_NAME, STEPS
 from ..i18n import msg, plural
-from ..steps import G_X_PATHS, STEP_BY_NAME, STEPS
+from ..rendering import latex as L
 from .context import Context, _note, _title
 from .exact import PRODUCTS, SCALES, _agreeing, _oriented
 from .records import (

@@ -7,9 +7,9 @@ from typing import Any
 
 import numpy as np
 
-from .. import latex as L
+from ..core.steps import STEP_BY_NAME
 from ..i18n import Msg, msg
-from ..steps import STEP_BY_NAME
+from ..rendering import latex as L
 from .records import Number, number
 
 

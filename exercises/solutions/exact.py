@@ -9,8 +9,8 @@ from typing import Any
 
 import numpy as np
 
-from .. import latex as L
-from ..steps import STEP_BY_NAME, STEPS, Product
+from ..core.steps import STEP_BY_NAME, STEPS, Product
+from ..rendering import latex as L
 
 PRODUCTS: dict[str, Product] = {s.name: s.product for s in STEPS if s.product is not None}
 SCALES: dict[str, str] = {s.name: s.scales for s in STEPS if s.scales is not None}  # value ÷ √d_k ← its input

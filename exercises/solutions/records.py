@@ -10,9 +10,9 @@ from fractions import Fraction
 
 import numpy as np
 
-from .. import latex as L
+from ..core.numbers import decimal_half_up
 from ..i18n import Msg
-from ..numbers import decimal_half_up
+from ..rendering import latex as L
 
 Matrix = tuple[tuple[str, ...], ...]
 Line = L.Line

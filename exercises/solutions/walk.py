@@ -9,11 +9,11 @@ from typing import Any
 
 import numpy as np
 
-from .. import latex as L
-from .. import pipeline
+from ..core import pipeline
+from ..core.model import Exercise
+from ..core.numbers import decimals_for
 from ..i18n import msg
-from ..model import Exercise
-from ..numbers import decimals_for
+from ..rendering import latex as L
 from .builders import BUILDERS, _value_step
 from .context import Context
 from .exact import _agreeing, _exact_given, _exact_step
@@ -71,7 +71,7 @@ def build_context(given: Mapping[str, Any], targets: Sequence[str], places: Mapp
 
 def pipeline_steps(given: Mapping[str, Any], targets: Sequence[str], places: Mapping[str, int] | int = 2,
                    values: Mapping[str, np.ndarray] | None = None, tag: str | None = None) -> list[Step]:
-    """The generic steps from `given` to `targets` through exercises.pipeline (for kinds' own solve).
+    """The generic steps from `given` to `targets` through exercises.core.pipeline (for kinds' own solve).
 
     places: decimals per value name (the parts'), or one default; values: references that override
     the pipeline's (pass the parts' references); tag: a head's label, shown as a superscript."""
@@ -123,7 +123,7 @@ def solve(ex: Exercise) -> list[Step]:
 
 @functools.lru_cache(maxsize=CACHE_SIZE)
 def _solved(ex: Exercise) -> tuple[Step, ...]:
-    from .. import engine  # imported here: the kinds import this package
+    from ..core import engine  # imported here: the kinds import this package
 
     own = getattr(engine.KINDS.get(ex.kind), "solve", None)
     return tuple(own(ex) if own is not None else generic_solve(ex))
@@ -132,6 +132,6 @@ def _solved(ex: Exercise) -> tuple[Step, ...]:
 @functools.lru_cache(maxsize=CACHE_SIZE)
 def solution(kind: str, seed: int, level: int) -> tuple[Step, ...]:
     """solve(generate(kind, seed, level)), cached per process: a pure function of the triple."""
-    from .. import engine
+    from ..core import engine
 
     return _solved(engine.generate(kind, seed, level))

@@ -9,8 +9,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from ..assignments import AssignmentError, ItemSpec, make_spec
 from ..i18n import DEFAULT_LANG, t
+from ..teacher.assignments import AssignmentError, ItemSpec, make_spec
 from .files import write
 from .model import FORMATS, build, read_students
 

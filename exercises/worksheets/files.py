@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ..model import to_jsonable
+from ..core.model import to_jsonable
 from .model import EXP_PLACES, FORMATS, NAMES, Worksheet, _option_text, problem, solution_steps
 from .text import to_latex, to_markdown
 from .typst import to_pdf

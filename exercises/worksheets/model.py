@@ -16,12 +16,13 @@ from typing import Any
 
 import numpy as np
 
-from .. import engine, grading, latex
-from ..assignments import AssignmentError, AssignmentSpec, clean_student_name, student_key
+from ..core import engine, grading
+from ..core.model import Exercise, Part
+from ..core.numbers import as_fraction
 from ..i18n import DEFAULT_LANG, catalog, msg, t
-from ..model import Exercise, Part
-from ..numbers import as_fraction
+from ..rendering import latex
 from ..solutions import Aids, Step, aids, solve
+from ..teacher.assignments import AssignmentError, AssignmentSpec, clean_student_name, student_key
 
 FORMATS = ("pdf", "md", "tex", "json")
 NAMES = ("worksheet", "answer-key")

@@ -6,9 +6,9 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from .. import latex
+from ..core.model import Part
 from ..i18n import t
-from ..model import Part
+from ..rendering import latex
 from .model import (
     CONTROL,
     Given,

@@ -13,9 +13,9 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
-from .. import steps as registry
+from ..core import steps as registry
+from ..core.model import Exercise, Part
 from ..i18n import t
-from ..model import Exercise, Part
 from .model import (
     EXP_PLACES,
     Given,
@@ -35,7 +35,7 @@ from .model import (
 )
 from .typst_math import UnsupportedLatex, latex_to_typst, typst_string
 
-# the Typst symbol of every value: the given ones, then each step's own (exercises.steps)
+# the Typst symbol of every value: the given ones, then each step's own (exercises.core.steps)
 _TYPST_SYMBOLS = {**registry.INPUT_TYPST_SYMBOLS, **{step.name: step.typst_symbol for step in registry.STEPS}}
 
 

@@ -1,9 +1,9 @@
-"""LaTeX math, as exercises.latex writes it, in Typst math: the answer key prints the very lines the
+"""LaTeX math, as exercises.rendering.latex writes it, in Typst math: the answer key prints the very lines the
 screen shows (exercises.solve), so there is one derivation and two typesetters.
 
     latex_to_typst(r"\\frac{e^{1}}{e^{0} + e^{1}} \\approx 0.73")  ->  'frac(e^(1), e^(0) + e^(1)) approx 0.73'
 
-Only the vocabulary of exercises.latex and the kinds is known (fractions, roots, matrices, aligned
+Only the vocabulary of exercises.rendering.latex and the kinds is known (fractions, roots, matrices, aligned
 lines, cases, \\left…\\right, operators, Greek letters …); anything else raises UnsupportedLatex, so a
 new construct is noticed by the tests instead of printing wrong. The input is our own LaTeX, never
 user text; every letter is set apart (Typst reads "ij" as one name), and commas, semicolons, slashes

@@ -12,7 +12,8 @@ import unicodedata
 from playwright.sync_api import expect
 
 import storage
-from exercises import Exercise, selftest
+from exercises import Exercise
+from exercises.cli import selftest
 from exercises.i18n import t
 from tests.e2e.streamlit_driver import StreamlitPage
 from ui.answer_grid import paste_key

@@ -8,8 +8,8 @@ from __future__ import annotations
 from playwright.sync_api import expect
 
 import storage
-from exercises.assignments import make_spec
-from exercises.escape import WORD_JOINER
+from exercises.i18n.escape import WORD_JOINER
+from exercises.teacher.assignments import make_spec
 from services.submissions import class_exercises
 from tests.e2e.streamlit_driver import StreamlitPage
 

@@ -7,7 +7,7 @@ import re
 from playwright.sync_api import expect
 
 import exercises
-from exercises import selftest
+from exercises.cli import selftest
 from exercises.solutions import given_latex
 from tests.e2e.streamlit_driver import StreamlitPage
 from ui.answer_grid import MARK, TINT, cell_key, paste_key

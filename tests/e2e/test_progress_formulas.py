@@ -6,7 +6,7 @@ import numpy as np
 from playwright.sync_api import expect
 
 import exercises
-from exercises import selftest
+from exercises.cli import selftest
 from exercises.i18n import t
 from tests.e2e.streamlit_driver import StreamlitPage
 from ui.answer_grid import cell_key

@@ -9,7 +9,7 @@ import io
 from playwright.sync_api import expect
 
 import storage
-from exercises import selftest
+from exercises.cli import selftest
 from exercises.i18n import t
 from tests.e2e.streamlit_driver import StreamlitPage
 from ui.answer_grid import paste_key

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ... import pipeline, solutions
-from ...model import Exercise, Part
+from ... import solutions
+from ...core import pipeline
+from ...core.model import Exercise, Part
 
 
 def softmax_aids(ex: Exercise, inputs: list[dict], sqrt_dk: str | None = None) -> solutions.Aids:

@@ -4,7 +4,7 @@ Jacobian of one row, where 1/√d_k comes from, and a finite-difference check of
 Each builder returns an exercises.solutions.Step named outside the pipeline (``chain_G_A``,
 ``jacobian``, ``check`` …), so it never stands in for a part; its numbers are the exercise's
 reference values. The check runs attention_core's forward functions twice around one entry.
-Imported lazily by the kinds (it pulls in sympy through exercises.latex).
+Imported lazily by the kinds (it pulls in sympy through exercises.rendering.latex).
 """
 
 from __future__ import annotations
@@ -19,10 +19,11 @@ from typing import Any
 import numpy as np
 import sympy
 
-from ... import latex as L
-from ... import pipeline, solutions
+from ... import solutions
+from ...core import pipeline
+from ...core.model import Exercise
 from ...i18n import Msg, msg
-from ...model import Exercise
+from ...rendering import latex as L
 
 H = 1e-3  # the finite-difference step
 H_LATEX = "10^{-3}"

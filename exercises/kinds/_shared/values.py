@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ...levels import spec
+from ...core.levels import spec
 
 
 def whole_values(level: int) -> tuple[int, ...]:

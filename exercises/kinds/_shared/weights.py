@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...numbers import softmax_counts
+from ...core.numbers import softmax_counts
 
 
 def score_text(count: int) -> str:

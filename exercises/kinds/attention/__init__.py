@@ -13,15 +13,15 @@ import numpy as np
 
 from attention_core import ops
 
-from ...draft import Draft, reference_parts
-from ...levels import spec
-from ...numbers import nonzero_matrix
-from .._shared.contract import HomeStage
+from ...core.contract import HomeStage
+from ...core.draft import Draft, reference_parts
+from ...core.levels import spec
+from ...core.numbers import nonzero_matrix
 
 ID = "attention"
 ORDER = 70
 VERSION = 3  # 3: d_k ≥ 2 at every level (d_k = 4 from Q, K, V; X of width 2 → d_k = 2, width 4 → 2), sizes
-# within the time budget (exercises.budget); 2: the larger misconception catalog redraws variants where two
+# within the time budget (exercises.core.budget); 2: the larger misconception catalog redraws variants where two
 # mistakes look alike
 LEVELS = (1, 2, 3)
 # every catalogued mistake that can apply to this kind's parts: the redraw keeps them apart
@@ -98,7 +98,7 @@ def _draft(rng: np.random.Generator, level: int) -> Draft:
 
 def generate(rng: np.random.Generator, level: int) -> Draft:
     """A forward pass that fits the level's time budget (drawn again in the rare case it does not)."""
-    from ... import budget
+    from ...core import budget
 
     return budget.draw_within_budget(_draft, rng, level, ID, MAX_TRIES)
 

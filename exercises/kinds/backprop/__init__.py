@@ -17,16 +17,16 @@ import numpy as np
 
 from attention_core import scaled_dot_product, self_attention
 
-from ...draft import Draft, reference_parts
-from ...levels import spec
-from ...numbers import matrix, nonzero_matrix
-from .._shared.contract import HomeStage
+from ...core.contract import HomeStage
+from ...core.draft import Draft, reference_parts
+from ...core.levels import spec
+from ...core.numbers import matrix, nonzero_matrix
 from .._shared.values import whole_values
 
 ID = "backprop"
 ORDER = 270
 VERSION = 2  # 2: A a non-uniform softmax of scores in ln 2 (was the uniform causal matrix at every seed);
-# d_k ≤ d_model at level 3; sizes within the time budget (exercises.budget)
+# d_k ≤ d_model at level 3; sizes within the time budget (exercises.core.budget)
 LEVELS = (1, 2, 3)
 # every catalogued mistake that can apply to this kind's parts: the redraw keeps them apart
 GUARDS = ("grad_a_transposed", "grad_v_no_transpose", "softmax_grad_missing_term", "grad_scores_no_scale",
@@ -108,7 +108,7 @@ def _teaches(given: dict, parts) -> bool:
 
 
 def generate(rng: np.random.Generator, level: int) -> Draft:
-    from ... import budget
+    from ...core import budget
 
     s = spec(level)
     n, d_k, d_v, _ = SIZES[level]

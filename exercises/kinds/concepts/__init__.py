@@ -18,14 +18,15 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
-from ... import latex as L
-from ... import misconceptions, solutions
-from ...draft import Draft
+from ... import solutions
+from ...core import misconceptions
+from ...core.contract import HomeStage
+from ...core.draft import Draft
+from ...core.model import Exercise, Part
+from ...core.numbers import choice
 from ...i18n import Msg, msg
-from ...model import Exercise, Part
-from ...numbers import choice
+from ...rendering import latex as L
 from ...solutions import Aids, ExpEntry
-from .._shared.contract import HomeStage
 
 ID = "concepts"
 ORDER = 110

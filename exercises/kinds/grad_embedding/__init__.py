@@ -16,12 +16,12 @@ import numpy as np
 
 from attention_core import embed, embed_backward
 
-from ... import misconceptions
-from ...draft import Draft, reference_parts
-from ...levels import spec
-from ...model import Exercise, Part
-from ...numbers import nonzero_matrix
-from .._shared.contract import Formula, HomeStage, SheetSection
+from ...core import misconceptions
+from ...core.contract import Formula, HomeStage, SheetSection
+from ...core.draft import Draft, reference_parts
+from ...core.levels import spec
+from ...core.model import Exercise, Part
+from ...core.numbers import nonzero_matrix
 from .._shared.values import whole_values
 
 ID = "grad_embedding"

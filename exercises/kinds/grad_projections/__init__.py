@@ -11,10 +11,10 @@ import numpy as np
 
 from attention_core.ops import project
 
-from ...draft import Draft, reference_parts
-from ...levels import spec
-from ...numbers import choice, nonzero_matrix
-from .._shared.contract import Formula, HomeStage, SheetSection
+from ...core.contract import Formula, HomeStage, SheetSection
+from ...core.draft import Draft, reference_parts
+from ...core.levels import spec
+from ...core.numbers import choice, nonzero_matrix
 from .._shared.values import whole_values
 
 ID = "grad_projections"

@@ -11,10 +11,10 @@ import numpy as np
 from attention_core import causal_mask
 from attention_core.ops import scale, scores
 
-from ...draft import Draft, reference_parts
-from ...levels import spec
-from ...numbers import choice, matrix, nonzero_matrix
-from .._shared.contract import Formula, HomeStage, SheetSection
+from ...core.contract import Formula, HomeStage, SheetSection
+from ...core.draft import Draft, reference_parts
+from ...core.levels import spec
+from ...core.numbers import choice, matrix, nonzero_matrix
 from .._shared.values import whole_values
 
 ID = "grad_scores"
@@ -50,7 +50,7 @@ MAX_TRIES = 200
 
 def generate(rng: np.random.Generator, level: int) -> Draft:
     """A variant that fits the level's time budget (drawn again when the numbers make it too long)."""
-    from ... import budget
+    from ...core import budget
 
     return budget.draw_within_budget(_draft, rng, level, ID, MAX_TRIES)
 

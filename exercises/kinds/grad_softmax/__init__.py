@@ -11,11 +11,11 @@ import numpy as np
 
 from attention_core.ops import apply_mask, softmax, softmax_backward
 
-from ...draft import Draft, reference_parts
-from ...levels import spec
-from ...model import Exercise
-from ...numbers import choice, matrix, simple_weights, softmax_counts
-from .._shared.contract import Formula, HomeStage, SheetSection
+from ...core.contract import Formula, HomeStage, SheetSection
+from ...core.draft import Draft, reference_parts
+from ...core.levels import spec
+from ...core.model import Exercise
+from ...core.numbers import choice, matrix, simple_weights, softmax_counts
 from .._shared.values import whole_values
 from .._shared.weights import scores_behind
 

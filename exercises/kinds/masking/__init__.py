@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...draft import Draft, reference_parts
-from ...levels import spec
-from ...model import Exercise
-from ...numbers import choice, matrix
-from .._shared.contract import Formula, HomeStage, SheetSection
+from ...core.contract import Formula, HomeStage, SheetSection
+from ...core.draft import Draft, reference_parts
+from ...core.levels import spec
+from ...core.model import Exercise
+from ...core.numbers import choice, matrix
 
 ID = "masking"
 ORDER = 40

@@ -16,15 +16,16 @@ import numpy as np
 
 from attention_core import MultiHeadTrace, multi_head_attention, ops
 
-from ... import latex as L
-from ... import misconceptions, pipeline, solutions
-from ...draft import Draft
+from ... import solutions
+from ...core import misconceptions, pipeline
+from ...core.contract import Formula, HomeStage, SheetSection
+from ...core.draft import Draft
+from ...core.levels import spec
+from ...core.model import Exercise, Part
+from ...core.numbers import choice, decimals_for, matrix, nonzero_matrix, round_half_up
 from ...i18n import msg
-from ...levels import spec
-from ...model import Exercise, Part
-from ...numbers import choice, decimals_for, matrix, nonzero_matrix, round_half_up
+from ...rendering import latex as L
 from .._shared.aids import softmax_aids
-from .._shared.contract import Formula, HomeStage, SheetSection
 
 ID = "multi_head"
 ORDER = 80
@@ -39,7 +40,7 @@ GUARDS = ("transposed_scores", "no_scaling", "scaled_by_dk", "mask_diagonal", "m
 # level: (n, heads to draw from, d_k, d_v, values of X, output projection?). From level 2 on d_k = 2 = d_model:
 # each head divides by √2, so forgetting the scaling (or dividing by d_k) changes its output. Level 1 is
 # about heads side by side and their concatenation: two heads with the scaling too do not fit its 5 minutes
-# (exercises.budget), so its heads keep d_k = 1.
+# (exercises.core.budget), so its heads keep d_k = 1.
 SIZES = {1: (2, (2,), 1, 1, (0, 1, 2), False),
          2: (3, (2,), 2, 1, (-1, 0, 1, 2), False),
          3: (3, (2,), 2, 2, (-1, 0, 1, 2), True)}
@@ -120,7 +121,7 @@ def _trace(given: dict, h: int) -> MultiHeadTrace:
 
 def generate(rng: np.random.Generator, level: int) -> Draft:
     """Heads that fit the level's time budget (drawn again in the rare case they do not)."""
-    from ... import budget
+    from ...core import budget
 
     for _ in range(MAX_TRIES):
         draft = _draft(rng, level)
@@ -131,7 +132,7 @@ def generate(rng: np.random.Generator, level: int) -> Draft:
 
 def _operations(given: dict, parts) -> object:
     """Each head's pipeline to O by hand, the cells of every asked part, and concat · W_O."""
-    from ... import budget
+    from ...core import budget
 
     h = sum(1 for name in given if name.startswith("W_Q"))
     total = budget.Operations(cells=sum(int(np.prod(p.shape)) for p in parts))
@@ -144,7 +145,7 @@ def _operations(given: dict, parts) -> object:
 
 
 def operations(ex: Exercise):
-    """The hand work of `ex` (exercises.budget): the pipeline does not run several heads."""
+    """The hand work of `ex` (exercises.core.budget): the pipeline does not run several heads."""
     return _operations(ex.given, ex.parts)
 
 

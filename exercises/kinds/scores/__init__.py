@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...draft import Draft, reference_parts
-from ...levels import spec
-from ...numbers import choice, nonzero_matrix
-from .._shared.contract import Formula, HomeStage, SheetSection
+from ...core.contract import Formula, HomeStage, SheetSection
+from ...core.draft import Draft, reference_parts
+from ...core.levels import spec
+from ...core.numbers import choice, nonzero_matrix
 
 ID = "scores"
 ORDER = 20

@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from ... import latex as L
 from ... import solutions
-from ...draft import Draft
+from ...core.contract import HomeStage
+from ...core.draft import Draft
+from ...core.model import Exercise, Part
+from ...core.numbers import choice
 from ...i18n import msg, plural
-from ...model import Exercise, Part
-from ...numbers import choice
-from .._shared.contract import HomeStage
+from ...rendering import latex as L
 
 ID = "shapes"
 ORDER = 90

@@ -6,10 +6,10 @@ import numpy as np
 
 from attention_core.ops import apply_mask
 
-from ...draft import Draft, reference_parts
-from ...levels import spec
-from ...numbers import choice, matrix
-from .._shared.contract import Formula, HomeStage, SheetSection
+from ...core.contract import Formula, HomeStage, SheetSection
+from ...core.draft import Draft, reference_parts
+from ...core.levels import spec
+from ...core.numbers import choice, matrix
 
 ID = "softmax"
 ORDER = 50

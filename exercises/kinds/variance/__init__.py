@@ -18,15 +18,16 @@ import numpy as np
 
 from attention_core import softmax
 
-from ... import latex as L
-from ... import misconceptions, solutions
-from ...draft import Draft
+from ... import solutions
+from ...core import misconceptions
+from ...core.contract import Formula, HomeStage, SheetSection
+from ...core.draft import Draft
+from ...core.levels import spec
+from ...core.model import Exercise, Part
+from ...core.numbers import choice, decimals_for
 from ...i18n import msg
-from ...levels import spec
-from ...model import Exercise, Part
-from ...numbers import choice, decimals_for
+from ...rendering import latex as L
 from .._shared.aids import softmax_aids
-from .._shared.contract import Formula, HomeStage, SheetSection
 
 ID = "variance"
 ORDER = 100

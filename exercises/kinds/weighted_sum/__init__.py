@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...draft import Draft, reference_parts
-from ...levels import spec
-from ...model import Exercise
-from ...numbers import choice, nonzero_matrix, simple_weights
-from .._shared.contract import Formula, HomeStage, SheetSection
+from ...core.contract import Formula, HomeStage, SheetSection
+from ...core.draft import Draft, reference_parts
+from ...core.levels import spec
+from ...core.model import Exercise
+from ...core.numbers import choice, nonzero_matrix, simple_weights
 from .._shared.weights import scores_behind
 
 ID = "weighted_sum"

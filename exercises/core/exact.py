@@ -1,6 +1,6 @@
 """Exact arithmetic on object arrays: a sympy number per cell, or None where no exact form is kept.
 
-The step registry (exercises.steps) states each step's exact rule with these; the worked solutions
+The step registry (exercises.core.steps) states each step's exact rule with these; the worked solutions
 (exercises.solutions) keep an exact cell only where it agrees with the reference value. A product
 with an exact 0 factor is exactly 0 even when the other factor is unknown.
 """

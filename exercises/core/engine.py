@@ -14,8 +14,8 @@ discovery into a `Kind` (so no caller looks a hook up by name):
               chain(ex, values, rounding) -> {name: value}: every value computable from the given data
               and the learner's `values`, each computed one rounded half-up to `rounding` places (None:
               exact); the grader's carry-forward. Default: the step pipeline over ex.given + values
-              operations(ex) -> an exercises.budget.Operations (the hand work of a kind the pipeline
-              does not run; by default exercises.budget counts it from the step registry)
+              operations(ex) -> an exercises.core.budget.Operations (the hand work of a kind the pipeline
+              does not run; by default exercises.core.budget counts it from the step registry)
 
 Its texts are in ``locales/<lang>.json`` beside it (exercises.i18n merges them). Folders whose name
 starts with ``_`` (``_shared``) are not kinds.
@@ -39,12 +39,13 @@ from typing import Any
 
 import numpy as np
 
-from . import i18n, misconceptions, pipeline
-from . import kinds as _kinds_pkg
+from .. import i18n
+from . import misconceptions, pipeline
+from .contract import Formula, HomeStage, SheetSection
 from .draft import Draft
-from .kinds._shared.contract import Formula, HomeStage, SheetSection
 from .model import Exercise, Part
 
+KINDS_PACKAGE = "exercises.kinds"  # where discovery finds the kind folders
 MAX_SEED = 2**53  # seeds travel through URLs and JSON: keep them exact in JavaScript too
 MAX_REDRAWS = 200
 DEFAULT_ORDER = 1000
@@ -86,7 +87,7 @@ class Kind:
     hints: Callable[[Exercise], list] | None = None
     prompt_keys: Callable[[Exercise], Sequence[str]] = default_prompt_keys
     chain: Callable[[Exercise, dict, int | None], dict] = default_chain
-    operations: Callable[[Exercise], Any] | None = None  # -> exercises.budget.Operations
+    operations: Callable[[Exercise], Any] | None = None  # -> exercises.core.budget.Operations
     home: HomeStage | None = None
     sheet: SheetSection | None = None
     folder: Path | None = None
@@ -119,20 +120,21 @@ class Kind:
 def _kind_modules(paths: Sequence[str]) -> Iterator[ModuleType]:
     for info in pkgutil.iter_modules(paths):
         if info.ispkg and not info.name.startswith("_"):
-            yield importlib.import_module(f"{_kinds_pkg.__name__}.{info.name}")
+            yield importlib.import_module(f"{KINDS_PACKAGE}.{info.name}")
 
 
 def discover(extra_paths: Iterable[str | Path] = ()) -> dict[str, Kind]:
     """Every kind folder in exercises/kinds/ and in each of `extra_paths` (folders holding kind folders),
     resolved to its contract, in menu order. A kind from an extra path is imported as
-    exercises.kinds.<id>, so its relative imports (from ...draft import Draft) work as in the package."""
+    exercises.kinds.<id>, so its relative imports (from ...core.draft import Draft) work as in the package."""
     extra = [str(Path(p).resolve()) for p in extra_paths]
-    search = list(_kinds_pkg.__path__)
-    _kinds_pkg.__path__.extend(p for p in extra if p not in search)  # only while importing
+    kinds_pkg = importlib.import_module(KINDS_PACKAGE)  # here, not at the top: the kinds build on the engine
+    search = list(kinds_pkg.__path__)
+    kinds_pkg.__path__.extend(p for p in extra if p not in search)  # only while importing
     try:
         found = [Kind.from_module(m) for m in _kind_modules(search + extra)]
     finally:
-        _kinds_pkg.__path__[:] = search
+        kinds_pkg.__path__[:] = search
     ids = [k.ID for k in found]
     repeated = sorted({i for i in ids if ids.count(i) > 1})
     if repeated:
@@ -161,8 +163,8 @@ def added_kinds(*paths: str | Path) -> Iterator[dict[str, Kind]]:
         KINDS.update(before)
         for kind in new.values():
             i18n.remove_kind_folder(kind.folder)
-            for name in [m for m in sys.modules if m == f"{_kinds_pkg.__name__}.{kind.ID}"
-                         or m.startswith(f"{_kinds_pkg.__name__}.{kind.ID}.")]:
+            for name in [m for m in sys.modules if m == f"{KINDS_PACKAGE}.{kind.ID}"
+                         or m.startswith(f"{KINDS_PACKAGE}.{kind.ID}.")]:
                 del sys.modules[name]
 
 

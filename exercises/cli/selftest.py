@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .model import Exercise, Part
+from ..core.model import Exercise, Part
 
 
 def format_cell(x: float) -> str:

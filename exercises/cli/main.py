@@ -9,10 +9,12 @@ from typing import Any
 
 import numpy as np
 
-from . import engine, grading, selftest, worksheets
-from .i18n import Msg, t
-from .model import Exercise
-from .parser import AnswerError
+from .. import worksheets
+from ..core import engine, grading
+from ..core.model import Exercise
+from ..core.parser import AnswerError
+from ..i18n import Msg, t
+from . import selftest
 
 
 class CliError(Exception):

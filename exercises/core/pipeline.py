@@ -1,6 +1,6 @@
 """Attention run as the step registry says, so that any exercise can be computed from whatever it gives.
 
-Each step (exercises.steps) names its output, its inputs and its computation. Run from an exercise's
+Each step (exercises.core.steps) names its output, its inputs and its computation. Run from an exercise's
 given matrices the registry yields every reference answer (through attention_core's own steps); run
 with a set of *mistakes* it yields the wrong answers of the misconception catalog (each step makes
 the first of its listed mistakes that is asked for and applies); run on a learner's own earlier

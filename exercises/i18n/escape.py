@@ -22,7 +22,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from .i18n import Msg
+from . import Msg
 
 __all__ = ["WORD_JOINER", "Untrusted", "csv", "distrust", "escape_params", "html", "latex_text", "markdown", "typst",
            "untrusted"]

@@ -17,8 +17,8 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 import sympy
 
-from .numbers import as_fraction, decimal_half_up
-from .steps import INPUT_SYMBOLS, STEPS
+from ..core.numbers import as_fraction, decimal_half_up
+from ..core.steps import INPUT_SYMBOLS, STEPS
 
 # ---------------------------------------------------------------- the printer
 
@@ -157,7 +157,7 @@ def in_space(symbol: str, shape: Sequence[int]) -> str:
 
 # ---------------------------------------------------------------- notation
 
-# the symbol of every value: the given ones, then each step's own (exercises.steps)
+# the symbol of every value: the given ones, then each step's own (exercises.core.steps)
 SYMBOLS: dict[str, str] = {**INPUT_SYMBOLS, **{step.name: step.symbol for step in STEPS}}
 
 

@@ -81,7 +81,7 @@ class AttentionStep:
     inputs: tuple[str, ...]
     compute: Compute  # the right computation
     shape: tuple[str, str]  # named axes (AXES)
-    symbol: str  # LaTeX (exercises.latex notation)
+    symbol: str  # LaTeX (exercises.rendering.latex notation)
     formula_latex: str  # the whole formula in LaTeX: S = Q K^{\top}
     typst_symbol: str
     typst_formula: str
@@ -91,7 +91,7 @@ class AttentionStep:
     exact: Callable[[dict, Values], Any] | None = None  # (exact values so far, reference values) -> object array
     product: Product | None = None  # the matrix product it is, if it is one
     scales: str | None = None  # the value it divides by √d_k, if it does
-    sanity: tuple[str, ...] = ()  # the sanity rules its values obey (exercises.sanity)
+    sanity: tuple[str, ...] = ()  # the sanity rules its values obey (exercises.core.sanity)
     checkable: bool = True  # a step a learner can claim in check my work
 
     @property

@@ -17,8 +17,8 @@ from typing import Any
 
 import numpy as np
 
+from ..i18n import DEFAULT_LANG, Msg, msg, t
 from . import misconceptions, sanity
-from .i18n import DEFAULT_LANG, Msg, msg, t
 from .model import Exercise, Part
 from .parser import AnswerError, parse_answer, parse_grid
 

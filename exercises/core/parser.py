@@ -18,8 +18,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .escape import untrusted
-from .i18n import Msg, msg
+from ..i18n import Msg, msg
+from ..i18n.escape import untrusted
 
 MAX_CELL_CHARS = 120  # one cell: room for e^2/(e^0+e^1+e^2) with spaces, no room for abuse
 MAX_MATRIX_CHARS = 6000  # a pasted matrix

@@ -1,6 +1,6 @@
 """One message catalog for every user-facing string.
 
-Catalogs live in ``exercises/locales/<lang>/*.json`` (what the app and several kinds share) and in
+Catalogs live in ``exercises/i18n/locales/<lang>/*.json`` (what the app and several kinds share) and in
 each kind folder, ``exercises/kinds/<id>/locales/<lang>.json`` (its title, summary, prompt, hints,
 its own mistakes, its formula-sheet texts). The files of one language are merged into one flat
 dictionary (``"practice.check": "Check"``); no key may be defined twice. Placeholders use
@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 LOCALES = Path(__file__).parent / "locales"
-KINDS_DIR = Path(__file__).parent / "kinds"
+KINDS_DIR = Path(__file__).parent.parent / "kinds"
 DEFAULT_LANG = "en"
 _extra_kind_folders: list[Path] = []  # kind folders from outside exercises/kinds/ (engine.added_kinds)
 

@@ -4,7 +4,7 @@ A fingerprint hashes what a learner is shown and graded against: the given value
 name, shape, decimals and reference (rounded to 9 decimals, so a last-bit difference between machines
 is not a change). The committed file records each kind's VERSION beside its fingerprints: an exercise
 that changes while its kind's VERSION does not is a silent change, and the pins test fails on it. A
-deliberate change bumps VERSION and rewrites the file (`python -m exercises.pins --write`).
+deliberate change bumps VERSION and rewrites the file (`python -m exercises.cli.pins --write`).
 """
 
 from __future__ import annotations
@@ -16,11 +16,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .engine import KINDS, generate
-from .model import Exercise, to_jsonable
+from ..core.engine import KINDS, generate
+from ..core.model import Exercise, to_jsonable
 
 SEEDS = range(30)
-PINS_PATH = Path(__file__).resolve().parent.parent / "tests" / "pins" / "exercises.json"
+PINS_PATH = Path(__file__).resolve().parents[2] / "tests" / "pins" / "exercises.json"
 
 
 def _canonical(value: Any) -> Any:

@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from . import engine
-from .i18n import Msg, msg
-from .model import Exercise
+from ..core import engine
+from ..core.model import Exercise
+from ..i18n import Msg, msg
 
 MAX_TITLE = 120  # characters
 MAX_NAME = 80  # characters of a student's name

@@ -1,6 +1,6 @@
 """The misconception catalog: each entry is a wrong computation that a step can make.
 
-Each step of the registry (exercises.steps) lists its mistakes as named alternative computations;
+Each step of the registry (exercises.core.steps) lists its mistakes as named alternative computations;
 ``pipeline.AFFECTED`` is derived from those lists. After grading, every misconception that applies to
 a part is recomputed from the exercise's given data (``pipeline.run`` with that one mistake). If the
 learner's value matches it and not the reference, the feedback names it. An explanation for each id

@@ -20,10 +20,10 @@ from typing import Any
 
 import numpy as np
 
+from ..i18n import DEFAULT_LANG, Msg, catalog, msg, plural
 from . import misconceptions, pipeline
 from . import steps as registry
 from .grading import CONSISTENT, RIGHT, WRONG
-from .i18n import DEFAULT_LANG, Msg, catalog, msg, plural
 from .model import Part
 from .numbers import decimals_for
 from .parser import AnswerError, parse_answer

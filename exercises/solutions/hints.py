@@ -24,10 +24,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import engine, solutions
-from . import latex as L
-from .i18n import Msg, catalog, msg
-from .model import Exercise, Part
+from .. import solutions
+from ..core import engine
+from ..core.model import Exercise, Part
+from ..i18n import Msg, catalog, msg
+from ..rendering import latex as L
 
 LEVELS = 3
 NUDGE, FORMULA, WORKED = 1, 2, 3

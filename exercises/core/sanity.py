@@ -3,7 +3,7 @@
 Rows of A sum to 1 and hold weights between 0 and 1, a hidden key's weight is exactly 0, −∞ appears
 only above the diagonal of the causal mask, rows of G_scaled (and G_scores) sum to 0, an output value
 lies within its column of V, the columns of G_V add up to those of G_O, … Which rules a part obeys is
-read from its step in the registry (exercises.steps). Each failed property is a
+read from its step in the registry (exercises.core.steps). Each failed property is a
 warning (a Msg) shown beside the grade; it never changes the score. A warning names the learner's
 cells (1-based rows and columns) and the rule, never a reference value.
 
@@ -18,9 +18,9 @@ import numpy as np
 
 from attention_core import causal_mask
 
+from ..i18n import Msg, msg, plural
 from . import pipeline
 from . import steps as registry
-from .i18n import Msg, msg, plural
 from .model import Exercise, Part
 
 MAX_LISTED = 4  # cells or rows named in one warning; "…" after that

@@ -1,0 +1,1 @@
+"""The command line: the exercises command, the kinds' self-tests, the pins."""

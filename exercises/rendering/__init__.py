@@ -1,0 +1,1 @@
+"""LaTeX of matrices, formulas and derivations."""

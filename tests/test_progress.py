@@ -14,9 +14,9 @@ from streamlit.testing.v1 import AppTest
 import exercises
 import storage
 from exercises.i18n import catalog
+from services import profiles
 from tests.apptest_helpers import ROOT, click_check, current_exercise, fill_cells, reference_cells
 from tests.served_app import entrypoint_every_run  # noqa: F401  (fixture)
-from services import profiles
 from ui import attempts as session_attempts
 from ui import progress
 

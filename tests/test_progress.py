@@ -316,3 +316,20 @@ def test_the_time_axis_of_one_attempt_spans_an_hour_around_it():
     week = pd.Series(pd.to_datetime(["2025-03-01", "2025-03-11"], utc=True))
     low, high = (d.to_dict() for d in time_domain(week))
     assert (low["date"], low["hours"], high["date"], high["hours"]) == (28, 12, 11, 12), "5% of ten days each side"
+
+
+def test_the_signed_in_user_is_the_profile(db):
+    user = {"is_logged_in": True, "sub": "user-1", "iss": "https://accounts.example", "email": "ada@example.com"}
+    at = new_app()
+    at.user = dict(user)
+    at.run()
+    assert not at.exception
+    assert at.session_state["progress.profile"] == profiles.login_profile_id(user["iss"], user["sub"])
+    assert at.session_state["progress.secret"] is None, "no cookie needed: the account is the profile"
+    elsewhere = new_app()
+    elsewhere.user = dict(user)
+    elsewhere.run()  # another browser, the same account
+    assert elsewhere.session_state["progress.profile"] == at.session_state["progress.profile"]
+    elsewhere.switch_page("app_pages/progress.py")
+    elsewhere.run()
+    assert catalog("en")["profile.where_login"] in [m.value for m in elsewhere.markdown]

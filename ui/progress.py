@@ -57,6 +57,14 @@ def browser_secret() -> str | None:
     return st.context.cookies.get(profiles.COOKIE)
 
 
+def _login_configured() -> bool:
+    """Whether the deployment set up st.login (an [auth] section): st.user then says whether anyone is in."""
+    try:
+        return "is_logged_in" in st.user.to_dict()
+    except Exception:  # noqa: BLE001
+        return False
+
+
 def _adopt(opened: profiles.Opened) -> None:
     state = st.session_state
     state[PROFILE_KEY], state[SECRET_KEY] = opened.profile, opened.secret
@@ -181,8 +189,13 @@ def data_panel(key: str = "progress.data") -> None:
     """Where the learner's data lives, a recovery code (shown once), opening a profile with a code,
     and downloading or deleting everything."""
     with st.expander(tr("profile.data_title"), icon=":material/shield_person:"):
-        signed_in = st.session_state.get(SECRET_KEY) is None and _signed_in() is not None
+        signed_in = _signed_in() is not None
         st.markdown(tr("profile.where_login" if signed_in else "profile.where"))
+        if signed_in and st.button(tr("profile.logout"), key=f"{key}.logout", icon=":material/logout:"):
+            st.logout()
+        elif not signed_in and _login_configured() and st.button(tr("profile.login"), key=f"{key}.login",
+                                                                 icon=":material/login:"):
+            st.login()
         if not signed_in:
             st.markdown(f"**{tr('profile.code_title')}**")
             code = st.session_state.pop(CODE_KEY, None)
@@ -272,7 +285,7 @@ def mastery_table(table: dict[tuple[str, int], review.Card], at: datetime) -> pd
         for card in topic.cards:
             state = "mastered" if card.mastered else "passed" if card.passed else "learning"
             due = tr("progress.due_now") if card.is_due(at) else card.due.strftime("%Y-%m-%d")
-            rows.append({tr("progress.col.topic"): topic_label(card.kind), tr("progress.col.level"): card.level,
+            rows.append({tr("progress.col.topic"): topic_label(card.kind), tr("progress.col.card_level"): card.level,
                          tr("progress.col.reviews"): card.reviews,
                          tr("progress.col.stability"): tr("progress.days", days=f"{card.stability:.1f}"),
                          tr("progress.col.recall"): f"{card.recall(at):.0%}",

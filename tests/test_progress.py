@@ -333,3 +333,18 @@ def test_the_signed_in_user_is_the_profile(db):
     elsewhere.switch_page("app_pages/progress.py")
     elsewhere.run()
     assert catalog("en")["profile.where_login"] in [m.value for m in elsewhere.markdown]
+
+
+def test_a_solution_opened_before_checking_is_stored_and_makes_the_review_a_lapse(db):
+    from services import review
+
+    at = open_page("app_pages/practice.py", {"kind": "softmax", "level": "2", "seed": "5"})
+    next(b for b in at.button if b.label == catalog("en")["solution.show"]).click().run()
+    ex = current_exercise(at)
+    fill_cells(at, ex, reference_cells(ex))
+    click_check(at)
+    (stored,) = storage.list_attempts(db, at.session_state["progress.profile"])
+    assert stored.score == 1.0 and stored.solution_shown is True
+    assert review.rating(stored) == review.AGAIN, "a copied answer is no recall"
+    card = review.cards([stored])[("softmax", 2)]
+    assert card.due - stored.at <= timedelta(minutes=10), "so it comes back soon"

@@ -20,19 +20,11 @@ import storage
 
 from . import db
 
-DEFAULT_PROFILE = "me"
-MAX_PROFILE = 40
 RECENT = 5  # a topic's standing is judged on its last few attempts
 MASTERED = 0.8  # mean score over the recent attempts at which a topic counts as done
 
 
 # ---------------------------------------------------------------- the store
-
-
-def clean_profile(text: Any) -> str | None:
-    """A profile name with its spaces tidied, or None when it is empty or too long."""
-    name = " ".join(str(text or "").split())
-    return name if 0 < len(name) <= MAX_PROFILE and name.isprintable() else None
 
 
 def record_attempt(profile: str, entry: Mapping[str, Any]) -> int | None:
@@ -72,14 +64,6 @@ class Standing:
 
 
 @dataclass(frozen=True)
-class Suggestion:
-    kind: str
-    level: int
-    reason: str  # "start", "weak", "next" or "review"
-    recent: float | None = None
-
-
-@dataclass(frozen=True)
 class Totals:
     attempts: int
     mean: float
@@ -110,20 +94,6 @@ def top_mistakes(rows: Iterable[Any], limit: int = 5) -> list[tuple[str, int]]:
     counts = Counter(found)
     last_seen = {mid: i for i, mid in enumerate(found)}
     return sorted(counts.items(), key=lambda item: (-item[1], -last_seen[item[0]]))[:limit]
-
-
-def suggest(table: dict[str, Standing], kinds: Sequence[str]) -> Suggestion:
-    """What to practise next: the weakest topic tried, else the first topic not tried, else a review."""
-    table = {k: s for k, s in table.items() if k in kinds}
-    if not table:
-        return Suggestion(kinds[0], 1, "start")
-    weakest = min(table, key=lambda k: (table[k].recent, -table[k].attempts, kinds.index(k)))
-    if table[weakest].recent < MASTERED:
-        return Suggestion(weakest, table[weakest].level, "weak", table[weakest].recent)
-    untried = [k for k in kinds if k not in table]
-    if untried:
-        return Suggestion(untried[0], 1, "next")
-    return Suggestion(weakest, table[weakest].level, "review", table[weakest].recent)
 
 
 def totals(rows: Sequence[Any]) -> Totals:

@@ -1,8 +1,10 @@
-"""A learner's progress on a page: the profile box, the standings kept in the session, and the chart.
+"""A learner's progress on a page: this browser's private profile (its cookie, the data panel), the
+standings and review schedule kept in the session, Up next, the mastery table and the chart.
 
 Every graded attempt on Practice reaches ``on_attempt`` (a listener of ui.attempts) and is stored
 through services.progress, so it survives a restart. The analytics themselves (standings, mistakes,
-suggestions, the chart's data) live in services.progress; this module only draws and translates.
+the schedule, the chart's data) live in services.progress, services.review and services.profiles; this
+module only draws and translates.
 """
 
 from __future__ import annotations
@@ -22,11 +24,9 @@ from services.progress import (  # noqa: F401  (names Home, the Home map and the
     MASTERED,
     RECENT,
     Standing,
-    Suggestion,
     Totals,
     accuracy_frame,
     standings,
-    suggest,
     top_mistakes,
     totals,
 )
@@ -223,12 +223,6 @@ def data_panel(key: str = "progress.data") -> None:
 
 
 # ---------------------------------------------------------------- summaries
-
-
-def suggestion_text(s: Suggestion) -> str:
-    recent = "" if s.recent is None else f"{s.recent:.0%}"
-    return tr(f"suggest.{s.reason}", topic=tr(f"kind.{s.kind}.title"), level=s.level, recent=recent,
-              last=RECENT)
 
 
 def _cached() -> tuple[Any, dict[str, Standing], dict[tuple[str, int], review.Card]]:

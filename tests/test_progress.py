@@ -348,3 +348,18 @@ def test_a_solution_opened_before_checking_is_stored_and_makes_the_review_a_laps
     assert review.rating(stored) == review.AGAIN, "a copied answer is no recall"
     card = review.cards([stored])[("softmax", 2)]
     assert card.due - stored.at <= timedelta(minutes=10), "so it comes back soon"
+
+
+def test_a_database_failure_when_opening_the_profile_is_a_message(db, monkeypatch):
+    import sqlalchemy as sa
+
+    from storage import profiles as store
+
+    def broken(*args, **kwargs):
+        raise sa.exc.OperationalError("INSERT", {}, Exception("disk I/O error"))
+
+    monkeypatch.setattr(store, "create_profile", broken)
+    at = new_app().run()
+    assert not at.exception
+    assert catalog("en")["profile.not_kept"] in [w.value for w in at.warning]
+    assert at.session_state["progress.secret"] is None, "no cookie for a profile that was never stored"

@@ -176,7 +176,8 @@ def _delete(confirm_key: str) -> None:
         return
     try:
         profiles.delete(profile())
-        _adopt(profiles.open_browser(None))
+        user = _signed_in()
+        _adopt(profiles.open_login(user.get("iss"), user["sub"]) if user else profiles.open_browser(None))
     except db.Unavailable:
         st.session_state[NOTICE_KEY] = "unavailable"
         return

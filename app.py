@@ -23,6 +23,7 @@ if navigation is pages[0] and st.query_params.get("assignment"):
     # a bare share link, /?assignment=CODE, opens the assignment rather than Home
     st.switch_page(assignments_page, query_params=dict(st.query_params))
 language_switch()
-progress.subscribe()  # every graded attempt is stored under the profile below
-progress.profile_input("progress.profile.sidebar", st.sidebar)
+progress.subscribe()  # every graded attempt is stored under this browser's private profile
+progress.open_profile()
+progress.keep_in_browser(st.sidebar)
 navigation.run()

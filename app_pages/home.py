@@ -10,12 +10,13 @@ from ui.i18n import tr
 st.title(tr("app.title"))
 st.markdown(tr("home.intro"))
 
+progress.notice()
 table = progress.summary()
-suggestion = progress.suggest(table, list(exercises.KINDS))
+up_next = progress.up_next(list(exercises.KINDS))
 with st.container(border=True):
-    st.markdown(f"**{tr('home.next')}** · " + progress.suggestion_text(suggestion))
-    pm.practice_link(suggestion.kind, suggestion.level, icon=":material/arrow_forward:",
-                     label=tr("suggest.go", topic=tr(f"kind.{suggestion.kind}.title"), level=suggestion.level))
+    st.markdown(f"**{tr('home.next')}** · " + progress.next_text(up_next))
+    st.caption(progress.due_text(list(exercises.KINDS)))
+    progress.next_link(up_next)
 
 for row in pm.ROWS:  # each kind's stage, in the row its folder names
     stages = pm.stages(row.key)

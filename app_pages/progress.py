@@ -1,25 +1,26 @@
-"""Progress: accuracy per topic over time, the mistakes made most, and what to practise next."""
+"""Progress: what is due for review, mastery per topic, accuracy over time, the mistakes made most, and
+the learner's own data (where it lives, a recovery code, download, delete)."""
 
 import streamlit as st
 
 import exercises
-from exercises.i18n.escape import untrusted
 from ui import pipeline_map as pm
 from ui import progress
 from ui.i18n import tr
 
 st.title(tr("progress.title"))
-name = progress.profile_input("progress.profile.page")
-attempts = progress.load(name)
+progress.notice()
+attempts = progress.load()
 
 if not attempts:
-    st.info(tr("progress.empty", profile=untrusted(name)), icon=":material/hourglass_empty:")
-    pm.practice_link(progress.suggest({}, list(exercises.KINDS)).kind, icon=":material/arrow_forward:",
+    st.info(tr("progress.empty"), icon=":material/hourglass_empty:")
+    pm.practice_link(list(exercises.KINDS)[0], icon=":material/arrow_forward:",
                      label=tr("progress.start"))
+    progress.data_panel()
     st.stop()
 
 table = progress.standings(attempts)
-st.caption(tr("progress.intro", profile=untrusted(name)))
+st.caption(tr("progress.intro"))
 totals = progress.totals(attempts)
 for column, (label, value) in zip(st.columns(4), [
         (tr("progress.metric.attempts"), str(totals.attempts)),
@@ -28,11 +29,16 @@ for column, (label, value) in zip(st.columns(4), [
         (tr("progress.metric.time"), tr("progress.minutes", minutes=round(totals.seconds / 60)))]):
     column.metric(label, value)
 
-suggestion = progress.suggest(table, list(exercises.KINDS))
+kinds = list(exercises.KINDS)
+up_next = progress.up_next(kinds)
 st.subheader(tr("progress.next"))
-st.markdown(progress.suggestion_text(suggestion))
-pm.practice_link(suggestion.kind, suggestion.level, icon=":material/arrow_forward:",
-                 label=tr("suggest.go", topic=tr(f"kind.{suggestion.kind}.title"), level=suggestion.level))
+st.markdown(progress.next_text(up_next))
+st.caption(progress.due_text(kinds))
+progress.next_link(up_next)
+
+st.subheader(tr("progress.mastery"))
+st.caption(tr("progress.mastery_caption"))
+st.dataframe(progress.mastery_table(progress.schedule(), progress.now()), hide_index=True, width="stretch")
 
 st.subheader(tr("progress.chart"))
 st.caption(tr("progress.chart_caption", last=progress.RECENT))
@@ -48,3 +54,5 @@ if not mistakes:
 for mistake, count in mistakes:
     with st.expander(tr("progress.mistake_line", count=count, mistake=progress.mistake_name(mistake))):
         st.markdown(tr(f"misconception.{mistake}"))
+
+progress.data_panel()

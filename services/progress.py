@@ -1,5 +1,6 @@
-"""A learner's progress without Streamlit: practice attempts stored and read back under a profile
-name, and what they add up to (standings per topic, mistakes, a suggestion, the chart's data).
+"""A learner's progress without Streamlit: practice attempts stored and read back under a private
+profile (services.profiles), and what they add up to (standings per topic, mistakes, the chart's data;
+what comes next is services.review's spaced schedule).
 
 The summaries are plain functions of a list of attempts (anything with kind, level, score,
 misconception, hints_used, seconds, at), so they are tested on plain rows.
@@ -19,8 +20,6 @@ import storage
 
 from . import db
 
-DEFAULT_PROFILE = "me"
-MAX_PROFILE = 40
 RECENT = 5  # a topic's standing is judged on its last few attempts
 MASTERED = 0.8  # mean score over the recent attempts at which a topic counts as done
 
@@ -28,15 +27,9 @@ MASTERED = 0.8  # mean score over the recent attempts at which a topic counts as
 # ---------------------------------------------------------------- the store
 
 
-def clean_profile(text: Any) -> str | None:
-    """A profile name with its spaces tidied, or None when it is empty or too long."""
-    name = " ".join(str(text or "").split())
-    return name if 0 < len(name) <= MAX_PROFILE and name.isprintable() else None
-
-
 def record_attempt(profile: str, entry: Mapping[str, Any]) -> int | None:
     """Store one graded attempt (a ui.attempts record: kind, level, seed, score, misconception,
-    hints_used, seconds, at, and the exercise with its version); None when it was not graded.
+    hints_used, seconds, at, solution_shown, and the exercise with its version); None when it was not graded.
     db.Unavailable (or ValueError for a bad profile) when it could not be stored."""
     if entry.get("score") is None:
         return None
@@ -46,7 +39,8 @@ def record_attempt(profile: str, entry: Mapping[str, Any]) -> int | None:
         return storage.record_attempt(db.engine(), profile, entry["kind"], int(entry["level"]), int(entry["seed"]),
                                       float(entry["score"]), entry.get("misconception"),
                                       int(entry.get("hints_used") or 0), float(entry.get("seconds") or 0.0),
-                                      entry.get("at"), version=version, exercise=exercise)
+                                      entry.get("at"), version=version, exercise=exercise,
+                                      solution_shown=bool(entry.get("solution_shown")))
 
 
 def attempts(profile: str) -> list[storage.Attempt]:
@@ -67,14 +61,6 @@ class Standing:
     mean: float
     recent: float  # mean of the last RECENT attempts
     level: int  # the level of the latest attempt
-
-
-@dataclass(frozen=True)
-class Suggestion:
-    kind: str
-    level: int
-    reason: str  # "start", "weak", "next" or "review"
-    recent: float | None = None
 
 
 @dataclass(frozen=True)
@@ -108,20 +94,6 @@ def top_mistakes(rows: Iterable[Any], limit: int = 5) -> list[tuple[str, int]]:
     counts = Counter(found)
     last_seen = {mid: i for i, mid in enumerate(found)}
     return sorted(counts.items(), key=lambda item: (-item[1], -last_seen[item[0]]))[:limit]
-
-
-def suggest(table: dict[str, Standing], kinds: Sequence[str]) -> Suggestion:
-    """What to practise next: the weakest topic tried, else the first topic not tried, else a review."""
-    table = {k: s for k, s in table.items() if k in kinds}
-    if not table:
-        return Suggestion(kinds[0], 1, "start")
-    weakest = min(table, key=lambda k: (table[k].recent, -table[k].attempts, kinds.index(k)))
-    if table[weakest].recent < MASTERED:
-        return Suggestion(weakest, table[weakest].level, "weak", table[weakest].recent)
-    untried = [k for k in kinds if k not in table]
-    if untried:
-        return Suggestion(untried[0], 1, "next")
-    return Suggestion(weakest, table[weakest].level, "review", table[weakest].recent)
 
 
 def totals(rows: Sequence[Any]) -> Totals:

@@ -149,6 +149,7 @@ class Attempt:
     at: datetime  # UTC
     version: int | None = None
     exercise: dict[str, Any] | None = None  # Exercise.to_dict() of the exercise attempted
+    solution_shown: bool | None = None  # the worked solution was open before the answer (None: not kept)
 
 
 @dataclass(frozen=True)
@@ -700,13 +701,15 @@ def _profile(profile: Any) -> str:
 
 def record_attempt(engine: Engine, profile: str, kind: str, level: int, seed: int, score: float | None,
                    misconception: str | None, hints_used: int, seconds: float,
-                   at: datetime | float | None = None, version: int | None = None, exercise: Any = None) -> int:
+                   at: datetime | float | None = None, version: int | None = None, exercise: Any = None,
+                   solution_shown: bool | None = None) -> int:
     """Store one graded practice attempt under a local profile name, with the exercise attempted and
     its generator version; returns its id once committed."""
     row = {"profile": _profile(profile), "kind": str(kind), "level": int(level), "seed": int(seed),
            "score": None if score is None else float(score), "misconception": misconception,
            "hints_used": int(hints_used), "seconds": float(seconds), "at": _utc_naive(at),
-           "version": _version(version), "exercise": _exercise_json(exercise)}
+           "version": _version(version), "exercise": _exercise_json(exercise),
+           "solution_shown": None if solution_shown is None else bool(solution_shown)}
     with writing(engine).begin() as conn:
         return int(conn.execute(sa.insert(attempts).values(**row)).inserted_primary_key[0])
 
@@ -718,5 +721,6 @@ def list_attempts(engine: Engine, profile: str) -> list[Attempt]:
                             .order_by(attempts.c.at, attempts.c.id)).all()
     return [Attempt(id=int(r.id), profile=r.profile, kind=r.kind, level=int(r.level), seed=int(r.seed),
                     score=r.score, misconception=r.misconception, hints_used=int(r.hints_used),
-                    seconds=float(r.seconds), at=_aware(r.at), version=r.version, exercise=r.exercise)
+                    seconds=float(r.seconds), at=_aware(r.at), version=r.version, exercise=r.exercise,
+                    solution_shown=r.solution_shown)
             for r in rows]

@@ -122,7 +122,29 @@ attempts = sa.Table(
     sa.Column("at", sa.DateTime, nullable=False),  # naive UTC
     sa.Column("version", sa.Integer, nullable=True),  # None in rows stored before versions were kept
     sa.Column("exercise", sa.JSON, nullable=True),  # Exercise.to_dict() of the exercise attempted
+    sa.Column("solution_shown", sa.Boolean, nullable=True),  # None in rows stored before it was kept
     sa.Index("ix_attempts_profile_at", "profile", "at"),
+)
+
+# A learner's private profile (issue 20): an id never shown to anyone, which attempts.profile holds.
+# source: "browser" (an anonymous browser), "login" (the signed-in user of st.login) or "legacy" (a
+# profile name typed before profiles were private, registered by the migration so its data is kept).
+profiles = sa.Table(
+    "profiles", metadata,
+    sa.Column("id", sa.String(100), primary_key=True),
+    sa.Column("source", sa.String(10), nullable=False),
+    sa.Column("created_at", sa.DateTime, nullable=False),
+)
+
+# The secrets that open a profile, stored only as their SHA-256: the random id a browser keeps in its
+# cookie (purpose "browser", one per browser linked) and the recovery code (purpose "recovery", at most one).
+profile_keys = sa.Table(
+    "profile_keys", metadata,
+    sa.Column("key_hash", sa.String(64), primary_key=True),
+    sa.Column("profile_id", sa.String(100), sa.ForeignKey("profiles.id", ondelete="CASCADE"), nullable=False,
+              index=True),
+    sa.Column("purpose", sa.String(10), nullable=False),
+    sa.Column("created_at", sa.DateTime, nullable=False),
 )
 
 
@@ -160,6 +182,8 @@ def open_engine(url: str | None = None) -> Engine:
     except (sa.exc.IntegrityError, sa.exc.ProgrammingError, sa.exc.OperationalError):
         metadata.create_all(engine)  # another replica was creating the same tables at that moment
     add_missing_columns(engine)
+    from .profiles import register_legacy_profiles  # the migration of issue 20 (needs the tables above)
+    register_legacy_profiles(engine)
     return engine
 
 

@@ -172,14 +172,19 @@ def test_the_teachers_own_page_shows_a_hostile_title_literally():
 
 
 @pytest.mark.parametrize("hostile", STORED)
-def test_a_hostile_profile_is_shown_literally(db, hostile):
+def test_a_hostile_profile_cookie_or_recovery_code_is_never_shown(db, hostile, monkeypatch):
+    # profiles are private (issue 20): no name is typed or shown; what a visitor controls is the cookie
+    # the browser sends and a recovery code typed on Progress. Either opens nothing and is not echoed.
+    from ui import progress as ui_progress
+    monkeypatch.setattr(ui_progress, "browser_secret", lambda: hostile)
     at = open_page("app_pages/progress.py")
-    at.session_state["progress.profile"] = hostile
-    at.run()
-    assert_literal(at, hostile, echoed=min(len(hostile), 40))  # "No attempts yet under the profile …" (40: its cap)
-    storage.record_attempt(db, at.session_state["progress.profile"], "softmax", 1, 1, 1.0, None, 0, 5.0)
-    at.run()
-    assert_literal(at, hostile, echoed=min(len(hostile), 40))
+    assert_literal(at)
+    assert not any(hostile in unescaped(v) for v in shown(at))
+    assert at.session_state["progress.profile"] != hostile
+    at.text_input(key="progress.data.code").input(hostile[:40])
+    at.button(key="progress.data.open").click().run()
+    assert_literal(at)
+    assert not any(hostile[:40] in unescaped(v) for v in shown(at))
 
 
 def test_a_hostile_class_list_is_refused_or_echoed_literally(db):

@@ -1,5 +1,8 @@
-"""Progress: attempts are stored per profile, survive a restart, and add up to standings,
-a chart, the mistakes made most and a suggestion; Home shows the standing per stage."""
+"""Progress: attempts are stored under each browser's private profile, survive a restart, and add up to
+standings, a chart, the mistakes made most, mastery and what is due; Home shows the standing per stage.
+
+A browser is simulated by the secret its cookie sends (ui.progress.browser_secret): AppTest has no
+cookies, so a test that wants "the same browser again" hands the secret of an earlier session back."""
 
 from __future__ import annotations
 
@@ -11,6 +14,7 @@ from streamlit.testing.v1 import AppTest
 import exercises
 import storage
 from exercises.i18n import catalog
+from services import profiles
 from tests.apptest_helpers import ROOT, click_check, current_exercise, fill_cells, reference_cells
 from tests.served_app import entrypoint_every_run  # noqa: F401  (fixture)
 from ui import attempts as session_attempts
@@ -28,6 +32,18 @@ def db(tmp_path, monkeypatch):
     engine = storage.open_engine()
     yield engine
     engine.dispose()
+
+
+@pytest.fixture
+def cookie(monkeypatch):
+    """Set the secret the next AppTest's "browser" sends (None: a browser new to the app)."""
+    sent: dict[str, str | None] = {"secret": None}
+    monkeypatch.setattr(progress, "browser_secret", lambda: sent["secret"])
+    return lambda secret: sent.__setitem__("secret", secret)
+
+
+def browser_profile() -> profiles.Opened:
+    return profiles.open_browser(None)
 
 
 def new_app() -> AppTest:
@@ -67,49 +83,73 @@ def test_a_mistake_without_a_short_name_shows_its_explanation(monkeypatch):
 # ---------------------------------------------------------------- stored, shown, survives a restart
 
 
-def test_attempts_survive_a_restart_and_show_on_progress(db):
+def test_attempts_survive_a_restart_and_show_on_progress(db, cookie):
+    mine, theirs = browser_profile(), browser_profile()
     for i, (kind, score, mistake) in enumerate([("softmax", 0.25, "softmax_columns"), ("softmax", 0.5, "no_exp"),
                                                 ("softmax", 0.25, "softmax_columns"), ("scores", 1.0, None)]):
-        storage.record_attempt(db, "me", kind, 2, 100 + i, score, mistake, 1, 42.0, T0 + timedelta(minutes=i))
-    storage.record_attempt(db, "someone else", "masking", 1, 1, 0.0, "no_mask", 0, 10.0, T0)
+        storage.record_attempt(db, mine.profile, kind, 2, 100 + i, score, mistake, 1, 42.0, T0 + timedelta(minutes=i))
+    storage.record_attempt(db, theirs.profile, "masking", 1, 1, 0.0, "no_mask", 0, 10.0, T0)
 
+    cookie(mine.secret)
     at = open_page("app_pages/progress.py")  # a fresh AppTest: a new process state, the same database
     metrics = {m.label: m.value for m in at.metric}
     assert metrics[catalog("en")["progress.metric.attempts"]] == "4", "only this profile's attempts"
     assert metrics[catalog("en")["progress.metric.topics"]] == "2"
     assert metrics[catalog("en")["progress.metric.mean"]] == "50%"
     assert at.get("vega_lite_chart"), "the accuracy chart is drawn"
-    table = at.dataframe[0].value
+    table = at.dataframe[1].value
     assert sorted(table[catalog("en")["progress.col.attempts"]].tolist()) == [1, 3]
     labels = [e.label for e in at.expander]
     assert labels[0].startswith("2×") and catalog("en")["progress.mistake.softmax_columns"] in labels[0]
     assert not any(catalog("en")["progress.mistake.no_mask"] in label for label in labels)
     links = [p for p in page_links(at) if p.query_string]
-    assert "kind=softmax&level=2" in [p.query_string for p in links], "one click into the weakest topic"
+    assert "kind=softmax&level=1" in [p.query_string for p in links], \
+        "the failed card comes back first, one level easier (level 1 is not passed)"
+
+
+def test_progress_shows_mastery_and_what_is_due(db, cookie):
+    mine = browser_profile()
+    storage.record_attempt(db, mine.profile, "projection", 1, 1, 1.0, None, 0, 200.0, T0)
+    storage.record_attempt(db, mine.profile, "scores", 1, 1, 0.25, "transposed_scores", 0, 200.0, T0)
+    cookie(mine.secret)
+    at = open_page("app_pages/progress.py")
+    en = catalog("en")
+    mastery = at.dataframe[0].value
+    assert mastery[en["progress.col.topic"]].tolist() == [en["kind.projection.title"], en["kind.scores.title"]]
+    assert mastery[en["progress.col.due"]].tolist()[1] == en["progress.due_now"], "a lapse long ago is due"
+    assert {en["progress.col.stability"], en["progress.col.recall"]} <= set(mastery.columns)
+    captions = [c.value for c in at.caption]
+    assert en["next.due"].format(count=2) in captions, "both cards are due months after T0"
 
 
 def test_progress_without_attempts_points_to_practice(db):
     at = open_page("app_pages/progress.py")
-    assert at.info and "“me”" in at.info[0].value
+    assert at.info and at.info[0].value == catalog("en")["progress.empty"], "no profile name is shown"
     assert any(p.query_string.startswith("kind=") for p in page_links(at))
 
 
-def test_a_graded_attempt_on_practice_is_stored_then_shown_after_restart(db):
+def test_a_graded_attempt_on_practice_is_stored_then_shown_after_restart(db, cookie):
     at = open_page("app_pages/practice.py", {"kind": "scores", "level": "1", "seed": "3"})
     assert sum(1 for f in session_attempts.LISTENERS if f.__qualname__ == "on_attempt") == 1
     ex = current_exercise(at)
     fill_cells(at, ex, reference_cells(ex))
     click_check(at)
     assert not at.exception
-    stored = storage.list_attempts(db, "me")
+    stored = storage.list_attempts(db, at.session_state["progress.profile"])
     assert [(a.kind, a.level, a.seed, a.score) for a in stored] == [("scores", 1, 3, 1.0)]
-    assert stored[0].seconds >= 0 and stored[0].hints_used == 0
+    assert stored[0].seconds >= 0 and stored[0].hints_used == 0 and stored[0].solution_shown is False
 
-    home = new_app().run()  # restart: Home reads the standing from the database
+    cookie(at.session_state["progress.secret"])
+    home = new_app().run()  # restart, the same browser: Home reads the standing from the database
     captions = [c.value for c in home.caption]
     assert catalog("en")["home.standing"].format(attempts=1, best="100%", mean="100%") in captions
     progress_page = open_page("app_pages/progress.py")
     assert {m.label: m.value for m in progress_page.metric}[catalog("en")["progress.metric.attempts"]] == "1"
+
+    cookie(None)
+    other = open_page("app_pages/progress.py")  # another browser: nothing of the first one's
+    assert other.info and not other.metric
+    assert other.session_state["progress.profile"] != at.session_state["progress.profile"]
 
 
 def test_an_attempt_on_practice_keeps_its_exercise_and_version(db):
@@ -117,41 +157,85 @@ def test_an_attempt_on_practice_keeps_its_exercise_and_version(db):
     ex = current_exercise(at)
     fill_cells(at, ex, reference_cells(ex))
     click_check(at)
-    (stored,) = storage.list_attempts(db, "me")
+    (stored,) = storage.list_attempts(db, at.session_state["progress.profile"])
     assert stored.version == ex.version == exercises.KINDS["softmax"].VERSION
     assert stored.exercise == ex.to_dict() and exercises.Exercise.from_dict(stored.exercise) == ex
 
 
-def test_profile_from_the_sidebar_keeps_attempts_apart(db):
+def test_a_new_browser_gets_a_private_profile_kept_in_its_cookie(db, cookie):
+    first = new_app().run()
+    assert not first.exception and not first.sidebar.text_input, "no profile name to type any more"
+    secret = first.session_state["progress.secret"]
+    assert profiles.well_formed_secret(secret)
+    scripts = [h.proto.body for h in first.get("html")]
+    assert any(f"{profiles.COOKIE}={secret}" in body and "SameSite=Strict" in body for body in scripts)
+    assert secret not in str(dict(first.query_params)), "the secret is never in the URL"
+    assert first.session_state["progress.profile"] not in str(dict(first.query_params))
+
+    cookie(secret)
+    again = new_app().run()  # the same browser, back: it keeps its profile and needs no new cookie
+    assert again.session_state["progress.profile"] == first.session_state["progress.profile"]
+    assert not [h for h in again.get("html") if profiles.COOKIE in h.proto.body]
+    cookie(None)
+    second = new_app().run()
+    assert second.session_state["progress.profile"] != first.session_state["progress.profile"]
+
+
+def test_a_forged_cookie_opens_a_fresh_profile_with_a_message(db, cookie):
+    someone = browser_profile()
+    storage.record_attempt(db, someone.profile, "softmax", 1, 1, 1.0, None, 0, 5.0, T0)
+    cookie("A" * 43)
     at = new_app().run()
-    at.sidebar.text_input[0].input("Ada").run()
-    assert at.session_state["progress.profile"] == "Ada"
-    at.switch_page("app_pages/practice.py")
-    at.query_params.update({"kind": "scores", "level": "1", "seed": "4"})
-    at.run()
-    ex = current_exercise(at)
-    fill_cells(at, ex, reference_cells(ex))
-    click_check(at)
-    assert [a.profile for a in storage.list_attempts(db, "Ada")] == ["Ada"]
-    assert storage.list_attempts(db, "me") == []
-    at.sidebar.text_input[0].input("   ").run()
-    assert at.session_state["progress.profile"] == "Ada", "an empty name is refused"
-    assert at.toast, "and the learner is told why"
-
-
-def test_profile_on_the_progress_page(db):
-    storage.record_attempt(db, "Bo", "softmax", 1, 1, 1.0, None, 0, 5.0, T0)
-    at = open_page("app_pages/progress.py")
-    assert at.info, "nothing under the default profile"
-    at.text_input(key="progress.profile.page").input("Bo").run()
     assert not at.exception
-    assert {m.label: m.value for m in at.metric}[catalog("en")["progress.metric.attempts"]] == "1"
-    assert at.sidebar.text_input[0].value == "Bo", "the sidebar follows"
+    assert at.warning and at.warning[0].value == catalog("en")["profile.notice.unknown_id"]
+    assert at.session_state["progress.profile"] != someone.profile
+    assert storage.list_attempts(db, at.session_state["progress.profile"]) == []
+    assert at.session_state["progress.secret"] != "A" * 43, "and a new secret for the cookie"
 
 
-def test_home_links_every_stage_with_its_standing(db):
-    storage.record_attempt(db, "me", "softmax", 2, 1, 0.5, None, 0, 5.0, T0)
-    storage.record_attempt(db, "me", "softmax", 2, 2, 1.0, None, 0, 5.0, T0 + timedelta(minutes=1))
+def test_a_recovery_code_on_the_progress_page(db, cookie):
+    home = browser_profile()
+    storage.record_attempt(db, home.profile, "softmax", 1, 1, 1.0, None, 0, 5.0, T0)
+    cookie(home.secret)
+    at = open_page("app_pages/progress.py")
+    at.button(key="progress.data.make").click().run()
+    (shown,) = [c.value for c in at.code]
+    at.run()
+    assert not at.code, "the code is shown once"
+
+    cookie(None)
+    other = open_page("app_pages/progress.py")
+    other.text_input(key="progress.data.code").input("0000-0000-0000-0000-0000")
+    other.button(key="progress.data.open").click().run()
+    assert other.warning[0].value == catalog("en")["profile.notice.unknown_code"] and other.info, \
+        "a wrong code: a clear message, and still this browser's own empty profile"
+    other.text_input(key="progress.data.code").input(shown.lower())
+    other.button(key="progress.data.open").click().run()
+    assert not other.exception
+    assert other.session_state["progress.profile"] == home.profile
+    assert {m.label: m.value for m in other.metric}[catalog("en")["progress.metric.attempts"]] == "1"
+
+
+def test_download_and_delete_all_my_data(db, cookie):
+    mine = browser_profile()
+    storage.record_attempt(db, mine.profile, "softmax", 1, 1, 1.0, None, 0, 5.0, T0)
+    cookie(mine.secret)
+    at = open_page("app_pages/progress.py")
+    assert at.get("download_button"), "the learner can download their data"
+    assert at.button(key="progress.data.delete").disabled, "not without the confirmation"
+    at.checkbox(key="progress.data.confirm").check().run()
+    at.button(key="progress.data.delete").click().run()
+    assert not at.exception and at.info, "an empty profile now"
+    assert storage.list_attempts(db, mine.profile) == []
+    assert at.session_state["progress.profile"] != mine.profile
+    assert profiles.open_browser(mine.secret).notice == "unknown_id", "the old cookie opens nothing"
+
+
+def test_home_links_every_stage_with_its_standing(db, cookie):
+    mine = browser_profile()
+    storage.record_attempt(db, mine.profile, "softmax", 2, 1, 0.5, None, 0, 5.0, T0)
+    storage.record_attempt(db, mine.profile, "softmax", 2, 2, 1.0, None, 0, 5.0, T0 + timedelta(minutes=1))
+    cookie(mine.secret)
     at = new_app().run()
     assert not at.exception
     links = {p.query_string for p in page_links(at)}
@@ -161,6 +245,15 @@ def test_home_links_every_stage_with_its_standing(db):
     captions = [c.value for c in at.caption]
     assert catalog("en")["home.standing"].format(attempts=2, best="100%", mean="75%") in captions
     assert captions.count(catalog("en")["home.untried"]) >= len([k for k in exercises.KINDS if k != "softmax"]) - 1
+    assert catalog("en")["next.due"].format(count=1) in captions, "Home shows what is due for review"
+
+
+def test_home_up_next_starts_a_new_learner_at_the_beginning(db):
+    at = new_app().run()
+    en = catalog("en")
+    first = list(exercises.KINDS)[0]
+    assert any(en["next.start"].format(topic=en[f"kind.{first}.title"], level=1) in m.value for m in at.markdown)
+    assert f"kind={first}&level=1" in {p.query_string for p in page_links(at)}
 
 
 def test_home_costs_no_query_on_a_rerun(db, monkeypatch):
@@ -223,3 +316,50 @@ def test_the_time_axis_of_one_attempt_spans_an_hour_around_it():
     week = pd.Series(pd.to_datetime(["2025-03-01", "2025-03-11"], utc=True))
     low, high = (d.to_dict() for d in time_domain(week))
     assert (low["date"], low["hours"], high["date"], high["hours"]) == (28, 12, 11, 12), "5% of ten days each side"
+
+
+def test_the_signed_in_user_is_the_profile(db):
+    user = {"is_logged_in": True, "sub": "user-1", "iss": "https://accounts.example", "email": "ada@example.com"}
+    at = new_app()
+    at.user = dict(user)
+    at.run()
+    assert not at.exception
+    assert at.session_state["progress.profile"] == profiles.login_profile_id(user["iss"], user["sub"])
+    assert at.session_state["progress.secret"] is None, "no cookie needed: the account is the profile"
+    elsewhere = new_app()
+    elsewhere.user = dict(user)
+    elsewhere.run()  # another browser, the same account
+    assert elsewhere.session_state["progress.profile"] == at.session_state["progress.profile"]
+    elsewhere.switch_page("app_pages/progress.py")
+    elsewhere.run()
+    assert catalog("en")["profile.where_login"] in [m.value for m in elsewhere.markdown]
+
+
+def test_a_solution_opened_before_checking_is_stored_and_makes_the_review_a_lapse(db):
+    from services import review
+
+    at = open_page("app_pages/practice.py", {"kind": "softmax", "level": "2", "seed": "5"})
+    next(b for b in at.button if b.label == catalog("en")["solution.show"]).click().run()
+    ex = current_exercise(at)
+    fill_cells(at, ex, reference_cells(ex))
+    click_check(at)
+    (stored,) = storage.list_attempts(db, at.session_state["progress.profile"])
+    assert stored.score == 1.0 and stored.solution_shown is True
+    assert review.rating(stored) == review.AGAIN, "a copied answer is no recall"
+    card = review.cards([stored])[("softmax", 2)]
+    assert card.due - stored.at <= timedelta(minutes=10), "so it comes back soon"
+
+
+def test_a_database_failure_when_opening_the_profile_is_a_message(db, monkeypatch):
+    import sqlalchemy as sa
+
+    from storage import profiles as store
+
+    def broken(*args, **kwargs):
+        raise sa.exc.OperationalError("INSERT", {}, Exception("disk I/O error"))
+
+    monkeypatch.setattr(store, "create_profile", broken)
+    at = new_app().run()
+    assert not at.exception
+    assert catalog("en")["profile.not_kept"] in [w.value for w in at.warning]
+    assert at.session_state["progress.secret"] is None, "no cookie for a profile that was never stored"

@@ -64,33 +64,12 @@ def test_top_mistakes_most_common_first_ties_by_recency():
     assert len(progress.top_mistakes(rows(*[("s", 0, f"m{i}") for i in range(9)]), limit=3)) == 3
 
 
-def test_suggestion_start_weak_next_review():
-    kinds = ["projection", "scores", "softmax"]
-    assert progress.suggest({}, kinds) == progress.Suggestion("projection", 1, "start")
-    weak = progress.suggest(progress.standings(rows(("scores", 1.0), ("softmax", 0.2), Row("softmax", 0.4, level=2))),
-                            kinds)
-    assert (weak.kind, weak.level, weak.reason) == ("softmax", 2, "weak") and weak.recent == pytest.approx(0.3)
-    good = progress.suggest(progress.standings(rows(("scores", 1.0), ("softmax", 0.9))), kinds)
-    assert (good.kind, good.level, good.reason) == ("projection", 1, "next")
-    done = progress.suggest(progress.standings(rows(("projection", 1.0), ("scores", 0.85), ("softmax", 0.9))), kinds)
-    assert (done.kind, done.reason) == ("scores", "review")
-    ignored = progress.suggest(progress.standings(rows(("retired_kind", 0.0))), kinds)
-    assert ignored.reason == "start", "topics that no longer exist are not suggested"
-
-
 def test_accuracy_frame_is_a_running_mean_per_topic():
     frame = progress.accuracy_frame(rows(("softmax", 0.0), ("scores", 1.0), ("softmax", 1.0), ("softmax", 0.5)),
                                     label=str.upper)
     assert list(frame["topic"]) == ["SOFTMAX", "SCORES", "SOFTMAX", "SOFTMAX"]
     assert list(frame["accuracy"]) == [0.0, 1.0, 0.5, 0.5]
     assert progress.accuracy_frame([]).empty
-
-
-def test_profile_names_are_tidied_and_bounded():
-    assert progress.clean_profile("  Ada   Lovelace ") == "Ada Lovelace"
-    assert progress.clean_profile("") is None and progress.clean_profile("   ") is None
-    assert progress.clean_profile("x" * (progress.MAX_PROFILE + 1)) is None
-    assert progress.clean_profile("李雷") == "李雷"
 
 
 def test_totals_and_pipeline_order():

@@ -1,13 +1,17 @@
-"""A learner's progress on a page: the profile box, the standings kept in the session, and the chart.
+"""A learner's progress on a page: this browser's private profile (its cookie, the data panel), the
+standings and review schedule kept in the session, Up next, the mastery table and the chart.
 
 Every graded attempt on Practice reaches ``on_attempt`` (a listener of ui.attempts) and is stored
 through services.progress, so it survives a restart. The analytics themselves (standings, mistakes,
-suggestions, the chart's data) live in services.progress; this module only draws and translates.
+the schedule, the chart's data) live in services.progress, services.review and services.profiles; this
+module only draws and translates.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 import altair as alt
@@ -15,19 +19,14 @@ import pandas as pd
 import streamlit as st
 
 from exercises.i18n import DEFAULT_LANG, catalog
-from services import db, progress
+from services import db, profiles, progress, review
 from services.progress import (  # noqa: F401  (names Home, the Home map and the pages read from here)
-    DEFAULT_PROFILE,
     MASTERED,
-    MAX_PROFILE,
     RECENT,
     Standing,
-    Suggestion,
     Totals,
     accuracy_frame,
-    clean_profile,
     standings,
-    suggest,
     top_mistakes,
     totals,
 )
@@ -35,13 +34,90 @@ from services.progress import (  # noqa: F401  (names Home, the Home map and the
 from . import attempts as session_attempts
 from .i18n import tr
 
-PROFILE_KEY = "progress.profile"
+PROFILE_KEY = "progress.profile"  # the profile id this session works under (never shown)
+SECRET_KEY = "progress.secret"  # the secret this browser must keep in its cookie (None: signed in)
+NOTICE_KEY = "progress.notice"  # a message about the profile for this session ("unknown_id", …)
+SAVED_KEY = "progress.saved"  # False when the database could not open a profile: nothing is kept
+CODE_KEY = "progress.recovery_code"  # a recovery code just made: shown once
 VERSION_KEY = "progress.version"  # bumped on every stored attempt: cached summaries are stale after it
 SUMMARY_KEY = "progress.summary"
 
 
+def _signed_in() -> dict[str, Any] | None:
+    """The signed-in user (st.login with OIDC) as a dict, or None when no one is (or no login is set up)."""
+    try:
+        info = st.user.to_dict()
+    except Exception:  # noqa: BLE001  (no [auth] section, or an older runtime: nobody is signed in)
+        return None
+    return info if info.get("is_logged_in") and info.get("sub") else None
+
+
+def browser_secret() -> str | None:
+    """The secret this browser sent in its cookie when it connected (None: a browser new to this app)."""
+    return st.context.cookies.get(profiles.COOKIE)
+
+
+def _login_configured() -> bool:
+    """Whether the deployment set up st.login (an [auth] section): st.user then says whether anyone is in."""
+    try:
+        return "is_logged_in" in st.user.to_dict()
+    except Exception:  # noqa: BLE001
+        return False
+
+
+def _adopt(opened: profiles.Opened) -> None:
+    state = st.session_state
+    state[PROFILE_KEY], state[SECRET_KEY] = opened.profile, opened.secret
+    state[VERSION_KEY] = state.get(VERSION_KEY, 0) + 1
+    if opened.notice:
+        state[NOTICE_KEY] = opened.notice
+
+
+def open_profile() -> str:
+    """This session's profile, opened once per session: the signed-in user's when a login is set up and
+    used, else this browser's own (its cookie's), else a fresh one whose secret the browser then keeps."""
+    state = st.session_state
+    user = _signed_in()
+    if user is not None:
+        wanted = profiles.login_profile_id(user.get("iss"), user["sub"])
+        if state.get(PROFILE_KEY) != wanted:
+            try:
+                _adopt(profiles.open_login(user.get("iss"), user["sub"]))
+            except (db.Unavailable, ValueError):
+                state[PROFILE_KEY], state[SAVED_KEY] = wanted, False
+        return state[PROFILE_KEY]
+    if PROFILE_KEY not in state:
+        try:
+            _adopt(profiles.open_browser(browser_secret()))
+            state[SAVED_KEY] = True
+        except db.Unavailable:
+            state[PROFILE_KEY], state[SECRET_KEY], state[SAVED_KEY] = profiles.unsaved_profile_id(), None, False
+    return state[PROFILE_KEY]
+
+
 def profile() -> str:
-    return st.session_state.get(PROFILE_KEY, DEFAULT_PROFILE)
+    return st.session_state.get(PROFILE_KEY) or open_profile()
+
+
+def keep_in_browser(container: Any = st.sidebar) -> None:
+    """Have the browser keep this session's secret in its cookie (a first-party cookie set by a line of
+    script: st.context.cookies reads it back when the browser next connects). Nothing is drawn."""
+    secret = st.session_state.get(SECRET_KEY)
+    if not secret or browser_secret() == secret:
+        return
+    script = ("<script>document.cookie = " + json.dumps(f"{profiles.COOKIE}={secret}") +
+              f" + '; Max-Age={profiles.COOKIE_DAYS * 86400}; Path=/; SameSite=Strict'"
+              " + (location.protocol === 'https:' ? '; Secure' : '');</script>")
+    container.html(script, unsafe_allow_javascript=True, width="content")
+
+
+def notice() -> None:
+    """Tell the learner, once, that the profile this browser pointed to could not be opened."""
+    found = st.session_state.pop(NOTICE_KEY, None)
+    if found:
+        st.warning(tr(f"profile.notice.{found}"), icon=":material/person_alert:")
+    if st.session_state.get(SAVED_KEY) is False:
+        st.warning(tr("profile.not_kept"), icon=":material/cloud_off:")
 
 
 def on_attempt(entry: dict[str, Any]) -> None:
@@ -71,43 +147,145 @@ def load(name: str | None = None) -> list[Any]:
         return []
 
 
-# ---------------------------------------------------------------- the profile widgets
+# ---------------------------------------------------------------- the learner's own data
 
 
-def _on_profile_change(widget_key: str) -> None:
-    name = clean_profile(st.session_state[widget_key])
-    if name is None:
-        st.toast(tr("profile.invalid", limit=MAX_PROFILE), icon=":material/badge:")
-    else:
-        st.session_state[PROFILE_KEY] = name
+def _make_code() -> None:
+    try:
+        st.session_state[CODE_KEY] = profiles.new_recovery_code(profile())
+    except db.Unavailable:
+        st.session_state[NOTICE_KEY] = "unavailable"
 
 
-def profile_input(widget_key: str, container: Any = st) -> str:
-    """A text box for the profile name (the sidebar and the Progress page share one value)."""
-    st.session_state[widget_key] = profile()
-    container.text_input(tr("profile.label"), key=widget_key, max_chars=MAX_PROFILE, help=tr("profile.help"),
-                         on_change=_on_profile_change, args=(widget_key,))
-    return profile()
+def _open_code(widget_key: str) -> None:
+    try:
+        opened = profiles.open_with_code(st.session_state.get(widget_key))
+    except db.Unavailable:
+        st.session_state[NOTICE_KEY] = "unavailable"
+        return
+    st.session_state[widget_key] = ""
+    if opened is None:
+        st.session_state[NOTICE_KEY] = "unknown_code"
+        return
+    _adopt(opened)
+    st.session_state[NOTICE_KEY] = "opened"
+
+
+def _delete(confirm_key: str) -> None:
+    if not st.session_state.get(confirm_key):
+        return
+    try:
+        profiles.delete(profile())
+        user = _signed_in()
+        _adopt(profiles.open_login(user.get("iss"), user["sub"]) if user else profiles.open_browser(None))
+    except db.Unavailable:
+        st.session_state[NOTICE_KEY] = "unavailable"
+        return
+    st.session_state[confirm_key] = False
+    st.session_state.pop(CODE_KEY, None)
+    st.session_state[NOTICE_KEY] = "deleted"
+
+
+def data_panel(key: str = "progress.data") -> None:
+    """Where the learner's data lives, a recovery code (shown once), opening a profile with a code,
+    and downloading or deleting everything."""
+    with st.expander(tr("profile.data_title"), icon=":material/shield_person:"):
+        signed_in = _signed_in() is not None
+        st.markdown(tr("profile.where_login" if signed_in else "profile.where"))
+        if signed_in and st.button(tr("profile.logout"), key=f"{key}.logout", icon=":material/logout:"):
+            st.logout()
+        elif not signed_in and _login_configured() and st.button(tr("profile.login"), key=f"{key}.login",
+                                                                 icon=":material/login:"):
+            st.login()
+        if not signed_in:
+            st.markdown(f"**{tr('profile.code_title')}**")
+            code = st.session_state.pop(CODE_KEY, None)
+            if code:
+                st.code(code, language=None)
+                st.caption(tr("profile.code_once"))
+            else:
+                st.button(tr("profile.code_make"), key=f"{key}.make", on_click=_make_code, icon=":material/key:",
+                          help=tr("profile.code_help"))
+            st.text_input(tr("profile.code_enter"), key=f"{key}.code", max_chars=40, type="password",
+                          help=tr("profile.code_enter_help"))
+            st.button(tr("profile.code_open"), key=f"{key}.open", on_click=_open_code, args=(f"{key}.code",),
+                      icon=":material/login:")
+        st.markdown(f"**{tr('profile.export_title')}**")
+        try:
+            exported = json.dumps(profiles.export(profile()), ensure_ascii=False, indent=1)
+        except db.Unavailable:
+            exported = None
+        if exported is not None:
+            st.download_button(tr("profile.export"), exported, file_name="attention-by-hand-progress.json",
+                               mime="application/json", key=f"{key}.export", icon=":material/download:")
+        st.checkbox(tr("profile.delete_confirm"), key=f"{key}.confirm")
+        st.button(tr("profile.delete"), key=f"{key}.delete", on_click=_delete, args=(f"{key}.confirm",),
+                  icon=":material/delete_forever:", disabled=not st.session_state.get(f"{key}.confirm"))
 
 
 # ---------------------------------------------------------------- summaries
 
 
-def suggestion_text(s: Suggestion) -> str:
-    recent = "" if s.recent is None else f"{s.recent:.0%}"
-    return tr(f"suggest.{s.reason}", topic=tr(f"kind.{s.kind}.title"), level=s.level, recent=recent,
-              last=RECENT)
-
-
-def summary() -> dict[str, Standing]:
-    """The current profile's standings, kept in the session until the next stored attempt."""
+def _cached() -> tuple[Any, dict[str, Standing], dict[tuple[str, int], review.Card]]:
     state = st.session_state
     stamp = (profile(), state.get(VERSION_KEY, 0), db.url())
     cached = state.get(SUMMARY_KEY)
     if cached is None or cached[0] != stamp:
-        cached = (stamp, standings(load()))
+        rows = load()
+        cached = (stamp, standings(rows), review.cards(rows))
         state[SUMMARY_KEY] = cached
-    return cached[1]
+    return cached
+
+
+def summary() -> dict[str, Standing]:
+    """The current profile's standings, kept in the session until the next stored attempt."""
+    return _cached()[1]
+
+
+def schedule() -> dict[tuple[str, int], review.Card]:
+    """The current profile's review cards (replayed from its attempts), kept like summary()."""
+    return _cached()[2]
+
+
+def now() -> datetime:
+    return datetime.now(UTC)
+
+
+def up_next(kinds: Sequence[str]) -> review.Next:
+    return review.next_from(schedule(), kinds, now())
+
+
+def next_text(n: review.Next) -> str:
+    """Why this is up next, in the learner's language."""
+    return tr(f"next.{n.reason}", topic=tr(f"kind.{n.kind}.title"), level=n.level,
+              recall="" if n.recall is None else f"{n.recall:.0%}")
+
+
+def next_link(n: review.Next) -> None:
+    from . import pipeline_map as pm  # noqa: PLC0415  (pipeline_map reads Standing from here)
+    pm.practice_link(n.kind, n.level, icon=":material/arrow_forward:",
+                     label=tr("suggest.go", topic=tr(f"kind.{n.kind}.title"), level=n.level))
+
+
+def due_text(kinds: Sequence[str]) -> str:
+    count = review.due_count(schedule(), now(), kinds)
+    return tr("next.due_none") if count == 0 else tr("next.due", count=count)
+
+
+def mastery_table(table: dict[tuple[str, int], review.Card], at: datetime) -> pd.DataFrame:
+    """One row per card (topic × level), in pipeline order: reviews, stability, predicted recall now,
+    when it is due and whether it is mastered."""
+    rows = []
+    for topic in review.mastery(table):
+        for card in topic.cards:
+            state = "mastered" if card.mastered else "passed" if card.passed else "learning"
+            due = tr("progress.due_now") if card.is_due(at) else card.due.strftime("%Y-%m-%d")
+            rows.append({tr("progress.col.topic"): topic_label(card.kind), tr("progress.col.card_level"): card.level,
+                         tr("progress.col.reviews"): card.reviews,
+                         tr("progress.col.stability"): tr("progress.days", days=f"{card.stability:.1f}"),
+                         tr("progress.col.recall"): f"{card.recall(at):.0%}",
+                         tr("progress.col.due"): due, tr("progress.col.state"): tr(f"progress.state.{state}")})
+    return pd.DataFrame(rows)
 
 
 # ---------------------------------------------------------------- drawing helpers

@@ -1,0 +1,138 @@
+"""Private profiles (issue 20): who a learner's practice attempts belong to, and the secrets that open them.
+
+A profile id is random and never shown; attempts.profile holds it. A browser keeps a random secret
+(its cookie) and a learner may make a recovery code; both are stored only as their SHA-256, so the
+database alone opens no one's profile. Profile names typed before profiles were private are
+registered as "legacy" profiles by the migration (their attempts stay where they are) and are opened
+only with a recovery code the operator issues (``python -m services.profiles claim NAME``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from datetime import UTC, datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Engine
+
+from .db import attempts, profile_keys, profiles, writing
+
+SOURCES = ("browser", "login", "legacy")
+PURPOSES = ("browser", "recovery")
+
+
+def key_hash(secret: str) -> str:
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+def _now() -> datetime:
+    return datetime.now(UTC).replace(tzinfo=None)
+
+
+def new_profile_id() -> str:
+    """A fresh random profile id (128 bits): never typed, never shown."""
+    return "p-" + secrets.token_hex(16)
+
+
+def create_profile(engine: Engine, source: str, secret: str | None = None, purpose: str = "browser",
+                   profile_id: str | None = None) -> str:
+    """A new profile (with the secret that opens it, when given); its id."""
+    if source not in SOURCES or purpose not in PURPOSES:
+        raise ValueError(f"unknown profile source or key purpose: {source!r}, {purpose!r}")
+    chosen = profile_id or new_profile_id()
+    with writing(engine).begin() as conn:
+        conn.execute(sa.insert(profiles).values(id=chosen, source=source, created_at=_now()))
+        if secret is not None:
+            conn.execute(sa.insert(profile_keys).values(key_hash=key_hash(secret), profile_id=chosen,
+                                                        purpose=purpose, created_at=_now()))
+    return chosen
+
+
+def ensure_profile(engine: Engine, profile_id: str, source: str) -> str:
+    """The profile `profile_id`, created if missing (a signed-in user's, whose id is derived from them)."""
+    with engine.connect() as conn:
+        if conn.execute(sa.select(profiles.c.id).where(profiles.c.id == profile_id)).first() is not None:
+            return profile_id
+    try:
+        return create_profile(engine, source, profile_id=profile_id)
+    except sa.exc.IntegrityError:  # another session of the same user created it at that moment
+        return profile_id
+
+
+def profile_exists(engine: Engine, profile_id: str) -> bool:
+    with engine.connect() as conn:
+        return conn.execute(sa.select(profiles.c.id).where(profiles.c.id == profile_id)).first() is not None
+
+
+def profile_for_secret(engine: Engine, secret: str, purpose: str) -> str | None:
+    """The profile a secret opens (a browser's cookie or a recovery code), or None."""
+    with engine.connect() as conn:
+        row = conn.execute(sa.select(profile_keys.c.profile_id).where(
+            profile_keys.c.key_hash == key_hash(secret), profile_keys.c.purpose == purpose)).first()
+    return None if row is None else str(row.profile_id)
+
+
+def add_secret(engine: Engine, profile_id: str, secret: str, purpose: str, replace: bool = False) -> None:
+    """Link a secret to a profile; with `replace`, the profile's earlier secrets of that purpose stop working."""
+    if purpose not in PURPOSES:
+        raise ValueError(f"unknown key purpose {purpose!r}")
+    with writing(engine).begin() as conn:
+        if replace:
+            conn.execute(sa.delete(profile_keys).where(profile_keys.c.profile_id == profile_id,
+                                                       profile_keys.c.purpose == purpose))
+        conn.execute(sa.insert(profile_keys).values(key_hash=key_hash(secret), profile_id=profile_id,
+                                                    purpose=purpose, created_at=_now()))
+
+
+def has_secret(engine: Engine, profile_id: str, purpose: str) -> bool:
+    with engine.connect() as conn:
+        return conn.execute(sa.select(profile_keys.c.key_hash).where(
+            profile_keys.c.profile_id == profile_id, profile_keys.c.purpose == purpose).limit(1)).first() is not None
+
+
+def delete_profile(engine: Engine, profile_id: str) -> int:
+    """Delete a profile, the secrets that open it and every attempt stored under it; the attempts deleted."""
+    with writing(engine).begin() as conn:
+        gone = conn.execute(sa.delete(attempts).where(attempts.c.profile == profile_id)).rowcount
+        conn.execute(sa.delete(profile_keys).where(profile_keys.c.profile_id == profile_id))
+        conn.execute(sa.delete(profiles).where(profiles.c.id == profile_id))
+    return int(gone or 0)
+
+
+def legacy_profiles(engine: Engine) -> dict[str, int]:
+    """{legacy profile name: attempts stored under it}."""
+    with engine.connect() as conn:
+        rows = conn.execute(
+            sa.select(profiles.c.id, sa.func.count(attempts.c.id))
+            .select_from(profiles.outerjoin(attempts, attempts.c.profile == profiles.c.id))
+            .where(profiles.c.source == "legacy").group_by(profiles.c.id).order_by(profiles.c.id)).all()
+    return {str(name): int(count) for name, count in rows}
+
+
+def register_legacy_profiles(engine: Engine) -> list[str]:
+    """The migration of issue 20: every profile name that attempts were stored under before profiles were
+    private becomes a "legacy" profile, so its data is kept (and can be claimed with a recovery code)
+    while no one reaches it by typing its name. Idempotent; the names registered now."""
+    for _ in range(2):  # a second pass when another replica registered the same names at that moment
+        try:
+            with engine.connect() as conn:
+                known = sa.select(profiles.c.id)
+                missing = [str(r.profile) for r in conn.execute(
+                    sa.select(attempts.c.profile).where(attempts.c.profile.not_in(known)).distinct()).all()]
+            if missing:
+                with writing(engine).begin() as conn:
+                    conn.execute(sa.insert(profiles), [{"id": name, "source": "legacy", "created_at": _now()}
+                                                       for name in missing])
+            return missing
+        except sa.exc.IntegrityError:
+            continue
+    return []
+
+
+def profile_rows(engine: Engine, profile_id: str) -> dict[str, Any] | None:
+    """A profile's own row (source, created_at), or None."""
+    with engine.connect() as conn:
+        row = conn.execute(sa.select(profiles).where(profiles.c.id == profile_id)).first()
+    return None if row is None else {"source": row.source, "created_at": row.created_at.replace(tzinfo=UTC)}

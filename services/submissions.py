@@ -94,6 +94,41 @@ def class_exercises(spec: Any) -> list[Exercise]:
     return [] if spec.per_student else spec.exercises(secret=secret())
 
 
+# ---------------------------------------------------------------- pages of a long assignment
+
+PAGE_WIDGETS = 20  # answer inputs on one page: Streamlit's cost per input grows with the inputs on the page
+
+
+def widget_count(ex: Exercise) -> int:
+    """The inputs an exercise's answer takes on the page: a cell each and a paste box per grid part,
+    one choice per multiple-choice part."""
+    return sum(1 if part.is_choice else part.shape[0] * part.shape[1] + 1 for part in ex.parts)
+
+
+def pages(items: Sequence[Exercise], budget: int = PAGE_WIDGETS) -> list[list[int]]:
+    """The item positions shown together, page by page: consecutive items while their inputs stay
+    within `budget` (an item bigger than that has a page of its own).
+
+    A page draws only its own inputs: Streamlit looks through every widget of the session for each input
+    it draws, so one page of 40 items (about 700 inputs) took seconds to draw, a page of 20 inputs does not."""
+    out: list[list[int]] = []
+    used = 0
+    for index, ex in enumerate(items):
+        size = widget_count(ex)
+        if out and used + size <= budget:
+            out[-1].append(index)
+            used += size
+        else:
+            out.append([index])
+            used = size
+    return out
+
+
+def page_of(pages_: Sequence[Sequence[int]], index: int) -> int:
+    """The page that shows item `index`."""
+    return next((p for p, page in enumerate(pages_) if index in page), 0)
+
+
 # ---------------------------------------------------------------- grading a submission
 
 

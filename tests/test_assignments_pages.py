@@ -384,6 +384,23 @@ def _fill(at: AppTest, prefix: str, ex, mode: str) -> None:
         at.text_area(key=paste_key(prefix, part.name)).input("" if mode == "blank" else _grid_text(rows))
 
 
+def on_page(at: AppTest, a: storage.Assignment, items) -> list[int]:
+    """The item positions whose answer inputs the page shows now."""
+    keys = {str(w.key) for kind in ("text_area", "radio") for w in at.get(kind)}
+    return [i for i in range(len(items)) if any(k.startswith(f"asg-{i}-") for k in keys)]
+
+
+def goto(at: AppTest, a: storage.Assignment, items, index: int) -> None:
+    """Turn pages (Previous / Next) until item `index` is shown."""
+    for _ in range(len(items)):
+        shown = on_page(at, a, items)
+        if index in shown:
+            return
+        button(at, "Next exercises" if index > shown[-1] else "Previous exercises").click().run()
+        assert not at.exception
+    raise AssertionError(f"item {index} never shown")
+
+
 def test_an_assignment_with_every_kind_is_submitted_right_wrong_blank_and_malformed(db):
     """Concepts' chosen option (an int) was walked as a grid: Submit crashed with a TypeError (issue 15)."""
     import exercises
@@ -401,13 +418,22 @@ def test_an_assignment_with_every_kind_is_submitted_right_wrong_blank_and_malfor
              for i, ex in enumerate(items)]
     malformed = [i for i, ex in enumerate(items) if i % 4 == 3 and not any(p.is_choice for p in ex.parts)]
     assert malformed
-    for i, ex in enumerate(items):
-        _fill(at, item_prefix(at, a, i, ex), ex, "malformed" if i in malformed else modes[i])
+    pages = submissions.pages(items)
+    assert len(pages) > 1, "a long set is shown a page at a time"
+    for p, shown in enumerate(pages):
+        assert on_page(at, a, items) == shown
+        for i in shown:
+            _fill(at, item_prefix(at, a, i, items[i]), items[i], "malformed" if i in malformed else modes[i])
+        if p < len(pages) - 1:
+            button(at, "Next exercises").click().run()
+            assert not at.exception
     at.checkbox(key=f"assign.allow_blank.{a.code}").check()
     submit(at)
     assert "could not be read (exercises " + ", ".join(str(i + 1) for i in malformed) in texts(at)
     assert storage.list_submissions(db, a.code, key) == []  # nothing stored while something is unreadable
+    assert malformed[0] in on_page(at, a, items), "the first page with something to fix is shown"
     for i in malformed:
+        goto(at, a, items, i)
         _fill(at, item_prefix(at, a, i, items[i]), items[i], modes[i])
     submit(at)
     assert "Submitted. Your score:" in texts(at), [e.value for e in at.error]
@@ -586,3 +612,57 @@ def test_the_gradebook_page_shows_statistics_blank_items_and_who_has_not_submitt
     assert "Item statistics" in texts(book) and "Discrimination" in book.dataframe[1].value.columns
     cells = book.dataframe[2].value
     assert "blank" in cells["Mark"].tolist() and "right" in cells["Mark"].tolist()
+
+
+# ---------------------------------------------------------------- long sets, a page at a time (issue 18)
+
+
+def _inputs(at: AppTest) -> int:
+    return sum(len(at.get(kind)) for kind in ("text_input", "text_area", "radio"))
+
+
+def test_a_forty_item_set_opens_within_the_server_time_a_page_at_a_time(db):
+    """A 40-item assignment drew every item's ~2,800 widgets at once and took 7.4 s of server time to
+    open (issue 18: ≤ 1.5 s); Streamlit's cost per input grows with the inputs on the page."""
+    import time
+
+    rows = [{"kind": "attention", "level": 2, "count": 10}, {"kind": "backprop", "level": 2, "count": 10},
+            {"kind": "masking", "level": 3, "count": 10}, {"kind": "softmax", "level": 2, "count": 10}]
+    a = service_assignments.create("Forty", rows, 5, rules={"attempts": 0}).assignment
+    assert a.item_count == 40
+    items = submissions.exercises_for(a)  # the class's set is stored with the assignment: nothing generated here
+    largest = max(submissions.widget_count(ex) for ex in items)
+    assert sum(submissions.widget_count(ex) for ex in items) > 10 * largest
+    at = page(ASSIGNMENTS, {"assignment": a.code})
+    at.text_input(key=f"assign.name_input.{a.code}").input("Ada")
+    cpu = time.process_time()
+    button(at, "Start").click().run()
+    cpu = time.process_time() - cpu
+    assert not at.exception
+    assert _inputs(at) <= largest + 3, "only one page's inputs are drawn"
+    assert f"Exercises 1–1 of 40 · page 1 of {len(submissions.pages(items))}" in texts(at)
+    assert cpu <= 1.5, f"{cpu:.2f} s of CPU to open the set"
+
+
+def test_turning_pages_keeps_what_was_typed_and_submit_takes_every_page(db):
+    created = service_assignments.create("Pages", [{"kind": "softmax", "level": 3, "count": 3}], 8)
+    a = created.assignment
+    items = submissions.exercises_for(a)
+    assert submissions.pages(items) == [[0], [1], [2]]
+    at = student_opens(a.code, "Ada")
+    answers = [selftest.correct_answer(ex) for ex in items]
+    for index in range(3):
+        assert on_page(at, a, items) == [index]
+        for part, text in answers[index].items():
+            at.text_area(key=paste_key(item_prefix(at, a, index, items[index]), part)).input(text)
+        if index < 2:
+            button(at, "Next exercises").click().run()
+    button(at, "Previous exercises").click().run()
+    button(at, "Previous exercises").click().run()
+    assert on_page(at, a, items) == [0]
+    for part, text in answers[0].items():  # typed two pages ago, shown again
+        assert at.text_area(key=paste_key(item_prefix(at, a, 0, items[0]), part)).value == text
+    submit(at)
+    assert "Submitted. Your score: 100%." in texts(at)
+    subs = storage.list_submissions(db, a.code, created.teacher_key)
+    assert [s.score for s in subs] == [1.0, 1.0, 1.0]

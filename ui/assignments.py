@@ -542,11 +542,68 @@ def _refusal(err: submissions.Refused) -> str:
     return tr(f"assign.refused.{err.reason}", when=_when(err.when))
 
 
-def _submit(a: Assignment, name: str, items: list[Exercise], person: str) -> None:
-    """Form callback: grade everything; store it all in one transaction, or say what to fix first.
-    A submission the rules refuse (late, closed, …) stores nothing and keeps the answers on the page."""
+def _store(a: Assignment) -> dict[int, dict[str, Any]]:
+    """The answers of this session by item position, kept while the student turns pages (a page draws
+    only its own inputs; Streamlit forgets the inputs it did not draw)."""
+    return st.session_state.setdefault(_key(a, "answers"), {})
+
+
+def _page(a: Assignment, pages: list[list[int]], what: str = "page") -> int:
+    return min(max(int(st.session_state.get(_key(a, what), 0)), 0), len(pages) - 1)
+
+
+def _keep_page(a: Assignment, items: list[Exercise], pages: list[list[int]]) -> None:
+    """What the inputs of the page on screen hold, into the store."""
+    store = _store(a)
+    for index in pages[_page(a, pages)]:
+        store[index] = answer_grid.collect(items[index], _prefix(a, index, items[index]))
+
+
+def _go(a: Assignment, items: list[Exercise], pages: list[list[int]], to: int) -> None:
+    """Show page `to`, its inputs filled with what was typed there before."""
+    to = min(max(to, 0), len(pages) - 1)
+    st.session_state[_key(a, "page")] = to
+    store = _store(a)
+    for index in pages[to]:
+        if index in store:
+            _restore(items[index], _prefix(a, index, items[index]), store[index])
+
+
+def _refill(a: Assignment, items: list[Exercise], shown: list[int]) -> None:
+    """Inputs of these items that Streamlit has forgotten (not drawn in the last run) get what the
+    store holds for them."""
+    store, state = _store(a), st.session_state
+    for index in shown:
+        ex, prefix = items[index], _prefix(a, index, items[index])
+        if index in store and not any(k in state for k in _input_keys(ex, prefix)):
+            _restore(ex, prefix, store[index])
+
+
+def _input_keys(ex: Exercise, prefix: str) -> list[str]:
+    keys = []
+    for part in ex.parts:
+        if part.is_choice:
+            keys.append(answer_grid.choice_key(prefix, part.name))
+        else:
+            keys.append(answer_grid.paste_key(prefix, part.name))
+            keys.append(answer_grid.cell_key(prefix, part.name, 0, 0))
+    return keys
+
+
+def _turn(a: Assignment, items: list[Exercise], pages: list[list[int]], step: int) -> None:
+    """Form callback of Previous / Next: keep this page's answers, then show the other page."""
+    _keep_page(a, items, pages)
+    _go(a, items, pages, _page(a, pages) + step)
+
+
+def _submit(a: Assignment, name: str, items: list[Exercise], person: str, pages: list[list[int]]) -> None:
+    """Form callback: grade everything; store it all in one transaction, or say what to fix first (and
+    show the first page with something to fix). A submission the rules refuse (late, closed, …) stores
+    nothing and keeps the answers on the page."""
     state = st.session_state
-    answers = {index: answer_grid.collect(ex, _prefix(a, index, ex)) for index, ex in enumerate(items)}
+    _keep_page(a, items, pages)
+    store = _store(a)
+    answers = {index: store.get(index) or {} for index in range(len(items))}
     state[_key(a, "too_long")] = run_budget(answers)  # one run's answer text is capped (issue 18)
     if state[_key(a, "too_long")] is not None:
         return
@@ -555,6 +612,8 @@ def _submit(a: Assignment, name: str, items: list[Exercise], person: str) -> Non
     state[_key(a, "blank")] = graded.blank
     state.pop(_key(a, "refused"), None)
     if not graded.ready:
+        first = min([*graded.unreadable, *graded.blank])
+        _go(a, items, pages, submissions.page_of(pages, first))
         return
     try:
         ids = submissions.submit(a, name, items, graded, person=person)
@@ -580,11 +639,21 @@ def _aids(a: Assignment, ex: Exercise) -> None:
             st.latex(table)
 
 
+def _page_caption(pages: list[list[int]], page: int, count: int) -> None:
+    shown = pages[page]
+    st.caption(tr("assign.page_of", first=shown[0] + 1, last=shown[-1] + 1, count=count, page=page + 1,
+                  pages=len(pages)))
+
+
 def work_ui(a: Assignment, name: str, items: list[Exercise], person: str) -> None:
-    """Every item with its answer grid in one form, and Submit."""
+    """The items with their answer grids in one form, a page at a time for a long set (Previous / Next
+    keep what was typed), and Submit on every page."""
     state = st.session_state
     problems: dict[int, Feedback] = state.get(_key(a, "problems"), {})
     blank: list[int] = state.get(_key(a, "blank"), [])
+    pages = submissions.pages(items)
+    page = _page(a, pages)
+    _refill(a, items, pages[page])
     if state.get(_key(a, "refused")):
         st.error(state[_key(a, "refused")], icon=":material/schedule:")
     if problems:
@@ -598,15 +667,25 @@ def work_ui(a: Assignment, name: str, items: list[Exercise], person: str) -> Non
         st.error(render(msg("assign.error.too_long", reason=state[_key(a, "too_long")])), icon=":material/edit_note:")
     st.caption(tr("assign.before_submit"))
     with st.form(_key(a, "work"), border=False):
-        for index, ex in enumerate(items):
+        if len(pages) > 1:
+            _page_caption(pages, page, len(items))
+        for index in pages[page]:
+            ex = items[index]
             st.subheader(tr("assign.item_heading", n=index + 1, title=tr(f"kind.{ex.kind}.title")))
             problem.show(ex)
             _aids(a, ex)
             answer_grid.draw(ex, _prefix(a, index, ex), problems.get(index))
             st.divider()
+        if len(pages) > 1:
+            left, right = st.columns(2)
+            left.form_submit_button(tr("assign.page_prev"), icon=":material/arrow_back:", disabled=page == 0,
+                                    on_click=_turn, args=(a, items, pages, -1), key=_key(a, "prev"))
+            right.form_submit_button(tr("assign.page_next"), icon=":material/arrow_forward:",
+                                     disabled=page == len(pages) - 1, on_click=_turn, args=(a, items, pages, 1),
+                                     key=_key(a, "next"))
         st.checkbox(tr("assign.allow_blank"), key=_key(a, "allow_blank"))
         st.form_submit_button(tr("assign.submit"), type="primary", icon=":material/send:", on_click=_submit,
-                              args=(a, name, items, person))
+                              args=(a, name, items, person, pages), key=_key(a, "submit"))
 
 
 def _restore(ex: Exercise, prefix: str, answer: dict[str, Any]) -> None:
@@ -632,14 +711,19 @@ def solutions_allowed(a: Assignment) -> bool:
 def results_ui(a: Assignment, items: list[Exercise], graded: dict[int, Feedback | None],
                answers: dict[int, Any], final: bool, prefix: str = "asg") -> None:
     """A submission: marks and feedback of each item (in an exam only once released or after the final
-    attempt); solutions only when the rules allow them."""
+    attempt), a page at a time for a long set; solutions only when the rules allow them."""
     marks = a.rules.marks_visible(final)
     if marks:
         total = sum(fb.score for fb in graded.values() if fb is not None) / max(len(items), 1)
         st.success(tr("assign.submitted", score=f"{total:.0%}"), icon=":material/task_alt:")
     else:
         st.success(tr("assign.marks_hidden"), icon=":material/task_alt:")
-    for index, ex in enumerate(items):
+    pages = submissions.pages(items)
+    page = _page(a, pages, f"{prefix}.page")
+    if len(pages) > 1:
+        _page_caption(pages, page, len(items))
+    for index in pages[page]:
+        ex = items[index]
         st.subheader(tr("assign.item_heading", n=index + 1, title=tr(f"kind.{ex.kind}.title")))
         problem.show(ex)
         fb = graded.get(index)
@@ -654,6 +738,16 @@ def results_ui(a: Assignment, items: list[Exercise], graded: dict[int, Feedback 
         if marks and solutions_allowed(a) and solution.show_button(ex, key=f"{prefix}-sol-{a.code}-{index}"):
             solution.show(ex, key=f"{prefix}-sol-{a.code}-{index}")
         st.divider()
+    if len(pages) > 1:
+        left, right = st.columns(2)
+        if left.button(tr("assign.page_prev"), icon=":material/arrow_back:", disabled=page == 0,
+                       key=_key(a, f"{prefix}.prev")):
+            st.session_state[_key(a, f"{prefix}.page")] = page - 1
+            st.rerun()
+        if right.button(tr("assign.page_next"), icon=":material/arrow_forward:", disabled=page == len(pages) - 1,
+                        key=_key(a, f"{prefix}.next")):
+            st.session_state[_key(a, f"{prefix}.page")] = page + 1
+            st.rerun()
     if not solutions_allowed(a):
         st.caption(tr("assign.no_solutions"))
 
@@ -695,7 +789,7 @@ def _clock(a: Assignment, person: str) -> str | None:
 
 
 def _again(a: Assignment) -> None:
-    for what in ("result", "problems", "blank", "refused"):
+    for what in ("result", "problems", "blank", "refused", "asg.page"):
         st.session_state.pop(_key(a, what), None)
 
 

@@ -9,6 +9,7 @@ raised instead of showing (and grading) another problem.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -96,7 +97,9 @@ def class_exercises(spec: Any) -> list[Exercise]:
 
 # ---------------------------------------------------------------- pages of a long assignment
 
-PAGE_WIDGETS = 20  # answer inputs on one page: Streamlit's cost per input grows with the inputs on the page
+# answer inputs on one page: Streamlit's cost per input grows with the inputs on the page
+# (ATTENTION_PAGE_WIDGETS changes it: bench/bench_assignment.py --one-page measures every item on one page)
+PAGE_WIDGETS = int(os.environ.get("ATTENTION_PAGE_WIDGETS", "").strip() or 20)
 
 
 def widget_count(ex: Exercise) -> int:

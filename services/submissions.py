@@ -248,6 +248,13 @@ def opened(a: storage.Assignment, person: str) -> Any:
         return storage.opened(db.engine(), a.code, person)
 
 
+def seen(a: storage.Assignment, person: str) -> None:
+    """Record that this person has opened the assignment (once): from then on the teacher cannot change
+    what they saw. Not an exam's clock, which starts at the first opening under a time limit (opened())."""
+    with db.guarded():
+        storage.opened(db.engine(), a.code, "seen:" + person)
+
+
 def student_for_token(a: storage.Assignment, token: str) -> str | None:
     """The class-list name behind a personal link's token, or None (unknown or issued again)."""
     with db.guarded():

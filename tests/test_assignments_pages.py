@@ -666,3 +666,41 @@ def test_turning_pages_keeps_what_was_typed_and_submit_takes_every_page(db):
     assert "Submitted. Your score: 100%." in texts(at)
     subs = storage.list_submissions(db, a.code, created.teacher_key)
     assert [s.score for s in subs] == [1.0, 1.0, 1.0]
+
+
+def _dashboard(key: str) -> AppTest:
+    at = page(ASSIGNMENTS)
+    at.text_input(key="assign.dash_key").input(key)
+    button(at, "Show my assignments").click().run()
+    assert not at.exception
+    return at
+
+
+def test_the_dashboard_edits_opening_exam_time_limit_and_items_by_the_rule(db):
+    """The dashboard edited title, attempts and deadline only: no opening time, exam mode, time limit or
+    items (issue 15)."""
+    created = service_assignments.create("Quiz", [{"kind": "scores", "level": 1, "count": 1}], 3)
+    a, key = created.assignment, created.teacher_key
+    at = _dashboard(key)
+    at.checkbox(key=f"assign.edit_opens.{a.code}.on").check()
+    at.checkbox(key=f"assign.edit_exam.{a.code}").check()
+    at.number_input(key=f"assign.edit_limit.{a.code}").set_value(25)
+    button_by_key(at, f"FormSubmitter:assign.edit.{a.code}-Save changes").click().run()
+    assert not at.exception
+    r = storage.get_assignment(db, a.code).rules
+    assert r.exam and r.time_limit == 25 and r.opens_at is not None
+    at = _dashboard(key)
+    at.number_input(key=f"assign.items_count.{a.code}.1").set_value(2)  # the empty row: add 2 of its kind
+    at.selectbox(key=f"assign.items_kind.{a.code}.1.en").set_value("softmax")
+    at.number_input(key=f"assign.items_level.{a.code}.1").set_value(2)
+    button_by_key(at, f"FormSubmitter:assign.items.{a.code}-Save the exercises").click().run()
+    assert not at.exception and not at.error
+    a = storage.get_assignment(db, a.code)
+    assert [(i.kind, i.level, i.count) for i in a.items] == [("scores", 1, 1), ("softmax", 2, 2)]
+    ada = student_opens(a.code, "Ada")  # a student has started
+    assert not ada.exception
+    at = _dashboard(key)
+    at.number_input(key=f"assign.items_count.{a.code}.0").set_value(0)  # would remove what Ada saw
+    button_by_key(at, f"FormSubmitter:assign.items.{a.code}-Save the exercises").click().run()
+    assert "A student has started" in at.error[0].value
+    assert storage.get_assignment(db, a.code).items == a.items

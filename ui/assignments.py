@@ -270,8 +270,19 @@ def _dash_open() -> None:
     st.rerun()
 
 
+def _dash_moment(label: str, value: datetime | None, key: str) -> datetime | None:
+    """An optional moment inside a form: a checkbox, a date and a time (UTC)."""
+    on = st.checkbox(label, value=value is not None, key=f"{key}.on")
+    shown = value or datetime.now(UTC).replace(second=0, microsecond=0)
+    left, right = st.columns(2)
+    day = left.date_input(tr("assign.date"), value=shown.date(), key=f"{key}.date")
+    at = right.time_input(tr("assign.time"), value=shown.time(), key=f"{key}.time")
+    return datetime.combine(day, at, tzinfo=UTC) if on else None
+
+
 def _dash_rules(a: Assignment, key: str) -> None:
-    """Edit title, attempts, which counts, deadline, solutions; items only before anyone submitted."""
+    """Edit title, attempts, which counts, opening, deadline, exam mode, marks, time limit, solutions: at
+    any time (the items have their own form)."""
     r = a.rules
     with st.form(f"assign.edit.{a.code}"):
         title = st.text_input(tr("assign.title_label"), value=a.title, key=f"assign.edit_title.{a.code}")
@@ -281,19 +292,45 @@ def _dash_rules(a: Assignment, key: str) -> None:
         counts = right.selectbox(tr("assign.counts"), ["last", "best", "first"], index=["last", "best", "first"]
                                  .index(r.counts), format_func=lambda c: tr(f"assign.counts.{c}"),
                                  key=f"assign.edit_counts.{a.code}.{lang()}")
-        deadline_on = st.checkbox(tr("assign.deadline_on"), value=r.deadline is not None,
-                                  key=f"assign.edit_deadline_on.{a.code}")
-        now = r.deadline or datetime.now(UTC).replace(second=0, microsecond=0)
+        opens = _dash_moment(tr("assign.opens_on"), r.opens_at, f"assign.edit_opens.{a.code}")
+        deadline = _dash_moment(tr("assign.deadline_on"), r.deadline, f"assign.edit_deadline.{a.code}")
+        exam = st.checkbox(tr("assign.exam"), value=r.exam, key=f"assign.edit_exam.{a.code}",
+                           help=tr("assign.exam_help"))
         left, right = st.columns(2)
-        day = left.date_input(tr("assign.date"), value=now.date(), key=f"assign.edit_date.{a.code}")
-        at = right.time_input(tr("assign.time"), value=now.time(), key=f"assign.edit_time.{a.code}")
+        release = left.selectbox(tr("assign.release"), ["final", "manual"], index=["final", "manual"].index(r.release),
+                                 format_func=lambda c: tr(f"assign.release.{c}"),
+                                 key=f"assign.edit_release.{a.code}.{lang()}")
+        limit = right.number_input(tr("assign.time_limit"), min_value=0, max_value=600, value=r.time_limit, step=5,
+                                   key=f"assign.edit_limit.{a.code}")
         allow = st.checkbox(tr("assign.allow_solutions"), value=a.allow_solutions, key=f"assign.edit_sol.{a.code}")
         saved = st.form_submit_button(tr("assign.dash_save"), icon=":material/save:")
     if not saved:
         return
-    rules = {**r.to_dict(), "attempts": int(attempts), "counts": counts,
-             "deadline": datetime.combine(day, at, tzinfo=UTC) if deadline_on else None}
+    rules = {**r.to_dict(), "attempts": int(attempts), "counts": counts, "opens_at": opens, "deadline": deadline,
+             "exam": bool(exam), "release": release, "time_limit": int(limit) if exam else 0}
     _dash_change(a, key, title=title, rules=rules, allow_solutions=allow)
+
+
+def _dash_items(a: Assignment, key: str) -> None:
+    """Edit the exercises: a row per kind, level and count (count 0 removes a row), and one more row to add.
+    The service says when they cannot change (someone submitted; or a student started: add only)."""
+    kinds = list(exercises.KINDS)
+    st.caption(tr("assign.dash_items_rule"))
+    with st.form(f"assign.items.{a.code}"):
+        rows = []
+        for r, item in enumerate([*a.items, None]):
+            left, middle, right = st.columns([3, 1, 1], vertical_alignment="bottom")
+            kind = left.selectbox(tr("assign.kind", n=r + 1), kinds, format_func=lambda k: tr(f"kind.{k}.title"),
+                                  index=kinds.index(item.kind) if item else 0,
+                                  key=f"assign.items_kind.{a.code}.{r}.{lang()}")
+            level = middle.number_input(tr("assign.level"), min_value=1, max_value=3, value=item.level if item else 1,
+                                        key=f"assign.items_level.{a.code}.{r}")
+            count = right.number_input(tr("assign.count"), min_value=0, max_value=MAX_COUNT,
+                                       value=item.count if item else 0, key=f"assign.items_count.{a.code}.{r}")
+            rows.append({"kind": kind, "level": int(level), "count": int(count)})
+        saved = st.form_submit_button(tr("assign.dash_items_save"), icon=":material/save:")
+    if saved:
+        _dash_change(a, key, items=[row for row in rows if row["count"] > 0])
 
 
 def _dash_change(a: Assignment, key: str, **changes: Any) -> None:
@@ -302,8 +339,9 @@ def _dash_change(a: Assignment, key: str, **changes: Any) -> None:
     except AssignmentError as err:
         st.error(render(err.message), icon=":material/error:")
         return
-    except service.Locked:
-        st.error(tr("assign.dash_locked"), icon=":material/lock:")
+    except service.Locked as err:
+        st.error(tr("assign.dash_locked") if err.reason == "submitted" else tr("assign.dash_locked_started"),
+                 icon=":material/lock:")
         return
     except (service.AccessDenied, service.UnknownAssignment):
         st.error(tr("gradebook.error.key_wrong", code=a.code), icon=":material/lock:")
@@ -350,6 +388,7 @@ def _dash_item(a: Assignment, key: str) -> None:
                 state.pop(f"assign.del_sure.{a.code}", None)
                 st.rerun()
     _dash_rules(a, key)
+    _dash_items(a, key)
     with st.form(f"assign.roster_form.{a.code}"):
         text = st.text_area(tr("assign.roster_label"), key=f"assign.roster_text.{a.code}",
                             help=tr("assign.roster_again_help"))
@@ -510,7 +549,7 @@ def items_for(a: Assignment, name: str) -> list[Exercise] | None:
     session; None after a clear message when they cannot be shown as they were set."""
     state = st.session_state
     cached = state.get(_key(a, "exercises"))
-    if cached is not None and cached[0] == name:
+    if cached is not None and cached[0] == (name, a.items, a.per_student):  # the teacher may add items
         return cached[1]
     try:
         items = submissions.exercises_for(a, name)
@@ -521,7 +560,7 @@ def items_for(a: Assignment, name: str) -> list[Exercise] | None:
     except db.Unavailable:
         st.error(tr("assign.error.database"), icon=":material/cloud_off:")
         return None
-    state[_key(a, "exercises")] = (name, items)
+    state[_key(a, "exercises")] = ((name, a.items, a.per_student), items)
     return items
 
 
@@ -813,6 +852,12 @@ def student_ui(a: Assignment, token: str | None = None) -> None:
     if items is None:
         return
     state = st.session_state
+    if not state.get(_key(a, "opened")):
+        try:
+            submissions.seen(a, person)  # a student has started: what they saw is kept (dashboard edits)
+            state[_key(a, "opened")] = True
+        except db.Unavailable:
+            pass
     closed = gate(a)
     if _key(a, "result") in state:
         result = state[_key(a, "result")]

@@ -548,6 +548,45 @@ def gradebook(engine: Engine, code: Any, key: Any) -> Gradebook:
                      submitted_at=when, rows=tuple(rows), roster=names_on_roster)
 
 
+# ---------------------------------------------------------------- same-name duplicates, resolved by the teacher
+
+
+def _rows_of(who: str) -> Any:
+    """The submission rows of one person (older rows, without a person: their normalised name)."""
+    return sa.func.coalesce(submissions.c.person, submissions.c.student_key) == who
+
+
+def merge_people(engine: Engine, code: Any, key: Any, into: str, other: str) -> int:
+    """The teacher says two people who typed the same name are one: `other`'s submissions become
+    `into`'s (kept, every attempt; the rules' counting attempt is then chosen among all of them).
+    Returns the rows moved. AccessDenied without the key; ValueError when either has no submission."""
+    with writing(engine).begin() as conn:
+        assignment = _authorised(conn, code, key)
+        mine = submissions.c.assignment_code == assignment.code
+        for who in (into, other):
+            if conn.execute(sa.select(submissions.c.id).where(mine, _rows_of(who)).limit(1)).first() is None:
+                raise ValueError(f"no submission of {who!r} in {assignment.code}")
+        if into == other:
+            return 0
+        return conn.execute(sa.update(submissions).where(mine, _rows_of(other))
+                            .values(person=str(into)[:120])).rowcount
+
+
+def rename_person(engine: Engine, code: Any, key: Any, who: str, name: Any) -> int:
+    """The teacher says they are different people: this person's submissions show `name` from now on
+    (their attempts still count by the name typed). Returns the rows renamed; AssignmentError for a bad
+    name, ValueError when the person has no submission, AccessDenied without the key."""
+    cleaned = clean_student_name(name)
+    with writing(engine).begin() as conn:
+        assignment = _authorised(conn, code, key)
+        mine = submissions.c.assignment_code == assignment.code
+        if conn.execute(sa.select(submissions.c.id).where(mine, _rows_of(who)).limit(1)).first() is None:
+            raise ValueError(f"no submission of {who!r} in {assignment.code}")
+        # the person column is set too, so an older row keeps its identity when its name changes
+        return conn.execute(sa.update(submissions).where(mine, _rows_of(who))
+                            .values(student=cleaned, person=str(who)[:120])).rowcount
+
+
 # ---------------------------------------------------------------- a student's own attempts, openings
 
 

@@ -704,3 +704,38 @@ def test_the_dashboard_edits_opening_exam_time_limit_and_items_by_the_rule(db):
     button_by_key(at, f"FormSubmitter:assign.items.{a.code}-Save the exercises").click().run()
     assert "A student has started" in at.error[0].value
     assert storage.get_assignment(db, a.code).items == a.items
+
+
+def test_the_teacher_merges_or_renames_same_name_duplicates_on_the_gradebook(db):
+    """Two browsers typing "Ada" in an open assignment were flagged, with no way to resolve it (issue 15)."""
+    created = service_assignments.create("Open", [{"kind": "scaling", "level": 1}], 2, rules={"attempts": 0})
+    a, key = created.assignment, created.teacher_key
+    for name in ("Ada", "ada", "Ada"):
+        at = student_opens(a.code, name)
+        _wrong_everywhere(at, a, name)
+        submit(at)
+    book = open_gradebook(a.code, key)
+    assert book.dataframe[0].value.iloc[:, 0].tolist() == ["Ada", "ada (2)", "Ada (3)"]
+    assert any("Same name: Ada" in e.label for e in book.get("expander"))
+    book.selectbox(key=next(k for k in book.session_state if k.startswith("gradebook.into."))).set_value(0)
+    button(book, "Merge into this one").click().run()
+    assert not book.exception
+    assert book.dataframe[0].value.iloc[:, 0].tolist() == ["Ada"]
+    assert book.dataframe[0].value.iloc[0].tolist()[-4] == 3, "one person with three attempts"
+    assert len(storage.list_submissions(db, a.code, key)) == 3
+
+
+def test_renaming_a_duplicate_tells_them_apart(db):
+    created = service_assignments.create("Open", [{"kind": "scaling", "level": 1}], 2, rules={"attempts": 0})
+    a, key = created.assignment, created.teacher_key
+    for name in ("Ada", "Ada"):
+        at = student_opens(a.code, name)
+        _wrong_everywhere(at, a, name)
+        submit(at)
+    book = open_gradebook(a.code, key)
+    book.selectbox(key=next(k for k in book.session_state if k.startswith("gradebook.who."))).set_value(1)
+    book.text_input(key=next(k for k in book.session_state if k.startswith("gradebook.name."))).input("Ada B")
+    button(book, "Rename").click().run()
+    assert not book.exception
+    assert book.dataframe[0].value.iloc[:, 0].tolist() == ["Ada", "Ada B"]
+    assert not book.get("expander") or not any("Same name" in e.label for e in book.get("expander"))

@@ -10,7 +10,7 @@ import pytest
 import exercises
 import storage
 from exercises import selftest
-from services import assignments, submissions
+from services import assignments, gradebook, submissions
 from tests.changed_generator import bump
 from tests.test_storage import db_url  # noqa: F401  (fixture: a fresh SQLite file or PostgreSQL schema)
 
@@ -24,7 +24,9 @@ def db(db_url, monkeypatch):  # noqa: F811
 
 def _submit(a, name: str, person: str, right: bool = True) -> None:
     items = submissions.exercises_for(a, name)
-    answers = {i: (selftest.correct_answer(ex) if right else {p.name: "7" for p in ex.parts if not p.is_choice})
+    answers = {i: (selftest.correct_answer(ex) if right else
+                   {p.name: "\n".join(", ".join(["7"] * p.shape[1]) for _ in range(p.shape[0]))
+                    for p in ex.parts if not p.is_choice})
                for i, ex in enumerate(items)}
     graded = submissions.grade_all(items, answers, allow_blank=True)
     submissions.submit(a, name, items, graded, person=person)
@@ -84,3 +86,46 @@ def test_a_class_set_keeps_its_stored_exercises_when_items_are_added(db, monkeyp
     a = assignments.update(a, key, items=[{"kind": "scores", "level": 1, "count": 3}])
     after = submissions.exercises_for(a)
     assert [ex.to_dict() for ex in after[:2]] == [ex.to_dict() for ex in before] and len(after) == 3 and after[2].version == exercises.KINDS["scores"].VERSION
+
+
+def _book(a, key):
+    return gradebook.load(a.code, key)
+
+
+def test_the_teacher_merges_two_browsers_of_one_student(db):
+    """Same-name submissions from two browsers were flagged, and nothing let the teacher resolve them
+    (issue 15: every submission kept, duplicates flagged, the teacher resolves them)."""
+    created = assignments.create("Open", [{"kind": "scores", "level": 1}], 2, rules={"attempts": 0, "counts": "best"})
+    a, key = created.assignment, created.teacher_key
+    _submit(a, "Ada", "s:one:ada", right=False)
+    _submit(a, "ADA", "s:two:ada", right=True)
+    _submit(a, "Bob", "s:three:bob", right=True)
+    [group] = gradebook.duplicates(_book(a, key))
+    assert [p.label for p in group] == ["Ada", "ADA (2)"]
+    with pytest.raises(storage.AccessDenied):
+        storage.merge_people(db, a.code, "x" * 24, group[0].who, group[1].who)
+    assert gradebook.merge(a.code, key, group[0], group[1]) == 1
+    book = _book(a, key)
+    assert gradebook.duplicates(book) == []
+    ada = next(p for p in gradebook.persons(book) if p.who == group[0].who)
+    assert len(ada.attempts) == 2 and [r.score for r in ada.counting] == [1.0], "the best of both counts"
+    frame = gradebook.table(book, ["1"])
+    assert frame["Student"].tolist() == ["ADA", "Bob"] and frame["Attempts"].tolist() == [2, 1]
+    assert len(storage.list_submissions(db, a.code, key)) == 3, "nothing deleted"
+
+
+def test_the_teacher_tells_two_students_of_one_name_apart(db):
+    created = assignments.create("Open", [{"kind": "scores", "level": 1}], 2, rules={"attempts": 0})
+    a, key = created.assignment, created.teacher_key
+    _submit(a, "Ada", "s:one:ada")
+    _submit(a, "Ada", "s:two:ada", right=False)
+    [[first, second]] = gradebook.duplicates(_book(a, key))
+    with pytest.raises(assignments.AssignmentError):
+        gradebook.rename(a.code, key, second, "   ")
+    gradebook.rename(a.code, key, second, "Ada Byron")
+    book = _book(a, key)
+    assert gradebook.duplicates(book) == []
+    frame = gradebook.table(book, ["1"])
+    assert frame["Student"].tolist() == ["Ada", "Ada Byron"] and frame["Total"].tolist() == [100.0, 0.0]
+    with pytest.raises(ValueError):
+        storage.rename_person(db, a.code, key, "s:nobody:x", "Cy")

@@ -739,3 +739,23 @@ def test_renaming_a_duplicate_tells_them_apart(db):
     assert not book.exception
     assert book.dataframe[0].value.iloc[:, 0].tolist() == ["Ada", "Ada B"]
     assert not book.get("expander") or not any("Same name" in e.label for e in book.get("expander"))
+
+
+def test_a_returning_student_in_a_new_browser_sees_counts_only(db):
+    """Issue 15: a returning student sees what they submitted and what is left; in an open assignment a
+    name is no proof of who it is, so another browser under the same name is told the counts, never
+    shown the answers."""
+    created = service_assignments.create("Open", [{"kind": "scaling", "level": 1}], 2, rules={"attempts": 3})
+    a = created.assignment
+    ada = student_opens(a.code, "Ada")
+    answer = selftest.correct_answer(stored(a)[0])
+    type_answers(ada, a, "Ada", [answer])
+    submit(ada)
+    button(ada, "Submit another attempt").click().run()
+    assert any("Your last submission" in e.label for e in ada.get("expander")), "her own browser: her answers"
+    other = student_opens(a.code, "ada")
+    assert "Submitted so far: 1. Attempts left: 2." in texts(other)
+    assert not any("Your last submission" in e.label for e in other.get("expander"))
+    shown = [w.value for kind in ("text_input", "text_area") for w in other.get(kind)]
+    assert not any(v and v.strip() for v in shown if isinstance(v, str)), "no answer of Ada's in the page"
+    assert "Your score" not in texts(other)

@@ -759,3 +759,24 @@ def test_a_returning_student_in_a_new_browser_sees_counts_only(db):
     shown = [w.value for kind in ("text_input", "text_area") for w in other.get(kind)]
     assert not any(v and v.strip() for v in shown if isinstance(v, str)), "no answer of Ada's in the page"
     assert "Your score" not in texts(other)
+
+
+def test_released_exam_marks_name_no_mistake_and_no_sanity_check(db):
+    """Exam mode: no hints or sanity warnings (issue 15); released marks showed the feedback's 'Likely
+    mistake' and sanity checks, which help with the attempt still left."""
+    rules = {"attempts": 2, "exam": True, "release": "manual", "released": True}
+    created = service_assignments.create("Exam", [{"kind": "softmax", "level": 2}], 4, rules=rules)
+    a = created.assignment
+    [ex] = stored(a)
+    part = ex.parts[0].name
+    _mid, text = mistaken_answer(ex, part)
+    at = student_opens(a.code, "Ada")
+    at.text_area(key=paste_key(item_prefix(at, a, 0, ex), part)).input(text)
+    submit(at)
+    shown = texts(at)
+    assert "Score " in shown and "Likely mistake" not in shown and "Sanity check" not in shown
+    practice = service_assignments.update(a, created.teacher_key, rules={**rules, "exam": False})
+    again = student_opens(practice.code, "Bob")
+    again.text_area(key=paste_key(item_prefix(again, practice, 0, ex), part)).input(text)
+    submit(again)
+    assert "Likely mistake" in texts(again), "outside an exam the feedback names the mistake"

@@ -772,7 +772,9 @@ def results_ui(a: Assignment, items: list[Exercise], graded: dict[int, Feedback 
         else:
             _restore(ex, grid, answers[index])
             answer_grid.draw(ex, grid, fb if marks else None, disabled=True)
-            if marks:
+            if marks and a.rules.exam:  # the score and the cells' marks; no likely mistake, no sanity check
+                st.caption(tr("feedback.correct" if fb.correct else "feedback.score", score=feedback.score_text(fb)))
+            elif marks:
                 feedback.show(fb)
         if marks and solutions_allowed(a) and solution.show_button(ex, key=f"{prefix}-sol-{a.code}-{index}"):
             solution.show(ex, key=f"{prefix}-sol-{a.code}-{index}")

@@ -780,3 +780,20 @@ def test_released_exam_marks_name_no_mistake_and_no_sanity_check(db):
     again.text_area(key=paste_key(item_prefix(again, practice, 0, ex), part)).input(text)
     submit(again)
     assert "Likely mistake" in texts(again), "outside an exam the feedback names the mistake"
+
+
+@pytest.mark.parametrize("hostile", ["[Log in here](https://evil.example/x)", r"$\kern-60em\rule{99em}{9em}$",
+                                     ":red[**loud**] :material/warning: `code`"])
+def test_a_hostile_name_typed_twice_is_shown_literally_where_it_is_resolved(db, hostile):
+    from tests.test_hostile import assert_literal
+
+    created = service_assignments.create("Open", [{"kind": "scores", "level": 1}], 2, rules={"attempts": 0})
+    a, key = created.assignment, created.teacher_key
+    for person in ("s:one:x", "s:two:x"):
+        storage.record_submissions(db, a.code, hostile, [{"item_index": 0, "kind": "scores", "level": 1, "seed": 3,
+                                                          "answer": {"scores": "1"}, "score": 1.0}], person=person)
+    book = AppTest.from_file(GRADEBOOK, default_timeout=60)
+    book.session_state["gradebook.auth"] = (a.code, key)
+    book.run()
+    assert any("Same name" in e.label for e in book.get("expander"))
+    assert_literal(book, hostile, echoed=len(hostile))

@@ -13,6 +13,7 @@ import io
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+import exercises
 import storage
 from exercises import Exercise, worksheets
 from exercises.core.engine import MAX_SEED
@@ -25,11 +26,12 @@ from exercises.teacher.assignments import (
     Rules,
     make_rules,
     make_spec,
+    unchanged_slots,
 )
 from storage import AccessDenied, Assignment, Created, Locked, MalformedCode, MalformedKey, UnknownAssignment
 
 from . import db
-from .submissions import class_exercises, exercises_for
+from .submissions import class_exercises, exercises_for, secret
 
 __all__ = ["MAX_COUNT", "MAX_SEED", "AccessDenied", "Assignment", "AssignmentError", "Created", "Locked",
            "MalformedCode", "MalformedKey", "Rules", "UnknownAssignment", "class_list", "create", "delete",
@@ -71,12 +73,21 @@ def submitted_count(a: Assignment) -> int:
 
 def update(a: Assignment, key: Any, title: Any = None, rules: Any = None, allow_solutions: bool | None = None,
            items: Any = None, per_student: bool | None = None) -> Assignment:
-    """Edit title, rules, solutions; items only while nobody has submitted (storage.Locked otherwise)."""
-    exercises_ = ()
+    """Edit title, rules (opening, deadline, exam mode, time limit, …) and solutions at any time; the
+    items only while nobody has submitted, and once a student has started only by adding exercises after
+    the last one (storage.Locked with reason "submitted" / "started"). Exercises already stored stay: only
+    the new or changed slots of the class's set are generated."""
+    exercises_: dict[int, Exercise] = {}
     if items is not None or per_student is not None:
         spec = make_spec(a.title, a.items if items is None else items, a.seed,
                          a.per_student if per_student is None else per_student, a.allow_solutions)
-        items, exercises_ = spec.items, class_exercises(spec)
+        switch = per_student is not None and bool(per_student) != a.per_student
+        kept = 0 if switch else unchanged_slots(a.items, spec.items)
+        if not spec.per_student:
+            key_ = secret()
+            exercises_ = {slot.index: exercises.generate(slot.kind, seed, slot.level)
+                          for slot, seed in spec.seeds(secret=key_) if slot.index >= kept}
+        items = spec.items
     with db.guarded():
         return storage.update_assignment(db.engine(), a.code, key, title=title, rules=rules,
                                          allow_solutions=allow_solutions, items=items, exercises=exercises_,

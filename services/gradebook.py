@@ -70,6 +70,7 @@ class Person:
     attempts: list[list[storage.Submission]]
     counting: list[storage.Submission]
     duplicate: bool
+    who: str = ""  # the person's id (merge_people / rename_person take it)
 
 
 def persons(book: Gradebook) -> list[Person]:
@@ -77,7 +78,30 @@ def persons(book: Gradebook) -> list[Person]:
     label = storage.labels(groups)
     names = Counter(student_key(g[-1][-1].student) for g in groups.values())
     return [Person(label[who], g, storage.counted(g, book.assignment.rules.counts),
-                   names[student_key(g[-1][-1].student)] > 1) for who, g in groups.items()]
+                   names[student_key(g[-1][-1].student)] > 1, who) for who, g in groups.items()]
+
+
+def duplicates(book: Gradebook) -> list[list[Person]]:
+    """The people flagged as the same name from different browsers, in groups of one name each (what
+    the teacher resolves: merge them into one, or rename one of them)."""
+    groups: dict[str, list[Person]] = {}
+    for person in persons(book):
+        if person.duplicate:
+            groups.setdefault(student_key(person.attempts[-1][-1].student), []).append(person)
+    return list(groups.values())
+
+
+def merge(code: str, key: str, into: Person, other: Person) -> int:
+    """`other`'s submissions become `into`'s: the teacher says they are one person (nothing is deleted)."""
+    with db.guarded():
+        return storage.merge_people(db.engine(), code, key, into.who, other.who)
+
+
+def rename(code: str, key: str, person: Person, name: Any) -> int:
+    """Show this person under another name: the teacher says they are someone else (AssignmentError for a
+    name that cannot be used)."""
+    with db.guarded():
+        return storage.rename_person(db.engine(), code, key, person.who, name)
 
 
 def table(book: Gradebook, labels: Sequence[str], student: str = "Student", total: str = "Total",

@@ -9,6 +9,7 @@ raised instead of showing (and grading) another problem.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -92,6 +93,43 @@ def exercises_for(a: storage.Assignment, student: str | None = None) -> list[Exe
 def class_exercises(spec: Any) -> list[Exercise]:
     """The class's set of a new assignment (none for per-student variants: those are made per student)."""
     return [] if spec.per_student else spec.exercises(secret=secret())
+
+
+# ---------------------------------------------------------------- pages of a long assignment
+
+# answer inputs on one page: Streamlit's cost per input grows with the inputs on the page
+# (ATTENTION_PAGE_WIDGETS changes it: bench/bench_assignment.py --one-page measures every item on one page)
+PAGE_WIDGETS = int(os.environ.get("ATTENTION_PAGE_WIDGETS", "").strip() or 20)
+
+
+def widget_count(ex: Exercise) -> int:
+    """The inputs an exercise's answer takes on the page: a cell each and a paste box per grid part,
+    one choice per multiple-choice part."""
+    return sum(1 if part.is_choice else part.shape[0] * part.shape[1] + 1 for part in ex.parts)
+
+
+def pages(items: Sequence[Exercise], budget: int = PAGE_WIDGETS) -> list[list[int]]:
+    """The item positions shown together, page by page: consecutive items while their inputs stay
+    within `budget` (an item bigger than that has a page of its own).
+
+    A page draws only its own inputs: Streamlit looks through every widget of the session for each input
+    it draws, so one page of 40 items (about 700 inputs) took seconds to draw, a page of 20 inputs does not."""
+    out: list[list[int]] = []
+    used = 0
+    for index, ex in enumerate(items):
+        size = widget_count(ex)
+        if out and used + size <= budget:
+            out[-1].append(index)
+            used += size
+        else:
+            out.append([index])
+            used = size
+    return out
+
+
+def page_of(pages_: Sequence[Sequence[int]], index: int) -> int:
+    """The page that shows item `index`."""
+    return next((p for p, page in enumerate(pages_) if index in page), 0)
 
 
 # ---------------------------------------------------------------- grading a submission
@@ -208,6 +246,13 @@ def opened(a: storage.Assignment, person: str) -> Any:
     """When this person first opened the assignment (recorded now if never): an exam's clock."""
     with db.guarded():
         return storage.opened(db.engine(), a.code, person)
+
+
+def seen(a: storage.Assignment, person: str) -> None:
+    """Record that this person has opened the assignment (once): from then on the teacher cannot change
+    what they saw. Not an exam's clock, which starts at the first opening under a time limit (opened())."""
+    with db.guarded():
+        storage.opened(db.engine(), a.code, "seen:" + person)
 
 
 def student_for_token(a: storage.Assignment, token: str) -> str | None:

@@ -35,6 +35,7 @@ from exercises.teacher.assignments import (
     parse_items,
     slots,
     student_key,
+    unchanged_slots,
 )
 
 from .db import assignment_exercises, assignments, attempts, openings, roster, settings, submissions, writing
@@ -64,7 +65,13 @@ class Refused(Exception):
 
 
 class Locked(Exception):
-    """The items of an assignment someone has submitted cannot change."""
+    """Items that cannot change: `reason` "submitted" (someone has submitted: the items are fixed) or
+    "started" (a student has opened it, or their sheet was printed: what they saw stays, items may only
+    be added after the last one)."""
+
+    def __init__(self, code: str, reason: str = "submitted"):
+        super().__init__(f"{code}: {reason}")
+        self.reason = reason
 
 
 SECRET_ENV = "ATTENTION_SECRET"
@@ -542,6 +549,45 @@ def gradebook(engine: Engine, code: Any, key: Any) -> Gradebook:
                      submitted_at=when, rows=tuple(rows), roster=names_on_roster)
 
 
+# ---------------------------------------------------------------- same-name duplicates, resolved by the teacher
+
+
+def _rows_of(who: str) -> Any:
+    """The submission rows of one person (older rows, without a person: their normalised name)."""
+    return sa.func.coalesce(submissions.c.person, submissions.c.student_key) == who
+
+
+def merge_people(engine: Engine, code: Any, key: Any, into: str, other: str) -> int:
+    """The teacher says two people who typed the same name are one: `other`'s submissions become
+    `into`'s (kept, every attempt; the rules' counting attempt is then chosen among all of them).
+    Returns the rows moved. AccessDenied without the key; ValueError when either has no submission."""
+    with writing(engine).begin() as conn:
+        assignment = _authorised(conn, code, key)
+        mine = submissions.c.assignment_code == assignment.code
+        for who in (into, other):
+            if conn.execute(sa.select(submissions.c.id).where(mine, _rows_of(who)).limit(1)).first() is None:
+                raise ValueError(f"no submission of {who!r} in {assignment.code}")
+        if into == other:
+            return 0
+        return conn.execute(sa.update(submissions).where(mine, _rows_of(other))
+                            .values(person=str(into)[:120])).rowcount
+
+
+def rename_person(engine: Engine, code: Any, key: Any, who: str, name: Any) -> int:
+    """The teacher says they are different people: this person's submissions show `name` from now on
+    (their attempts still count by the name typed). Returns the rows renamed; AssignmentError for a bad
+    name, ValueError when the person has no submission, AccessDenied without the key."""
+    cleaned = clean_student_name(name)
+    with writing(engine).begin() as conn:
+        assignment = _authorised(conn, code, key)
+        mine = submissions.c.assignment_code == assignment.code
+        if conn.execute(sa.select(submissions.c.id).where(mine, _rows_of(who)).limit(1)).first() is None:
+            raise ValueError(f"no submission of {who!r} in {assignment.code}")
+        # the person column is set too, so an older row keeps its identity when its name changes
+        return conn.execute(sa.update(submissions).where(mine, _rows_of(who))
+                            .values(student=cleaned, person=str(who)[:120])).rowcount
+
+
 # ---------------------------------------------------------------- a student's own attempts, openings
 
 
@@ -643,11 +689,23 @@ def submission_count(engine: Engine, code: Any) -> int:
                                 .where(submissions.c.assignment_code == code)).scalar() or 0)
 
 
+def started(conn: Connection, code: str) -> bool:
+    """Has a student opened the assignment, or been given their own exercises (their sheet printed)?"""
+    opened_ = conn.execute(sa.select(openings.c.person).where(openings.c.assignment_code == code).limit(1)).first()
+    own = conn.execute(sa.select(assignment_exercises.c.item_index).where(
+        assignment_exercises.c.assignment_code == code, assignment_exercises.c.student_key != "").limit(1)).first()
+    return opened_ is not None or own is not None
+
+
 def update_assignment(engine: Engine, code: Any, key: Any, title: Any = None, rules: Any = None,
                       allow_solutions: bool | None = None, items: Any = None, exercises: Iterable[Any] = (),
                       per_student: bool | None = None) -> Assignment:
-    """Change the title, rules or solutions switch; the items (and per-student switch) only while nobody has
-    submitted (Locked otherwise), with the new class set `exercises`. AccessDenied without the key."""
+    """Change the title, rules (opening, deadline, exam, time limit, …) or solutions switch at any time; the
+    items only while nobody has submitted (Locked "submitted"), and once a student has started only by
+    adding exercises after the last one (Locked "started"): an exercise already stored for a class or a
+    student — what they saw, what their answers are graded against — is never replaced. The per-student
+    switch changes only before anyone started. `exercises`: the class set of the new items (one per slot;
+    only the slots that are new or changed are stored). AccessDenied without the key."""
     with writing(engine).begin() as conn:
         assignment = _authorised(conn, code, key)
         values: dict[str, Any] = {}
@@ -657,23 +715,31 @@ def update_assignment(engine: Engine, code: Any, key: Any, title: Any = None, ru
             values["rules"] = make_rules(rules).to_dict()
         if allow_solutions is not None:
             values["allow_solutions"] = bool(allow_solutions)
-        if items is not None or per_student is not None:
+        new = parse_items(items) if items is not None else assignment.items
+        switch = per_student is not None and bool(per_student) != assignment.per_student
+        if new != assignment.items or switch:
             done = conn.execute(sa.select(sa.func.count()).select_from(submissions)
                                 .where(submissions.c.assignment_code == assignment.code)).scalar()
             if done:
-                raise Locked(assignment.code)
-            new = parse_items(items) if items is not None else assignment.items
-            values["items"] = [{**i.to_dict(), "version": int(KINDS[i.kind].VERSION)} for i in new]
-            if per_student is not None:
+                raise Locked(assignment.code, "submitted")
+            kept = 0 if switch else unchanged_slots(assignment.items, new)  # these keep their stored exercises
+            if started(conn, assignment.code) and (switch or kept < assignment.item_count):
+                raise Locked(assignment.code, "started")
+            old_rows = {(i.kind, i.level, i.count): v for i, v in zip(assignment.items, assignment.versions)}
+            values["items"] = [{**i.to_dict(), "version": old_rows.get((i.kind, i.level, i.count))
+                                or int(KINDS[i.kind].VERSION)} for i in new]
+            if switch:
                 values["per_student"] = bool(per_student)
-            conn.execute(sa.delete(assignment_exercises).where(
-                assignment_exercises.c.assignment_code == assignment.code))
-            stored = [_exercise_json(e) for e in exercises]
-            if stored:
-                conn.execute(sa.insert(assignment_exercises), [
+            table = assignment_exercises
+            conn.execute(sa.delete(table).where(table.c.assignment_code == assignment.code,
+                                                table.c.item_index >= kept))
+            given = dict(exercises) if isinstance(exercises, Mapping) else dict(enumerate(exercises))
+            stored = {int(i): _exercise_json(e) for i, e in given.items() if kept <= int(i) < len(slots(new))}
+            if stored and not (per_student if switch else assignment.per_student):
+                conn.execute(sa.insert(table), [
                     {"assignment_code": assignment.code, "student_key": "", "item_index": i,
                      "version": int(ex["version"]), "exercise": ex, "stored_at": _utc_naive(None)}
-                    for i, ex in enumerate(stored)])
+                    for i, ex in sorted(stored.items())])
         if values:
             conn.execute(sa.update(assignments).where(assignments.c.code == assignment.code).values(**values))
         row = conn.execute(sa.select(assignments).where(assignments.c.code == assignment.code)).first()

@@ -130,3 +130,15 @@ def test_a_chosen_option_is_an_answer_not_a_grid():
     """Option 0, 1, … of a multiple-choice part was walked as a grid: TypeError on Submit (issue 15)."""
     assert not submissions.is_blank(0) and not submissions.is_blank(2)
     assert submissions.is_blank(None)
+
+
+def test_long_sets_are_split_into_pages_of_few_inputs():
+    import exercises as ex_
+
+    items = [ex_.generate("softmax", s, 2) for s in range(3)] + [ex_.generate("attention", 1, 2)] + \
+        [ex_.generate("concepts", s, 1) for s in range(2)]
+    sizes = [submissions.widget_count(ex) for ex in items]
+    assert sizes[:3] == [10, 10, 10] and sizes[3] > submissions.PAGE_WIDGETS and sizes[4] == 4
+    assert submissions.pages(items) == [[0, 1], [2], [3], [4, 5]]
+    assert submissions.page_of(submissions.pages(items), 5) == 3
+    assert submissions.pages(items, budget=1000) == [[0, 1, 2, 3, 4, 5]]

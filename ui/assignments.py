@@ -270,8 +270,19 @@ def _dash_open() -> None:
     st.rerun()
 
 
+def _dash_moment(label: str, value: datetime | None, key: str) -> datetime | None:
+    """An optional moment inside a form: a checkbox, a date and a time (UTC)."""
+    on = st.checkbox(label, value=value is not None, key=f"{key}.on")
+    shown = value or datetime.now(UTC).replace(second=0, microsecond=0)
+    left, right = st.columns(2)
+    day = left.date_input(tr("assign.date"), value=shown.date(), key=f"{key}.date")
+    at = right.time_input(tr("assign.time"), value=shown.time(), key=f"{key}.time")
+    return datetime.combine(day, at, tzinfo=UTC) if on else None
+
+
 def _dash_rules(a: Assignment, key: str) -> None:
-    """Edit title, attempts, which counts, deadline, solutions; items only before anyone submitted."""
+    """Edit title, attempts, which counts, opening, deadline, exam mode, marks, time limit, solutions: at
+    any time (the items have their own form)."""
     r = a.rules
     with st.form(f"assign.edit.{a.code}"):
         title = st.text_input(tr("assign.title_label"), value=a.title, key=f"assign.edit_title.{a.code}")
@@ -281,19 +292,45 @@ def _dash_rules(a: Assignment, key: str) -> None:
         counts = right.selectbox(tr("assign.counts"), ["last", "best", "first"], index=["last", "best", "first"]
                                  .index(r.counts), format_func=lambda c: tr(f"assign.counts.{c}"),
                                  key=f"assign.edit_counts.{a.code}.{lang()}")
-        deadline_on = st.checkbox(tr("assign.deadline_on"), value=r.deadline is not None,
-                                  key=f"assign.edit_deadline_on.{a.code}")
-        now = r.deadline or datetime.now(UTC).replace(second=0, microsecond=0)
+        opens = _dash_moment(tr("assign.opens_on"), r.opens_at, f"assign.edit_opens.{a.code}")
+        deadline = _dash_moment(tr("assign.deadline_on"), r.deadline, f"assign.edit_deadline.{a.code}")
+        exam = st.checkbox(tr("assign.exam"), value=r.exam, key=f"assign.edit_exam.{a.code}",
+                           help=tr("assign.exam_help"))
         left, right = st.columns(2)
-        day = left.date_input(tr("assign.date"), value=now.date(), key=f"assign.edit_date.{a.code}")
-        at = right.time_input(tr("assign.time"), value=now.time(), key=f"assign.edit_time.{a.code}")
+        release = left.selectbox(tr("assign.release"), ["final", "manual"], index=["final", "manual"].index(r.release),
+                                 format_func=lambda c: tr(f"assign.release.{c}"),
+                                 key=f"assign.edit_release.{a.code}.{lang()}")
+        limit = right.number_input(tr("assign.time_limit"), min_value=0, max_value=600, value=r.time_limit, step=5,
+                                   key=f"assign.edit_limit.{a.code}")
         allow = st.checkbox(tr("assign.allow_solutions"), value=a.allow_solutions, key=f"assign.edit_sol.{a.code}")
         saved = st.form_submit_button(tr("assign.dash_save"), icon=":material/save:")
     if not saved:
         return
-    rules = {**r.to_dict(), "attempts": int(attempts), "counts": counts,
-             "deadline": datetime.combine(day, at, tzinfo=UTC) if deadline_on else None}
+    rules = {**r.to_dict(), "attempts": int(attempts), "counts": counts, "opens_at": opens, "deadline": deadline,
+             "exam": bool(exam), "release": release, "time_limit": int(limit) if exam else 0}
     _dash_change(a, key, title=title, rules=rules, allow_solutions=allow)
+
+
+def _dash_items(a: Assignment, key: str) -> None:
+    """Edit the exercises: a row per kind, level and count (count 0 removes a row), and one more row to add.
+    The service says when they cannot change (someone submitted; or a student started: add only)."""
+    kinds = list(exercises.KINDS)
+    st.caption(tr("assign.dash_items_rule"))
+    with st.form(f"assign.items.{a.code}"):
+        rows = []
+        for r, item in enumerate([*a.items, None]):
+            left, middle, right = st.columns([3, 1, 1], vertical_alignment="bottom")
+            kind = left.selectbox(tr("assign.kind", n=r + 1), kinds, format_func=lambda k: tr(f"kind.{k}.title"),
+                                  index=kinds.index(item.kind) if item else 0,
+                                  key=f"assign.items_kind.{a.code}.{r}.{lang()}")
+            level = middle.number_input(tr("assign.level"), min_value=1, max_value=3, value=item.level if item else 1,
+                                        key=f"assign.items_level.{a.code}.{r}")
+            count = right.number_input(tr("assign.count"), min_value=0, max_value=MAX_COUNT,
+                                       value=item.count if item else 0, key=f"assign.items_count.{a.code}.{r}")
+            rows.append({"kind": kind, "level": int(level), "count": int(count)})
+        saved = st.form_submit_button(tr("assign.dash_items_save"), icon=":material/save:")
+    if saved:
+        _dash_change(a, key, items=[row for row in rows if row["count"] > 0])
 
 
 def _dash_change(a: Assignment, key: str, **changes: Any) -> None:
@@ -302,8 +339,9 @@ def _dash_change(a: Assignment, key: str, **changes: Any) -> None:
     except AssignmentError as err:
         st.error(render(err.message), icon=":material/error:")
         return
-    except service.Locked:
-        st.error(tr("assign.dash_locked"), icon=":material/lock:")
+    except service.Locked as err:
+        st.error(tr("assign.dash_locked") if err.reason == "submitted" else tr("assign.dash_locked_started"),
+                 icon=":material/lock:")
         return
     except (service.AccessDenied, service.UnknownAssignment):
         st.error(tr("gradebook.error.key_wrong", code=a.code), icon=":material/lock:")
@@ -350,6 +388,7 @@ def _dash_item(a: Assignment, key: str) -> None:
                 state.pop(f"assign.del_sure.{a.code}", None)
                 st.rerun()
     _dash_rules(a, key)
+    _dash_items(a, key)
     with st.form(f"assign.roster_form.{a.code}"):
         text = st.text_area(tr("assign.roster_label"), key=f"assign.roster_text.{a.code}",
                             help=tr("assign.roster_again_help"))
@@ -510,7 +549,7 @@ def items_for(a: Assignment, name: str) -> list[Exercise] | None:
     session; None after a clear message when they cannot be shown as they were set."""
     state = st.session_state
     cached = state.get(_key(a, "exercises"))
-    if cached is not None and cached[0] == name:
+    if cached is not None and cached[0] == (name, a.items, a.per_student):  # the teacher may add items
         return cached[1]
     try:
         items = submissions.exercises_for(a, name)
@@ -521,7 +560,7 @@ def items_for(a: Assignment, name: str) -> list[Exercise] | None:
     except db.Unavailable:
         st.error(tr("assign.error.database"), icon=":material/cloud_off:")
         return None
-    state[_key(a, "exercises")] = (name, items)
+    state[_key(a, "exercises")] = ((name, a.items, a.per_student), items)
     return items
 
 
@@ -542,11 +581,68 @@ def _refusal(err: submissions.Refused) -> str:
     return tr(f"assign.refused.{err.reason}", when=_when(err.when))
 
 
-def _submit(a: Assignment, name: str, items: list[Exercise], person: str) -> None:
-    """Form callback: grade everything; store it all in one transaction, or say what to fix first.
-    A submission the rules refuse (late, closed, …) stores nothing and keeps the answers on the page."""
+def _store(a: Assignment) -> dict[int, dict[str, Any]]:
+    """The answers of this session by item position, kept while the student turns pages (a page draws
+    only its own inputs; Streamlit forgets the inputs it did not draw)."""
+    return st.session_state.setdefault(_key(a, "answers"), {})
+
+
+def _page(a: Assignment, pages: list[list[int]], what: str = "page") -> int:
+    return min(max(int(st.session_state.get(_key(a, what), 0)), 0), len(pages) - 1)
+
+
+def _keep_page(a: Assignment, items: list[Exercise], pages: list[list[int]]) -> None:
+    """What the inputs of the page on screen hold, into the store."""
+    store = _store(a)
+    for index in pages[_page(a, pages)]:
+        store[index] = answer_grid.collect(items[index], _prefix(a, index, items[index]))
+
+
+def _go(a: Assignment, items: list[Exercise], pages: list[list[int]], to: int) -> None:
+    """Show page `to`, its inputs filled with what was typed there before."""
+    to = min(max(to, 0), len(pages) - 1)
+    st.session_state[_key(a, "page")] = to
+    store = _store(a)
+    for index in pages[to]:
+        if index in store:
+            _restore(items[index], _prefix(a, index, items[index]), store[index])
+
+
+def _refill(a: Assignment, items: list[Exercise], shown: list[int]) -> None:
+    """Inputs of these items that Streamlit has forgotten (not drawn in the last run) get what the
+    store holds for them."""
+    store, state = _store(a), st.session_state
+    for index in shown:
+        ex, prefix = items[index], _prefix(a, index, items[index])
+        if index in store and not any(k in state for k in _input_keys(ex, prefix)):
+            _restore(ex, prefix, store[index])
+
+
+def _input_keys(ex: Exercise, prefix: str) -> list[str]:
+    keys = []
+    for part in ex.parts:
+        if part.is_choice:
+            keys.append(answer_grid.choice_key(prefix, part.name))
+        else:
+            keys.append(answer_grid.paste_key(prefix, part.name))
+            keys.append(answer_grid.cell_key(prefix, part.name, 0, 0))
+    return keys
+
+
+def _turn(a: Assignment, items: list[Exercise], pages: list[list[int]], step: int) -> None:
+    """Form callback of Previous / Next: keep this page's answers, then show the other page."""
+    _keep_page(a, items, pages)
+    _go(a, items, pages, _page(a, pages) + step)
+
+
+def _submit(a: Assignment, name: str, items: list[Exercise], person: str, pages: list[list[int]]) -> None:
+    """Form callback: grade everything; store it all in one transaction, or say what to fix first (and
+    show the first page with something to fix). A submission the rules refuse (late, closed, …) stores
+    nothing and keeps the answers on the page."""
     state = st.session_state
-    answers = {index: answer_grid.collect(ex, _prefix(a, index, ex)) for index, ex in enumerate(items)}
+    _keep_page(a, items, pages)
+    store = _store(a)
+    answers = {index: store.get(index) or {} for index in range(len(items))}
     state[_key(a, "too_long")] = run_budget(answers)  # one run's answer text is capped (issue 18)
     if state[_key(a, "too_long")] is not None:
         return
@@ -555,6 +651,8 @@ def _submit(a: Assignment, name: str, items: list[Exercise], person: str) -> Non
     state[_key(a, "blank")] = graded.blank
     state.pop(_key(a, "refused"), None)
     if not graded.ready:
+        first = min([*graded.unreadable, *graded.blank])
+        _go(a, items, pages, submissions.page_of(pages, first))
         return
     try:
         ids = submissions.submit(a, name, items, graded, person=person)
@@ -580,11 +678,21 @@ def _aids(a: Assignment, ex: Exercise) -> None:
             st.latex(table)
 
 
+def _page_caption(pages: list[list[int]], page: int, count: int) -> None:
+    shown = pages[page]
+    st.caption(tr("assign.page_of", first=shown[0] + 1, last=shown[-1] + 1, count=count, page=page + 1,
+                  pages=len(pages)))
+
+
 def work_ui(a: Assignment, name: str, items: list[Exercise], person: str) -> None:
-    """Every item with its answer grid in one form, and Submit."""
+    """The items with their answer grids in one form, a page at a time for a long set (Previous / Next
+    keep what was typed), and Submit on every page."""
     state = st.session_state
     problems: dict[int, Feedback] = state.get(_key(a, "problems"), {})
     blank: list[int] = state.get(_key(a, "blank"), [])
+    pages = submissions.pages(items)
+    page = _page(a, pages)
+    _refill(a, items, pages[page])
     if state.get(_key(a, "refused")):
         st.error(state[_key(a, "refused")], icon=":material/schedule:")
     if problems:
@@ -598,15 +706,25 @@ def work_ui(a: Assignment, name: str, items: list[Exercise], person: str) -> Non
         st.error(render(msg("assign.error.too_long", reason=state[_key(a, "too_long")])), icon=":material/edit_note:")
     st.caption(tr("assign.before_submit"))
     with st.form(_key(a, "work"), border=False):
-        for index, ex in enumerate(items):
+        if len(pages) > 1:
+            _page_caption(pages, page, len(items))
+        for index in pages[page]:
+            ex = items[index]
             st.subheader(tr("assign.item_heading", n=index + 1, title=tr(f"kind.{ex.kind}.title")))
             problem.show(ex)
             _aids(a, ex)
             answer_grid.draw(ex, _prefix(a, index, ex), problems.get(index))
             st.divider()
+        if len(pages) > 1:
+            left, right = st.columns(2)
+            left.form_submit_button(tr("assign.page_prev"), icon=":material/arrow_back:", disabled=page == 0,
+                                    on_click=_turn, args=(a, items, pages, -1), key=_key(a, "prev"))
+            right.form_submit_button(tr("assign.page_next"), icon=":material/arrow_forward:",
+                                     disabled=page == len(pages) - 1, on_click=_turn, args=(a, items, pages, 1),
+                                     key=_key(a, "next"))
         st.checkbox(tr("assign.allow_blank"), key=_key(a, "allow_blank"))
         st.form_submit_button(tr("assign.submit"), type="primary", icon=":material/send:", on_click=_submit,
-                              args=(a, name, items, person))
+                              args=(a, name, items, person, pages), key=_key(a, "submit"))
 
 
 def _restore(ex: Exercise, prefix: str, answer: dict[str, Any]) -> None:
@@ -632,14 +750,19 @@ def solutions_allowed(a: Assignment) -> bool:
 def results_ui(a: Assignment, items: list[Exercise], graded: dict[int, Feedback | None],
                answers: dict[int, Any], final: bool, prefix: str = "asg") -> None:
     """A submission: marks and feedback of each item (in an exam only once released or after the final
-    attempt); solutions only when the rules allow them."""
+    attempt), a page at a time for a long set; solutions only when the rules allow them."""
     marks = a.rules.marks_visible(final)
     if marks:
         total = sum(fb.score for fb in graded.values() if fb is not None) / max(len(items), 1)
         st.success(tr("assign.submitted", score=f"{total:.0%}"), icon=":material/task_alt:")
     else:
         st.success(tr("assign.marks_hidden"), icon=":material/task_alt:")
-    for index, ex in enumerate(items):
+    pages = submissions.pages(items)
+    page = _page(a, pages, f"{prefix}.page")
+    if len(pages) > 1:
+        _page_caption(pages, page, len(items))
+    for index in pages[page]:
+        ex = items[index]
         st.subheader(tr("assign.item_heading", n=index + 1, title=tr(f"kind.{ex.kind}.title")))
         problem.show(ex)
         fb = graded.get(index)
@@ -649,11 +772,23 @@ def results_ui(a: Assignment, items: list[Exercise], graded: dict[int, Feedback 
         else:
             _restore(ex, grid, answers[index])
             answer_grid.draw(ex, grid, fb if marks else None, disabled=True)
-            if marks:
+            if marks and a.rules.exam:  # the score and the cells' marks; no likely mistake, no sanity check
+                st.caption(tr("feedback.correct" if fb.correct else "feedback.score", score=feedback.score_text(fb)))
+            elif marks:
                 feedback.show(fb)
         if marks and solutions_allowed(a) and solution.show_button(ex, key=f"{prefix}-sol-{a.code}-{index}"):
             solution.show(ex, key=f"{prefix}-sol-{a.code}-{index}")
         st.divider()
+    if len(pages) > 1:
+        left, right = st.columns(2)
+        if left.button(tr("assign.page_prev"), icon=":material/arrow_back:", disabled=page == 0,
+                       key=_key(a, f"{prefix}.prev")):
+            st.session_state[_key(a, f"{prefix}.page")] = page - 1
+            st.rerun()
+        if right.button(tr("assign.page_next"), icon=":material/arrow_forward:", disabled=page == len(pages) - 1,
+                        key=_key(a, f"{prefix}.next")):
+            st.session_state[_key(a, f"{prefix}.page")] = page + 1
+            st.rerun()
     if not solutions_allowed(a):
         st.caption(tr("assign.no_solutions"))
 
@@ -695,7 +830,7 @@ def _clock(a: Assignment, person: str) -> str | None:
 
 
 def _again(a: Assignment) -> None:
-    for what in ("result", "problems", "blank", "refused"):
+    for what in ("result", "problems", "blank", "refused", "asg.page"):
         st.session_state.pop(_key(a, what), None)
 
 
@@ -719,6 +854,12 @@ def student_ui(a: Assignment, token: str | None = None) -> None:
     if items is None:
         return
     state = st.session_state
+    if not state.get(_key(a, "opened")):
+        try:
+            submissions.seen(a, person)  # a student has started: what they saw is kept (dashboard edits)
+            state[_key(a, "opened")] = True
+        except db.Unavailable:
+            pass
     closed = gate(a)
     if _key(a, "result") in state:
         result = state[_key(a, "result")]

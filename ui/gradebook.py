@@ -4,6 +4,8 @@ from services.gradebook; this module draws them."""
 
 from __future__ import annotations
 
+import hashlib
+
 import altair as alt
 import pandas as pd
 import streamlit as st
@@ -13,7 +15,7 @@ from exercises.i18n.escape import untrusted
 from exercises.teacher.assignments import slots
 from services import db, throttle
 from services import gradebook as service
-from services.assignments import AccessDenied, Assignment, UnknownAssignment
+from services.assignments import AccessDenied, Assignment, AssignmentError, UnknownAssignment
 
 from .i18n import render, tr
 from .progress import mistake_name
@@ -117,6 +119,7 @@ def show(code: str, key: str) -> None:
     st.dataframe(frame, hide_index=True, column_config=percent)
     if frame[tr("gradebook.col.duplicate")].astype(bool).any():
         st.info(tr("gradebook.duplicates"), icon=":material/group:")
+        duplicates_ui(book, code, key)
     st.caption(tr("gradebook.counts", counts=tr(f"assign.counts.{a.rules.counts}")))
     st.download_button(tr("gradebook.csv"), data=service.csv_bytes(frame), file_name=f"gradebook-{a.code}.csv",
                        mime="text/csv", icon=":material/download:", key="gradebook.csv", on_click="ignore")
@@ -127,6 +130,48 @@ def show(code: str, key: str) -> None:
         st.caption(tr("gradebook.no_mistakes"))
     else:
         st.altair_chart(mistakes_chart(mistakes), width="stretch")
+
+
+def _person_text(p: service.Person, markdown: bool = False) -> str:
+    """One of the same-name people: name, attempts, last submission (escaped where Markdown renders)."""
+    return tr("gradebook.dup_person", name=untrusted(p.label) if markdown else p.label, attempts=len(p.attempts),
+              when=p.attempts[-1][-1].submitted_at.strftime("%Y-%m-%d %H:%M UTC"))
+
+
+def duplicates_ui(book: service.Gradebook, code: str, key: str) -> None:
+    """Each name typed in several browsers: merge them into one person, or rename one (different people)."""
+    for group in service.duplicates(book):
+        _duplicate_ui(group, code, key)
+
+
+def _duplicate_ui(group: list[service.Person], code: str, key: str) -> None:
+    ident = hashlib.sha256(group[0].who.encode()).hexdigest()[:12]
+    with st.expander(tr("gradebook.dup_heading", name=untrusted(group[0].label)), icon=":material/group:"):
+        st.caption(" · ".join(_person_text(p, markdown=True) for p in group))
+        with st.form(f"gradebook.merge.{ident}"):
+            into = st.selectbox(tr("gradebook.dup_into"), range(len(group)), key=f"gradebook.into.{ident}",
+                                format_func=lambda i: _person_text(group[i]))
+            merge = st.form_submit_button(tr("gradebook.dup_merge"), icon=":material/merge:")
+        with st.form(f"gradebook.rename.{ident}"):
+            who = st.selectbox(tr("gradebook.dup_who"), range(len(group)), key=f"gradebook.who.{ident}",
+                               format_func=lambda i: _person_text(group[i]))
+            name = st.text_input(tr("gradebook.dup_name"), max_chars=80, key=f"gradebook.name.{ident}")
+            rename = st.form_submit_button(tr("gradebook.dup_rename"), icon=":material/edit:")
+    try:
+        if merge:
+            for other in group:
+                if other.who != group[into].who:
+                    service.merge(code, key, group[into], other)
+            st.rerun()
+        if rename:
+            service.rename(code, key, group[who], name)
+            st.rerun()
+    except AssignmentError as err:
+        st.error(render(err.message, untrusted=True), icon=":material/person_alert:")
+    except (AccessDenied, UnknownAssignment, ValueError):
+        st.error(tr("gradebook.error.key_wrong", code=code), icon=":material/lock:")
+    except db.Unavailable:
+        st.error(tr("assign.error.database"), icon=":material/cloud_off:")
 
 
 def stats_ui(book: service.Gradebook, labels: list[str]) -> None:

@@ -170,6 +170,16 @@ def slots(items: Iterable[ItemSpec]) -> list[Slot]:
     return out
 
 
+def unchanged_slots(old: Iterable[ItemSpec], new: Iterable[ItemSpec]) -> int:
+    """How many leading exercises two item lists share (the same kind and level at the same place):
+    when a teacher edits the items, those keep the exercises already stored for them."""
+    a, b = slots(old), slots(new)
+    kept = 0
+    while kept < min(len(a), len(b)) and (a[kept].kind, a[kept].level) == (b[kept].kind, b[kept].level):
+        kept += 1
+    return kept
+
+
 def item_seed(seed: int, index: int, student: str | None = None, secret: bytes = b"") -> int:
     """The exercise seed of slot `index`: a stable hash of (seed, student key or nothing, index),
     keyed with the server's `secret` when one is given (then Practice cannot be asked for it)."""

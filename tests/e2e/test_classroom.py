@@ -159,3 +159,36 @@ def test_the_csv_runs_no_formula(people, app_db) -> None:
     rows = list(csv.reader(io.StringIO(download.value.path().read_text(encoding="utf-8-sig"))))
     # names are stored NFKC-normalised (the full-width ＝ is an = by then): each one starts with an apostrophe
     assert [row[0] for row in rows[1:]] == ["'" + unicodedata.normalize("NFKC", n) for n in names]
+
+
+def slot_at(person: StreamlitPage, index: int) -> str:
+    classes = person.page.evaluate(
+        f"() => [...document.querySelectorAll('[class*=\"st-key-asg-{index}-\"]')].map(e => e.className).join(' ')")
+    found = set(re.findall(rf"st-key-asg-{index}-([0-9a-f]+)-", classes))
+    assert len(found) == 1, found
+    return found.pop()
+
+
+def test_a_long_set_is_answered_a_page_at_a_time(people, app_db) -> None:
+    """Issue 18: a long assignment drew every item at once (seconds to open); a page at a time, Previous
+    and Next keep what was typed in the browser, and Submit takes every page."""
+    created = storage.create_assignment(app_db, "Pages", [{"kind": "softmax", "level": 3, "count": 3}], 8,
+                                        rules={"attempts": 1})
+    code, key = created.assignment.code, created.teacher_key
+    student = people()
+    start(student, code, "Ada Lovelace")
+    items = exercises_of(app_db, code)  # stored at the first opening
+    texts = [selftest.as_text(ex.parts[0].reference) for ex in items]
+    for index in range(3):
+        expect(student.page.get_by_text(f"page {index + 1} of 3")).to_be_visible()
+        box = student.keyed(paste_key(f"asg-{index}-{slot_at(student, index)}", items[index].parts[0].name))
+        box.locator("textarea").fill(texts[index])
+        if index < 2:
+            student.rerun(lambda: student.button(t("assign.page_next")).click())
+    for _ in range(2):
+        student.rerun(lambda: student.button(t("assign.page_prev")).click())
+    box = student.keyed(paste_key(f"asg-0-{slot_at(student, 0)}", items[0].parts[0].name)).locator("textarea")
+    expect(box).to_have_value(texts[0])
+    student.rerun(lambda: student.button(t("assign.submit")).click())
+    expect(student.page.get_by_text(t("assign.submitted", score="100%"))).to_be_visible()
+    assert [s.score for s in storage.list_submissions(app_db, code, key)] == [1.0, 1.0, 1.0]

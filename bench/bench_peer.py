@@ -1,6 +1,6 @@
 """Side by side in one run: our attention forward-pass exercise against QuizGenerator's.
 
-    python bench/bench_peer.py [--rounds 20] [--batch 25] [--level 2]
+    python bench/bench_peer.py [--rounds 20] [--batch 25] [--level 2] [--clock cpu]
 
 The peer is QuizGenerator 0.31.2 (PyPI), whose question `cst463.attention.forward-pass` builds a
 self-attention problem (Q, K, V given; weights and output asked) with its explanation. It needs
@@ -9,7 +9,8 @@ the newest `python3.1x` found, and QuizGenerator installed into it from PyPI) as
 that this script drives over a pipe. Both sides are timed in alternating batches within the same
 minute, so a loaded machine slows both alike; the figure to read is the ratio of the medians.
 
-What is timed per item (time.perf_counter, inside each process, imports and start-up excluded):
+What is timed per item (time.perf_counter, or with --clock cpu time.process_time: each process's own CPU
+time, which a loaded machine inflates less; inside each process, imports and start-up excluded):
 - ours: exercises.generate("attention", seed, level) + exercises.solve(ex) on a fresh seed (the
   worked solution's steps, what Practice shows), and the same with the LaTeX of every step rendered;
 - peer: AttentionForwardPass(...).instantiate(rng_seed=seed), which builds body, answers and
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import statistics
 import subprocess
@@ -36,6 +38,7 @@ PEER = "QuizGenerator==0.31.2"
 PEER_VENV = ROOT / "bench" / ".peer-venv"
 PEER_WORKER = r"""
 import json, sys, time
+clock = time.process_time if sys.argv[1:] == ["cpu"] else time.perf_counter
 from QuizGenerator.generation.premade_questions.cst463.models.attention import AttentionForwardPass
 question = AttentionForwardPass(name="attention", points_value=1)
 question.instantiate(rng_seed=0)  # warm, like ours
@@ -43,9 +46,9 @@ for line in sys.stdin:
     start, count = (int(x) for x in line.split())
     times = []
     for seed in range(start, start + count):
-        t0 = time.perf_counter()
+        t0 = clock()
         question.instantiate(rng_seed=seed)
-        times.append(time.perf_counter() - t0)
+        times.append(clock() - t0)
     print(json.dumps(times), flush=True)
 """
 
@@ -66,14 +69,18 @@ def peer_python() -> Path:
 def ours(start: int, count: int, level: int, render: bool) -> list[float]:
     times = []
     for seed in range(start, start + count):
-        t0 = time.perf_counter()
+        t0 = clock()
         ex = exercises.generate("attention", seed, level)
         steps = exercises.solve(ex)
         if render:
             for step in steps:
                 step.display(exact=True)
-        times.append(time.perf_counter() - t0)
+        times.append(clock() - t0)
     return times
+
+
+CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
+clock = time.perf_counter  # set from --clock in main()
 
 
 def main() -> None:
@@ -81,9 +88,13 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--batch", type=int, default=25)
     parser.add_argument("--level", type=int, default=2, choices=exercises.KINDS["attention"].LEVELS)
+    parser.add_argument("--clock", choices=sorted(CLOCKS), default="wall",
+                        help="wall: time.perf_counter; cpu: time.process_time (each process's CPU time)")
     args = parser.parse_args()
+    global clock
+    clock = CLOCKS[args.clock]
 
-    worker = subprocess.Popen([str(peer_python()), "-c", PEER_WORKER], stdin=subprocess.PIPE,
+    worker = subprocess.Popen([str(peer_python()), "-c", PEER_WORKER, args.clock], stdin=subprocess.PIPE,
                               stdout=subprocess.PIPE, text=True)
     ours(10**6, 3, args.level, render=True)  # warm imports and sympy's caches, like a running server
     samples: dict[str, list[float]] = {"ours: generate + solve": [], "ours: + LaTeX of every step": [],
@@ -101,7 +112,8 @@ def main() -> None:
         worker.wait(timeout=30)
 
     peer = statistics.median(samples["QuizGenerator: instantiate"])
-    print(f"attention level {args.level}, {args.rounds} alternating rounds of {args.batch} items each side")
+    print(f"attention level {args.level}, {args.rounds} alternating rounds of {args.batch} items each side, "
+          f"{clock.__name__}, load average {os.getloadavg()[0]:.1f}")
     print(f"{'what':32} {'median ms':>10} {'p95 ms':>8} {'× peer':>7}")
     for name, values in samples.items():
         ordered = sorted(values)

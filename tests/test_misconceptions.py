@@ -57,6 +57,7 @@ EXPECTED_KINDS = {
     "scaled_by_sqrt_d_model": set(),  # attention never has √d_model apart from d_k and d_k²; multi_head names it per head
     "grad_scores_times_sqrt_dk": {"grad_scores", "backprop"},
     **{mid: {"grad_projections", "backprop"} for mid in GRAD_X_PATH_MISTAKES},
+    "grad_x_v_no_transpose": {"grad_value_proj"},  # a square W_V (level 1): G_V W_V conforms
 }
 DESIGN_IDS = ("transposed_scores", "no_scaling", "scaled_by_dk", "mask_diagonal", "mask_wrong_triangle",
               "no_mask", "mask_after_softmax", "softmax_columns", "no_exp", "weights_transposed",
@@ -287,6 +288,23 @@ def test_the_new_mistakes_are_named_exact_and_rounded_over_many_seeds(kind):
                         assert not part.correct and part.misconception == mid, (kind, level, seed, mid, name)
                 named.add(mid)
     assert named == {mid for mid in NEW_MISTAKES if kind in EXPECTED_KINDS[mid]}
+
+
+def test_forgetting_the_transpose_in_g_v_w_v_is_diagnosed():
+    """A learner who writes G_V W_V for the value path's share of G_X is told so (issue 14): on a
+    hand-checked case and on every level-1 grad_value_proj variant (W_V square), exact and rounded."""
+    given = {"G_V": np.array([[1.0, 2.0], [0.0, -1.0]]), "W_V": np.array([[1.0, 0.0], [1.0, -1.0]])}
+    np.testing.assert_array_equal(run_with(given, "grad_x_v_no_transpose", "G_X_V"), [[3.0, -2.0], [-1.0, 1.0]])
+    np.testing.assert_array_equal(pipeline.run(given)["G_X_V"], [[1.0, -1.0], [0.0, 1.0]])  # G_V W_Vᵀ
+    assert not pipeline.run({**given, "W_V": np.ones((2, 1)), "G_V": np.ones((2, 1))},
+                            mistakes={"grad_x_v_no_transpose"}).used  # not conformable: not made
+    for seed in range(30):
+        ex = exercise("grad_value_proj", 1, seed)
+        right = reference_answer(ex)
+        wrong = ex.given["G_V"] @ ex.given["W_V"]  # (n, d): the transpose forgotten
+        for shown in (wrong, rounded(wrong)):
+            fb = exercises.grade(ex, {**right, "G_X_V": shown})
+            assert not fb.parts["G_X_V"].correct and fb.parts["G_X_V"].misconception == "grad_x_v_no_transpose", seed
 
 
 # ---------------------------------------------------------------- the mechanism's edges

@@ -40,6 +40,7 @@ MISTAKES = {
     "G_scores": ("grad_scores_no_scale", "grad_scores_times_sqrt_dk"),
     "G_Q": ("grad_q_transposed",),
     "G_K": ("grad_k_no_transpose",),
+    "G_X_V": ("grad_x_v_no_transpose",),
     "G_X": ("grad_x_no_value_path", "grad_x_no_key_path", "grad_x_no_query_path", "grad_x_query_path_only",
             "grad_x_key_path_only", "grad_x_value_path_only"),
     "G_E": ("embedding_grad_no_accumulate",),

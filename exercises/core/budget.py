@@ -217,6 +217,40 @@ def within_budget(ex: Any) -> bool:
     return minutes(ex) <= BUDGET_MINUTES[ex.level] + 1e-9
 
 
+def _batch_product_seconds(left: np.ndarray, right: np.ndarray) -> np.ndarray:
+    """product_operations(left[b], right[b]) in seconds, for every b of a batch (B, r, k) @ (B, k, c)."""
+    lz, rz = _nonzero(left).astype(float), _nonzero(right).astype(float)
+    terms = (lz @ rz).sum(axis=(1, 2))
+    hard = ((lz * ~_unit(left)) @ (rz * ~_unit(right))).sum(axis=(1, 2))
+    return RATES["multiply_adds"] * hard + RATES["additions"] * (terms - hard)
+
+
+def head_seconds(X: np.ndarray, W_Q: np.ndarray, W_K: np.ndarray, W_V: np.ndarray, causal: bool) -> np.ndarray:
+    """The seconds by hand of one attention head from X to O (the steps `count` does, no cells written),
+    for a batch of candidate weights at once: W_* (B, d, width), X (n, d). What `count` gives for each
+    candidate, computed with numpy over the whole batch, so a generator can keep the candidates that fit
+    without running the pipeline on each."""
+    B, n, d_k = len(W_Q), X.shape[0], W_Q.shape[2]
+    Xb = np.broadcast_to(X, (B, *X.shape))
+    Q, K, V = Xb @ W_Q, Xb @ W_K, Xb @ W_V  # (B, n, d_k), (B, n, d_k), (B, n, d_v)
+    Kt = np.swapaxes(K, 1, 2)
+    S = Q @ Kt  # (B, n, n)
+    seconds = sum(_batch_product_seconds(Xb, W) for W in (W_Q, W_K, W_V)) + _batch_product_seconds(Q, Kt)
+    if d_k != 1:
+        seconds = seconds + RATES["divisions"] * _nonzero(S).sum(axis=(1, 2))
+    visible = np.tril(np.ones((n, n), dtype=bool)) if causal else np.ones((n, n), dtype=bool)
+    Z = S / np.sqrt(d_k)
+    seen = visible.sum(axis=1)  # keys each query sees
+    rows = seen > 1  # a row with one visible key needs no work
+    exps = ((np.abs(Z) > 1e-12) & visible).sum(axis=2)  # (B, n)
+    seconds = seconds + (RATES["exponentials"] * exps[:, rows].sum(axis=1)
+                         + float(RATES["additions"] * (seen[rows] - 1).sum() + RATES["divisions"] * seen[rows].sum()))
+    with np.errstate(over="ignore", invalid="ignore"):
+        e = np.where(visible, np.exp(Z - Z.max(axis=2, keepdims=True)), 0.0)
+        A = e / e.sum(axis=2, keepdims=True)  # (B, n, n)
+    return seconds + _batch_product_seconds(A, V)
+
+
 def draw_within_budget(draw: Callable[[np.random.Generator, int], Any], rng: np.random.Generator, level: int,
                        kind_id: str, tries: int = 200) -> Any:
     """The first of `draw(rng, level)`'s drafts whose hand work fits the level's budget (from the same

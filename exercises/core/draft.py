@@ -21,9 +21,11 @@ class Draft:
     params: dict[str, Any] = field(default_factory=dict)
 
 
-def reference_parts(given: dict[str, Any], names: list[str], decimals: int = 2) -> list[Part]:
-    """Parts `names`, their references computed from `given` by the pipeline (attention_core's steps)."""
-    env = pipeline.run(given)
+def reference_parts(given: dict[str, Any], names: list[str], decimals: int = 2,
+                    env: dict[str, Any] | None = None) -> list[Part]:
+    """Parts `names`, their references computed from `given` by the pipeline (attention_core's steps),
+    or read from `env` when the caller has run it already (pipeline.run(given))."""
+    env = pipeline.run(given) if env is None else env
     parts = []
     for name in names:
         ref = np.asarray(env[name], dtype=float)

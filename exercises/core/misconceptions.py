@@ -28,7 +28,7 @@ MisconceptionId = Literal[
     "softmax_grad_sign", "softmax_grad_diagonal_only", "grad_q_transposed",
     "scaled_times_sqrt_dk", "scaled_by_sqrt_d_model", "grad_scores_times_sqrt_dk",
     "grad_x_no_value_path", "grad_x_no_key_path", "grad_x_no_query_path",
-    "grad_x_query_path_only", "grad_x_key_path_only", "grad_x_value_path_only",
+    "grad_x_query_path_only", "grad_x_key_path_only", "grad_x_value_path_only", "grad_x_v_no_transpose",
 ]
 CATALOG: tuple[str, ...] = MisconceptionId.__args__  # DESIGN §5 first, in its order
 

@@ -3,6 +3,7 @@ one half-up rounding every part of the app uses for "round each value you write 
 
 from __future__ import annotations
 
+import functools
 import math
 from decimal import ROUND_HALF_UP, Decimal, localcontext
 from fractions import Fraction
@@ -30,6 +31,61 @@ def nonzero_matrix(rng: np.random.Generator, shape: tuple[int, int], values) -> 
         M = matrix(rng, shape, values)
         if np.all(np.any(M != 0, axis=1)) and np.all(np.any(M != 0, axis=0)):
             return M
+
+
+def matrices(rng: np.random.Generator, count: int, shape: tuple[int, int], values) -> np.ndarray:
+    """`count` candidate matrices at once, entries drawn from `values`: (count, *shape). A generator
+    draws a batch, keeps the candidates that meet its conditions (vectorised), and takes the first."""
+    values = np.asarray(values, dtype=float)
+    return values[rng.integers(len(values), size=(count, *shape))]
+
+
+def no_zero_lines(M: np.ndarray, rows: bool = True, columns: bool = True) -> np.ndarray:
+    """Per candidate of a batch (count, r, c): no row (and/or column) all zeros, as `nonzero_matrix` asks."""
+    nonzero = M != 0
+    ok = np.ones(M.shape[0], dtype=bool)
+    if rows:
+        ok &= nonzero.any(axis=2).all(axis=1)
+    if columns:
+        ok &= nonzero.any(axis=1).all(axis=1)
+    return ok
+
+
+def distinct_columns(M: np.ndarray) -> np.ndarray:
+    """Per candidate of a batch (count, r, c): every two columns differ."""
+    c = M.shape[2]
+    ok = np.ones(M.shape[0], dtype=bool)
+    for a in range(c):
+        for b in range(a + 1, c):
+            ok &= (M[:, :, a] != M[:, :, b]).any(axis=1)
+    return ok
+
+
+def distinct_rows(M: np.ndarray) -> np.ndarray:
+    """Per candidate of a batch (count, r, c): every two rows differ."""
+    return distinct_columns(np.swapaxes(M, 1, 2))
+
+
+@functools.lru_cache(maxsize=64)
+def _pool(shape: tuple[int, int], values: tuple[float, ...], rows: bool, columns: bool, distinct: bool) -> np.ndarray:
+    grids = np.meshgrid(*([np.asarray(values, dtype=float)] * (shape[0] * shape[1])), indexing="ij")
+    every = np.stack([g.ravel() for g in grids], axis=1).reshape(-1, *shape)  # (values^cells, r, c)
+    ok = no_zero_lines(every, rows, columns)
+    if distinct:
+        ok &= distinct_columns(every)
+    every = every[ok]
+    every.setflags(write=False)
+    return every
+
+
+def pooled_matrices(rng: np.random.Generator, count: int, shape: tuple[int, int], values, rows: bool = True,
+                    columns: bool = True, distinct: bool = False) -> np.ndarray:
+    """`count` matrices drawn uniformly from every matrix of `shape` with entries in `values` that has no
+    zero row (`rows`), no zero column (`columns`) and, with `distinct`, no two equal columns: drawn
+    constructively from that set (enumerated once per process), never drawn and rejected. For small
+    shapes only (values^cells matrices)."""
+    pool = _pool(tuple(shape), tuple(float(v) for v in values), rows, columns, distinct)
+    return pool[rng.integers(len(pool), size=count)]
 
 
 def simple_weights(rng: np.random.Generator, n: int, denominators, causal: bool = False) -> np.ndarray:

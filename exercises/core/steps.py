@@ -403,6 +403,10 @@ def _g_x_v(env):
     return env["G_V"] @ env["W_V"].T  # the value path's share of G_X: G_V W_Vᵀ
 
 
+# G_V W_V: the transpose forgotten; only conformable when W_V is square (d_model = d_v)
+G_X_V_MISTAKES = (Mistake("grad_x_v_no_transpose", lambda env: env["G_V"] @ env["W_V"], applies=_square("W_V")),)
+
+
 def _g_x(env):
     # X feeds Q, K and V, so its gradient adds the three paths
     return env["G_Q"] @ env["W_Q"].T + env["G_K"] @ env["W_K"].T + _g_x_v(env)
@@ -519,7 +523,8 @@ STEPS: tuple[AttentionStep, ...] = (
     _weight_grad("G_W_K", "W_K", "G_K", ("d_model", "d_k")),
     _weight_grad("G_W_V", "W_V", "G_V", ("d_model", "d_v")),
     _product_step("G_X_V", ("G_V", "W_V"), _g_x_v, ("n_k", "d_model"), r"G_X^{(V)}", r"G_V W_V^{\top}",
-                  "G_X^((V))", "G_X^((V)) = G_V W_V^top", _G_X_V, "backward", checkable=False),
+                  "G_X^((V))", "G_X^((V)) = G_V W_V^top", _G_X_V, "backward", mistakes=G_X_V_MISTAKES,
+                  checkable=False),
     AttentionStep("G_X", ("G_Q", "W_Q", "G_K", "W_K", "G_V", "W_V"), _g_x, shape=("n", "d_model"), symbol="G_X",
                   formula_latex=r"G_X = G_Q W_Q^{\top} + G_K W_K^{\top} + G_V W_V^{\top}", typst_symbol="G_X",
                   typst_formula="G_X = G_Q W_Q^top + G_K W_K^top + G_V W_V^top", builder="g_x",

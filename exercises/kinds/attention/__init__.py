@@ -1,8 +1,8 @@
 """The whole forward pass, one part per step: (Q, K, V,) S = Q Kᵀ, S / √d_k, (mask,) A = softmax, O = A V.
 
 Level 1 starts from Q, K, V (d_k = 4); levels 2-3 from X and the three weight matrices (d_model = 2 and 4,
-projected down to d_k = 2). Numbers are redrawn
-until every score is a small whole number (a multiple of ½ at level 3), so the softmax only needs
+projected down to d_k = 2). Candidates are drawn in a batch and filtered at once (numpy), keeping
+those where every score is a small whole number (a multiple of ½ at level 3), so the softmax only needs
 e^x for a handful of exponents. Errors carry forward: grading recomputes each step from the
 learner's own earlier parts.
 """
@@ -11,18 +11,18 @@ from __future__ import annotations
 
 import numpy as np
 
-from attention_core import ops
-
+from ...core import numbers, pipeline
 from ...core.contract import HomeStage
 from ...core.draft import Draft, reference_parts
 from ...core.levels import spec
-from ...core.numbers import nonzero_matrix
 
 ID = "attention"
 ORDER = 70
-VERSION = 3  # 3: d_k ≥ 2 at every level (d_k = 4 from Q, K, V; X of width 2 → d_k = 2, width 4 → 2), sizes
-# within the time budget (exercises.core.budget); 2: the larger misconception catalog redraws variants where two
-# mistakes look alike
+VERSION = 4  # 4: drawn in batches filtered at once with numpy (weights and level-1 Q, K from the set of
+# all admissible matrices), S ≠ Sᵀ and unequal scores in a row with two visible keys up front, level-1 V of
+# distinct tokens; 3: d_k ≥ 2 at every level (d_k = 4 from Q, K, V; X of width 2 → d_k = 2, width 4 → 2),
+# sizes within the time budget (exercises.core.budget); 2: the larger misconception catalog redraws variants
+# where two mistakes look alike
 LEVELS = (1, 2, 3)
 # every catalogued mistake that can apply to this kind's parts: the redraw keeps them apart
 GUARDS = ("transposed_scores", "no_scaling", "scaled_by_dk", "mask_diagonal", "mask_wrong_triangle",
@@ -37,70 +37,80 @@ SIZES = {1: (2, 0, 4, 1), 2: (3, 2, 2, 1), 3: (3, 4, 2, 2)}
 MAX_SCORE = {1: 4, 2: 4, 3: 6}  # |S| bound: the exponents S/√d_k come from a small set
 SCORE_STEP = {1: 1.0, 2: 1.0, 3: 0.5}  # every score is a multiple of this
 WEIGHT_VALUES = (-1, 0, 1)  # entries of W_Q, W_K, W_V at levels 2-3: projections are sums, not products
-MAX_TRIES = 2000
+MAX_BATCHES = 50  # batches looked at before giving up (a batch without a candidate is rare)
 
 
-def _hand_friendly(S: np.ndarray, level: int) -> bool:
-    """Small scores on a coarse grid, and not all equal (a uniform A teaches nothing)."""
+# candidates drawn at once per level (about 1 in 30, 10 and 250 meets every condition): the conditions are
+# checked on the whole batch with numpy
+BATCH = {1: 128, 2: 64, 3: 1024}
+
+
+def _scores_fit(S: np.ndarray, level: int, causal: bool) -> np.ndarray:
+    """Per candidate of a batch of score matrices (count, n, n): small scores on the level's grid, not all
+    equal, S ≠ Sᵀ (else Kᵀ Q would look right), and some query that sees two keys scoring them differently
+    (else every weight is the plain mean and the scaling or the exponentials change nothing)."""
     step = SCORE_STEP[level]
-    on_grid = np.allclose(S / step, np.round(S / step))
-    return bool(on_grid and np.abs(S).max() <= MAX_SCORE[level] and np.ptp(S) > 0)
+    n = S.shape[1]
+    on_grid = np.all(np.abs(S / step - np.round(S / step)) < 1e-9, axis=(1, 2))
+    small = np.abs(S).max(axis=(1, 2)) <= MAX_SCORE[level]
+    varied = np.ptp(S.reshape(len(S), -1), axis=1) > 0
+    asymmetric = np.abs(S - np.swapaxes(S, 1, 2)).max(axis=(1, 2)) > 0
+    visible = np.tril(np.ones((n, n), dtype=bool)) if causal else np.ones((n, n), dtype=bool)
+    rows = [i for i in range(n) if visible[i].sum() >= 2]
+    spread = np.zeros(len(S), dtype=bool)
+    for i in rows:
+        seen = S[:, i, visible[i]]  # (count, keys seen)
+        spread |= np.ptp(seen, axis=1) > 0
+    return on_grid & small & varied & asymmetric & spread
 
 
-def _from_qkv(rng: np.random.Generator, n: int, d_k: int, d_v: int) -> dict[str, np.ndarray]:
-    """Level 1: Q and K of 0/1 (every score a count of shared ones, 0 … d_k), V of 0, 1, 2."""
-    while True:
-        Q = nonzero_matrix(rng, (n, d_k), (0, 1))  # (n, d_k)
-        K = nonzero_matrix(rng, (n, d_k), (0, 1))  # (n, d_k)
-        if _hand_friendly(ops.scores(Q, K), 1):
-            return {"Q": Q, "K": K, "V": nonzero_matrix(rng, (n, d_v), spec(1).values)}  # V (n, d_v)
-
-
-def _from_x(rng: np.random.Generator, level: int, n: int, d: int, d_k: int, d_v: int) -> dict[str, np.ndarray]:
-    """Levels 2-3: X from the level's values, weights of −1, 0, 1."""
-    x_values = spec(level).values
-    for _ in range(MAX_TRIES):
-        X = nonzero_matrix(rng, (n, d), x_values)  # (n, d)
-        W_Q = _distinct_columns(rng, (d, d_k))  # (d, d_k)
-        W_K = _distinct_columns(rng, (d, d_k))  # (d, d_k)
-        S = ops.scores(ops.project(X, W_Q), ops.project(X, W_K))  # (n, n)
-        W_V = _distinct_columns(rng, (d, d_v))  # (d, d_v)
-        # every token's value nonzero: a weight on a zero value would change nothing in O
-        if _hand_friendly(S, level) and np.all(np.any(ops.project(X, W_V) != 0, axis=1)):
-            return {"X": X, "W_Q": W_Q, "W_K": W_K, "W_V": W_V}
-    raise RuntimeError(f"attention: no hand-friendly scores in {MAX_TRIES} draws")
-
-
-def _distinct_columns(rng: np.random.Generator, shape: tuple[int, int]) -> np.ndarray:
-    """A weight matrix whose columns differ, so the columns of its projection differ too."""
-    while True:
-        W = nonzero_matrix(rng, shape, WEIGHT_VALUES)
-        if len({tuple(col) for col in W.T}) == shape[1]:
-            return W
-
-
-def _draft(rng: np.random.Generator, level: int) -> Draft:
-    s = spec(level)
+def _candidates(rng: np.random.Generator, level: int, causal: bool) -> list[dict[str, np.ndarray]]:
+    """A batch of candidate given data for the level, those meeting every condition first-drawn first:
+    level 1 Q and K of 0/1 (every score a count of shared ones) and V of the level's values; levels 2-3
+    X of the level's values and weights of −1, 0, 1 with distinct columns."""
     n, d, d_k, d_v = SIZES[level]
-    causal = bool(rng.integers(2))
+    batch = BATCH[level]
     if d == 0:
-        given: dict = _from_qkv(rng, n, d_k, d_v)
-        names = ["scores", "scaled", "masked", "A", "O"]
-    else:
-        given = _from_x(rng, level, n, d, d_k, d_v)
-        names = ["Q", "K", "V", "scores", "scaled", "masked", "A", "O"]
-    given.update(d_k=int(d_k), causal=causal)
-    if not causal:
-        names.remove("masked")
-    params = {"n": n, "d_k": d_k, "causal": causal}
-    return Draft(given=given, parts=reference_parts(given, names, s.decimals), params=params)
+        Q = numbers.pooled_matrices(rng, batch, (n, d_k), (0, 1))  # (B, n, d_k), no zero row or column
+        K = numbers.pooled_matrices(rng, batch, (n, d_k), (0, 1))  # (B, n, d_k)
+        V = numbers.matrices(rng, batch, (n, d_v), spec(1).values)  # (B, n, d_v)
+        S = Q @ np.swapaxes(K, 1, 2)  # (B, n, n)
+        ok = numbers.no_zero_lines(V)
+        # tokens with different values: equal values make every weighting give the same output
+        ok &= numbers.distinct_rows(V) & _scores_fit(S, level, causal)
+        return [{"Q": Q[b], "K": K[b], "V": V[b]} for b in np.flatnonzero(ok)]
+    X = numbers.matrices(rng, batch, (n, d), spec(level).values)  # (B, n, d)
+    # weights with no zero row or column and distinct columns, drawn from the set of all such (B, d, width)
+    W = {name: numbers.pooled_matrices(rng, batch, (d, width), WEIGHT_VALUES, distinct=True)
+         for name, width in (("W_Q", d_k), ("W_K", d_k), ("W_V", d_v))}
+    S = (X @ W["W_Q"]) @ np.swapaxes(X @ W["W_K"], 1, 2)  # (B, n, n)
+    ok = numbers.no_zero_lines(X) & _scores_fit(S, level, causal)
+    # every token's value nonzero: a weight on a zero value would change nothing in O
+    ok &= np.any(X @ W["W_V"] != 0, axis=2).all(axis=1)
+    return [{"X": X[b], **{name: M[b] for name, M in W.items()}} for b in np.flatnonzero(ok)]
 
 
 def generate(rng: np.random.Generator, level: int) -> Draft:
-    """A forward pass that fits the level's time budget (drawn again in the rare case it does not)."""
+    """A forward pass built from a batch of candidates: the first that fits the level's time budget
+    (exercises.core.budget). The pipeline runs once per candidate looked at; the engine then keeps the
+    catalogued mistakes apart (a variant where two look alike is drawn again)."""
     from ...core import budget
 
-    return budget.draw_within_budget(_draft, rng, level, ID, MAX_TRIES)
+    s = spec(level)
+    n, d, d_k, _ = SIZES[level]
+    causal = bool(rng.integers(2))
+    names = (["scores", "scaled", "masked", "A", "O"] if d == 0
+             else ["Q", "K", "V", "scores", "scaled", "masked", "A", "O"])
+    if not causal:
+        names.remove("masked")
+    for _ in range(MAX_BATCHES):
+        for given in _candidates(rng, level, causal):
+            given.update(d_k=int(d_k), causal=causal)
+            env = pipeline.run(given)
+            if budget.count(given, names, env).minutes <= budget.BUDGET_MINUTES[level]:
+                return Draft(given=given, parts=reference_parts(given, names, s.decimals, env),
+                             params={"n": n, "d_k": d_k, "causal": causal})
+    raise RuntimeError(f"attention: no hand-friendly variant within the time budget in {MAX_BATCHES} batches")
 
 
 # ---------------------------------------------------------------- Home and the formula sheet

@@ -22,7 +22,7 @@ ORDER = 210
 VERSION = 2  # 2: a square W_V is never symmetric (G_V W_V without the transpose would pass)
 LEVELS = (1, 2, 3)
 # every catalogued mistake that can apply to this kind's parts: the redraw keeps them apart
-GUARDS = ()
+GUARDS = ("grad_x_v_no_transpose",)  # G_V W_V where W_V is square (level 1)
 PARTS = ["G_W_V", "G_X_V"]
 SIZES = {1: (2, 2), 2: (3, 2), 3: (3, 2)}  # (d, d_v): the width of X and of V
 

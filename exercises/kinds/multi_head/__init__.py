@@ -14,22 +14,25 @@ from itertools import permutations
 
 import numpy as np
 
-from attention_core import MultiHeadTrace, multi_head_attention, ops
+from attention_core import MultiHeadTrace, multi_head_attention
 
 from ... import solutions
-from ...core import misconceptions, pipeline
+from ...core import misconceptions, numbers, pipeline
 from ...core.contract import Formula, HomeStage, SheetSection
 from ...core.draft import Draft
 from ...core.levels import spec
 from ...core.model import Exercise, Part
-from ...core.numbers import choice, decimals_for, matrix, nonzero_matrix, round_half_up
+from ...core.numbers import choice, decimals_for, nonzero_matrix, round_half_up
 from ...i18n import msg
 from ...rendering import latex as L
 from .._shared.aids import softmax_aids
 
 ID = "multi_head"
 ORDER = 80
-VERSION = 3  # 3: d_k = 2 (the scaling inside each head changes something), sizes within the time budget;
+VERSION = 4  # 4: each head the first of a batch of candidate weights (drawn from the set of all admissible
+# ones) checked at once with numpy, with values nonzero and not all alike, unequal scores in a row with two
+# visible keys, a nonzero hidden score, and hand work within its share of the budget (budget.head_seconds);
+# 3: d_k = 2 (the scaling inside each head changes something), sizes within the time budget;
 # 2: heads whose mistakes clash with each other are redrawn too
 LEVELS = (1, 2, 3)
 # every catalogued mistake that can change a head's output: the redraw keeps them apart, head by head
@@ -40,7 +43,9 @@ GUARDS = ("transposed_scores", "no_scaling", "scaled_by_dk", "mask_diagonal", "m
 # level: (n, heads to draw from, d_k, d_v, values of X, output projection?). From level 2 on d_k = 2 = d_model:
 # each head divides by √2, so forgetting the scaling (or dividing by d_k) changes its output. Level 1 is
 # about heads side by side and their concatenation: two heads with the scaling too do not fit its 5 minutes
-# (exercises.core.budget), so its heads keep d_k = 1.
+# (exercises.core.budget), so its heads keep d_k = 1. Measured: two heads of d_k = 2 from X (n = 2, d_v = 1) take
+# 5.3-8.1 minutes by hand (median 6.9; 0 of 30 draws within 5), and 4.8-7.7 (5-8 % within 5) with X of 0/1
+# only: the few that fit are the ones with hardly any exponentials, so level 1 would teach less, not more.
 SIZES = {1: (2, (2,), 1, 1, (0, 1, 2), False),
          2: (3, (2,), 2, 1, (-1, 0, 1, 2), False),
          3: (3, (2,), 2, 2, (-1, 0, 1, 2), True)}
@@ -79,25 +84,47 @@ def _head_mistakes(one_head: dict, mistakes: tuple[str, ...] | None = None) -> d
     return found
 
 
-def _weights(rng: np.random.Generator, shape: tuple[int, int]) -> np.ndarray:
-    """Entries −1, 0, 1 with no all-zero column (a zero row is fine: that input feature is ignored)."""
-    while True:
-        W = matrix(rng, shape, WEIGHT_VALUES)
-        if np.all(np.any(W != 0, axis=0)):
-            return W
+def _weights(rng: np.random.Generator, shape: tuple[int, int], count: int | None = None) -> np.ndarray:
+    """Entries −1, 0, 1 with no all-zero column (a zero row is fine: that input feature is ignored), drawn
+    from the set of all such matrices; `count` of them at once (count, *shape) when given."""
+    drawn = numbers.pooled_matrices(rng, 1 if count is None else count, shape, WEIGHT_VALUES, rows=False)
+    return drawn[0] if count is None else drawn
 
 
-def _draw_head(rng: np.random.Generator, d_k: int, d_v: int, X: np.ndarray) -> dict[str, np.ndarray] | None:
-    """One head's weights with small, not all equal scores; None when this X allows none."""
-    for _ in range(MAX_TRIES // 10):
-        W_Q = _weights(rng, (D_MODEL, d_k))  # (d, d_k)
-        W_K = _weights(rng, (D_MODEL, d_k))  # (d, d_k)
-        K = ops.project(X, W_K)  # (n, d_k)
-        S = ops.scores(ops.project(X, W_Q), K)  # (n, n)
-        # keys that differ (else every query spreads evenly) and S ≠ Sᵀ (else K Qᵀ looks right)
-        if np.abs(S).max() <= MAX_SCORE and np.ptp(K) > 0 and not np.allclose(S, S.T):
-            return {"W_Q": W_Q, "W_K": W_K, "W_V": _weights(rng, (D_MODEL, d_v))}
-    return None
+HEAD_BATCH = 128  # candidate weights of one head drawn at once, checked together with numpy
+
+
+def _draw_head(rng: np.random.Generator, d_k: int, d_v: int, X: np.ndarray, causal: bool,
+               seconds: float) -> dict[str, np.ndarray] | None:
+    """One head's weights, the first of a batch of candidates (checked together with numpy) with small,
+    not all equal scores, values that differ between tokens and hand work of at most `seconds`
+    (exercises.core.budget.head_seconds); None when the batch has none (X is drawn again)."""
+    from ...core import budget
+
+    n = X.shape[0]
+    W_Q = _weights(rng, (D_MODEL, d_k), HEAD_BATCH)  # (B, d, d_k)
+    W_K = _weights(rng, (D_MODEL, d_k), HEAD_BATCH)  # (B, d, d_k)
+    W_V = _weights(rng, (D_MODEL, d_v), HEAD_BATCH)  # (B, d, d_v)
+    K = X @ W_K  # (B, n, d_k)
+    S = (X @ W_Q) @ np.swapaxes(K, 1, 2)  # (B, n, n)
+    V = X @ W_V  # (B, n, d_v)
+    # keys that differ (else every query spreads evenly) and S ≠ Sᵀ (else K Qᵀ looks right)
+    ok = ((np.abs(S).max(axis=(1, 2)) <= MAX_SCORE) & (np.ptp(K.reshape(len(K), -1), axis=1) > 0)
+          & (np.abs(S - np.swapaxes(S, 1, 2)).max(axis=(1, 2)) > 1e-9))
+    # every token's value nonzero and not all alike: else a weight (masked or not) changes nothing in O
+    ok &= np.any(V != 0, axis=2).all(axis=1) & (np.ptp(V, axis=1).max(axis=1) > 0)
+    # some query that sees two keys scores them differently (else the scaling changes nothing)
+    visible = np.tril(np.ones((n, n), dtype=bool)) if causal else np.ones((n, n), dtype=bool)
+    ok &= np.any([np.ptp(S[:, i, visible[i]], axis=1) > 0 for i in range(n) if visible[i].sum() > 1], axis=0)
+    if causal:  # a hidden score of 0 makes "mask with 0" the same as no mask
+        ok &= (S[:, ~visible] != 0).any(axis=1)
+    good = np.flatnonzero(ok)
+    if len(good):  # the hand work of the candidates left, at once
+        good = good[budget.head_seconds(X, W_Q[good], W_K[good], W_V[good], causal) <= seconds]
+    if not len(good):
+        return None
+    b = good[0]
+    return {"W_Q": W_Q[b], "W_K": W_K[b], "W_V": W_V[b]}
 
 
 def _differ(matrices: list[np.ndarray]) -> bool:
@@ -120,14 +147,8 @@ def _trace(given: dict, h: int) -> MultiHeadTrace:
 
 
 def generate(rng: np.random.Generator, level: int) -> Draft:
-    """Heads that fit the level's time budget (drawn again in the rare case they do not)."""
-    from ...core import budget
-
-    for _ in range(MAX_TRIES):
-        draft = _draft(rng, level)
-        if _operations(draft.given, draft.parts).minutes <= budget.BUDGET_MINUTES[level]:
-            return draft
-    raise RuntimeError(f"multi_head: no variant within the time budget in {MAX_TRIES} draws")
+    """Heads that fit the level's time budget and keep every catalogued mistake apart (_draft)."""
+    return _draft(rng, level)
 
 
 def _operations(given: dict, parts) -> object:
@@ -150,12 +171,17 @@ def operations(ex: Exercise):
 
 
 def _draft(rng: np.random.Generator, level: int) -> Draft:
+    from ...core import budget
+
     n, heads, d_k, d_v, x_values, projected = SIZES[level]
     h = choice(rng, heads)
     causal = bool(rng.integers(2))
+    cells = n * d_v * h * 2 + (n * D_MODEL if projected else 0)  # O_1 … O_h, concat, out
+    # the level's budget shared evenly by the heads, after the cells written (W_O is checked exactly below)
+    per_head = (budget.BUDGET_MINUTES[level] * 60 - budget.RATES["cells"] * cells) / h
     for _ in range(MAX_TRIES):
         X = nonzero_matrix(rng, (n, D_MODEL), x_values)  # (n, d)
-        drawn = [_draw_head(rng, d_k, d_v, X) for _ in range(h)]
+        drawn = [_draw_head(rng, d_k, d_v, X, causal, per_head) for _ in range(h)]
         if any(w is None for w in drawn):
             continue
         given: dict = {"X": X}
@@ -166,18 +192,24 @@ def _draft(rng: np.random.Generator, level: int) -> Draft:
         given.update(d_k=d_k, causal=causal)
         tr = _trace(given, h)
         outputs = [hd.O for hd in tr.heads]  # h × (n, d_v)
-        if _distinguishable(given, h, [hd.A for hd in tr.heads], outputs) and not np.allclose(tr.out, 0):
-            break
-    else:
-        raise RuntimeError(f"multi_head: no distinguishable heads in {MAX_TRIES} draws")
-    references = {f"O{i}": out for i, out in enumerate(outputs, start=1)}
+        if np.allclose(tr.out, 0) or not (_differ([hd.A for hd in tr.heads]) and _differ(outputs)):
+            continue
+        parts = _parts(tr, level)
+        # the time budget before the mistakes: it is the cheaper check
+        if (_operations(given, parts).minutes <= budget.BUDGET_MINUTES[level]
+                and _distinguishable(given, h, [hd.A for hd in tr.heads], outputs)):
+            return Draft(given=given, parts=parts, params={"n": n, "h": h, "d_k": d_k, "d_v": d_v, "width": h * d_v})
+    raise RuntimeError(f"multi_head: no distinguishable heads within the time budget in {MAX_TRIES} draws")
+
+
+def _parts(tr: MultiHeadTrace, level: int) -> list[Part]:
+    references = {f"O{i}": hd.O for i, hd in enumerate(tr.heads, start=1)}
     references["concat"] = tr.concat  # (n, h·d_v)
-    if projected:
+    if SIZES[level][5]:
         references["out"] = tr.out  # (n, d)
     decimals = spec(level).decimals
-    parts = [Part(name=name, shape=ref.shape, reference=ref, decimals=decimals_for(ref, decimals))
-             for name, ref in references.items()]
-    return Draft(given=given, parts=parts, params={"n": n, "h": h, "d_k": d_k, "d_v": d_v, "width": h * d_v})
+    return [Part(name=name, shape=ref.shape, reference=ref, decimals=decimals_for(ref, decimals))
+            for name, ref in references.items()]
 
 
 def diagnose(ex: Exercise, part: Part, value: np.ndarray) -> str | None:

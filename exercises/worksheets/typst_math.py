@@ -261,6 +261,6 @@ class _Parser:
         if env in ("aligned", "align", "align*", "gathered"):
             return Math(" \\ ".join(" & ".join(row) for row in rows), max(_row(row) for row in rows))
         if env == "cases":
-            body = ", ".join(" & ".join(row) for row in rows)
+            body = ", ".join(" & quad ".join(row) for row in rows)  # the gap between value and condition
             return Math(f"cases({body})", max(_row(row, 2) for row in rows) + 2)
         raise UnsupportedLatex(f"environment {env}")

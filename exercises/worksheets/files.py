@@ -70,3 +70,39 @@ def write(ws: Worksheet, fmt: str, folder: Path) -> list[Path]:
         path.write_bytes(data)
         paths.append(path)
     return paths
+
+
+# ---------------------------------------------------------------- a class's PDFs, bounded in memory
+
+MAX_EXERCISES = 4000  # students × exercises of one print run (200 × 20): past it, a clear message
+
+
+def sheet_file(number: int, student: str | None, name: str) -> str:
+    """A file name in the ZIP: worksheet-03-ada-lovelace.pdf (letters and digits of the name only)."""
+    if student is None:
+        return f"{name}.pdf"
+    slug = "-".join("".join(c if c.isalnum() else " " for c in student.casefold()).split())[:40]
+    return f"{name}-{number:03d}{'-' + slug if slug else ''}.pdf"
+
+
+def write_pdf_zip(ws: Worksheet, path: Path, progress: Any = None) -> Path:
+    """Every sheet's worksheet and answer key as its own PDF, into the ZIP at `path`: one sheet is
+    compiled at a time and written to disk at once, so memory stays that of one student's sheet
+    however big the class. `progress(done, total)` after each PDF."""
+    import zipfile
+
+    from .typst import compile_typst, typst_chunks
+
+    total = 2 * len(ws.sheets)
+    done = 0
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_STORED) as archive:  # PDFs are compressed already
+        for number, sheet in enumerate(ws.sheets, start=1):
+            for name, key in zip(NAMES, (False, True)):
+                source = "".join(typst_chunks(ws, key, sheets=[sheet]))
+                archive.writestr(zipfile.ZipInfo(sheet_file(number, sheet.student, name), (2000, 1, 1, 0, 0, 0)),
+                                 compile_typst(source))
+                del source
+                done += 1
+                if progress is not None:
+                    progress(done, total)
+    return path

@@ -1,0 +1,174 @@
+"""Issue 16: printed sheets that keep items whole, built one sheet at a time to disk, and Moodle XML."""
+
+from __future__ import annotations
+
+import re
+import xml.etree.ElementTree as ET
+import zipfile
+
+import numpy as np
+import pytest
+
+import exercises
+from exercises import grading, moodle, worksheets
+from exercises.assignments import make_spec
+from exercises.numbers import round_half_up
+from tests.test_worksheets import pdf_text
+
+MIXED = [{"kind": "softmax", "level": 2, "count": 1}, {"kind": "masking", "level": 2, "count": 1},
+         {"kind": "concepts", "level": 1, "count": 1}, {"kind": "attention", "level": 1, "count": 1},
+         {"kind": "scores", "level": 2, "count": 1}]
+
+
+# ---------------------------------------------------------------- layout, read back from the PDFs
+
+
+def _pages(data: bytes, tmp_path) -> list[str]:
+    return [" ".join(p.split()) for p in pdf_text(data, tmp_path).split("\f")]
+
+
+def test_an_item_and_its_heading_never_split_across_pages(tmp_path):
+    items = [{"kind": "softmax", "level": 2, "count": 3}, {"kind": "scores", "level": 2, "count": 3},
+             {"kind": "masking", "level": 2, "count": 3}]  # items shorter than a page (a taller one breaks between parts)
+    ws = worksheets.build(make_spec("Layout", items, seed=7), code="K7QMX2PD")
+    assert len(pages_of := pdf_text(worksheets.to_pdf(ws), tmp_path).split("\f")) > 3 and pages_of
+    pages = _pages(worksheets.to_pdf(ws), tmp_path)
+    for number, ex in enumerate(ws.sheets[0].exercises, start=1):
+        p = worksheets.problem(ex, number, "en")
+        heading = f"{number}. {p.title}"
+        where = [i for i, page in enumerate(pages) if heading in page]
+        assert len(where) == 1, heading
+        for _part, words in p.asks:  # every part asked, with its answer boxes, on the heading's page
+            assert " ".join(words.split()) in pages[where[0]], (heading, words)
+
+
+def test_the_footer_has_code_student_page_and_the_students_qr(tmp_path):
+    import dataclasses
+
+    spec = make_spec("QR", [{"kind": "scores", "level": 1, "count": 1}], seed=2, per_student=True)
+    ws = worksheets.build(spec, ["Ada Lovelace", "Alan Turing"], code="K7QMX2PD")
+    link = "https://school.example/assignments?assignment=K7QMX2PD&t=abc123"
+    ws = dataclasses.replace(ws, links=(("Ada Lovelace", link),))
+    pages = _pages(worksheets.to_pdf(ws), tmp_path)
+    assert "Code K7QMX2PD · Ada Lovelace · page 1" in pages[0]
+    assert "Code K7QMX2PD · Alan Turing · page 1" in pages[1]
+    source = worksheets.to_typst(ws)
+    assert f"#sheet-qr.update({worksheets.typst_string(worksheets.typst.qr_svg(link))})" in source
+    assert source.count('#sheet-qr.update("<svg') == 1  # Ada's sheet only: Alan has no personal link
+    import segno
+
+    assert segno.make(link, error="m").designator  # the library that draws it
+
+
+def test_working_space_and_answer_cells_that_fit(tmp_path):
+    import dataclasses
+
+    ws = worksheets.build(make_spec("Space", [{"kind": "softmax", "level": 2, "count": 1}], seed=1))
+    none, lots = (worksheets.to_typst(dataclasses.replace(ws, space=s)) for s in ("none", "lots"))
+    assert "#working(" not in none and "#working(9cm" in lots
+    assert "answer-grid(3, 3, 2.20cm)" in none  # 22 mm cells: −0.75 in handwriting fits
+    assert "Working" in pdf_text(worksheets.to_pdf(dataclasses.replace(ws, space="some")), tmp_path)
+
+
+def test_the_mask_formula_keeps_its_gap_and_the_concepts_key_reads_right(tmp_path):
+    ws = worksheets.build(make_spec("Key", [{"kind": "masking", "level": 2, "count": 1},
+                                            {"kind": "concepts", "level": 1, "count": 1}], seed=1))
+    key = pdf_text(worksheets.to_pdf(ws, key=True), tmp_path)
+    assert "−∞𝑗" not in key and "𝑗>𝑖" in key.replace(" ", "")  # was "−∞j > i": the gap of the cases was missing
+    assert "masked_count" not in key  # the internal name
+    concepts = ws.sheets[0].exercises[1]
+    choices = [p for p in concepts.parts if p.is_choice]
+    assert key.count("Answer: option") == len(choices)  # once each, not twice
+
+
+# ---------------------------------------------------------------- bounded: one sheet at a time, to disk
+
+
+def test_a_class_zip_holds_each_students_pdfs_and_reports_progress(tmp_path):
+    spec = make_spec("Class", [{"kind": "scores", "level": 1, "count": 2}], seed=3, per_student=True)
+    ws = worksheets.build(spec, ["Ada", "Alan Turing", "张伟"], code="K7QMX2PD")
+    seen = []
+    path = worksheets.write_pdf_zip(ws, tmp_path / "class.zip", lambda done, total: seen.append((done, total)))
+    with zipfile.ZipFile(path) as archive:
+        names = archive.namelist()
+        assert names == ["worksheet-001-ada.pdf", "answer-key-001-ada.pdf", "worksheet-002-alan-turing.pdf",
+                         "answer-key-002-alan-turing.pdf", "worksheet-003-张伟.pdf", "answer-key-003-张伟.pdf"]
+        text = pdf_text(archive.read("worksheet-002-alan-turing.pdf"), tmp_path)
+        assert "Student: Alan Turing" in text and "Ada" not in text
+    assert seen[-1] == (6, 6) and len(seen) == 6
+
+
+def test_a_print_run_past_the_cap_gets_a_clear_message():
+    from services import exports
+
+    exports.check_size(200, 20)
+    with pytest.raises(exercises.assignments.AssignmentError) as info:
+        exports.check_size(201, 20)
+    assert info.value.message.key == "export.error.too_big"
+    assert "at most 4000" in info.value.message.render("en")
+
+
+# ---------------------------------------------------------------- Moodle XML
+
+
+_SUB = re.compile(r"\{1:(NUMERICAL|SHORTANSWER|MULTICHOICE_V):(.*?)\}(?=</td>|</p>)")
+
+
+def _cloze_answers(ex, text: str) -> dict:
+    """What a student who types the right, rounded value in every box sends, read from the cloze text."""
+    subs = iter(_SUB.findall(text))
+    answer = {}
+    for part in ex.parts:
+        if part.is_choice:
+            kind, body = next(subs)
+            assert kind == "MULTICHOICE_V"
+            options = re.split(r"(?<!\\)~", body)
+            assert len(options) == len(part.options)
+            answer[part.name] = chr(ord("A") + next(i for i, o in enumerate(options) if o.startswith("=")))
+            continue
+        rows = []
+        for _ in range(part.shape[0]):
+            row = []
+            for _ in range(part.shape[1]):
+                kind, body = next(subs)
+                if kind == "SHORTANSWER":
+                    assert body.startswith("=-inf")
+                    row.append("-inf")
+                    continue
+                value, tolerance = (float(x) for x in body.lstrip("=").split(":"))
+                assert tolerance == (0 if part.decimals == 0 else part.tolerance)  # the grader's rule
+                typed = float(round_half_up(value, part.decimals)) if part.decimals else value
+                assert abs(typed - value) <= tolerance + 1e-12  # Moodle takes the rounded value too
+                row.append(f"{typed:.{part.decimals}f}" if part.decimals else str(int(value)))
+            rows.append(" ".join(row))
+        answer[part.name] = "; ".join(rows)
+    assert next(subs, None) is None
+    return answer
+
+
+def test_moodle_xml_of_a_mixed_assignment_round_trips_through_the_grader():
+    spec = make_spec("Week 3 <b>&</b> \"x\"", MIXED, seed=5)
+    sets = [(None, spec.exercises()), ("Ada", make_spec("v", MIXED, seed=5, per_student=True).exercises("Ada"))]
+    root = ET.fromstring(moodle.to_xml(spec.title, "K7QMX2PD", sets))
+    categories = [q.find("category/text").text for q in root if q.get("type") == "category"]
+    assert categories == ['$course$/top/Attention by hand/Week 3 <b>&<∕b> "x" (K7QMX2PD)',
+                          '$course$/top/Attention by hand/Week 3 <b>&<∕b> "x" (K7QMX2PD)/Ada']
+    questions = [q for q in root if q.get("type") == "cloze"]
+    flat = [ex for _, exs in sets for ex in exs]
+    assert len(questions) == len(flat)
+    kinds_seen = set()
+    for q, ex in zip(questions, flat):
+        text = q.find("questiontext/text").text
+        assert "\\[" in text and "\\begin{bmatrix}" in text or ex.kind == "concepts"  # TeX for MathJax
+        fb = grading.grade(ex, _cloze_answers(ex, text))
+        assert fb.graded and fb.score == 1.0, (ex.kind, fb.message)
+        kinds_seen.add(ex.kind)
+    assert kinds_seen == {i["kind"] for i in MIXED}
+
+
+def test_moodle_text_is_escaped():
+    ex = exercises.generate("concepts", seed=0, level=1)
+    xml = moodle.to_xml("</text>]]><x>", None, [(None, [ex])]).decode()
+    root = ET.fromstring(xml)
+    assert root.find("question/category/text").text.endswith("<∕text>]]><x>")  # "/" is the path separator
+    assert np.isfinite(ex.parts[-1].reference).all()

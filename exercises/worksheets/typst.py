@@ -97,21 +97,18 @@ _TYPST_PREAMBLE = """\
 #let write-in(label) = [#label #box(width: 6cm, stroke: (bottom: 0.5pt), height: 1em)]
 #let problem-head(n, title, level) = block(above: 0pt, below: 0.5em,
   text(weight: "bold", n + ". " + title) + h(0.6em) + text(size: 9pt, fill: luma(90), level))
-// an item (its heading, statement, answer boxes and working space) never splits across pages; only
-// one taller than a whole page may break
-#let together(above, below, body) = layout(size => {{
-  let height = measure(block(width: size.width, body)).height
-  block(breakable: height > size.height, width: 100%, above: above, below: below, body)
-}})
-#let item(body) = together(1.4em, 0.6em, body)
+// an item never splits across pages: its statement and each part (with its boxes) are unbreakable
+// blocks, each sticky to the next, so the chain moves to the next page whole; only a chain taller than
+// a page breaks, and then between parts
+#let item-head(body) = block(breakable: false, sticky: true, width: 100%, above: 1.4em, below: 0.6em, body)
+#let item-part(sticky, body) = block(breakable: false, sticky: sticky, width: 100%, above: 0.6em, below: 0.6em, body)
 #let answer-grid(rows, cols, width) = table(columns: range(cols).map(_ => width), rows: range(rows).map(_ => 1.1cm),
   stroke: 0.5pt + luma(150), ..range(rows * cols).map(_ => []))
 #let working(height, label) = block(width: 100%, height: height, above: 0.6em, inset: 5pt,
   stroke: (paint: luma(170), thickness: 0.5pt, dash: "dashed"), text(size: 8pt, fill: luma(120), label))
 #let note(body) = text(size: 9.5pt, fill: luma(70), body)
-#let step-head(body) = block(above: 0pt, below: 0.3em, text(style: "italic", body))
-// a worked step stays with its heading
-#let step(body) = together(0.8em, 0.3em, body)
+// a worked step's heading (and note) stays with its first line
+#let step-head(body) = block(above: 0.8em, below: 0.3em, sticky: true, text(style: "italic", body))
 #let fit(body) = layout(size => {{
   let width = measure(body).width
   if width > size.width {{ scale(size.width / width * 100%, reflow: true, body) }} else {{ body }}
@@ -184,7 +181,9 @@ def _typst_problem(p: Problem, lang: str, key: bool, space: str = "some") -> lis
     out += _typst_math_rows([_typst_given(g) for g in p.given])
     if not key:
         out += _typst_aids(p, lang)
-    for part, words in p.asks:
+    chain = [f"#item-head{_item(out)}"]
+    height = SPACE_HEIGHTS.get(space) if not key else None
+    for index, (part, words) in enumerate(p.asks):
         ask = [f"#{typst_string(words)}", ""]
         if part.is_choice:
             for i, option in enumerate(part.options):
@@ -198,14 +197,13 @@ def _typst_problem(p: Problem, lang: str, key: bool, space: str = "some") -> lis
             ask += _typst_answer(part, lang)
         else:
             ask.append(f"#answer-grid({part.shape[0]}, {part.shape[1]}, {cell_width(part.shape[1])})")
-        out.append(f"#block(breakable: false){_item(ask)}")  # a part and its boxes stay together
-    height = SPACE_HEIGHTS.get(space)
-    if not key and height:
-        out.append(f"#working({height}, {typst_string(t('worksheet.working', lang))})")
-    blocks = [f"#item{_item(out)}"]
+        sticky = "true" if index + 1 < len(p.asks) or height else "false"
+        chain.append(f"#item-part({sticky}, {_item(ask)})")  # a part and its boxes stay together
+    if height:
+        chain.append(f"#working({height}, {typst_string(t('worksheet.working', lang))})")
     if key:
-        blocks += _typst_steps(p.exercise, lang)
-    return blocks
+        chain += _typst_steps(p.exercise, lang)
+    return chain
 
 
 def _typst_aids(p: Problem, lang: str) -> list[str]:
@@ -283,13 +281,13 @@ def _typst_steps(ex: Exercise, lang: str) -> list[str]:
     choices = {p.name for p in ex.parts if p.is_choice}
     out = []
     for number, s in enumerate(steps, start=1):
-        lines = [f"#step-head({typst_string(t('worksheet.solution', lang))})"] if number == 1 else []
-        lines.append(f"#step-head({typst_string(f'{number}. {s.title}')})")
+        head = [f"#step-head({typst_string(t('worksheet.solution', lang))})"] if number == 1 else []
+        head.append(f"#step-head({typst_string(f'{number}. {s.title}')})")
         if s.note:
-            lines.append(f"#note({typst_string(s.note)})")
+            head.append(f"#block(sticky: true, note({typst_string(s.note)}))")
+        out += head
         if s.name not in choices:  # a choice's answer is printed under its options, once
-            lines += _typst_step(s)
-        out.append(f"#step{_item(lines)}")
+            out += _typst_step(s)
     return out
 
 

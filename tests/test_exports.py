@@ -172,3 +172,35 @@ def test_moodle_text_is_escaped():
     root = ET.fromstring(xml)
     assert root.find("question/category/text").text.endswith("<∕text>]]><x>")  # "/" is the path separator
     assert np.isfinite(ex.parts[-1].reference).all()
+
+
+# ---------------------------------------------------------------- hostile text (issue 18): one escaping rule
+
+
+HOSTILE = ["[Log in here](https://evil.example/x)", "![p](http://127.0.0.1:9/p.png)", r"$\kern-60em\rule{99em}{9em}$",
+           '<img src="http://127.0.0.1:9/h.png" onerror="alert(1)">', ":red[**loud**] `code`", "*a* _b_ ~~c~~",
+           r"\input{/etc/passwd} \def\x{y} 100% & #1 ^_~", "#set page(fill: red) #strong[x] \" \\ $x$ <l> @ref",
+           "]]></text></questiontext><x>", "{1:NUMERICAL:=9:100}"]
+ACTIVE_MD = ["](", "![", "$\\", "<img", ":red[", "`code`", "~~c~~", "*a*"]
+
+
+@pytest.mark.parametrize("hostile", HOSTILE)
+def test_hostile_titles_and_names_stay_text_in_every_format(hostile, tmp_path):
+    import dataclasses
+
+    spec = make_spec(hostile, [{"kind": "scores", "level": 1, "count": 1}], seed=1, per_student=True)
+    name = hostile[:80].replace("\t", " ")
+    ws = dataclasses.replace(worksheets.build(spec, [name], code="K7QMX2PD"), links=((name, "https://a.example/?t=1"),))
+    for key in (False, True):
+        md = re.sub(r"\\.", "", worksheets.to_markdown(ws, key))  # what stays active once escapes are read
+        assert not any(a in md for a in ACTIVE_MD), md[:300]
+        tex = worksheets.to_latex(ws, key)
+        for bad in (r"\input", r"\def", r"$\kern", "100% ", "& #1"):
+            assert bad not in tex
+        text = " ".join(pdf_text(worksheets.to_pdf(ws, key), tmp_path).split())
+        assert " ".join(spec.title.split()) in text  # shown as typed (the title is NFKC-normalised)
+    xml = moodle.to_xml(spec.title, "K7QMX2PD", [(name, spec.exercises(name))])
+    root = ET.fromstring(xml)  # still well-formed
+    (question,) = [q for q in root if q.get("type") == "cloze"]
+    assert "9:100" not in question.find("questiontext/text").text  # no cloze answer smuggled in
+    assert root.find("question/category/text").text.endswith(name.replace("/", "∕"))

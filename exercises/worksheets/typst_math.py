@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import re
 
-from .model import CONTROL
+from .. import escape
 
 
 def typst_string(text: str) -> str:
-    """A Typst string literal: user text reaches the document as text, never as markup or code."""
-    text = CONTROL.sub(" ", str(text))
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\r", "") + '"'
+    """A Typst string literal: user text reaches the document as text, never as markup or code
+    (exercises.escape.typst, the one rule)."""
+    return escape.typst(text)
 
 
 class UnsupportedLatex(ValueError):

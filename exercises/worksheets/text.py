@@ -29,8 +29,8 @@ def tex_escape(text: str) -> str:
 
 
 def md_escape(text: str) -> str:
-    """User or catalog text in a Markdown worksheet: exercises.escape.markdown (the one rule)."""
-    return escape.markdown(text)
+    """User or catalog text in a Markdown worksheet: exercises.escape.markdown_file (the one rule)."""
+    return escape.markdown_file(text)
 
 
 def _latex_cell(token: Token) -> str:

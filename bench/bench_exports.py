@@ -11,6 +11,7 @@ worksheet and key: ≤ 500 MB peak, ≤ 60 s on the 2-core machine.
 from __future__ import annotations
 
 import argparse
+import os
 import resource
 import sys
 import tempfile
@@ -51,10 +52,12 @@ def main() -> int:
         size = path.stat().st_size
     t2 = time.perf_counter()
     heap = tracemalloc.get_traced_memory()[1] / 2**20 if not args.no_tracemalloc else float("nan")
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    rss, cpu = usage.ru_maxrss / 1024, usage.ru_utime + usage.ru_stime
     count = sum(i["count"] for i in items)
     print(f"{args.students} students × {count} items ({args.items}): generate {t1 - t0:.1f} s, PDFs {t2 - t1:.1f} s, "
-          f"total {t2 - t0:.1f} s; ZIP {size / 2**20:.0f} MiB; peak RSS {rss:.0f} MiB; Python heap peak {heap:.0f} MiB")
+          f"total {t2 - t0:.1f} s (CPU {cpu:.0f} s, load average {os.getloadavg()[0]:.1f}); "
+          f"ZIP {size / 2**20:.0f} MiB; peak RSS {rss:.0f} MiB; Python heap peak {heap:.0f} MiB")
     return 0
 
 

@@ -204,3 +204,38 @@ def test_hostile_titles_and_names_stay_text_in_every_format(hostile, tmp_path):
     (question,) = [q for q in root if q.get("type") == "cloze"]
     assert "9:100" not in question.find("questiontext/text").text  # no cloze answer smuggled in
     assert root.find("question/category/text").text.endswith(name.replace("/", "∕"))
+
+
+# ---------------------------------------------------------------- the service: off the script run, to disk
+
+
+@pytest.fixture
+def sqlite_db(tmp_path, monkeypatch):
+    from services import db as services_db
+
+    monkeypatch.delenv("DATABASE_URL", raising=False)
+    monkeypatch.setenv("ATTENTION_DB_PATH", str(tmp_path / "class.sqlite3"))
+    return services_db.engine()
+
+
+def test_exports_build_a_class_in_the_background_and_serve_it_from_disk(sqlite_db):
+    import time
+
+    from services import assignments, exports
+
+    a = assignments.create("Exports", [{"kind": "scores", "level": 1, "count": 1}], seed=4, per_student=True).assignment
+    job = exports.start(a, ["Ada", "Alan"], "en", space="none", links={"Ada": "https://a.example/?t=x"})
+    assert exports.get(job.id) is job and job.total == 4
+    deadline = time.monotonic() + 120
+    while not job.done and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert job.done and job.error is None and job.fraction == 1.0
+    assert job.path.is_file() and job.path.parent.name.startswith("attention-sheets-")
+    with zipfile.ZipFile(job.path) as archive:
+        assert len(archive.namelist()) == 4
+    assert job.read()[:2] == b"PK"
+    with pytest.raises(exercises.assignments.AssignmentError):
+        exports.start(a, [f"S{i}" for i in range(201)], "en")
+    xml = exports.moodle(a, ["Ada"], "en")
+    assert ET.fromstring(xml).find("question/category/text").text.endswith("/Ada")
+    assert exports.moodle(a, [], "en", variants=3).count(b'type="category"') == 3

@@ -28,18 +28,21 @@ def _pages(data: bytes, tmp_path) -> list[str]:
 
 
 def test_an_item_and_its_heading_never_split_across_pages(tmp_path):
-    items = [{"kind": "softmax", "level": 2, "count": 3}, {"kind": "scores", "level": 2, "count": 3},
-             {"kind": "masking", "level": 2, "count": 3}]  # items shorter than a page (a taller one breaks between parts)
+    """Items shorter than a page (a taller one breaks between parts): before, this set split one
+    worksheet item and four key items across pages."""
+    items = [{"kind": "softmax", "level": 2, "count": 4}, {"kind": "masking", "level": 2, "count": 4},
+             {"kind": "scores", "level": 2, "count": 4}, {"kind": "scaling", "level": 2, "count": 4}]
     ws = worksheets.build(make_spec("Layout", items, seed=7), code="K7QMX2PD")
-    assert len(pages_of := pdf_text(worksheets.to_pdf(ws), tmp_path).split("\f")) > 3 and pages_of
-    pages = _pages(worksheets.to_pdf(ws), tmp_path)
-    for number, ex in enumerate(ws.sheets[0].exercises, start=1):
-        p = worksheets.problem(ex, number, "en")
-        heading = f"{number}. {p.title}"
-        where = [i for i, page in enumerate(pages) if heading in page]
-        assert len(where) == 1, heading
-        for _part, words in p.asks:  # every part asked, with its answer boxes, on the heading's page
-            assert " ".join(words.split()) in pages[where[0]], (heading, words)
+    for key in (False, True):
+        pages = _pages(worksheets.to_pdf(ws, key), tmp_path)
+        assert len(pages) > 5
+        for number, ex in enumerate(ws.sheets[0].exercises, start=1):
+            p = worksheets.problem(ex, number, "en")
+            heading = f"{number}. {p.title}"
+            where = [i for i, page in enumerate(pages) if heading in page]
+            assert len(where) == 1, heading
+            for _part, words in p.asks:  # every part asked, with its boxes or answer, on the heading's page
+                assert " ".join(words.split()) in pages[where[0]], (key, heading, words)
 
 
 def test_the_footer_has_code_student_page_and_the_students_qr(tmp_path):

@@ -52,12 +52,14 @@ def main() -> int:
         size = path.stat().st_size
     t2 = time.perf_counter()
     heap = tracemalloc.get_traced_memory()[1] / 2**20 if not args.no_tracemalloc else float("nan")
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    rss, cpu = usage.ru_maxrss / 1024, usage.ru_utime + usage.ru_stime
+    usage, child = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    rss, child_rss = usage.ru_maxrss / 1024, child.ru_maxrss / 1024
+    cpu = usage.ru_utime + usage.ru_stime + child.ru_utime + child.ru_stime
     count = sum(i["count"] for i in items)
     print(f"{args.students} students × {count} items ({args.items}): generate {t1 - t0:.1f} s, PDFs {t2 - t1:.1f} s, "
           f"total {t2 - t0:.1f} s (CPU {cpu:.0f} s, load average {os.getloadavg()[0]:.1f}); "
-          f"ZIP {size / 2**20:.0f} MiB; peak RSS {rss:.0f} MiB; Python heap peak {heap:.0f} MiB")
+          f"ZIP {size / 2**20:.0f} MiB; peak RSS {rss:.0f} MiB, compiler process {child_rss:.0f} MiB; "
+          f"Python heap peak {heap:.0f} MiB")
     return 0
 
 

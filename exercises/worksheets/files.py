@@ -85,24 +85,44 @@ def sheet_file(number: int, student: str | None, name: str) -> str:
     return f"{name}-{number:03d}{'-' + slug if slug else ''}.pdf"
 
 
+RECYCLE_AFTER = 20  # PDFs one compiler process makes before a fresh one takes over
+
+
 def write_pdf_zip(ws: Worksheet, path: Path, progress: Any = None) -> Path:
-    """Every sheet's worksheet and answer key as its own PDF, into the ZIP at `path`: one sheet is
-    compiled at a time and written to disk at once, so memory stays that of one student's sheet
-    however big the class. `progress(done, total)` after each PDF."""
+    """Every sheet's worksheet and answer key as its own PDF, into the ZIP at `path`.
+
+    One sheet is compiled at a time, in a child process that a fresh one replaces every
+    RECYCLE_AFTER PDFs (Typst's in-process caches grow with every document it compiles: about
+    3.5 MB each, never given back), and each PDF goes to disk as it arrives; so memory stays that
+    of a few sheets however big the class. `progress(done, total)` after each PDF."""
+    import multiprocessing
     import zipfile
+    from concurrent.futures import ProcessPoolExecutor
 
     from .typst import compile_typst, typst_chunks
 
     total = 2 * len(ws.sheets)
+    jobs = ((sheet_file(number, sheet.student, name), sheet, key)
+            for number, sheet in enumerate(ws.sheets, start=1) for name, key in zip(NAMES, (False, True)))
     done = 0
-    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_STORED) as archive:  # PDFs are compressed already
-        for number, sheet in enumerate(ws.sheets, start=1):
-            for name, key in zip(NAMES, (False, True)):
-                source = "".join(typst_chunks(ws, key, sheets=[sheet]))
-                archive.writestr(zipfile.ZipInfo(sheet_file(number, sheet.student, name), (2000, 1, 1, 0, 0, 0)),
-                                 compile_typst(source))
-                del source
-                done += 1
-                if progress is not None:
-                    progress(done, total)
+    context = multiprocessing.get_context("spawn")  # never fork a threaded server
+    with ProcessPoolExecutor(max_workers=1, mp_context=context, max_tasks_per_child=RECYCLE_AFTER) as pool, \
+            zipfile.ZipFile(path, "w", compression=zipfile.ZIP_STORED) as archive:  # PDFs are compressed already
+        pending: list[tuple[str, Any]] = []
+
+        def submit() -> None:
+            job = next(jobs, None)
+            if job is not None:
+                name, sheet, key = job
+                pending.append((name, pool.submit(compile_typst, "".join(typst_chunks(ws, key, sheets=[sheet])))))
+
+        submit()
+        submit()  # one ahead: the next source is written while this one compiles
+        while pending:
+            name, future = pending.pop(0)
+            archive.writestr(zipfile.ZipInfo(name, (2000, 1, 1, 0, 0, 0)), future.result())
+            done += 1
+            if progress is not None:
+                progress(done, total)
+            submit()
     return path

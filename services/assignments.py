@@ -154,6 +154,7 @@ def pdf_files(a: Assignment, students: tuple[str, ...], language: str, space: st
 
 
 def pdf(a: Assignment, students: tuple[str, ...], language: str, name: str, space: str = "some") -> bytes:
-    """One of the two PDFs (only that one is compiled)."""
+    """One of the two PDFs (only that one is compiled, in a child process: Typst's caches would
+    otherwise stay in the server's memory)."""
     ws = dataclasses.replace(worksheet(a, students, language), space=space)
-    return worksheets.to_pdf(ws, key=name.startswith("answer-key"))
+    return worksheets.files.pdf_isolated(ws, key=name.startswith("answer-key"))

@@ -242,3 +242,15 @@ def test_exports_build_a_class_in_the_background_and_serve_it_from_disk(sqlite_d
     xml = exports.moodle(a, ["Ada"], "en")
     assert ET.fromstring(xml).find("question/category/text").text.endswith("/Ada")
     assert exports.moodle(a, [], "en", variants=3).count(b'type="category"') == 3
+
+
+def test_a_class_pdf_is_compiled_outside_the_server_process(sqlite_db):
+    import os
+
+    from exercises.worksheets import files
+    from services import assignments
+
+    a = assignments.create("Class", [{"kind": "scores", "level": 1, "count": 1}], seed=4).assignment
+    assert assignments.pdf(a, (), "en", "answer-key.pdf").startswith(b"%PDF")
+    assert files._ISOLATED is not None
+    assert files._ISOLATED.submit(os.getpid).result() != os.getpid()

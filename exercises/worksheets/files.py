@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -126,3 +127,24 @@ def write_pdf_zip(ws: Worksheet, path: Path, progress: Any = None) -> Path:
                 progress(done, total)
             submit()
     return path
+
+
+_ISOLATED: Any = None
+_LOCK = threading.Lock()
+
+
+def pdf_isolated(ws: Worksheet, key: bool = False) -> bytes:
+    """to_pdf, compiled in a long-lived child process recycled every RECYCLE_AFTER documents: for a
+    server, whose own memory Typst's caches would otherwise grow by every document."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    from .typst import compile_typst, to_typst
+
+    global _ISOLATED
+    with _LOCK:
+        if _ISOLATED is None:
+            _ISOLATED = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"),
+                                            max_tasks_per_child=RECYCLE_AFTER)
+    return _ISOLATED.submit(compile_typst, to_typst(ws, key)).result()
+

@@ -350,6 +350,12 @@ def to_pdf(ws: Worksheet, key: bool = False) -> bytes:
 def compile_typst(source: str) -> bytes:
     import typst
 
+    data, options = compile_args(source)
+    return typst.compile(data, **options)
+
+
+def compile_args(source: str) -> tuple[bytes, dict]:
+    """What typst.compile takes for `source`: its bytes and options (MissingFont without a CJK font)."""
     fonts: list[str] = []
     if needs_cjk(source):
         folder = cjk_font_dir()
@@ -357,4 +363,4 @@ def compile_typst(source: str) -> bytes:
             raise MissingFont("Chinese text needs a CJK font: install Debian's fonts-wqy-microhei "
                               f"(or fonts-noto-cjk), or set {CJK_FONT_ENV} to a folder with one")
         fonts = [str(folder)]
-    return typst.compile(source.encode("utf-8"), format="pdf", ignore_system_fonts=True, font_paths=fonts)
+    return source.encode("utf-8"), {"format": "pdf", "ignore_system_fonts": True, "font_paths": fonts}

@@ -8,7 +8,7 @@ gradebook all show the same problems whatever happens to the generators later.
 from __future__ import annotations
 
 import csv
-import functools
+import dataclasses
 import io
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -165,19 +165,15 @@ def worksheet(a: Assignment, students: Iterable[str] = (), language: str = DEFAU
     return worksheets.Worksheet(spec, sheets, a.code, language)
 
 
-@functools.lru_cache(maxsize=8)
-def _render(spec: AssignmentSpec, sheets: tuple[tuple[str | None, tuple[Exercise, ...]], ...], code: str,
-            language: str) -> dict[str, bytes]:
-    ws = worksheets.Worksheet(spec, tuple(worksheets.Sheet(n, exs) for n, exs in sheets), code, language)
+def pdf_files(a: Assignment, students: tuple[str, ...], language: str, space: str = "some") -> dict[str, bytes]:
+    """Worksheet and answer key PDFs, {"worksheet.pdf": …, "answer-key.pdf": …}, made now and not kept
+    (a class's per-student sheets go through services.exports instead: one sheet at a time, to disk)."""
+    ws = dataclasses.replace(worksheet(a, students, language), space=space)
     return worksheets.render(ws, "pdf")
 
 
-def pdf_files(a: Assignment, students: tuple[str, ...], language: str) -> dict[str, bytes]:
-    """Worksheet and answer key PDFs, {"worksheet.pdf": …, "answer-key.pdf": …} (cached per process:
-    a class's set takes seconds)."""
-    ws = worksheet(a, students, language)
-    return _render(ws.spec, tuple((s.student, tuple(s.exercises)) for s in ws.sheets), a.code, language)
-
-
-def pdf(a: Assignment, students: tuple[str, ...], language: str, name: str) -> bytes:
-    return pdf_files(a, students, language)[name]
+def pdf(a: Assignment, students: tuple[str, ...], language: str, name: str, space: str = "some") -> bytes:
+    """One of the two PDFs (only that one is compiled, in a child process: Typst's caches would
+    otherwise stay in the server's memory)."""
+    ws = dataclasses.replace(worksheet(a, students, language), space=space)
+    return worksheets.files.pdf_isolated(ws, key=name.startswith("answer-key"))

@@ -144,7 +144,7 @@ def test_teacher_creates_an_assignment_and_sees_the_key_once(db):
     a = storage.get_assignment(db, code)
     assert (a.title, a.seed, a.item_count, a.allow_solutions, a.per_student) == ("Week 3", 42, 3, True, False)
     assert storage.verify_teacher_key(db, code, key)
-    assert sorted(b.label for b in at.get("download_button")) == ["Answer key (PDF)", "Worksheet (PDF)"]
+    assert sorted(b.label for b in at.get("download_button")) == ["Answer key (PDF)", "Moodle XML", "Worksheet (PDF)"]
     files = service_assignments.pdf_files(a, (), "en")  # what the two buttons hand out
     assert all(files[name].startswith(b"%PDF") for name in ("worksheet.pdf", "answer-key.pdf"))
 
@@ -160,7 +160,9 @@ def test_per_student_pdfs_wait_for_the_class_list(db):
     at.text_area(key=f"assign.students.{code}").input("Ada\nada").run()
     assert "are the same student" in texts(at) and not at.get("download_button")
     at.text_area(key=f"assign.students.{code}").input("Ada\nAlan").run()
-    assert len(at.get("download_button")) == 2
+    # issue 16: per-student sheets are built off the script run (a button, a progress bar, a ZIP), not on click
+    assert [b.label for b in at.get("download_button")] == ["Moodle XML"]
+    assert any(b.label.startswith("Prepare the sheets of 2 students") for b in at.button)
 
 
 def test_bad_builder_input_gets_a_message(db):

@@ -33,8 +33,8 @@ def assert_clean_failure(result: subprocess.CompletedProcess, *words: str) -> No
 
 @pytest.fixture(scope="module")
 def softmax_file(tmp_path_factory) -> Path:
-    """`python -m exercises generate softmax --seed 1 --level 2 --json > ex.json`"""
-    result = cli("generate", "softmax", "--seed", "1", "--level", "2", "--json")
+    """`python -m exercises generate softmax --seed 1 --level 2 --json --key > ex.json` (with the answers)"""
+    result = cli("generate", "softmax", "--seed", "1", "--level", "2", "--json", "--key")
     assert result.returncode == 0, result.stderr
     path = tmp_path_factory.mktemp("cli") / "ex.json"
     path.write_text(result.stdout, encoding="utf-8")
@@ -82,7 +82,7 @@ def test_grading_a_column_softmax_is_not_full_marks(softmax_file):
     e = np.exp(z - z.max(axis=0, keepdims=True))  # (3, 3)
     columns = e / e.sum(axis=0, keepdims=True)  # softmax down each column: the classic mistake
     result = cli("grade", str(softmax_file), as_text(np.round(columns, 3)), "--json")
-    assert result.returncode == 0, result.stderr
+    assert result.returncode == 1, result.stderr  # issue 16: a wrong answer exits 1, not 0 like a right one
     fb = json.loads(result.stdout)
     assert fb["score"] < 1.0 and fb["correct"] is False
     assert fb["misconception"] == "softmax_columns"
@@ -164,3 +164,114 @@ def test_grade_rejects_a_hand_edited_exercise_with_a_non_numeric_given(tmp_path)
                           capture_output=True, text=True, cwd=REPO_ROOT)
     assert proc.returncode == 2
     assert "scaled" in proc.stderr and "Traceback" not in proc.stderr
+
+
+# ---------------------------------------------------------------- issue 16: a CLI that scripts
+
+
+def test_a_student_file_carries_no_answers_and_grades_from_the_rebuilt_exercise(tmp_path):
+    result = cli("generate", "softmax", "--seed", "1", "--level", "2", "--json")
+    assert result.returncode == 0, result.stderr
+    d = json.loads(result.stdout)
+    assert all("reference" not in part for part in d["parts"])
+    ex = exercises.generate("softmax", seed=1, level=2)
+    assert not any(f"{x:.6f}" in result.stdout for x in ex.part("A").reference.ravel() if 0 < x < 1)
+    path = tmp_path / "student.json"
+    path.write_text(result.stdout, encoding="utf-8")
+    right = cli("grade", str(path), as_text(ex.part("A").reference))
+    assert right.returncode == 0 and "score 1.000" in right.stdout
+
+
+def _edited(softmax_file, tmp_path, change) -> Path:
+    d = json.loads(softmax_file.read_text(encoding="utf-8"))
+    change(d)
+    path = tmp_path / "edited.json"
+    path.write_text(json.dumps(d), encoding="utf-8")
+    return path
+
+
+def test_grade_refuses_a_file_whose_answers_were_edited(softmax_file, tmp_path):
+    """The issue's case: references edited to all 9s, answering 9s scored 100%."""
+    def nines(d):
+        d["parts"][0]["reference"] = [[9] * 3] * 3
+    result = cli("grade", str(_edited(softmax_file, tmp_path, nines)), "9 9 9; 9 9 9; 9 9 9", "--json")
+    assert_clean_failure(result, "does not match", "answers were changed")
+    assert result.returncode == 2 and "score" not in result.stdout
+
+
+def test_grade_refuses_a_file_whose_given_values_or_version_were_edited(softmax_file, tmp_path):
+    def given(d):
+        d["given"]["masked"][0][0] = 5
+    result = cli("grade", str(_edited(softmax_file, tmp_path, given)), "1")
+    assert_clean_failure(result, "given values or parts were changed")
+    assert result.returncode == 2
+
+    def version(d):
+        d["version"] = 99
+    result = cli("grade", str(_edited(softmax_file, tmp_path, version)), "1")
+    assert_clean_failure(result, "version 99")
+    assert result.returncode == 2
+
+
+def test_exit_codes_tell_right_wrong_malformed_and_usage_apart(softmax_file):
+    ex = exercises.Exercise.from_dict(json.loads(softmax_file.read_text(encoding="utf-8")))
+    assert cli("grade", str(softmax_file), as_text(ex.part("A").reference)).returncode == 0
+    assert cli("grade", str(softmax_file), "0 0 0; 0 0 0; 0 0 0").returncode == 1
+    assert cli("grade", str(softmax_file), "1 2; 3 4").returncode == 3
+    assert cli("grade", str(softmax_file), "1 0 0; 0 1 0; 0 0 x").returncode == 3
+    assert cli("generate", "nope").returncode == 2
+    assert cli("grade").returncode == 2
+
+
+@pytest.mark.parametrize("args", [("generate", "softmax", "--lang", "fr"), ("generate", "softmax", "--lang", "zh-CN"),
+                                  ("worksheet", "--kinds", "softmax", "--out", "x", "--lang", "zh-CN")])
+def test_an_unknown_language_is_bad_usage(args):
+    result = cli(*args)
+    assert_clean_failure(result, "unknown language", "en, zh")
+    assert result.returncode == 2
+
+
+def test_generate_concepts_shows_the_questions_and_lettered_options():
+    result = cli("generate", "concepts", "--level", "1")
+    assert result.returncode == 0
+    ex = exercises.generate("concepts", seed=0, level=1)
+    from exercises.i18n import t
+
+    for part in ex.parts:
+        assert t(part.prompt, "en", **part.params) in result.stdout
+    assert "  A. " in result.stdout and "  D. " in result.stdout and "  0. " not in result.stdout
+    key = cli("generate", "concepts", "--level", "1", "--key").stdout
+    choice = next(p for p in ex.parts if p.is_choice)
+    assert f"{choice.name} = {chr(ord('A') + int(choice.reference[0, 0]))}" in key
+
+
+def test_a_closed_pipe_ends_quietly():
+    code = ("import os, sys; r, w = os.pipe(); os.close(r); os.dup2(w, 1); "
+            "from exercises.cli.main import main; sys.exit(main(['list']))")
+    result = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
+    assert "Traceback" not in result.stderr and "BrokenPipe" not in result.stderr
+    assert result.returncode == 141
+
+
+def test_the_installed_command_runs_outside_the_project(tmp_path):
+    """`pip install .` gives an `attention-by-hand` command that works from any folder."""
+    import shutil
+
+    source = tmp_path / "source"  # a copy: building leaves build/ and *.egg-info beside pyproject.toml
+    for name in ("attention_core", "exercises"):
+        shutil.copytree(REPO_ROOT / name, source / name, ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(REPO_ROOT / name, source / name)
+    wheels = tmp_path / "wheels"
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(wheels),
+                    str(source)], check=True, capture_output=True, timeout=300)
+    target = tmp_path / "site"
+    subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(target),
+                    *map(str, wheels.glob("*.whl"))], check=True, capture_output=True, timeout=300)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    env = {**__import__("os").environ, "PYTHONPATH": str(target)}
+    result = subprocess.run([str(target / "bin" / "attention-by-hand"), "generate", "softmax", "--lang", "zh"],
+                            cwd=elsewhere, env=env, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert "find A" in result.stdout and "行" in result.stdout  # the Chinese catalog came along

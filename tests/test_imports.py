@@ -155,3 +155,35 @@ def test_every_module_sits_in_a_layer_and_imports_only_downward():
 def test_an_upward_import_is_found():
     assert upward_imports({"exercises.core.engine": {"exercises.kinds"}}) == ["exercises.core.engine → exercises.kinds"]
     assert upward_imports({"exercises.kinds": {"exercises.core.engine"}}) == []
+
+
+def _every_import_target(module: str, path: Path) -> list[tuple[int, str]]:
+    """Every package module an import names, at any depth (the late ones inside functions too)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found = []
+    for stmt in ast.walk(tree):
+        if isinstance(stmt, ast.ImportFrom):
+            if stmt.level:
+                base = package.split(".")
+                base = base[:len(base) - (stmt.level - 1)]
+                target = ".".join(base + ([stmt.module] if stmt.module else []))
+            else:
+                target = stmt.module or ""
+            found.append((stmt.lineno, target))
+        elif isinstance(stmt, ast.Import):
+            found += [(stmt.lineno, alias.name) for alias in stmt.names]
+    return [(line, t) for line, t in found if t == "exercises" or t.startswith("exercises.")]
+
+
+def test_every_import_names_a_module_that_exists_also_the_late_ones():
+    """A late import (inside a function) is not run by importing its module: read them all."""
+    readers = dict(MODULES)  # and every module outside the package that reads it
+    for folder in ("services", "storage", "ui", "app_pages", "bench", "scripts", "tests"):
+        readers.update({_module_name(p): p for p in sorted((ROOT / folder).rglob("*.py"))
+                        if "node_modules" not in p.parts})
+    readers["app"] = ROOT / "app.py"
+    missing = [f"{path.relative_to(ROOT)}:{line} imports {target}"
+               for module, path in readers.items() for line, target in _every_import_target(module, path)
+               if target not in MODULES]
+    assert missing == []

@@ -8,7 +8,6 @@ services (services.assignments, services.submissions); this module draws and rea
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import secrets
 from dataclasses import dataclass, field
@@ -232,16 +231,10 @@ def downloads_ui(a: Assignment) -> None:
     if service.missing_font(a.spec, students, tr("worksheet.name_line")):
         st.warning(tr("assign.error.pdf_font"), icon=":material/font_download_off:")
         return
-    left, right = st.columns(2)
-    # the PDFs are made when a button is clicked (data as a callable), not on every rerun
-    left.download_button(tr("assign.download_sheet"), data=functools.partial(service.pdf, a, students, lang(),
-                                                                             "worksheet.pdf"),
-                         file_name=f"worksheet-{code}.pdf", mime="application/pdf", key=f"assign.dl_sheet.{code}",
-                         icon=":material/description:", on_click="ignore")
-    right.download_button(tr("assign.download_key"), data=functools.partial(service.pdf, a, students, lang(),
-                                                                            "answer-key.pdf"),
-                          file_name=f"answer-key-{code}.pdf", mime="application/pdf", key=f"assign.dl_key.{code}",
-                          icon=":material/key:", on_click="ignore")
+    from . import exports as exports_ui
+
+    links = st.session_state.get(f"assign.links.{code}") or (st.session_state.get(CREATED) or {}).get("links") or {}
+    exports_ui.downloads(a, students, {n: share_link(code, token) for n, token in links.items()})
 
 
 # ---------------------------------------------------------------- teacher: the dashboard

@@ -4,6 +4,8 @@ Each target has its own function, named after the element that shows the value:
 
     markdown(text)     st.markdown / st.title / st.error / st.caption …: Markdown, KaTeX ($…$),
                        Streamlit's directives (:red[…], :material/…:), HTML and links all inert
+    markdown_file(text) a line of a Markdown file (a .md worksheet): emphasis, links, images, HTML,
+                       headings, tables and $…$ maths inert; plain punctuation (-, ., :, %) kept
     latex_text(text)   inside \\text{…} of a LaTeX formula (st.latex, a .tex worksheet)
     html(text)         HTML text or an attribute value
     csv(text)          a CSV cell a spreadsheet opens: no formula (=, +, -, @ first)
@@ -24,8 +26,8 @@ from typing import Any
 
 from . import Msg
 
-__all__ = ["WORD_JOINER", "Untrusted", "csv", "distrust", "escape_params", "html", "latex_text", "markdown", "typst",
-           "untrusted"]
+__all__ = ["WORD_JOINER", "Untrusted", "csv", "distrust", "escape_params", "html", "latex_text", "markdown",
+           "markdown_file", "typst", "untrusted"]
 
 CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")  # control characters other than tab and newline
 _LINE_BREAKS = re.compile(r"[\r\n\t\u2028\u2029\x85\x0b\x0c]+")
@@ -60,6 +62,14 @@ def markdown(text: Any) -> str:
     text = _AUTOLINK.sub(lambda m: m.group() + WORD_JOINER if m.group().lower() == "www" else WORD_JOINER + m.group(),
                          _one_line(text))
     return _MD_PUNCTUATION.sub(r"\\\1", text)
+
+
+_MD_FILE_SPECIAL = re.compile(r"([\\`*_{}\[\]<>()#+!|$~])")  # what starts markup in a Markdown file
+
+
+def markdown_file(text: Any) -> str:
+    """`text` on one line of a Markdown file: every character that starts markup backslash-escaped."""
+    return _MD_FILE_SPECIAL.sub(r"\\\1", _one_line(text))
 
 
 def latex_text(text: Any) -> str:

@@ -12,12 +12,13 @@ LaTeX), files (JSON, writing files), command (the CLI subcommand).
 """
 
 from .command import NAME, add_parser, run
-from .files import render, to_json, write
+from .files import MAX_EXERCISES, render, sheet_file, to_json, write, write_pdf_zip
 from .model import (
     EXP_PLACES,
     FORMATS,
     MAX_STUDENTS,
     NAMES,
+    SPACES,
     Given,
     Problem,
     Sheet,
@@ -48,9 +49,10 @@ from .typst import (
 from .typst_math import UnsupportedLatex, latex_to_typst, typst_string
 
 __all__ = [
-    "CJK_FONT_DIRS", "CJK_FONT_ENV", "EXP_PLACES", "FORMATS", "MAX_STUDENTS", "NAME", "NAMES", "Given", "MissingFont",
-    "Problem", "Sheet", "SolutionStep", "UnsupportedLatex", "Worksheet", "add_parser", "answer_places", "build",
-    "cjk_font_dir", "clean_students", "example_cell", "exp_rows", "latex_to_typst", "md_escape", "needs_cjk",
-    "part_label", "problem", "read_students", "render", "run", "solution_steps", "tex_escape", "to_json",
-    "to_latex", "to_markdown", "to_pdf", "to_typst", "typst_matrix", "typst_string", "typst_symbol", "write",
+    "CJK_FONT_DIRS", "CJK_FONT_ENV", "EXP_PLACES", "FORMATS", "Given", "MAX_EXERCISES", "MAX_STUDENTS",
+    "MissingFont", "NAME", "NAMES", "Problem", "SPACES", "Sheet", "SolutionStep", "UnsupportedLatex", "Worksheet",
+    "add_parser", "answer_places", "build", "cjk_font_dir", "clean_students", "example_cell", "exp_rows",
+    "latex_to_typst", "md_escape", "needs_cjk", "part_label", "problem", "read_students", "render", "run",
+    "sheet_file", "solution_steps", "tex_escape", "to_json", "to_latex", "to_markdown", "to_pdf", "to_typst",
+    "typst_matrix", "typst_string", "typst_symbol", "write", "write_pdf_zip",
 ]

@@ -6,13 +6,14 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from pathlib import Path
 from typing import Any
 
 from ..i18n import DEFAULT_LANG, t
 from ..teacher.assignments import AssignmentError, ItemSpec, make_spec
 from .files import write
-from .model import FORMATS, build, read_students
+from .model import FORMATS, SPACES, build, read_students
 
 NAME = "worksheet"
 
@@ -29,7 +30,16 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--students", help="a text file of names, one per line: one variant per student")
     p.add_argument("--title", default=None, help="the title printed on the sheets")
     p.add_argument("--code", default=None, help="an assignment code to print on the sheets")
-    p.add_argument("--lang", default=DEFAULT_LANG, help="language of the texts (default en)")
+    p.add_argument("--lang", type=_lang, default=DEFAULT_LANG, help="language of the texts (en or zh; default en)")
+    p.add_argument("--space", choices=SPACES, default="some", help="working space under each item (default some)")
+
+
+def _lang(text: str) -> str:
+    from ..i18n import languages
+
+    if text not in languages():
+        raise argparse.ArgumentTypeError(f"unknown language {text!r}; choose one of {', '.join(languages())}")
+    return text
 
 
 def run(args: argparse.Namespace) -> int:
@@ -58,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
     title = args.title or t("worksheet.default_title", args.lang)
     try:
         spec = make_spec(title, items, args.seed, per_student=bool(args.students))
-        ws = build(spec, students, args.code, args.lang)
+        ws = dataclasses.replace(build(spec, students, args.code, args.lang), space=args.space)
     except AssignmentError as err:
         return fail(err.message.render(args.lang))
     for fmt in formats:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -70,3 +71,111 @@ def write(ws: Worksheet, fmt: str, folder: Path) -> list[Path]:
         path.write_bytes(data)
         paths.append(path)
     return paths
+
+
+# ---------------------------------------------------------------- a class's PDFs, bounded in memory
+
+MAX_EXERCISES = 4000  # students × exercises of one print run (200 × 20): past it, a clear message
+
+
+def sheet_file(number: int, student: str | None, name: str) -> str:
+    """A file name in the ZIP: worksheet-03-ada-lovelace.pdf (letters and digits of the name only)."""
+    if student is None:
+        return f"{name}.pdf"
+    slug = "-".join("".join(c if c.isalnum() else " " for c in student.casefold()).split())[:40]
+    return f"{name}-{number:03d}{'-' + slug if slug else ''}.pdf"
+
+
+RECYCLE_AFTER = 20  # PDFs one compiler process makes before a fresh one takes over …
+RECYCLE_SOURCE = 1_500_000  # … or once it has compiled this many bytes of Typst source
+
+
+class Compiler:
+    """Typst in a child process that only imports typst, replaced by a fresh one every RECYCLE_AFTER
+    documents or RECYCLE_SOURCE bytes of source: Typst's caches grow with every document it compiles
+    (about 3.5 MB for a small sheet, far more for a long key) and are never given back."""
+
+    def __init__(self) -> None:
+        self._pool: Any = None
+        self._count = 0
+        self._bytes = 0
+
+    def submit(self, source: str) -> Any:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        import typst
+
+        from .typst import compile_args
+
+        data, options = compile_args(source)
+        if self._pool is not None and (self._count >= RECYCLE_AFTER or self._bytes >= RECYCLE_SOURCE):
+            self._pool.shutdown(wait=False)  # its running document finishes, then it exits
+            self._pool = None
+        if self._pool is None:  # spawn: never fork a threaded server
+            self._pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
+            self._count = self._bytes = 0
+        self._count += 1
+        self._bytes += len(data)
+        return self._pool.submit(typst.compile, data, **options)
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
+
+
+def write_pdf_zip(ws: Worksheet, path: Path, progress: Any = None) -> Path:
+    """Every sheet's worksheet and answer key as its own PDF, into the ZIP at `path`.
+
+    One sheet is compiled at a time, in a Compiler's child process, and each PDF goes to disk as it
+    arrives; so memory stays that of a few sheets however big the class. `progress(done, total)`
+    after each PDF."""
+    import zipfile
+
+    from .typst import typst_chunks
+
+    total = 2 * len(ws.sheets)
+    jobs = ((sheet_file(number, sheet.student, name), sheet, key)
+            for number, sheet in enumerate(ws.sheets, start=1) for name, key in zip(NAMES, (False, True)))
+    done = 0
+    compiler = Compiler()
+    try:
+        with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_STORED) as archive:  # PDFs are compressed already
+            pending: list[tuple[str, Any]] = []
+
+            def submit() -> None:
+                job = next(jobs, None)
+                if job is not None:
+                    name, sheet, key = job
+                    pending.append((name, compiler.submit("".join(typst_chunks(ws, key, sheets=[sheet])))))
+
+            submit()
+            submit()  # one ahead: the next source is written while this one compiles
+            while pending:
+                name, future = pending.pop(0)
+                archive.writestr(zipfile.ZipInfo(name, (2000, 1, 1, 0, 0, 0)), future.result())
+                done += 1
+                if progress is not None:
+                    progress(done, total)
+                submit()
+    finally:
+        compiler.close()
+    return path
+
+
+_ISOLATED: Any = None
+_LOCK = threading.Lock()
+
+
+def pdf_isolated(ws: Worksheet, key: bool = False) -> bytes:
+    """to_pdf, compiled in a long-lived, recycled Compiler process: for a server, whose own memory
+    Typst's caches would otherwise grow by every document."""
+    from .typst import to_typst
+
+    global _ISOLATED
+    with _LOCK:
+        if _ISOLATED is None:
+            _ISOLATED = Compiler()
+        future = _ISOLATED.submit(to_typst(ws, key))
+    return future.result()

@@ -25,6 +25,7 @@ from ..solutions import Aids, Step, aids, solve
 from ..teacher.assignments import AssignmentError, AssignmentSpec, clean_student_name, student_key
 
 FORMATS = ("pdf", "md", "tex", "json")
+SPACES = ("none", "some", "lots")  # working space under each item on the worksheet: the teacher's choice
 NAMES = ("worksheet", "answer-key")
 MAX_STUDENTS = 200
 EXP_PLACES = latex.EXP_PLACES
@@ -45,6 +46,11 @@ class Worksheet:
     sheets: tuple[Sheet, ...]
     code: str | None = None  # the assignment's share code, printed on the sheets
     lang: str = DEFAULT_LANG
+    space: str = "some"  # working space under each item (SPACES)
+    links: tuple[tuple[str, str], ...] = ()  # (student, personal link): a QR code in that student's footer
+
+    def link(self, student: str | None) -> str | None:
+        return dict(self.links).get(student) if student is not None else None
 
 
 def build(spec: AssignmentSpec, students: Iterable[str] = (), code: str | None = None,

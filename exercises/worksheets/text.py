@@ -3,14 +3,12 @@ maths in LaTeX as the screen shows it."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 
 from ..core.model import Part
-from ..i18n import t
+from ..i18n import escape, t
 from ..rendering import latex
 from .model import (
-    CONTROL,
     Given,
     Problem,
     Token,
@@ -24,17 +22,15 @@ from .model import (
     solution_steps,
 )
 
-_TEX_ESCAPES = {"\\": r"\textbackslash{}", "{": r"\{", "}": r"\}", "$": r"\$", "&": r"\&", "#": r"\#",
-                "^": r"\textasciicircum{}", "_": r"\_", "%": r"\%", "~": r"\textasciitilde{}"}
-_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]<>()#+!|$~])")
-
 
 def tex_escape(text: str) -> str:
-    return "".join(_TEX_ESCAPES.get(c, c) for c in CONTROL.sub(" ", str(text)))
+    """User or catalog text in a .tex worksheet's body: exercises.i18n.escape.latex_text (the one rule)."""
+    return escape.latex_text(text)
 
 
 def md_escape(text: str) -> str:
-    return _MD_SPECIAL.sub(r"\\\1", CONTROL.sub(" ", str(text)).replace("\n", " "))
+    """User or catalog text in a Markdown worksheet: exercises.i18n.escape.markdown_file (the one rule)."""
+    return escape.markdown_file(text)
 
 
 def _latex_cell(token: Token) -> str:

@@ -7,6 +7,7 @@ documents: no dates, Typst's own fonts only, everything in a fixed order.
 
 from __future__ import annotations
 
+import io
 import math
 import os
 import re
@@ -30,6 +31,7 @@ from .model import (
     _tokens,
     exp_rows,
     key_tokens,
+    part_label,
     problem,
     solution_steps,
 )
@@ -74,7 +76,16 @@ def typst_matrix(cells: Sequence[Sequence[Token]]) -> str:
 
 _TYPST_PREAMBLE = """\
 #set document(title: {title}, author: (), date: none)
-#set page(paper: "a4", margin: (x: 2cm, y: 1.8cm), numbering: "1")
+#let sheet-student = state("sheet-student", none)
+#let sheet-qr = state("sheet-qr", none)
+#set page(paper: "a4", margin: (x: 2cm, top: 1.8cm, bottom: 2.8cm), footer: context {{
+  let qr = sheet-qr.get()
+  set text(size: 8.5pt, fill: luma(60))
+  line(length: 100%, stroke: 0.4pt + luma(160))
+  grid(columns: (1fr, auto), align: (left + horizon, right + horizon), gutter: 0.6em,
+    [{code}#if sheet-student.get() != none [ · #sheet-student.get()] · {page} #counter(page).display("1")],
+    if qr != none {{ image(bytes(qr), format: "svg", height: 1.5cm) }})
+}})
 #set text(font: "Libertinus Serif", size: 11pt, lang: {lang})  // CJK glyphs: Typst falls back to the loaded CJK font
 #set par(justify: false, leading: 0.6em)
 #set math.mat(column-gap: 0.9em, row-gap: 0.45em)
@@ -84,17 +95,34 @@ _TYPST_PREAMBLE = """\
   line(length: 100%, stroke: 0.6pt)
 }}
 #let write-in(label) = [#label #box(width: 6cm, stroke: (bottom: 0.5pt), height: 1em)]
-#let problem-head(n, title, level) = block(above: 1.3em, below: 0.5em, sticky: true,
+#let problem-head(n, title, level) = block(above: 0pt, below: 0.5em,
   text(weight: "bold", n + ". " + title) + h(0.6em) + text(size: 9pt, fill: luma(90), level))
-#let answer-grid(rows, cols) = table(columns: range(cols).map(_ => 1.7cm), rows: range(rows).map(_ => 0.85cm),
+// an item never splits across pages: its statement and each part (with its boxes) are unbreakable
+// blocks, each sticky to the next, so the chain moves to the next page whole; only a chain taller than
+// a page breaks, and then between parts
+#let item-head(body) = block(breakable: false, sticky: true, width: 100%, above: 1.4em, below: 0.6em, body)
+#let item-part(sticky, body) = block(breakable: false, sticky: sticky, width: 100%, above: 0.6em, below: 0.6em, body)
+#let answer-grid(rows, cols, width) = table(columns: range(cols).map(_ => width), rows: range(rows).map(_ => 1.1cm),
   stroke: 0.5pt + luma(150), ..range(rows * cols).map(_ => []))
+#let working(height, label) = block(width: 100%, height: height, above: 0.6em, inset: 5pt,
+  stroke: (paint: luma(170), thickness: 0.5pt, dash: "dashed"), text(size: 8pt, fill: luma(120), label))
 #let note(body) = text(size: 9.5pt, fill: luma(70), body)
-#let step-head(body) = block(above: 0.7em, below: 0.3em, sticky: true, text(style: "italic", body))
+// a worked step's heading (and note) stays with its first line
+#let step-head(body) = block(above: 0.8em, below: 0.3em, sticky: true, text(style: "italic", body))
 #let fit(body) = layout(size => {{
   let width = measure(body).width
   if width > size.width {{ scale(size.width / width * 100%, reflow: true, body) }} else {{ body }}
 }})
 """
+
+SPACE_HEIGHTS = {"none": None, "some": "4cm", "lots": "9cm"}  # working space under each worksheet item
+TEXT_WIDTH_CM = 17.0  # A4 less 2 cm margins
+CELL_CM = 2.2  # an answer cell fits a value like −0.75 in handwriting
+
+
+def cell_width(cols: int) -> str:
+    """The width of an answer cell: CELL_CM, narrower only when the row would not fit the page."""
+    return f"{min(CELL_CM, (TEXT_WIDTH_CM - 0.2) / max(cols, 1)):.2f}cm"
 
 
 def _typst_given(g: Given) -> str:
@@ -124,10 +152,28 @@ def _typst_sheet_head(ws: Worksheet, sheet: Sheet, key: bool) -> list[str]:
         left = f"[#{left}]"
     right = f"[#{typst_string(t('worksheet.code', lang, code=ws.code))}]" if ws.code else "[]"
     left = left if left.startswith("[") else f"[{left}]"
-    return ["#counter(page).update(1)", f"#sheet-head({typst_string(title)}, {left}, {right})"]
+    link = ws.link(sheet.student)
+    qr = typst_string(qr_svg(link)) if link and not key else "none"
+    student = typst_string(sheet.student) if sheet.student is not None else "none"
+    return [f"#sheet-student.update({student})", f"#sheet-qr.update({qr})", "#counter(page).update(1)",
+            f"#sheet-head({typst_string(title)}, {left}, {right})"]
 
 
-def _typst_problem(p: Problem, lang: str, key: bool) -> list[str]:
+def qr_svg(link: str) -> str:
+    """A QR code of a student's personal link, as SVG (segno: a small, well-kept, pure-Python library)."""
+    import segno
+
+    out = io.BytesIO()
+    segno.make(link, error="m", micro=False).save(out, kind="svg", border=1, xmldecl=False, svgns=True)
+    return out.getvalue().decode("ascii")
+
+
+def _item(lines: list[str]) -> str:
+    """Lines kept together on one page (an item, a worked step)."""
+    return "[\n" + "\n\n".join(line for line in lines if line) + "\n]"
+
+
+def _typst_problem(p: Problem, lang: str, key: bool, space: str = "some") -> list[str]:
     level = t("worksheet.level", lang, level=p.exercise.level)
     out = [f"#problem-head({typst_string(str(p.number))}, {typst_string(p.title)}, {typst_string(level)})",
            f"#{typst_string(p.prompt)}", ""]
@@ -135,22 +181,29 @@ def _typst_problem(p: Problem, lang: str, key: bool) -> list[str]:
     out += _typst_math_rows([_typst_given(g) for g in p.given])
     if not key:
         out += _typst_aids(p, lang)
-    for part, words in p.asks:
-        out.append(f"#{typst_string(words)}")
-        out.append("")
+    chain = [f"#item-head{_item(out)}"]
+    height = SPACE_HEIGHTS.get(space) if not key else None
+    for index, (part, words) in enumerate(p.asks):
+        ask = [f"#{typst_string(words)}", ""]
         if part.is_choice:
             for i, option in enumerate(part.options):
-                out.append(f"- {chr(ord('A') + i)}. #{typst_string(_option_text(option, part, lang))}")
-            out.append("")
+                ask.append(f"- {chr(ord('A') + i)}. #{typst_string(_option_text(option, part, lang))}")
+            ask.append("")
             if key:
-                out.append(f"#strong({typst_string(_choice_answer(part, lang))})")
+                ask.append(f"#strong({typst_string(_choice_answer(part, lang))})")
+            else:
+                ask.append(f"#write-in({typst_string(t('worksheet.answer_line', lang))})")
         elif key:
-            out += _typst_answer(part)
+            ask += _typst_answer(part, lang)
         else:
-            out.append(f"#answer-grid({part.shape[0]}, {part.shape[1]})")
+            ask.append(f"#answer-grid({part.shape[0]}, {part.shape[1]}, {cell_width(part.shape[1])})")
+        sticky = "true" if index + 1 < len(p.asks) or height else "false"
+        chain.append(f"#item-part({sticky}, {_item(ask)})")  # a part and its boxes stay together
+    if height:
+        chain.append(f"#working({height}, {typst_string(t('worksheet.working', lang))})")
     if key:
-        out += _typst_steps(p.exercise, lang)
-    return out
+        chain += _typst_steps(p.exercise, lang)
+    return chain
 
 
 def _typst_aids(p: Problem, lang: str) -> list[str]:
@@ -170,10 +223,23 @@ def _typst_aids(p: Problem, lang: str) -> list[str]:
     return out
 
 
-def _typst_answer(part: Part) -> list[str]:
+def _typst_value(name: str, value, places: int, label: str) -> str:
+    """A value of the key, labelled: its symbol (or, for a name with none, its words) = the matrix, or
+    the number alone for a 1×1 value."""
+    cells = key_tokens(value, places)
+    shown = _typst_cell(cells[0][0]) if len(cells) == 1 and len(cells[0]) == 1 else typst_matrix(cells)
+    symbol = typst_symbol(name)
+    if symbol.startswith('"'):  # no mathematical symbol: say what it is in words
+        return f"#{typst_string(label)} $ {shown} $"
+    return f"$ {symbol} = {shown} $"
+
+
+def _typst_answer(part: Part, lang: str = "en") -> list[str]:
     if part.is_choice:
         return []
-    return [f"$ {typst_symbol(part.name)} = {typst_matrix(key_tokens(part.reference, part.decimals))} $"]
+    label = t("worksheet.value_answer", lang, part=part_label(part.name, lang)) if not part.prompt else \
+        t("worksheet.number_answer", lang)
+    return [_typst_value(part.name, part.reference, part.decimals, label)]
 
 
 # Typst math this wide (typst_math's rough width) may overflow an A4 line and is measured and shrunk
@@ -198,7 +264,7 @@ def _typst_step(s: SolutionStep) -> list[str]:
     if shown is None:  # the registry's formula and the result, as plain Typst
         step = registry.STEP_BY_NAME.get(s.name)
         formula = [f"$ {step.typst_formula} $"] if step is not None else []
-        return formula + [f"$ {typst_symbol(s.name)} = {typst_matrix(key_tokens(s.value, s.places))} $"]
+        return formula + [_typst_value(s.name, s.value, s.places, s.title)]
     out = [shown]
     cell = _typst_math(s.cell) if s.cell else None
     if cell is not None:
@@ -207,36 +273,43 @@ def _typst_step(s: SolutionStep) -> list[str]:
 
 
 def _typst_steps(ex: Exercise, lang: str) -> list[str]:
-    """The worked solution: every step of exercises.solve, in order, with its title and note."""
+    """The worked solution: every step of exercises.solve, in order, with its title and note; each step
+    one block that stays with its heading (the first with the solution's own heading)."""
     steps = solution_steps(ex, lang)
     if not steps:
         return []
-    choices = {p.name: p for p in ex.parts if p.is_choice}
-    out = [f"#step-head({typst_string(t('worksheet.solution', lang))})"]
+    choices = {p.name for p in ex.parts if p.is_choice}
+    out = []
     for number, s in enumerate(steps, start=1):
-        out.append(f"#step-head({typst_string(f'{number}. {s.title}')})")
+        head = [f"#step-head({typst_string(t('worksheet.solution', lang))})"] if number == 1 else []
+        head.append(f"#step-head({typst_string(f'{number}. {s.title}')})")
         if s.note:
-            out.append(f"#note({typst_string(s.note)})")
-        if s.name in choices:  # the value is an option's index: the option is what to show
-            out.append(f"#{typst_string(_choice_answer(choices[s.name], lang))}")
-            continue
-        out += _typst_step(s)
+            head.append(f"#block(sticky: true, note({typst_string(s.note)}))")
+        out += head
+        if s.name not in choices:  # a choice's answer is printed under its options, once
+            out += _typst_step(s)
     return out
 
 
 def to_typst(ws: Worksheet, key: bool = False) -> str:
     """The Typst source of the worksheet (key=False) or of the answer key."""
+    return "".join(typst_chunks(ws, key))
+
+
+def typst_chunks(ws: Worksheet, key: bool = False, sheets: Sequence[Sheet] | None = None):
+    """The Typst source in pieces: the preamble, then one piece per sheet (so a big class is never one
+    string in memory)."""
     lang = ws.lang
     doc_title = ws.spec.title + (" — " + t("worksheet.key_title", lang) if key else "")
-    out = [_TYPST_PREAMBLE.format(title=typst_string(doc_title), lang=typst_string(lang))]
-    for index, sheet in enumerate(ws.sheets):
-        if index:
-            out.append("#pagebreak()")
+    code = f"#{typst_string(t('worksheet.code', lang, code=ws.code))}" if ws.code else ""
+    yield _TYPST_PREAMBLE.format(title=typst_string(doc_title), lang=typst_string(lang), code=code,
+                                 page=f"#{typst_string(t('worksheet.page', lang))}")
+    for index, sheet in enumerate(ws.sheets if sheets is None else sheets):
+        out = ["#pagebreak()"] if index else []
         out += _typst_sheet_head(ws, sheet, key)
         for number, ex in enumerate(sheet.exercises, start=1):
-            p = problem(ex, number, lang)
-            out += _typst_problem(p, lang, key)
-    return out[0] + "\n\n".join(line for line in out[1:] if line) + "\n"  # one paragraph per line
+            out += _typst_problem(problem(ex, number, lang), lang, key, ws.space)
+        yield "\n\n".join(line for line in out if line) + "\n\n"  # one paragraph per line
 
 
 # Fonts: Typst's bundled ones (Libertinus Serif, New Computer Modern Math) cover Latin text and the
@@ -270,9 +343,19 @@ def cjk_font_dir() -> Path | None:
 
 def to_pdf(ws: Worksheet, key: bool = False) -> bytes:
     """The PDF, compiled with Typst's bundled fonts (and a CJK font folder for Chinese text) only."""
-    import typst  # imported here: the rest of the package works without it
-
     source = to_typst(ws, key)
+    return compile_typst(source)
+
+
+def compile_typst(source: str) -> bytes:
+    import typst
+
+    data, options = compile_args(source)
+    return typst.compile(data, **options)
+
+
+def compile_args(source: str) -> tuple[bytes, dict]:
+    """What typst.compile takes for `source`: its bytes and options (MissingFont without a CJK font)."""
     fonts: list[str] = []
     if needs_cjk(source):
         folder = cjk_font_dir()
@@ -280,4 +363,4 @@ def to_pdf(ws: Worksheet, key: bool = False) -> bytes:
             raise MissingFont("Chinese text needs a CJK font: install Debian's fonts-wqy-microhei "
                               f"(or fonts-noto-cjk), or set {CJK_FONT_ENV} to a folder with one")
         fonts = [str(folder)]
-    return typst.compile(source.encode("utf-8"), format="pdf", ignore_system_fonts=True, font_paths=fonts)
+    return source.encode("utf-8"), {"format": "pdf", "ignore_system_fonts": True, "font_paths": fonts}

@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import re
 
-from .model import CONTROL
+from ..i18n import escape
 
 
 def typst_string(text: str) -> str:
-    """A Typst string literal: user text reaches the document as text, never as markup or code."""
-    text = CONTROL.sub(" ", str(text))
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\r", "") + '"'
+    """A Typst string literal: user text reaches the document as text, never as markup or code
+    (exercises.i18n.escape.typst, the one rule)."""
+    return escape.typst(text)
 
 
 class UnsupportedLatex(ValueError):
@@ -261,6 +261,6 @@ class _Parser:
         if env in ("aligned", "align", "align*", "gathered"):
             return Math(" \\ ".join(" & ".join(row) for row in rows), max(_row(row) for row in rows))
         if env == "cases":
-            body = ", ".join(" & ".join(row) for row in rows)
+            body = ", ".join(" & quad ".join(row) for row in rows)  # the gap between value and condition
             return Math(f"cases({body})", max(_row(row, 2) for row in rows) + 2)
         raise UnsupportedLatex(f"environment {env}")

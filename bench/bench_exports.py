@@ -1,0 +1,67 @@
+"""A class's printed sheets, bounded (issue 16): per-student worksheet and answer key PDFs written one
+student at a time into a ZIP on disk, as services.exports does off the page's script run.
+
+    python bench/bench_exports.py [--students 200] [--items mix|attention3]
+
+Reports wall time, the process's peak resident memory (ru_maxrss: Python and Typst's compiler, which
+runs in process) and the Python heap's peak (tracemalloc). Goal for 200 students × 20 items,
+worksheet and key: ≤ 500 MB peak, ≤ 60 s on the 2-core machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import sys
+import tempfile
+import time
+import tracemalloc
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from exercises import worksheets  # noqa: E402
+from exercises.teacher.assignments import make_spec  # noqa: E402
+
+MIX = [  # 20 exercises: the forward pass step by step, whole passes, backward steps (bench_worksheets ×2)
+    {"kind": "projection", "level": 2, "count": 2}, {"kind": "scores", "level": 2, "count": 4},
+    {"kind": "scaling", "level": 2, "count": 2}, {"kind": "masking", "level": 2, "count": 2},
+    {"kind": "softmax", "level": 2, "count": 4}, {"kind": "weighted_sum", "level": 2, "count": 2},
+    {"kind": "attention", "level": 1, "count": 2}, {"kind": "grad_weighted_sum", "level": 1, "count": 2},
+]
+ATTENTION3 = [{"kind": "attention", "level": 3, "count": 20}, {"kind": "attention", "level": 3, "count": 20}]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--students", type=int, default=200)
+    parser.add_argument("--items", choices=("mix", "attention3"), default="mix")
+    parser.add_argument("--no-tracemalloc", action="store_true", help="time without tracemalloc's overhead")
+    args = parser.parse_args()
+    items = MIX if args.items == "mix" else ATTENTION3
+    names = [f"Student {i:03d}" for i in range(args.students)]
+    if not args.no_tracemalloc:
+        tracemalloc.start()
+    t0 = time.perf_counter()
+    spec = make_spec("Benchmark class", items, seed=2024, per_student=True)
+    ws = worksheets.build(spec, names, code="BENCH234")
+    t1 = time.perf_counter()
+    with tempfile.TemporaryDirectory() as folder:
+        path = worksheets.write_pdf_zip(ws, Path(folder) / "sheets.zip")
+        size = path.stat().st_size
+    t2 = time.perf_counter()
+    heap = tracemalloc.get_traced_memory()[1] / 2**20 if not args.no_tracemalloc else float("nan")
+    usage, child = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    rss, child_rss = usage.ru_maxrss / 1024, child.ru_maxrss / 1024
+    cpu = usage.ru_utime + usage.ru_stime + child.ru_utime + child.ru_stime
+    count = sum(i["count"] for i in items)
+    print(f"{args.students} students × {count} items ({args.items}): generate {t1 - t0:.1f} s, PDFs {t2 - t1:.1f} s, "
+          f"total {t2 - t0:.1f} s (CPU {cpu:.0f} s, load average {os.getloadavg()[0]:.1f}); "
+          f"ZIP {size / 2**20:.0f} MiB; peak RSS {rss:.0f} MiB, compiler process {child_rss:.0f} MiB; "
+          f"Python heap peak {heap:.0f} MiB")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -9,6 +9,7 @@ import streamlit as st
 import exercises
 from exercises import Exercise
 
+from . import mathview
 from .i18n import tr
 from .solution import fingerprint
 
@@ -29,10 +30,10 @@ def show(ex: Exercise, expanded: bool = True) -> None:
     with st.expander(tr("aids.title"), expanded=expanded, icon=":material/calculate:"):
         if view["shapes"]:
             st.caption(tr("aids.shapes"))
-            st.latex(view["shapes"])
+            mathview.show(view["shapes"])
         if view["sqrt_dk"]:
             st.caption(tr("aids.sqrt_dk"))
-            st.latex(view["sqrt_dk"])
+            mathview.show(view["sqrt_dk"])
         if view["table"]:
             st.caption(tr("aids.exp_table"))
-            st.latex(view["table"])
+            mathview.show(view["table"])

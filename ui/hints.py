@@ -13,6 +13,7 @@ from exercises import Exercise
 from exercises import hints as exercise_hints
 from exercises.i18n import plural
 
+from . import mathview
 from .i18n import render, tr
 
 OPENED = "practice.hints"  # {exercise id: how many hints are open}
@@ -42,7 +43,7 @@ def show(ex: Exercise, graded_attempts: int) -> None:
         for hint in hints[:opened]:
             st.markdown(f"**{_heading(hint.level)}** · " + render(hint.text))
             for line in hint.latex:
-                st.latex(line)
+                mathview.show(line)
             if hint.note is not None:
                 st.caption(render(hint.note))
         if opened < len(hints):

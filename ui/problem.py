@@ -6,7 +6,7 @@ import streamlit as st
 
 from exercises import Exercise, engine, grading
 
-from . import cache
+from . import cache, mathview
 from .i18n import lang, tr
 
 
@@ -31,4 +31,4 @@ def show(ex: Exercise) -> None:
     columns = st.columns(min(len(lines), 3) or 1)
     for index, (_name, latex) in enumerate(lines):
         with columns[index % len(columns)]:
-            st.latex(latex)
+            mathview.show(latex)

@@ -24,7 +24,7 @@ from attention_core import causal_mask
 from exercises import Exercise
 from exercises import latex as L
 
-from . import attempts
+from . import attempts, mathview
 from .i18n import lang, lang_key, tr
 
 SHOWN = "practice.solution_shown"  # session key: ids of the exercises whose solution was opened
@@ -105,7 +105,7 @@ def show(ex: Exercise, key: str) -> None:
 def steps(view: list[dict[str, Any]], exact: bool) -> None:
     for number, step in enumerate(view, start=1):
         st.markdown(f"**{number}. {step['title']}**")
-        st.latex(step["exact"] if exact else step["decimal"])
+        mathview.show(step["exact"] if exact else step["decimal"])
         if step["note"]:
             st.caption(step["note"])
 
@@ -122,7 +122,7 @@ def cell_picker(ex: Exercise, view: list[dict[str, Any]], key: str) -> None:
     j = right.selectbox(tr("solution.cell_col"), range(cols), key=f"{key}.cell_col.{index}",
                         format_func=lambda c: str(c + 1))
     latex, note = cell_view(fingerprint(ex), lang(), index, i, j, ex)
-    st.latex(latex)
+    mathview.show(latex)
     if note:
         st.caption(note)
 

@@ -65,10 +65,23 @@ def choice_key(prefix: str, part: str) -> str:
     return lang_key(_slug(f"{prefix}-{part}-choice"), carry=True)
 
 
+SYMBOL = {"G_scaled": "G_Z"}  # a part's name as the page writes it (the solutions write G_Z)
+
+
+def symbol(part: Part) -> str:
+    return SYMBOL.get(part.name, part.name)
+
+
 def part_heading(part: Part) -> str:
+    """Bold name (its first letter a capital), shape, and how to write the entries (−∞ when needed)."""
     rows, cols = part.shape
-    how = tr("grid.exact") if part.decimals == 0 else tr("grid.decimals", decimals=part.decimals)
-    return f"**{tr('part.' + part.name)}** · {rows}×{cols} · {how}"
+    if part.decimals == 0:
+        needs_inf = np.isinf(np.asarray(part.reference, dtype=float)).any()
+        how = tr("grid.exact_inf" if needs_inf else "grid.exact")
+    else:
+        how = tr("grid.decimals", decimals=part.decimals)
+    name = tr("part." + part.name)
+    return f"**{name[:1].upper() + name[1:]}** · {rows}×{cols} · {how}"
 
 
 def draw(ex: Exercise, prefix: str, fb: Feedback | None = None, disabled: bool = False, *,
@@ -131,7 +144,7 @@ def _draw_row(part: Part, prefix: str, pfb, shown: np.ndarray | None, disabled: 
     for j in range(cols):
         key = cell_key(_live(prefix, part.name), part.name, i, j)
         with columns[j + 1]:
-            st.text_input(tr("grid.cell_label", part=part.name, row=i + 1, col=j + 1), key=key,
+            st.text_input(tr("grid.cell_label", part=symbol(part), row=i + 1, col=j + 1), key=key,
                           label_visibility="collapsed", placeholder=f"{i + 1},{j + 1}", disabled=disabled)
             if shown is None or not shown[i, j]:
                 continue

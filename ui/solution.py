@@ -210,7 +210,9 @@ def heatmap(frame: pd.DataFrame, title: str) -> alt.LayerChart:
     masked = base.transform_filter("datum.masked").mark_rect(
         color="lightgray", strokeDash=[4, 3], strokeWidth=1.5, stroke="gray")
     text = base.mark_text(baseline="middle", fontSize=13).encode(text="label:N")
-    return alt.layer(visible, masked, text).properties(width=width, height=height)
+    # the description names the chart for a screen reader (Vega writes it as the SVG's aria-label)
+    return alt.layer(visible, masked, text).properties(width=width, height=height,
+                                                       description=tr("heatmap.description", title=title))
 
 
 @st.cache_data(max_entries=2048, show_spinner=False)

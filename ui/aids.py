@@ -19,7 +19,7 @@ def aids_view(key: str, _ex: Exercise) -> dict[str, Any]:
     """The aids as LaTeX strings (plain data, cached per exercise)."""
     a = exercises.aids(_ex)
     return {"table": a.table_latex(), "sqrt_dk": a.sqrt_dk,
-            "shapes": r" \qquad ".join(latex for _, _, latex in a.shapes) or None}
+            "shapes": [latex for _, _, latex in a.shapes] or None}
 
 
 def show(ex: Exercise, expanded: bool = True) -> None:
@@ -30,7 +30,8 @@ def show(ex: Exercise, expanded: bool = True) -> None:
     with st.expander(tr("aids.title"), expanded=expanded, icon=":material/calculate:"):
         if view["shapes"]:
             st.caption(tr("aids.shapes"))
-            mathview.show(view["shapes"])
+            # inline, one formula per matrix: on a narrow screen they wrap instead of running off the side
+            st.markdown(" &emsp; ".join(f"${latex}$" for latex in view["shapes"]))
         if view["sqrt_dk"]:
             st.caption(tr("aids.sqrt_dk"))
             mathview.show(view["sqrt_dk"])

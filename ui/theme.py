@@ -6,7 +6,8 @@
 * Answer grids (ui/answer_grid) keep their rows × columns shape on a narrow screen: the row scrolls
   sideways rather than stacking the cells into one long column, and each row and column is numbered.
 * A scrolling block that holds nothing focusable gets tabindex=0 and a name, so a keyboard can scroll
-  it (axe-core's scrollable-region-focusable); the script does it again whenever the page changes.
+  it (axe-core's scrollable-region-focusable), and a chart's SVG gets a name (svg-img-alt); the script
+  does it again whenever the page changes.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ SCRIPT = """
 <script>
 (() => {
   window.__abhScrollName = NAME;  // in the page's language, set again on every run
+  window.__abhChartName = CHART;
   if (window.__abhScrollables) return;
   window.__abhScrollables = true;
   const FOCUSABLE = 'a[href], button, input, select, textarea, [tabindex]:not([tabindex="-1"])';
@@ -55,15 +57,25 @@ SCRIPT = """
       if (!el.hasAttribute('aria-label')) el.setAttribute('aria-label', window.__abhScrollName);
     }
   };
+  const nameCharts = () => {
+    // a Vega chart's SVG has role img: its name is the chart's description (on its container), else a
+    // plain "Chart" (axe-core's svg-img-alt)
+    for (const svg of document.querySelectorAll('svg[role="img"], svg[role="graphics-document"]')) {
+      if (svg.getAttribute('aria-label') || svg.querySelector(':scope > title')) continue;
+      const named = svg.parentElement && svg.parentElement.closest('[aria-label]');
+      svg.setAttribute('aria-label', named ? named.getAttribute('aria-label') : window.__abhChartName);
+    }
+  };
   let queued = false;
   const later = () => {
     if (queued) return;
     queued = true;
-    setTimeout(() => { queued = false; mark(); }, 150);
+    setTimeout(() => { queued = false; mark(); nameCharts(); }, 150);
   };
   new MutationObserver(later).observe(document.body, {childList: true, subtree: true});
   window.addEventListener('resize', later);
   mark();
+  nameCharts();
 })();
 </script>
 """
@@ -72,4 +84,5 @@ SCRIPT = """
 def apply() -> None:
     """Draw the styles and the script (call once per run, in app.py, before the page)."""
     st.html(f"<style>{CSS}</style>")
-    st.html(SCRIPT.replace("NAME", json.dumps(tr("a11y.scroll_region"))), unsafe_allow_javascript=True)
+    script = SCRIPT.replace("NAME", json.dumps(tr("a11y.scroll_region"))).replace("CHART", json.dumps(tr("a11y.chart")))
+    st.html(script, unsafe_allow_javascript=True)

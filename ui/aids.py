@@ -31,7 +31,8 @@ def show(ex: Exercise, expanded: bool = True) -> None:
         if view["shapes"]:
             st.caption(tr("aids.shapes"))
             # inline, one formula per matrix: on a narrow screen they wrap instead of running off the side
-            st.markdown(" &emsp; ".join(f"${latex}$" for latex in view["shapes"]))
+            # (each in braces: KaTeX breaks a line only between top-level symbols, never inside a group)
+            st.markdown(" &emsp; ".join(f"${{{latex}}}$" for latex in view["shapes"]))
         if view["sqrt_dk"]:
             st.caption(tr("aids.sqrt_dk"))
             mathview.show(view["sqrt_dk"])

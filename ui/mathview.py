@@ -17,7 +17,8 @@ import streamlit as st
 
 ROW_GAP = "0.8em"  # after each row of a fraction matrix
 STRETCH = "1.4"  # KaTeX's row strut, times this: room above the first row's numerators too
-_MATRIX = re.compile(r"\\begin\{(bmatrix|pmatrix|vmatrix|Bmatrix|matrix)\}(.*?)\\end\{\1\}", re.S)
+TABLE_GAP = "0.3em"  # after each row of an array (a table, the eˣ aid): its fractions are small
+_MATRIX = re.compile(r"\\begin\{(bmatrix|pmatrix|vmatrix|Bmatrix|matrix|array)\}(.*?)\\end\{\1\}", re.S)
 _ROW_BREAK = re.compile(r"\\\\(?!\s*\[)")  # a row break without a gap of its own
 
 
@@ -27,7 +28,10 @@ def spaced(latex: str) -> str:
         env, body = match.group(1), match.group(2)
         if r"\frac" not in body:
             return match.group(0)
-        body = _ROW_BREAK.sub(lambda _: rf"\\[{ROW_GAP}]", body)
+        gap = TABLE_GAP if env == "array" else ROW_GAP
+        body = _ROW_BREAK.sub(lambda _: rf"\\[{gap}]", body)
+        if env == "array":
+            return rf"\begin{{array}}{body}\end{{array}}"
         return rf"{{\def\arraystretch{{{STRETCH}}}\begin{{{env}}}{body}\end{{{env}}}}}"
     return _MATRIX.sub(widen, latex)
 

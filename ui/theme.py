@@ -60,7 +60,8 @@ SCRIPT = """
   const nameCharts = () => {
     // a Vega chart's SVG has role img: its name is the chart's description (on its container), else a
     // plain "Chart" (axe-core's svg-img-alt)
-    for (const svg of document.querySelectorAll('svg[role="img"], svg[role="graphics-document"]')) {
+    for (const svg of document.querySelectorAll('svg[role="img"], svg[role="graphics-document"], '
+                                                + 'svg [role="img"], svg [role="graphics-symbol"]')) {
       if (svg.getAttribute('aria-label') || svg.querySelector(':scope > title')) continue;
       const named = svg.parentElement && svg.parentElement.closest('[aria-label]');
       svg.setAttribute('aria-label', named ? named.getAttribute('aria-label') : window.__abhChartName);

@@ -2,11 +2,12 @@
 
 import streamlit as st
 
-from ui import progress
+from ui import progress, theme
 from ui.i18n import language_switch, resolve, tr
 
 resolve()  # the language first: page titles below are translated
 st.set_page_config(page_title=tr("app.title"), page_icon=":material/grid_on:", layout="wide")
+theme.apply()  # contrast, scrolling equations, grids that stay grids on a phone (issue 19)
 
 assignments_page = st.Page("app_pages/assignments.py", title=tr("nav.assignments"), icon=":material/assignment:")
 pages = [

@@ -4,6 +4,7 @@ import streamlit as st
 
 import exercises
 from ui import formula_sheet as fs
+from ui import mathview
 from ui import pipeline_map as pm
 from ui.i18n import tr
 
@@ -15,7 +16,7 @@ def section(sec: fs.Section) -> None:
     st.subheader(tr(f"formulas.{sec.key}.title"))
     st.caption(tr(f"formulas.{sec.key}.caption"))
     for formula in sec.formulas:
-        st.latex(formula.latex)
+        mathview.show(formula.latex)
         if formula.note:
             st.markdown(tr(formula.note))
     if sec.key in exercises.KINDS:

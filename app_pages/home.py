@@ -3,8 +3,8 @@
 import streamlit as st
 
 import exercises
+from ui import mathview, progress
 from ui import pipeline_map as pm
-from ui import progress
 from ui.i18n import tr
 
 st.title(tr("app.title"))
@@ -26,7 +26,7 @@ for row in pm.ROWS:  # each kind's stage, in the row its folder names
     if row.caption:
         st.caption(tr(row.caption))
     if row.path:
-        st.latex(row.path)
+        mathview.show(row.path)
     pm.draw_row(stages, table, numbered=row.numbered, per_row=row.per_row)
 
 others = pm.unmapped()

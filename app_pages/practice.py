@@ -26,7 +26,7 @@ right.selectbox(tr("practice.level"), levels, index=levels.index(level), key=f"p
 button.button(tr("practice.new_problem"), on_click=ps.on_new_problem, icon=":material/casino:",
               use_container_width=True)
 
-st.caption(tr("practice.share", kind=kind, level=level, seed=seed))
+st.caption(tr("practice.share", kind=ps.kind_label(kind), level=level, seed=seed))  # the title, not the id
 problem.show(ex)
 budget.show(ex)  # "about N minutes" by hand, and what each level means
 aids.show(ex)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # System tools the test suite needs beyond Python packages: Debian packages (a browser, a database
-# server, nginx for the multi-replica deployment test, PDF text extraction, a Chinese font for worksheets) and the KaTeX npm package used to check every LaTeX string.
+# server, nginx for the multi-replica deployment test, PDF text extraction, a Chinese font for worksheets), the KaTeX npm package used to check every LaTeX string, and axe-core for the accessibility test.
 # Idempotent: installs only what is missing. Run as root (or with sudo available).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,4 +21,7 @@ fi
 
 if [ -f tests/katex/package.json ]; then
   (cd tests/katex && npm ci --no-audit --no-fund --loglevel=error)
+fi
+if [ -f tests/a11y/package.json ]; then  # axe-core, injected into every page by tests/e2e/test_a11y.py
+  (cd tests/a11y && npm ci --no-audit --no-fund --loglevel=error)
 fi

@@ -176,7 +176,7 @@ def hint_button(at, level: int):
     return next(b for b in at.button if b.key and b.key.startswith("hint-") and b.key.endswith(f"-{level}"))
 
 
-def test_practice_hints_unlock_with_checks_and_are_recorded():
+def test_practice_hints_open_without_an_answer_and_are_recorded():
     at = open_page("app_pages/practice.py", {"kind": "softmax", "level": "2", "seed": "5"})
     ex = current_exercise(at)
     assert not at.exception
@@ -185,8 +185,10 @@ def test_practice_hints_unlock_with_checks_and_are_recorded():
     hint_button(at, 1).click().run()
     nudge = t(f"hint.{ex.kind}.nudge")
     assert any(nudge in m for m in texts_of(at, "markdown")), "the nudge is shown"
-    assert hint_button(at, 2).disabled, "the formula waits for a checked answer"
-    assert any("unlocks after one more checked answer." in c for c in texts_of(at, "caption"))
+    # issue 19: no hint waits for an answer (a stuck student submitted junk to unlock one); opening it
+    # early has its cost said beside it
+    assert not hint_button(at, 2).disabled, "the formula is reachable without an answer"
+    assert any("you can open it now, no answer needed" in c for c in texts_of(at, "caption"))
 
     # a column-wise softmax: the mistake is named, the rows are flagged, no value is given away
     wrong = misconceptions.alternatives(ex)["softmax_columns"]["A"]
@@ -202,10 +204,10 @@ def test_practice_hints_unlock_with_checks_and_are_recorded():
     shown = texts_of(at, "error", "warning", "info", "success")
     assert not leaks(shown, ex, {"A": ~fb.parts["A"].cells}, {"A": np.round(wrong, 2)})
 
-    # the formula is unlocked now; the worked cell after one more check
+    # the formula after one check; the worked cell
     hint_button(at, 2).click().run()
     assert any("\\frac{e^{" in latex for latex in texts_of(at, "latex")), "the softmax formula"
-    assert hint_button(at, 3).disabled
+    assert not hint_button(at, 3).disabled
     click_check(at)
     hint_button(at, 3).click().run()
     assert not at.exception
@@ -240,3 +242,17 @@ def test_a_multi_part_mistake_names_the_parts_it_shows_in():
     assert t("part.masked") in named[0] and t("part.A") in named[0]
     infos = " ".join(texts_of(at, "info"))
     assert "above the diagonal" in infos, "the masked cells with 0 are flagged"
+
+
+def test_every_hint_opens_before_any_answer_and_no_attempt_is_recorded():
+    """Issue 19: a stuck student reaches all three hints without checking anything; nothing is recorded
+    as an attempt (so nothing steers Home's suggestion), and the hints count goes with the next check."""
+    at = open_page("app_pages/practice.py", {"kind": "attention", "level": "1", "seed": "3"})
+    for level in (1, 2, 3):
+        button = hint_button(at, level)
+        assert not button.disabled, f"hint {level} waits for an answer"
+        button.click().run()
+        assert not at.exception
+    assert any(e.label.endswith("(3/3)") for e in at.expander)
+    attempts = at.session_state["practice.attempts"] if "practice.attempts" in at.session_state else []
+    assert not attempts, "opening hints records no attempt"

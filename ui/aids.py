@@ -9,6 +9,7 @@ import streamlit as st
 import exercises
 from exercises import Exercise
 
+from . import mathview
 from .i18n import tr
 from .solution import fingerprint
 
@@ -18,7 +19,7 @@ def aids_view(key: str, _ex: Exercise) -> dict[str, Any]:
     """The aids as LaTeX strings (plain data, cached per exercise)."""
     a = exercises.aids(_ex)
     return {"table": a.table_latex(), "sqrt_dk": a.sqrt_dk,
-            "shapes": r" \qquad ".join(latex for _, _, latex in a.shapes) or None}
+            "shapes": [latex for _, _, latex in a.shapes] or None}
 
 
 def show(ex: Exercise, expanded: bool = True) -> None:
@@ -29,10 +30,12 @@ def show(ex: Exercise, expanded: bool = True) -> None:
     with st.expander(tr("aids.title"), expanded=expanded, icon=":material/calculate:"):
         if view["shapes"]:
             st.caption(tr("aids.shapes"))
-            st.latex(view["shapes"])
+            # inline, one formula per matrix: on a narrow screen they wrap instead of running off the side
+            # (each in braces: KaTeX breaks a line only between top-level symbols, never inside a group)
+            st.markdown(" &emsp; ".join(f"${{{latex}}}$" for latex in view["shapes"]))
         if view["sqrt_dk"]:
             st.caption(tr("aids.sqrt_dk"))
-            st.latex(view["sqrt_dk"])
+            mathview.show(view["sqrt_dk"])
         if view["table"]:
             st.caption(tr("aids.exp_table"))
-            st.latex(view["table"])
+            mathview.show(view["table"])

@@ -19,6 +19,7 @@ import streamlit as st
 from exercises import AnswerError, Exercise, Feedback, Part, parse_answer
 from exercises.i18n import msg
 
+from . import theme
 from .i18n import lang_key, render, tr
 
 MARK = {"right": "✓", "wrong": "✗", "consistent": "≈"}
@@ -32,6 +33,11 @@ def _slug(text: str) -> str:
 
 def cell_key(prefix: str, part: str, i: int, j: int) -> str:
     return _slug(f"{prefix}-{part}-{i}-{j}")
+
+
+def grid_key(prefix: str, part: str) -> str:
+    """The key of the container that holds the cells of `part` (ui/theme styles it: a grid stays a grid)."""
+    return _slug(f"{theme.GRID_CLASS}-{prefix}-{part}")
 
 
 def paste_key(prefix: str, part: str) -> str:
@@ -59,10 +65,23 @@ def choice_key(prefix: str, part: str) -> str:
     return lang_key(_slug(f"{prefix}-{part}-choice"), carry=True)
 
 
+SYMBOL = {"G_scaled": "G_Z"}  # a part's name as the page writes it (the solutions write G_Z)
+
+
+def symbol(part: Part) -> str:
+    return SYMBOL.get(part.name, part.name)
+
+
 def part_heading(part: Part) -> str:
+    """Bold name (its first letter a capital), shape, and how to write the entries (−∞ when needed)."""
     rows, cols = part.shape
-    how = tr("grid.exact") if part.decimals == 0 else tr("grid.decimals", decimals=part.decimals)
-    return f"**{tr('part.' + part.name)}** · {rows}×{cols} · {how}"
+    if part.decimals == 0:
+        needs_inf = np.isinf(np.asarray(part.reference, dtype=float)).any()
+        how = tr("grid.exact_inf" if needs_inf else "grid.exact")
+    else:
+        how = tr("grid.decimals", decimals=part.decimals)
+    name = tr("part." + part.name)
+    return f"**{name[:1].upper() + name[1:]}** · {rows}×{cols} · {how}"
 
 
 def draw(ex: Exercise, prefix: str, fb: Feedback | None = None, disabled: bool = False, *,
@@ -105,21 +124,36 @@ def _draw_cells(part: Part, prefix: str, pfb, shown: np.ndarray | None, disabled
                 styles: list[str]) -> None:
     """The cells of one part; `shown` marks the cells that still hold the text `pfb` graded."""
     rows, cols = part.shape
-    for i in range(rows):
-        columns = st.columns(cols, gap="small")
-        for j in range(cols):
-            key = cell_key(_live(prefix, part.name), part.name, i, j)
-            with columns[j]:
-                st.text_input(tr("grid.cell_label", part=part.name, row=i + 1, col=j + 1), key=key,
-                              label_visibility="collapsed", placeholder=f"{i + 1},{j + 1}", disabled=disabled)
-                if shown is None or not shown[i, j]:
-                    continue
-                error = pfb.cell_errors.get((i, j))
-                if error is not None:
-                    st.caption(":red[" + render(error) + "]")
-                    styles.append(_tint(key, "error"))
-                elif pfb.status is not None:
-                    styles.append(_tint(key, pfb.status[i, j]))
+    numbered = rows * cols > 1
+    with st.container(key=grid_key(prefix, part.name)):
+        if numbered:  # column numbers over the cells: a filled cell loses its "r,c" placeholder
+            header = st.columns([1] + [4] * cols, gap="small")
+            for j in range(cols):
+                header[j + 1].html(f'<p class="abh-grid-head" aria-hidden="true">{j + 1}</p>')
+        for i in range(rows):
+            _draw_row(part, prefix, pfb, shown, disabled, styles, i, numbered)
+
+
+def _draw_row(part: Part, prefix: str, pfb, shown: np.ndarray | None, disabled: bool, styles: list[str],
+              i: int, numbered: bool) -> None:
+    """Row i of the cells, its number first (the grid's container keeps the row one row on a phone)."""
+    cols = part.shape[1]
+    columns = st.columns([1] + [4] * cols, gap="small") if numbered else [None, *st.columns(cols)]
+    if numbered:
+        columns[0].html(f'<p class="abh-grid-row" aria-hidden="true">{i + 1}</p>')
+    for j in range(cols):
+        key = cell_key(_live(prefix, part.name), part.name, i, j)
+        with columns[j + 1]:
+            st.text_input(tr("grid.cell_label", part=symbol(part), row=i + 1, col=j + 1), key=key,
+                          label_visibility="collapsed", placeholder=f"{i + 1},{j + 1}", disabled=disabled)
+            if shown is None or not shown[i, j]:
+                continue
+            error = pfb.cell_errors.get((i, j))
+            if error is not None:
+                st.caption(":red[" + render(error) + "]")
+                styles.append(_tint(key, "error"))
+            elif pfb.status is not None:
+                styles.append(_tint(key, pfb.status[i, j]))
 
 
 def _tint(key: str, status: str) -> str:

@@ -29,7 +29,7 @@ from services import gradebook as gradebook_service
 from services.assignments import MAX_COUNT, MAX_SEED, Assignment, AssignmentError
 
 from . import aids as aids_ui
-from . import answer_grid, feedback, problem, solution
+from . import answer_grid, feedback, mathview, problem, solution
 from .i18n import lang, lang_key, render, tr, user_text
 
 MAX_ROWS = 8  # item rows in the builder
@@ -668,7 +668,7 @@ def _aids(a: Assignment, ex: Exercise) -> None:
     if table:
         with st.expander(tr("aids.title"), expanded=False, icon=":material/calculate:"):
             st.caption(tr("aids.exp_table"))
-            st.latex(table)
+            mathview.show(table)
 
 
 def _page_caption(pages: list[list[int]], page: int, count: int) -> None:

@@ -179,7 +179,9 @@ def step_ui(name: str, reference: np.ndarray, check: StepCheck | None, problem: 
     verdict = check.verdict if check is not None else None
     badge = {"right": ":green-badge[✓ {}]", "wrong": ":red-badge[✗ {}]",
              "consistent": ":orange-badge[≈ {}]"}.get(verdict, ":gray-badge[{}]")
-    label = tr(f"checkwork.verdict.{verdict}") if verdict else tr("checkwork.verdict.not_given")
+    # a field that holds text which cannot be read is not "not entered" (issue 19)
+    missing = "unreadable" if problem is not None else "not_given"
+    label = tr(f"checkwork.verdict.{verdict}") if verdict else tr(f"checkwork.verdict.{missing}")
     st.markdown(f"**{tr('part.' + name)}** " + badge.format(label))
     if problem is not None:
         st.warning(render(problem), icon=":material/edit_note:")

@@ -1,8 +1,10 @@
-"""Hints on the Practice page: opened one level at a time, each once it is unlocked.
+"""Hints on the Practice page: opened one level at a time, every one reachable without an answer.
 
-The policy is exercises.solutions.hints': hint 1 whenever the learner asks, hint k after k − 1 graded attempts
-on the problem. Opened hints stay open for that problem; how many were open at a check is recorded
-with the attempt (``used(ex)`` → ``attempts.record(..., hints_used=…)``).
+Hint 1 whenever the learner asks; hint k is meant for after k − 1 checked answers (exercises.solutions.hints'
+`available`), but a stuck learner opens it earlier at a cost shown beside the button: the hints opened
+are saved with the attempt (issue 19: a locked hint made a stuck student submit a junk answer, which
+was recorded as an attempt and steered Home's suggestion). Opened hints stay open for that problem;
+how many were open at a check is recorded (``used(ex)`` → ``attempts.record(..., hints_used=…)``).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from exercises import Exercise
 from exercises.i18n import plural
 from exercises.solutions import hints as exercise_hints
 
+from . import mathview
 from .i18n import render, tr
 
 OPENED = "practice.hints"  # {exercise id: how many hints are open}
@@ -42,13 +45,12 @@ def show(ex: Exercise, graded_attempts: int) -> None:
         for hint in hints[:opened]:
             st.markdown(f"**{_heading(hint.level)}** · " + render(hint.text))
             for line in hint.latex:
-                st.latex(line)
+                mathview.show(line)
             if hint.note is not None:
                 st.caption(render(hint.note))
         if opened < len(hints):
             upcoming = hints[opened]
-            locked = opened >= unlocked
-            st.button(_heading(upcoming.level), key=f"hint-{ex.id}-{upcoming.level}", disabled=locked,
+            st.button(_heading(upcoming.level), key=f"hint-{ex.id}-{upcoming.level}",
                       on_click=_open, args=(ex.id, upcoming.level), icon=":material/lightbulb:")
-            if locked:
-                st.caption(render(plural("hint.locked", upcoming.level - 1 - graded_attempts, level=upcoming.level)))
+            if opened >= unlocked:  # early: open it all the same, its cost said beside it
+                st.caption(render(plural("hint.early", upcoming.level - 1 - graded_attempts, level=upcoming.level)))

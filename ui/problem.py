@@ -7,7 +7,7 @@ import streamlit as st
 from exercises import Exercise
 from exercises.core import engine, grading
 
-from . import cache
+from . import cache, mathview
 from .i18n import lang, tr
 
 
@@ -28,8 +28,10 @@ def show(ex: Exercise) -> None:
         st.caption(policy)
     if ex.given.get("causal") is True:
         st.caption(tr("problem.causal"))
+    elif ex.given.get("causal") is False:  # a kind that can mask says so when it does not (issue 19)
+        st.caption(tr("problem.no_mask"))
     lines = cache.given_lines_of(ex)
     columns = st.columns(min(len(lines), 3) or 1)
     for index, (_name, latex) in enumerate(lines):
         with columns[index % len(columns)]:
-            st.latex(latex)
+            mathview.show(latex)

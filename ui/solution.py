@@ -24,7 +24,7 @@ from attention_core import causal_mask
 from exercises import Exercise
 from exercises.rendering import latex as L
 
-from . import attempts
+from . import attempts, mathview
 from .i18n import lang, lang_key, tr
 
 SHOWN = "practice.solution_shown"  # session key: ids of the exercises whose solution was opened
@@ -105,7 +105,7 @@ def show(ex: Exercise, key: str) -> None:
 def steps(view: list[dict[str, Any]], exact: bool) -> None:
     for number, step in enumerate(view, start=1):
         st.markdown(f"**{number}. {step['title']}**")
-        st.latex(step["exact"] if exact else step["decimal"])
+        mathview.show(step["exact"] if exact else step["decimal"])
         if step["note"]:
             st.caption(step["note"])
 
@@ -122,7 +122,7 @@ def cell_picker(ex: Exercise, view: list[dict[str, Any]], key: str) -> None:
     j = right.selectbox(tr("solution.cell_col"), range(cols), key=f"{key}.cell_col.{index}",
                         format_func=lambda c: str(c + 1))
     latex, note = cell_view(fingerprint(ex), lang(), index, i, j, ex)
-    st.latex(latex)
+    mathview.show(latex)
     if note:
         st.caption(note)
 
@@ -207,10 +207,12 @@ def heatmap(frame: pd.DataFrame, title: str) -> alt.LayerChart:
     visible = base.transform_filter("!datum.masked").mark_rect().encode(
         color=alt.Color("value:Q", title=tr("heatmap.value"), legend=alt.Legend(gradientLength=height),
                         scale=alt.Scale(scheme={"name": "blues", "extent": [0.05, 0.55]})))
-    masked = base.transform_filter("datum.masked").mark_rect(
-        color="lightgray", strokeDash=[4, 3], strokeWidth=1.5, stroke="gray")
+    masked = base.transform_filter("datum.masked").mark_rect(  # aria=False: its labels carry the meaning
+        color="lightgray", strokeDash=[4, 3], strokeWidth=1.5, stroke="gray", aria=False)
     text = base.mark_text(baseline="middle", fontSize=13).encode(text="label:N")
-    return alt.layer(visible, masked, text).properties(width=width, height=height)
+    # the description names the chart for a screen reader (Vega writes it as the SVG's aria-label)
+    return alt.layer(visible, masked, text).properties(width=width, height=height,
+                                                       description=tr("heatmap.description", title=title))
 
 
 @st.cache_data(max_entries=2048, show_spinner=False)

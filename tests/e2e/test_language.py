@@ -39,7 +39,7 @@ def test_the_sidebar_switch_translates_practice_and_keeps_the_problem(app: Strea
     expect(app.page.get_by_role("heading", name=t("practice.title", "zh"))).to_be_visible()
     expect(app.button(t("practice.check", "zh"))).to_be_visible()
     assert app.query().items() >= {"lang": "zh", "kind": "softmax", "level": "2", "seed": "5"}.items()
-    expect(app.page.get_by_text(t("practice.share", "zh", kind="softmax", level=2, seed=5))).to_be_visible()
+    expect(app.page.get_by_text(t("practice.share", "zh", kind=t("kind.softmax.title", "zh"), level=2, seed=5))).to_be_visible()
     expect(typed).to_have_value("0.5")  # a checked answer stays
     app.screenshot(str(screenshots / "practice-zh.png"))
 

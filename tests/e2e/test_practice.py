@@ -41,7 +41,7 @@ def check(app: StreamlitPage) -> None:
 def test_deep_link_shows_that_exact_problem(app: StreamlitPage) -> None:
     app.open(DEEP_LINK)
     ex = exercises.generate("softmax", 5, 2)
-    expect(app.page.get_by_text(exercises.t("practice.share", kind="softmax", level=2, seed=5))).to_be_visible()
+    expect(app.page.get_by_text(exercises.t("practice.share", kind=exercises.t("kind.softmax.title"), level=2, seed=5))).to_be_visible()
     assert app.query().items() >= {"kind": "softmax", "level": "2", "seed": "5"}.items()
     rows, cols = ex.part("A").shape
     expect(app.page.locator('[data-testid="stForm"] [data-testid="stTextInput"]')).to_have_count(rows * cols)
@@ -100,7 +100,7 @@ def test_new_problem_changes_the_seed_in_the_address(app: StreamlitPage) -> None
     expect(app.page).not_to_have_url(re.compile(r"[?&]seed=5(&|$)"))
     query = app.query()
     assert query["kind"] == "softmax" and query["level"] == "2" and query["seed"] != "5"
-    expect(app.page.get_by_text(exercises.t("practice.share", kind="softmax", level=2,
+    expect(app.page.get_by_text(exercises.t("practice.share", kind=exercises.t("kind.softmax.title"), level=2,
                                             seed=int(query["seed"])))).to_be_visible()
     fresh = exercises.generate("softmax", int(query["seed"]), 2)
     expect(cell(app, fresh, "A", 0, 0)).to_have_value("")
@@ -111,7 +111,7 @@ def test_reload_keeps_the_problem_of_the_address(app: StreamlitPage) -> None:
     app.page.reload()
     app.settle()
     assert app.query().items() >= {"kind": "scores", "level": "1", "seed": "3"}.items()
-    expect(app.page.get_by_text(exercises.t("practice.share", kind="scores", level=1, seed=3))).to_be_visible()
+    expect(app.page.get_by_text(exercises.t("practice.share", kind=exercises.t("kind.scores.title"), level=1, seed=3))).to_be_visible()
 
 
 def test_deep_link_on_a_fresh_server_runs_the_app_frame(browser, tmp_path) -> None:
@@ -124,7 +124,7 @@ def test_deep_link_on_a_fresh_server_runs_the_app_frame(browser, tmp_path) -> No
         try:
             app = StreamlitPage(context.new_page(), url)
             app.open(DEEP_LINK)
-            expect(app.page.get_by_text(exercises.t("practice.share", kind="softmax", level=2,
+            expect(app.page.get_by_text(exercises.t("practice.share", kind=exercises.t("kind.softmax.title"), level=2,
                                                     seed=5))).to_be_visible()
             nav = app.page.locator('[data-testid="stSidebarNav"]')
             expect(nav.get_by_role("link", name=exercises.t("nav.home"), exact=True)).to_be_visible()

@@ -212,6 +212,11 @@ def _parts(tr: MultiHeadTrace, level: int) -> list[Part]:
             for name, ref in references.items()]
 
 
+def prompt_keys(ex: Exercise) -> tuple[str, ...]:
+    """The statement with mask(·) in each head's formula only when the heads are causal (issue 19)."""
+    return ("kind.multi_head.prompt_causal",) if ex.given.get("causal") else ("kind.multi_head.prompt",)
+
+
 def diagnose(ex: Exercise, part: Part, value: np.ndarray) -> str | None:
     """A head computed with a catalogued mistake, or the heads concatenated in the wrong order."""
     tolerance = max(part.tolerance, misconceptions.DIAGNOSIS_TOLERANCE)

@@ -107,3 +107,177 @@ def test_softmax_jacobian_a_wrong_weight_carries_into_its_jacobian():
     fb = exercises.grade(ex, answer)
     assert not fb.correct
     assert (fb.parts["J"].status == grading.CONSISTENT).any()
+
+
+# ---------------------------------------------------------------- RoPE
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_rope_rotates_pairs_like_the_loop_and_scores_see_only_the_distance(seed):
+    from attention_core.positions import rope, rope_loop, rope_scores
+
+    rng = np.random.default_rng(seed)
+    n, m = int(rng.integers(2, 6)), int(rng.integers(1, 4))
+    Q, K = rng.normal(size=(n, 2 * m)), rng.normal(size=(n, 2 * m))
+    pos, theta = np.arange(n, dtype=float), rng.uniform(1, 90, size=m)
+    np.testing.assert_allclose(rope(Q, pos, theta), rope_loop(Q, pos, theta), atol=1e-12)
+    np.testing.assert_allclose(np.linalg.norm(rope(Q, pos, theta), axis=1), np.linalg.norm(Q, axis=1))  # a turn
+    shift = float(rng.integers(1, 50))  # the same distances, further along: the same scores
+    np.testing.assert_allclose(rope_scores(Q, K, pos + shift, theta), rope_scores(Q, K, pos, theta), atol=1e-9)
+
+
+@pytest.mark.parametrize("level", (1, 2, 3))
+def test_rope_references_are_numpy_s_and_the_angles_come_from_the_table(level):
+    from attention_core.positions import rope, rotation_angles
+
+    for seed in SEEDS:
+        ex = exercises.generate("rope", seed, level)
+        g = ex.given
+        Q_rot, K_rot = rope(g["Q"], g["pos"], g["theta"]), rope(g["K"], g["pos"], g["theta"])
+        np.testing.assert_allclose(ex.part("Q_rot").reference, Q_rot, atol=1e-12)
+        np.testing.assert_allclose(ex.part("K_rot").reference, K_rot, atol=1e-12)
+        np.testing.assert_allclose(ex.part("scores").reference, Q_rot @ K_rot.T, atol=1e-12)
+        assert all(a % 30 == 0 for a in rotation_angles(g["pos"], g["theta"]).ravel())
+        if level == 1:
+            assert all(a % 90 == 0 for a in rotation_angles(g["pos"], g["theta"]).ravel())
+        for a in rotation_angles(g["pos"], g["theta"]).ravel():
+            assert f"cos {int(a)}° = " in ex.params["table"], ex.id
+
+
+def _rope_student(ex, places):
+    from attention_core.positions import rope
+
+    g = ex.given
+    Q_rot = round_half_up(rope(g["Q"], g["pos"], g["theta"]), places)
+    K_rot = round_half_up(rope(g["K"], g["pos"], g["theta"]), places)
+    return {"Q_rot": Q_rot, "K_rot": K_rot, "scores": round_half_up(Q_rot @ K_rot.T, places)}
+
+
+@pytest.mark.parametrize("level", (1, 2, 3))
+def test_rope_careful_student_who_rounds_is_right(level):
+    for seed in SEEDS:
+        ex = exercises.generate("rope", seed, level)
+        for places in (2, 3, None):
+            assert graded_right(ex, _rope_student(ex, places)), (ex.id, places)
+
+
+@pytest.mark.parametrize("level", (1, 2, 3))
+def test_rope_mistakes_are_named_exact_and_rounded(level):
+    from exercises.kinds import rope as K
+
+    named = set()
+    for seed in SEEDS:
+        ex = exercises.generate("rope", seed, level)
+        right = {p.name: p.reference for p in ex.parts}
+        for part in ex.parts:
+            for mid, alt in K.mistakes_of(ex.given, part.name).items():
+                for value in (alt, round_half_up(alt, 2)):
+                    assert misconception(ex, {**right, part.name: value}) == mid, (ex.id, part.name, mid)
+                named.add(mid)
+    assert {"rope_one_angle", "rope_sin_sign", "rope_not_applied", "rope_query_only", "transposed_scores"} <= named
+
+
+def test_rope_solution_shows_the_score_from_the_position_difference():
+    ex = exercises.generate("rope", 3, 2)
+    step = {s.name: s for s in exercises.solve(ex)}["relative"]
+    n = ex.given["Q"].shape[0]
+    assert step.value[0, 0] == ex.part("scores").reference[0, n - 1]
+    assert rf"R({n - 1}\theta)" in step.cell(0, 0).latex
+
+
+# ---------------------------------------------------------------- multi-head backward
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_multi_head_output_backward_matches_finite_differences(seed):
+    from attention_core.multi_head import head_output_backward, output_projection_backward, split_heads
+
+    rng = np.random.default_rng(seed)
+    n, h, d_v, d_out = (int(rng.integers(2, 5)) for _ in range(4))
+    A = [softmax(rng.normal(size=(n, n))) for _ in range(h)]
+    V = [rng.normal(size=(n, d_v)) for _ in range(h)]
+    W_O, G_out = rng.normal(size=(h * d_v, d_out)), rng.normal(size=(n, d_out))
+
+    def loss(V1, W):
+        concat = np.concatenate([A[0] @ V1] + [a @ v for a, v in zip(A[1:], V[1:])], axis=1)
+        return np.sum((concat @ W) * G_out)
+
+    concat = np.concatenate([a @ v for a, v in zip(A, V)], axis=1)
+    G_concat, G_W_O = output_projection_backward(concat, W_O, G_out)
+    np.testing.assert_allclose(G_W_O, central_difference(lambda W: loss(V[0], W), W_O).reshape(W_O.shape),
+                               atol=1e-7)
+    np.testing.assert_allclose(G_concat, central_difference(lambda C: np.sum((C @ W_O) * G_out), concat)
+                               .reshape(concat.shape), atol=1e-7)
+    G_O1 = split_heads(G_concat, [d_v] * h)[0]
+    G_V1 = head_output_backward(A[0], V[0], G_O1)[1]
+    np.testing.assert_allclose(G_V1, central_difference(lambda v: loss(v, W_O), V[0]).reshape(V[0].shape), atol=1e-7)
+
+
+@pytest.mark.parametrize("level", (1, 2, 3))
+def test_grad_multi_head_references_are_numpy_s_and_the_given_heads_agree(level):
+    for seed in SEEDS:
+        ex = exercises.generate("grad_multi_head", seed, level)
+        g = ex.given
+        h = sum(1 for k in g if k.startswith("A") and k[1:].isdigit())
+        np.testing.assert_allclose(g["concat"], np.hstack([g[f"A{i}"] @ g[f"V{i}"] for i in range(1, h + 1)]))
+        np.testing.assert_allclose(g["A1"].sum(axis=1), 1)
+        G_concat = g["G_out"] @ g["W_O"].T
+        d_v = g["V1"].shape[1]
+        np.testing.assert_allclose(ex.part("G_concat").reference, G_concat)
+        np.testing.assert_allclose(ex.part("G_W_O").reference, g["concat"].T @ g["G_out"])
+        for i in range(1, h + 1):
+            np.testing.assert_allclose(ex.part(f"G_O{i}").reference, G_concat[:, (i - 1) * d_v:i * d_v])
+        np.testing.assert_allclose(ex.part("G_V1").reference, g["A1"].T @ G_concat[:, :d_v])
+
+
+def _mh_student(ex, places):
+    g = ex.given
+    d_v = g["V1"].shape[1]
+    G_concat = round_half_up(g["G_out"] @ g["W_O"].T, places)
+    answer = {"G_concat": G_concat, "G_W_O": round_half_up(g["concat"].T @ g["G_out"], places),
+              "G_V1": round_half_up(g["A1"].T @ G_concat[:, :d_v], places)}
+    for p in ex.parts:
+        if p.name.startswith("G_O"):
+            i = int(p.name[3:])
+            answer[p.name] = G_concat[:, (i - 1) * d_v:i * d_v]
+    return answer
+
+
+@pytest.mark.parametrize("level", (1, 2, 3))
+def test_grad_multi_head_careful_student_who_rounds_is_right(level):
+    for seed in SEEDS:
+        ex = exercises.generate("grad_multi_head", seed, level)
+        for places in (2, 3, None):
+            assert graded_right(ex, _mh_student(ex, places)), (ex.id, places)
+
+
+@pytest.mark.parametrize("level", (1, 2, 3))
+def test_grad_multi_head_mistakes_are_named_exact_and_rounded(level):
+    from exercises.kinds import grad_multi_head as K
+
+    named = set()
+    for seed in SEEDS:
+        ex = exercises.generate("grad_multi_head", seed, level)
+        right = {p.name: p.reference for p in ex.parts}
+        for part in ex.parts:
+            for mid, alt in K.mistakes_of(ex.given, part.name).items():
+                for value in (alt, round_half_up(alt, 2)):
+                    assert misconception(ex, {**right, part.name: value}) == mid, (ex.id, part.name, mid)
+                named.add(mid)
+    assert {"grad_mh_wrong_head", "grad_mh_w_o_not_summed", "grad_v_no_transpose"} <= named
+    if level < 3:  # W_O is square: its transposes have the right shape
+        assert {"grad_mh_concat_no_transpose", "grad_mh_skips_w_o", "grad_mh_w_o_transposed"} <= named
+
+
+def test_grad_multi_head_a_wrong_g_concat_carries_into_the_heads():
+    ex = exercises.generate("grad_multi_head", 0, 2)
+    answer = _mh_student(ex, 2)
+    G_concat = answer["G_concat"].copy()
+    G_concat[0, 0] += 1
+    d_v = ex.given["V1"].shape[1]
+    answer = {**answer, "G_concat": G_concat, "G_O1": G_concat[:, :d_v],
+              "G_V1": ex.given["A1"].T @ G_concat[:, :d_v]}
+    fb = exercises.grade(ex, answer)
+    assert not fb.correct
+    assert (fb.parts["G_O1"].status == grading.CONSISTENT).any()
+    assert (fb.parts["G_V1"].status == grading.CONSISTENT).any()

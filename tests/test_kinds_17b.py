@@ -281,3 +281,103 @@ def test_grad_multi_head_a_wrong_g_concat_carries_into_the_heads():
     assert not fb.correct
     assert (fb.parts["G_O1"].status == grading.CONSISTENT).any()
     assert (fb.parts["G_V1"].status == grading.CONSISTENT).any()
+
+
+# ---------------------------------------------------------------- positional encodings
+
+
+def test_sinusoidal_encoding_is_the_papers_formula():
+    from attention_core.positions import sinusoidal
+
+    P = sinusoidal(np.arange(5), 6)
+    for p in range(5):
+        for i in range(3):
+            w = 10000 ** (-2 * i / 6)
+            assert P[p, 2 * i] == pytest.approx(np.sin(p * w)) and P[p, 2 * i + 1] == pytest.approx(np.cos(p * w))
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_attention_without_positions_commutes_with_a_permutation(seed):
+    from exercises.kinds.positional import attend
+
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(int(rng.integers(2, 6)), 4))
+    perm = rng.permutation(X.shape[0])
+    np.testing.assert_allclose(attend(X[perm]), attend(X)[perm], atol=1e-12)
+    from attention_core.positions import sinusoidal
+    P = sinusoidal(np.arange(X.shape[0]), 4)
+    if not np.array_equal(perm, np.arange(X.shape[0])):  # with positions it no longer does
+        assert not np.allclose(attend(X[perm] + P), attend(X + P)[perm])
+
+
+@pytest.mark.parametrize("level", (1, 2, 3))
+def test_positional_references_are_numpy_s(level):
+    from attention_core import self_attention
+
+    for seed in SEEDS:
+        ex = exercises.generate("positional", seed, level)
+        g = ex.given
+        n, d = g["X"].shape
+        P = np.array([[np.sin(p * 10000 ** (-2 * (c // 2) / d)) if c % 2 == 0 else np.cos(p * 10000 ** (-2 * (c // 2) / d))
+                       for c in range(d)] for p in g["pos"]])
+        np.testing.assert_allclose(ex.part("P").reference, P, atol=1e-12)
+        np.testing.assert_allclose(ex.part("X_P").reference, g["X"] + P, atol=1e-12)
+        for a in np.outer(g["pos"], 10000 ** (-2 * np.arange(d // 2) / d)).ravel():
+            assert f"{a:g}" in ex.params["table"]
+        if level > 1:
+            eye = np.eye(d)
+            O = self_attention(g["X"], eye, eye, eye).O
+            np.testing.assert_allclose(ex.part("O").reference, O, atol=1e-12)
+            perm = g["perm"].astype(int)
+            np.testing.assert_allclose(ex.part("O_perm").reference, O[perm], atol=1e-12)
+
+
+def _positional_student(ex, places):
+    from exercises import pipeline
+    from exercises.kinds.positional import attention_given
+
+    g = ex.given
+    P = round_half_up(ex.part("P").reference, places)
+    answer = {"P": P, "X_P": round_half_up(g["X"] + P, places)}
+    if "perm" in g:
+        O = pipeline.run(attention_given(g["X"]), rounding=places)["O"]
+        answer.update(O=O, O_perm=O[g["perm"].astype(int)])
+    return answer
+
+
+@pytest.mark.parametrize("level", (1, 2, 3))
+def test_positional_careful_student_who_rounds_is_right(level):
+    for seed in SEEDS:
+        ex = exercises.generate("positional", seed, level)
+        for places in (2, 3, None):
+            assert graded_right(ex, _positional_student(ex, places)), (ex.id, places)
+
+
+def test_positional_table_reader_rounding_to_three_places_is_right():
+    """A student who reads sin and cos off the 3-decimal table and rounds P to 2 places."""
+    for level in (1, 2, 3):
+        for seed in range(10):
+            ex = exercises.generate("positional", seed, level)
+            P = round_half_up(round_half_up(ex.part("P").reference, 3), 2)
+            answer = {**_positional_student(ex, 2), "P": P, "X_P": ex.given["X"] + P}
+            assert graded_right(ex, answer), ex.id
+
+
+@pytest.mark.parametrize("level", (1, 2, 3))
+def test_positional_mistakes_are_named_exact_and_rounded(level):
+    from exercises.kinds import positional as K
+
+    named = set()
+    for seed in SEEDS:
+        ex = exercises.generate("positional", seed, level)
+        right = {p.name: p.reference for p in ex.parts}
+        for part in ex.parts:
+            for mid, alt in K.mistakes_of(ex.given, part.name).items():
+                for value in (alt, round_half_up(alt, 2)):
+                    assert misconception(ex, {**right, part.name: value}) == mid, (ex.id, part.name, mid)
+                named.add(mid)
+    assert {"positional_sin_cos_swapped", "positional_from_one", "positional_multiplied"} <= named
+    if level > 1:
+        assert {"positional_one_frequency", "positional_not_permuted", "positional_with_positions", "no_scaling"} <= named
+    if level == 3:
+        assert "positional_inverse_permutation" in named

@@ -66,8 +66,20 @@ def generate(rng: np.random.Generator, level: int) -> Draft:
     while True:
         draft = _draft(rng, level)
         g = draft.given
-        if all_apart(draft.parts, lambda p, g=g: mistakes_of(g, p.name)):
+        if all_apart(draft.parts, lambda p, g=g: {**mistakes_of(g, p.name), **_plain_score_mistakes(g, p.name)}):
             return draft
+
+
+def _plain_score_mistakes(given: dict, name: str) -> dict[str, np.ndarray]:
+    """The pipeline's score mistakes on the unrotated Q and K (GUARDS, named by misconceptions.diagnose):
+    kept apart from this kind's own too, so that each wrong answer has one name."""
+    if name != "scores":
+        return {}
+    Q, K = np.asarray(given["Q"], dtype=float), np.asarray(given["K"], dtype=float)
+    found = {"plain_transposed_scores": K @ Q.T}
+    if Q.shape[1] == K.shape[0]:
+        found["plain_scores_not_transposed"] = Q @ K
+    return found
 
 
 # ---------------------------------------------------------------- exact rotation and the angle table

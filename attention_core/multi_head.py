@@ -64,3 +64,28 @@ def multi_head_backward(tr: MultiHeadTrace, G_out) -> MultiHeadGrads:
         G_W_V=tuple(g.G_W_V for g in per_head),
         G_X=sum(g.G_X for g in per_head),  # X feeds every head
     )
+
+
+# ---------------------------------------------------------------- back through out = concat W_O (issue 17)
+# G_concat = G_out W_Oᵀ, G_W_O = concatᵀ G_out; the heads' G_O are G_concat's column blocks, and each
+# head's G_V = A_iᵀ G_O_i (its O_i = A_i V_i).
+
+
+def output_projection_backward(concat, W_O, G_out) -> tuple[np.ndarray, np.ndarray]:
+    """(G_concat, G_W_O) for out = concat W_O."""
+    concat, W_O, G_out = (np.asarray(M, dtype=float) for M in (concat, W_O, G_out))
+    G_concat = G_out @ W_O.T  # (n, d_out) @ (d_out, h·d_v) -> (n, h·d_v)
+    G_W_O = concat.T @ G_out  # (h·d_v, n) @ (n, d_out) -> (h·d_v, d_out)
+    return G_concat, G_W_O
+
+
+def split_heads(G_concat, widths) -> list[np.ndarray]:
+    """G_concat's column blocks, one per head of width widths[i]: [G_O1, G_O2, …]."""
+    edges = np.cumsum(list(widths))[:-1]
+    return np.split(np.asarray(G_concat, dtype=float), edges, axis=1)  # h × (n, d_v)
+
+
+def head_output_backward(A, V, G_O) -> tuple[np.ndarray, np.ndarray]:
+    """(G_A, G_V) of one head's O = A V, given its G_O."""
+    A, V, G_O = (np.asarray(M, dtype=float) for M in (A, V, G_O))
+    return G_O @ V.T, A.T @ G_O  # (n, n), (n, d_v)

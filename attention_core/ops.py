@@ -140,3 +140,21 @@ def weighted_sum_backward(A: np.ndarray, V: np.ndarray, G_O: np.ndarray) -> tupl
     G_A = G_O @ V.T  # (n_q, d_v) @ (d_v, n_k) -> (n_q, n_k)
     G_V = A.T @ G_O  # (n_k, n_q) @ (n_q, d_v) -> (n_k, d_v)
     return G_A, G_V
+
+
+# ---------------------------------------------------------------- the softmax Jacobian of one row (issue 17)
+# J = ∂a/∂z = diag(a) − aᵀ a for a = softmax(z): J_jk = a_j (δ_jk − a_k). Its largest entry is the
+# largest a_j (1 − a_j), at most 1/4: a sharp row (one weight near 1) passes almost no gradient back.
+
+
+def softmax_jacobian(z: np.ndarray) -> np.ndarray:
+    """J = diag(a) − aᵀ a of the softmax a of one row z (1, n) or (n,); (n, n), symmetric."""
+    a = softmax(np.asarray(z, dtype=float).ravel())  # (n,)
+    return np.diag(a) - np.outer(a, a)  # (n, n)
+
+
+def softmax_jacobian_loop(z: np.ndarray) -> np.ndarray:
+    """The same cell by cell: J_jk = a_j (δ_jk − a_k)."""
+    a = softmax(np.asarray(z, dtype=float).ravel())  # (n,)
+    n = a.size
+    return np.array([[a[j] * ((1.0 if j == k else 0.0) - a[k]) for k in range(n)] for j in range(n)])

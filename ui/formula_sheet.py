@@ -19,7 +19,8 @@ Section = SheetSection
 F = Formula
 __all__ = ["SHARED", "Formula", "Section", "all_latex", "backward", "forward", "note_keys", "sections", "shaped"]
 
-# sections of no kind: the notation first, the embedding before the projections, the multi-head backward last
+# sections of no kind: the notation first, the embedding before the projections (the multi-head backward
+# is the grad_multi_head kind's own section)
 SHARED: tuple[Section, ...] = (
     Section("forward", (
         F(r"n, \quad d, \quad d_k, \quad d_v, \quad h, \quad m", "formulas.notation.sizes"),
@@ -30,12 +31,6 @@ SHARED: tuple[Section, ...] = (
         F(r"[[X | n | d]], \qquad x_{i} = E[t_{i}], \qquad E \in \mathbb{R}^{m \times d}",
           "formulas.embedding.lookup"),
     ), key="embedding", position=5),
-    Section("backward", (
-        F(r"[[G_{W_O} | h d_v | d_{\mathrm{out}}]] = C^{\top} G_{\mathrm{out}}, \qquad "
-          r"[[G_C | n | h d_v]] = G_{\mathrm{out}} W_O^{\top}"),
-        F(r"G_C = [\,G_O^{(1)} \mid \dots \mid G_O^{(h)}\,], \qquad G_X = \sum_{i=1}^{h} G_X^{(i)}",
-          "formulas.grad_multi_head.split"),
-    ), key="grad_multi_head", position=260),
 )
 
 

@@ -1,0 +1,329 @@
+"""Rotary position embedding (RoPE) on 2-D pairs, with angles from a small table.
+
+Row p of Q (and of K) is split into pairs of columns (1, 2), (3, 4), …; pair i is rotated by the
+angle φ_pi = pos_p θ_i:
+
+    q'_{2i−1} = q_{2i−1} cos φ − q_{2i} sin φ        q'_{2i} = q_{2i−1} sin φ + q_{2i} cos φ
+    scores = Q_rot K_rotᵀ,   S_pr = q_p R(φ_r − φ_p) k_rᵀ: it depends only on the position difference
+
+Angles are multiples of 90° (level 1 and 2) or 30° (level 3 and some of level 2), so cos and sin are
+0, ±1/2, ±√3/2, ±1: the prompt lists them. The mistakes are this kind's own (rope_* in its locales:
+one angle for every position, the sign of sin, the rotation applied to q only or not at all) and
+K_rot Q_rotᵀ; the pipeline's score mistakes on the unrotated Q and K are guarded too (GUARDS).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import sympy
+
+from attention_core.positions import rope, rotation_angles
+
+from ...core.contract import Formula, HomeStage, SheetSection
+from ...core.draft import Draft
+from ...core.levels import spec
+from ...core.model import Exercise, Part
+from ...core.numbers import choice, decimals_for, nonzero_matrix, round_half_up
+from ...i18n import msg
+
+ID = "rope"
+ORDER = 84  # after multi_head: where a token is, once attention is whole
+VERSION = 1
+LEVELS = (1, 2, 3)
+# the pipeline's own score mistakes, made on the unrotated Q and K (misconceptions.alternatives)
+GUARDS = ("transposed_scores", "scores_not_transposed")
+
+# level: (n tokens, pairs m, the angles θ to draw from (one per pair), first positions to draw from)
+SIZES = {1: (2, 1, ((90,),), (0, 1)),
+         2: (3, 1, ((90,), (60,)), (0, 1)),
+         3: (3, 2, ((90, 30), (60, 30), (30, 90)), (0, 1))}
+VALUES = {1: (0, 1, 2), 2: (-1, 0, 1, 2), 3: (-1, 0, 1, 2)}
+PARTS = ("Q_rot", "K_rot", "scores")
+
+
+def _draft(rng: np.random.Generator, level: int) -> Draft:
+    n, m, thetas, starts = SIZES[level]
+    theta = np.array(choice(rng, thetas), dtype=float)  # (m,) degrees
+    start = int(choice(rng, starts))
+    pos = np.arange(start, start + n, dtype=float)  # (n,)
+    Q = nonzero_matrix(rng, (n, 2 * m), VALUES[level])  # (n, 2m)
+    K = nonzero_matrix(rng, (n, 2 * m), VALUES[level])  # (n, 2m)
+    Q_rot, K_rot = exact_rotated(Q, pos, theta), exact_rotated(K, pos, theta)
+    references = {"Q_rot": _floats(Q_rot), "K_rot": _floats(K_rot), "scores": _floats(Q_rot * K_rot.T)}
+    decimals = spec(level).decimals
+    parts = [Part(name=name, shape=ref.shape, reference=ref, decimals=decimals_for(ref, decimals))
+             for name, ref in references.items()]
+    params = {"n": n, "d": 2 * m, "pos_text": ", ".join(str(int(p)) for p in pos),
+              "theta_text": ", ".join(f"{int(t)}°" for t in theta), "table": angle_table(pos, theta)}
+    return Draft(given={"Q": Q, "K": K, "pos": pos, "theta": theta}, parts=parts, params=params)
+
+
+def generate(rng: np.random.Generator, level: int) -> Draft:
+    """Rows whose rotation changes something and whose mistakes all differ from the answers and from
+    each other (to 2 decimals too)."""
+    from .._shared.hand import all_apart
+
+    while True:
+        draft = _draft(rng, level)
+        g = draft.given
+        if all_apart(draft.parts, lambda p, g=g: {**mistakes_of(g, p.name), **_plain_score_mistakes(g, p.name)}):
+            return draft
+
+
+def _plain_score_mistakes(given: dict, name: str) -> dict[str, np.ndarray]:
+    """The pipeline's score mistakes on the unrotated Q and K (GUARDS, named by misconceptions.diagnose):
+    kept apart from this kind's own too, so that each wrong answer has one name."""
+    if name != "scores":
+        return {}
+    Q, K = np.asarray(given["Q"], dtype=float), np.asarray(given["K"], dtype=float)
+    found = {"plain_transposed_scores": K @ Q.T}
+    if Q.shape[1] == K.shape[0]:
+        found["plain_scores_not_transposed"] = Q @ K
+    return found
+
+
+# ---------------------------------------------------------------- exact rotation and the angle table
+
+
+def exact_cos_sin(degrees: float) -> tuple[sympy.Expr, sympy.Expr]:
+    angle = sympy.pi * sympy.Rational(int(round(degrees)), 180)
+    return sympy.cos(angle), sympy.sin(angle)
+
+
+def exact_rotated(X: np.ndarray, pos: np.ndarray, theta: np.ndarray, sign: int = 1) -> sympy.Matrix:
+    """X with each pair rotated by sign · pos_p θ_i, exactly; (n, 2m)."""
+    phi = rotation_angles(pos, theta)  # (n, m)
+    out = sympy.zeros(*X.shape)
+    for p in range(X.shape[0]):
+        for i in range(phi.shape[1]):
+            c, s = exact_cos_sin(sign * phi[p, i])
+            x, y = sympy.Integer(int(X[p, 2 * i])), sympy.Integer(int(X[p, 2 * i + 1]))
+            out[p, 2 * i], out[p, 2 * i + 1] = sympy.expand(x * c - y * s), sympy.expand(x * s + y * c)
+    return out
+
+
+def _floats(M: sympy.Matrix) -> np.ndarray:
+    return np.array([[float(sympy.expand(M[i, j])) for j in range(M.shape[1])] for i in range(M.shape[0])])
+
+
+def _trig_text(x: sympy.Expr) -> str:
+    """1, −1/2, √3/2 ≈ 0.866 as plain text for the prompt's table."""
+    x = sympy.nsimplify(x)
+    if x.is_Rational:
+        return str(x)
+    return f"{str(x).replace('sqrt(3)', '√3')} ≈ {float(x):.3f}"
+
+
+def angle_table(pos: np.ndarray, theta: np.ndarray) -> str:
+    """cos and sin of every angle pos_p θ_i that appears, in the prompt's words."""
+    angles = sorted({int(round(a)) for a in rotation_angles(pos, theta).ravel()})
+    rows = []
+    for a in angles:
+        c, s = exact_cos_sin(a)
+        rows.append(f"cos {a}° = {_trig_text(c)}, sin {a}° = {_trig_text(s)}")
+    return "; ".join(rows)
+
+
+# ---------------------------------------------------------------- mistakes, diagnosis, carrying forward
+
+
+def mistakes_of(given: dict, name: str) -> dict[str, np.ndarray]:
+    """{mistake id: what it gives for part `name`}."""
+    Q, K, pos, theta = (np.asarray(given[k], dtype=float) for k in ("Q", "K", "pos", "theta"))
+    if name in ("Q_rot", "K_rot"):
+        X = Q if name == "Q_rot" else K
+        return {"rope_one_angle": rope(X, np.ones_like(pos), theta), "rope_sin_sign": rope(X, pos, -theta),
+                "rope_not_applied": X}
+    Q_rot, K_rot = rope(Q, pos, theta), rope(K, pos, theta)
+    # one angle for every position rotates q and k alike: the rotations cancel, as rope_not_applied
+    return {"rope_not_applied": Q @ K.T, "rope_query_only": Q_rot @ K.T, "transposed_scores": K_rot @ Q_rot.T,
+            "rope_sin_sign": rope(Q, pos, -theta) @ rope(K, pos, -theta).T}
+
+
+def diagnose(ex: Exercise, part: Part, value: np.ndarray) -> str | None:
+    from .._shared.hand import own_diagnosis
+
+    return own_diagnosis(part, value, mistakes_of(ex.given, part.name))
+
+
+def chain(ex: Exercise, values: dict[str, np.ndarray], rounding: int | None) -> dict[str, np.ndarray]:
+    """Q_rot and K_rot from the given rows unless the learner gave them, the scores from those (each
+    computed value rounded half-up to `rounding` places; None: exact)."""
+    env = dict(values)
+    g = ex.given
+    for name, X in (("Q_rot", g["Q"]), ("K_rot", g["K"])):
+        if name not in env:
+            env[name] = round_half_up(rope(X, g["pos"], g["theta"]), rounding)
+    if "scores" not in env:
+        with np.errstate(invalid="ignore", over="ignore"):
+            env["scores"] = round_half_up(np.asarray(env["Q_rot"]) @ np.asarray(env["K_rot"]).T, rounding)
+    return env
+
+
+def _rotation_operations(X: np.ndarray, pos: np.ndarray, theta: np.ndarray):
+    """Each rotated cell: x cos φ and ∓ y sin φ, nothing for a zero factor, an addition for ±1."""
+    from ...core import budget
+
+    total = budget.NONE
+    phi = np.deg2rad(rotation_angles(pos, theta))  # (n, m)
+    for p in range(X.shape[0]):
+        for i in range(phi.shape[1]):
+            R = np.array([[np.cos(phi[p, i]), -np.sin(phi[p, i])], [np.sin(phi[p, i]), np.cos(phi[p, i])]])
+            R[np.abs(R) < 1e-12] = 0.0
+            total = total + budget.product_operations(X[p:p + 1, 2 * i:2 * i + 2], R.T)
+    return total
+
+
+def operations(ex: Exercise):
+    """The two rotations, the scores from the rotated rows, every cell written."""
+    from ...core import budget
+
+    g = ex.given
+    total = _rotation_operations(g["Q"], g["pos"], g["theta"]) + _rotation_operations(g["K"], g["pos"], g["theta"])
+    total = total + budget.product_operations(ex.part("Q_rot").reference, ex.part("K_rot").reference.T)
+    return total + budget.Operations(cells=sum(int(np.prod(p.shape)) for p in ex.parts))
+
+
+# ---------------------------------------------------------------- worked solution
+
+
+def _trig_number(x: sympy.Expr):
+    """A number of the table (0, ±1/2, ±√3/2, ±1) or a multiple of one exactly; a sum such as 1 − √3
+    to 3 decimals (a factor of a product is one number)."""
+    from ... import solutions
+    from ...rendering import latex as L
+    from .._shared.hand import exact_number
+
+    x = sympy.nsimplify(sympy.expand(x))
+    if x.is_Rational or (x / sympy.sqrt(3)).is_Rational:
+        return exact_number(x)
+    text = L.decimal(float(x), 3)
+    return solutions.number(text, None, not L.is_exact_decimal(text, float(x)))
+
+
+def _angles_step(ex: Exercise):
+    from ... import solutions
+    from ...rendering import latex as L
+
+    pos, theta = ex.given["pos"], ex.given["theta"]
+    phi = rotation_angles(pos, theta)  # (n, m)
+
+    def derive(p: int, i: int):
+        terms = [(solutions.number(str(int(pos[p]))), solutions.number(str(int(theta[i]))))]
+        latex, sub = solutions.worked_chain(rf"\varphi_{{{L.index(p, i)}}}", str(int(phi[p, i])), float(phi[p, i]), 0,
+                                            L.product(str(int(pos[p])), str(int(theta[i]))), "sum", terms,
+                                            rf"\mathrm{{pos}}_{{{p + 1}}} \, \theta_{{{i + 1}}}")
+        return solutions.CellDerivation(latex, msg("solution.rope.angles.cell"), (sub,))
+
+    return solutions.make_step("angles", msg("solution.rope.angles"), phi, 0, symbol=r"\varphi",
+                               lhs=r"\varphi_{pi}", formula=r"\mathrm{pos}_{p} \, \theta_{i}",
+                               exact_cells=[[str(int(x)) for x in row] for row in phi],
+                               note=msg("solution.rope.angles.note"), derive=derive)
+
+
+def _rotation_step(ex: Exercise, name: str, source: str):
+    """Each pair of row p turned by φ_pi: two products per cell, cos and sin from the table."""
+    from ... import solutions
+    from ...rendering import latex as L
+
+    part = ex.part(name)
+    g = ex.given
+    X = np.asarray(g[source], dtype=float)
+    E = exact_rotated(X, g["pos"], g["theta"])
+    phi = rotation_angles(g["pos"], g["theta"])
+    cells = [[L.short(E[r, c]) for c in range(E.shape[1])] for r in range(E.shape[0])]
+    x = source.lower()
+    symbol = rf"{source}_{{\mathrm{{rot}}}}"
+
+    def derive(p: int, c: int):
+        i, second = divmod(c, 2)
+        cos, sin = exact_cos_sin(phi[p, i])
+        a, b = int(X[p, 2 * i]), int(X[p, 2 * i + 1])
+        factors = (cos, -sin) if not second else (sin, cos)
+        pairs = [(solutions.number(str(a)), _trig_number(factors[0])),
+                 (solutions.number(str(b)), _trig_number(factors[1]))]
+        first, other = f"{x}_{{{L.index(p, 2 * i)}}}", f"{x}_{{{L.index(p, 2 * i + 1)}}}"
+        ang = rf"\varphi_{{{L.index(p, i)}}}"
+        symbolic = (rf"{first} \cos {ang} - {other} \sin {ang}" if not second
+                    else rf"{first} \sin {ang} + {other} \cos {ang}")
+        latex, sub = solutions.worked_chain(L.cell(symbol, p, c), cells[p][c], float(E[p, c]), part.decimals,
+                                            L.total([L.product(u.text, v.text) for u, v in pairs]), "sum", pairs,
+                                            symbolic)
+        return solutions.CellDerivation(latex, msg("solution.rope.rotate.cell", angle=int(round(phi[p, i]))), (sub,))
+
+    formula = (rf"\begin{{bmatrix}} {x}'_{{2i-1}} & {x}'_{{2i}} \end{{bmatrix}} = "
+               rf"\begin{{bmatrix}} {x}_{{2i-1}} & {x}_{{2i}} \end{{bmatrix}} "
+               r"\begin{bmatrix} \cos\varphi & \sin\varphi \\ -\sin\varphi & \cos\varphi \end{bmatrix}")
+    return solutions.make_step(name, msg(f"solution.rope.{name}"), part.reference, part.decimals, symbol=symbol,
+                               lhs=symbol, formula=formula, exact_cells=cells, note=msg("solution.rope.rotate.note"),
+                               derive=derive)
+
+
+def _scores_step(ex: Exercise):
+    from .._shared.hand import carried_grid, product_step
+
+    part = ex.part("scores")
+    q, k = ex.part("Q_rot"), ex.part("K_rot")
+    g = ex.given
+    E = sympy.expand(exact_rotated(g["Q"], g["pos"], g["theta"]) * exact_rotated(g["K"], g["pos"], g["theta"]).T)
+    return product_step("scores", msg("solution.rope.scores"), part.reference, part.decimals, symbol="S",
+                        formula=r"Q_{\mathrm{rot}} K_{\mathrm{rot}}^{\top}", left=carried_grid(q.reference, q.decimals),
+                        right=carried_grid(k.reference.T, k.decimals), left_symbol=r"Q_{\mathrm{rot}}",
+                        right_symbol=r"K_{\mathrm{rot}}^{\top}", note=msg("solution.rope.scores.note"), exact=E,
+                        cell_note=msg("solution.rope.scores.cell") if _rounded(q, k) else None)
+
+
+def _rounded(*parts: Part) -> bool:
+    return any(p.decimals > 0 for p in parts)
+
+
+def _relative_step(ex: Exercise):
+    """One score again from the unrotated q_p and k_r and the difference of their angles alone."""
+    from ... import solutions
+    from ...rendering import latex as L
+
+    g = ex.given
+    pos, theta = g["pos"], g["theta"]
+    n = g["Q"].shape[0]
+    p, r = 0, n - 1  # the first query and the last key: the largest difference
+    turned = exact_rotated(g["K"][r:r + 1], np.array([pos[r] - pos[p]]), theta)  # (1, 2m): k_r R(Δ)
+    q = [int(x) for x in g["Q"][p]]
+    value = ex.part("scores").reference[p, r]
+    exact = L.short(sympy.expand(sum(q[c] * turned[0, c] for c in range(len(q)))))
+    pairs = [(solutions.number(str(q[c])), _trig_number(turned[0, c])) for c in range(len(q))]
+    delta = int(pos[r] - pos[p])
+    middle = rf"q_{{{p + 1}}} \cdot \left(R({delta}\theta)\, k_{{{r + 1}}}\right)"
+    latex, sub = solutions.worked_chain(L.cell("S", p, r), exact, float(value), ex.part("scores").decimals,
+                                        L.total([L.product(a.text, b.text) for a, b in pairs]), "sum", pairs, middle)
+    work = [(rf"R({delta}\theta)\, k_{{{r + 1}}}", L.APPROX if any(b.rounded for _, b in pairs) else "=",
+             L.bmatrix([[b.text for _, b in pairs]]))]
+
+    def derive(_: int, __: int):
+        return solutions.CellDerivation(latex, msg("solution.rope.relative.cell", delta=delta), (sub,))
+
+    return solutions.make_step("relative", msg("solution.rope.relative"), np.array([[value]]),
+                               ex.part("scores").decimals, symbol=L.cell("S", p, r),
+                               formula=rf"q_{{{p + 1}}} R\left((\mathrm{{pos}}_{{{r + 1}}} - "
+                                       rf"\mathrm{{pos}}_{{{p + 1}}})\theta\right) k_{{{r + 1}}}^{{\top}}",
+                               work=work, exact_cells=[[exact]], note=msg("solution.rope.relative.note"),
+                               derive=derive)
+
+
+def solve(ex: Exercise) -> list:
+    """The angles, the rotated queries and keys (exact, from the cos/sin table), the scores from the
+    rotated rows as written, and one score again from the position difference alone."""
+    return [_angles_step(ex), _rotation_step(ex, "Q_rot", "Q"), _rotation_step(ex, "K_rot", "K"), _scores_step(ex),
+            _relative_step(ex)]
+
+
+# ---------------------------------------------------------------- Home and the formula sheet
+
+HOME = HomeStage("around", r"q' = q\,R(\mathrm{pos}\,\theta)")
+SHEET = SheetSection("forward", (
+    Formula(r"\begin{bmatrix} x'_{2i-1} & x'_{2i} \end{bmatrix} = \begin{bmatrix} x_{2i-1} & x_{2i} \end{bmatrix}"
+            r"\begin{bmatrix} \cos\varphi & \sin\varphi \\ -\sin\varphi & \cos\varphi \end{bmatrix}, \qquad "
+            r"\varphi = \mathrm{pos} \cdot \theta_{i}", "formulas.rope.rotate"),
+    Formula(r"[[S | n | n]] = Q_{\mathrm{rot}} K_{\mathrm{rot}}^{\top}, \qquad "
+            r"S_{pr} = q_{p} R\left((\mathrm{pos}_{r} - \mathrm{pos}_{p})\theta\right) k_{r}^{\top}",
+            "formulas.rope.relative"),
+))

@@ -57,6 +57,11 @@ EXPECTED_KINDS = {
     "scaled_by_sqrt_d_model": set(),  # attention never has √d_model apart from d_k and d_k²; multi_head names it per head
     "grad_scores_times_sqrt_dk": {"grad_scores", "backprop"},
     **{mid: {"grad_projections", "backprop"} for mid in GRAD_X_PATH_MISTAKES},
+    # issue 17 (W17a)
+    "cross_keys_from_queries": {"cross_attention"}, "cross_causal_mask": {"cross_attention"},
+    "padding_on_queries": {"padding_mask"}, "padding_ignored": {"padding_mask"},
+    "padding_after_softmax": {"padding_mask"}, "padding_empty_row_uniform": {"padding_mask"},
+    "loss_grad_sign": {"backprop_loss"}, "loss_grad_doubled": {"backprop_loss"},
 }
 DESIGN_IDS = ("transposed_scores", "no_scaling", "scaled_by_dk", "mask_diagonal", "mask_wrong_triangle",
               "no_mask", "mask_after_softmax", "softmax_columns", "no_exp", "weights_transposed",

@@ -21,6 +21,7 @@ def apart_from_rounded(ex: Exercise, guards: Iterable[str], chain) -> bool:
     careful = chain(ex, {}, declared_decimals(ex))
     for values in misconceptions.alternatives(ex, guards).values():
         for name, alt in values.items():
-            if name in careful and not misconceptions.apart(alt, careful[name], misconceptions.separation(ex.part(name))):
+            gap = misconceptions.separation(ex.part(name))
+            if name in careful and not misconceptions.apart(alt, careful[name], gap):
                 return False
     return True

@@ -31,7 +31,7 @@ MisconceptionId = Literal[
     "grad_x_query_path_only", "grad_x_key_path_only", "grad_x_value_path_only",
     # --- issue 17 (W17a): cross-attention, padding, KV cache, GQA, the loss ---
     "cross_keys_from_queries", "cross_causal_mask", "padding_on_queries", "padding_ignored",
-    "padding_after_softmax", "padding_empty_row_uniform", "loss_grad_sign", "loss_grad_doubled",
+    "padding_after_softmax", "padding_empty_row_uniform",
 ]
 CATALOG: tuple[str, ...] = MisconceptionId.__args__  # DESIGN §5 first, in its order
 

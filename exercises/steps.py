@@ -719,12 +719,6 @@ def _g_o(env):
     return np.asarray(env["O"], dtype=float) - np.asarray(env["T"], dtype=float)  # ∂(½‖O − T‖²)/∂O: (n_q, d_v)
 
 
-G_O_MISTAKES = (
-    Mistake("loss_grad_sign", lambda env: np.asarray(env["T"], dtype=float) - np.asarray(env["O"], dtype=float)),
-    Mistake("loss_grad_doubled", lambda env: 2 * _g_o(env)),  # the ½ forgotten: d(x²)/dx = 2x kept
-)
-
-
 def _exact_g_o(xs: dict, values: Values):
     return X.xadd(xs["O"], np.vectorize(lambda t: None if t is None else -t, otypes=[object])(xs["T"]))
 
@@ -738,7 +732,8 @@ M_STEP = AttentionStep(
 G_O_STEP = AttentionStep(
     "G_O", ("O", "T"), _g_o, shape=("n_q", "d_v"), symbol="G_O", formula_latex="G_O = O - T",
     typst_symbol="G_O", typst_formula="G_O = O - T", builder="value", direction="backward",
-    mistakes=G_O_MISTAKES, exact=_exact_g_o, checkable=False)
+    exact=_exact_g_o, checkable=False)  # its mistakes (T − O, 2(O − T)) are backprop_loss's own: downstream of
+# G_O a sign slip is the softmax's sign mistake and a lost ½ is √d_k's, so only G_O itself can name them
 
 
 def _with_issue_17(records: tuple[AttentionStep, ...]) -> tuple[AttentionStep, ...]:

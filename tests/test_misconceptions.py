@@ -61,7 +61,6 @@ EXPECTED_KINDS = {
     "cross_keys_from_queries": {"cross_attention"}, "cross_causal_mask": {"cross_attention"},
     "padding_on_queries": {"padding_mask"}, "padding_ignored": {"padding_mask"},
     "padding_after_softmax": {"padding_mask"}, "padding_empty_row_uniform": {"padding_mask"},
-    "loss_grad_sign": {"backprop_loss"}, "loss_grad_doubled": {"backprop_loss"},
 }
 DESIGN_IDS = ("transposed_scores", "no_scaling", "scaled_by_dk", "mask_diagonal", "mask_wrong_triangle",
               "no_mask", "mask_after_softmax", "softmax_columns", "no_exp", "weights_transposed",

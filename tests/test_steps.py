@@ -36,7 +36,6 @@ MISTAKES = {
     "A": ("softmax_columns", "no_exp", "softmax_no_normalise", "mask_zero_instead_of_inf", "mask_after_softmax",
           "padding_after_softmax", "padding_empty_row_uniform"),
     "O": ("weights_transposed",),
-    "G_O": ("loss_grad_sign", "loss_grad_doubled"),  # issue 17: from L = ½‖O − T‖²
     "G_A": ("grad_a_transposed", "grad_a_no_transpose"),
     "G_V": ("grad_v_no_transpose",),
     "G_scaled": ("softmax_grad_missing_term", "softmax_grad_diagonal_only", "softmax_grad_sign"),

@@ -98,6 +98,19 @@ def apply_mask_backward(G_masked: np.ndarray, causal: bool) -> np.ndarray:
     return G
 
 
+def padding_mask(pad, causal: bool = False) -> np.ndarray:
+    """The additive mask of one padded sequence: (n, n), −∞ where query i may not see key j, else 0.
+
+    pad holds one flag per position (1 = a padding token). Padding hides a KEY from every query (its
+    column); with causal=True the future keys (j > i) are hidden too. A query whose every key is
+    hidden has a row of −∞ only (see softmax_visible)."""
+    pad = np.asarray(pad, dtype=bool).ravel()  # (n,)
+    hidden = np.repeat(pad[None, :], pad.size, axis=0)  # (n, n): row i, column j hidden when key j pads
+    if causal:
+        hidden |= causal_mask(pad.size)
+    return np.where(hidden, -np.inf, 0.0)  # (n, n)
+
+
 # ---------------------------------------------------------------- softmax
 # A = softmax over each row: every query spreads a total weight of 1 over the keys
 
@@ -109,6 +122,17 @@ def softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
     shifted = x - np.max(x, axis=axis, keepdims=True)
     e = np.exp(shifted)  # exp(−∞) is exactly 0.0
     return e / np.sum(e, axis=axis, keepdims=True)
+
+
+def softmax_visible(x: np.ndarray) -> np.ndarray:
+    """Row-wise softmax where a row that sees no key at all (every entry −∞) gets weights 0 and not
+    NaN: the convention of a fully masked query (it attends to nothing, so its output is 0)."""
+    x = np.asarray(x, dtype=float)  # (n_q, n_k)
+    empty = np.all(np.isneginf(x), axis=-1)  # (n_q,)
+    out = np.zeros(x.shape)
+    if (~empty).any():
+        out[~empty] = softmax(x[~empty], axis=-1)
+    return out
 
 
 def softmax_backward(A: np.ndarray, G_A: np.ndarray) -> np.ndarray:

@@ -58,6 +58,10 @@ EXPECTED_KINDS = {
     "grad_scores_times_sqrt_dk": {"grad_scores", "backprop"},
     **{mid: {"grad_projections", "backprop"} for mid in GRAD_X_PATH_MISTAKES},
     "grad_x_v_no_transpose": {"grad_value_proj"},  # a square W_V (level 1): G_V W_V conforms
+    # issue 17 (W17a)
+    "cross_keys_from_queries": {"cross_attention"}, "cross_causal_mask": {"cross_attention"},
+    "padding_on_queries": {"padding_mask"}, "padding_ignored": {"padding_mask"},
+    "padding_after_softmax": {"padding_mask"}, "padding_empty_row_uniform": {"padding_mask"},
 }
 DESIGN_IDS = ("transposed_scores", "no_scaling", "scaled_by_dk", "mask_diagonal", "mask_wrong_triangle",
               "no_mask", "mask_after_softmax", "softmax_columns", "no_exp", "weights_transposed",

@@ -152,7 +152,10 @@ def _square_only_matrix_for(ex, view, names):
     return None
 
 
-@pytest.mark.parametrize("kind", list(exercises.KINDS))
+RECTANGULAR_KINDS = {"cross_attention"}  # issue 17: n_q ≠ n_k by design, so no "before rectangles" to compare with
+
+
+@pytest.mark.parametrize("kind", [k for k in exercises.KINDS if k not in RECTANGULAR_KINDS])
 def test_every_kind_draws_the_same_heatmaps_as_before_rectangles(kind):
     from ui import solution
     for level in exercises.KINDS[kind].LEVELS:

@@ -23,16 +23,20 @@ from exercises.solutions.exact import _exact_given
 from exercises.worksheets import latex_to_typst
 from tests.test_katex import katex_errors
 
-NAMES = ("X", "Q", "K", "V", "scores", "scaled", "masked", "A", "O", "G_A", "G_V", "G_scaled", "G_scores", "G_Q",
+NAMES = ("X", "Q", "K", "V", "scores", "scaled", "M", "masked", "A", "O", "G_O", "G_A", "G_V", "G_scaled", "G_scores", "G_Q",
          "G_K", "G_W_Q", "G_W_K", "G_W_V", "G_X_V", "G_X", "G_E")
 
 # each step's mistakes in precedence order: pinned, since misconception diagnosis, carry-forward and
 # the generator's redraw on a collision all depend on them
 MISTAKES = {
+    "K": ("cross_keys_from_queries",),  # issue 17: keys and values from H when a memory is given
+    "V": ("cross_keys_from_queries",),
     "scores": ("transposed_scores", "scores_not_transposed"),
     "scaled": ("no_scaling", "scaled_by_dk", "scaled_times_sqrt_dk", "scaled_by_sqrt_d_model"),
-    "masked": ("no_mask", "mask_diagonal", "mask_wrong_triangle", "mask_zero_instead_of_inf"),
-    "A": ("softmax_columns", "no_exp", "softmax_no_normalise", "mask_zero_instead_of_inf", "mask_after_softmax"),
+    "M": ("padding_on_queries", "padding_ignored", "no_mask"),  # issue 17: the additive padding mask
+    "masked": ("no_mask", "mask_diagonal", "mask_wrong_triangle", "mask_zero_instead_of_inf", "cross_causal_mask"),
+    "A": ("softmax_columns", "no_exp", "softmax_no_normalise", "mask_zero_instead_of_inf", "mask_after_softmax",
+          "padding_after_softmax", "padding_empty_row_uniform"),
     "O": ("weights_transposed",),
     "G_A": ("grad_a_transposed", "grad_a_no_transpose"),
     "G_V": ("grad_v_no_transpose",),
@@ -170,6 +174,7 @@ def test_symbols_and_lists_are_views_of_the_registry():
         "G_O": "G_O", "G_A": "G_A", "G_V": "G_V", "G_scaled": "G_Z", "G_scores": "G_S", "G_Q": "G_Q",
         "G_K": "G_K", "G_W_Q": "G_{W_Q}", "G_W_K": "G_{W_K}", "G_W_V": "G_{W_V}", "G_X": "G_X",
         "G_X_V": r"G_X^{(V)}", "G_E": "G_E", "d_k": "d_k", "token_ids": "t",
+        "M": "M", "H": "H", "T": "T", "pad": "p",  # issue 17
     }
     assert checkwork.FROM_X == ("X", "W_Q", "W_K", "W_V") and checkwork.FROM_QKV == ("Q", "K", "V")
     assert checkwork.FORWARD == ("Q", "K", "V", "scores", "scaled", "masked", "A", "O")

@@ -29,6 +29,9 @@ MisconceptionId = Literal[
     "scaled_times_sqrt_dk", "scaled_by_sqrt_d_model", "grad_scores_times_sqrt_dk",
     "grad_x_no_value_path", "grad_x_no_key_path", "grad_x_no_query_path",
     "grad_x_query_path_only", "grad_x_key_path_only", "grad_x_value_path_only", "grad_x_v_no_transpose",
+    # --- issue 17 (W17a): cross-attention, padding, KV cache, GQA, the loss ---
+    "cross_keys_from_queries", "cross_causal_mask", "padding_on_queries", "padding_ignored",
+    "padding_after_softmax", "padding_empty_row_uniform",
 ]
 CATALOG: tuple[str, ...] = MisconceptionId.__args__  # DESIGN §5 first, in its order
 
@@ -51,9 +54,11 @@ def alternatives(ex: Exercise, mistakes: Iterable[str] | None = None) -> dict[st
             env = pipeline.run_mistake(ex.given, pipeline.reference_env(ex), mid, until=wanted)
             if not env.used:
                 continue  # the mistake is not on the way to any part of this exercise
-            # a value no one can write (NaN, +∞: a row of −∞ through the softmax) names nothing
+            # a value no one can write (NaN, +∞: a row of −∞ through the softmax) names nothing, nor one of
+            # another shape than the part's (K Qᵀ of a rectangle): that is a shape error, not an answer
             values = {name: env[name] for name in wanted
-                      if name in env.tainted and not (np.isnan(env[name]).any() or np.isposinf(env[name]).any())}
+                      if name in env.tainted and np.shape(env[name]) == ex.part(name).shape
+                      and not (np.isnan(env[name]).any() or np.isposinf(env[name]).any())}
             if values:
                 found[mid] = values
         memo["alternatives"] = found

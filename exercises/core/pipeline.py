@@ -74,7 +74,10 @@ def run(given: dict, mistakes: Iterable[str] = (), until: Iterable[str] | None =
             continue
         env.current = step.name
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            value = np.asarray(compute_step(step, env), dtype=float)
+            try:
+                value = np.asarray(compute_step(step, env), dtype=float)
+            except ValueError:  # shapes a mistake made that cannot combine (K Qᵀ of a rectangle, then A V)
+                continue
         env[step.name] = value if rounding is None else round_half_up(value, rounding)
         if env.tainted.intersection(step.inputs):
             env.tainted.add(step.name)

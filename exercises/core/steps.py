@@ -575,3 +575,189 @@ def mistakes() -> dict[str, tuple[AttentionStep, ...]]:
 def of_direction(direction: str, checkable: bool | None = None) -> tuple[str, ...]:
     """The names of the forward (or backward) steps, in order; only the claimable ones when asked."""
     return tuple(s.name for s in STEPS if s.direction == direction and (checkable is None or s.checkable == checkable))
+
+
+# --- issue 17 (W17a): cross-attention, padding, KV cache, GQA, the loss ---
+# New records (M, the additive padding mask; G_O, the gradient of a given loss) and records that
+# replace one above by the same name with a version that also reads the new given values:
+#     H    a memory: cross-attention takes keys and values from it (K = H W_K, V = H W_V)
+#     pad  key padding flags (1 = a padding token): the additive mask M joins the causal mask
+#     T    a target: L = ½‖O − T‖², so G_O = ∂L/∂O = O − T
+# Without those given values each replaced record computes what the one it replaces does, and its
+# old mistakes keep their order and conditions, so no exercise of another kind changes.
+
+from dataclasses import replace as _replace  # noqa: E402
+
+from attention_core.ops import padding_mask as _padding_mask  # noqa: E402
+from attention_core.ops import softmax_visible as _softmax_visible  # noqa: E402
+
+
+def _has(name: str) -> Callable[[Values], bool]:
+    return lambda env: name in env
+
+
+def _memory(env: Values) -> np.ndarray:
+    """Where keys and values come from: the memory H in cross-attention, else X itself."""
+    return env["H"] if "H" in env else env["X"]
+
+
+def _exact_memory_product(weight: str) -> Callable[[dict, Values], Any]:
+    return lambda xs, values: X.xmatmul(xs["H"] if "H" in values else xs["X"], xs[weight])
+
+
+def _memory_projection(step: AttentionStep, weight: str) -> AttentionStep:
+    """K or V from H when a memory is given; the mistake of taking them from the queries' X."""
+    return _replace(step, compute=lambda env: ops.project(_memory(env), env[weight]),  # (n_k, d_k or d_v)
+                    exact=_exact_memory_product(weight),
+                    mistakes=(Mistake("cross_keys_from_queries", lambda env: ops.project(env["X"], env[weight]),
+                                      applies=_has("H")),))
+
+
+def _padded(env: Values) -> bool:
+    return "M" in env
+
+
+def _unless_padded(m: Mistake) -> Mistake:
+    """A causal-mask mistake of the old records: not made where the padding mask M does the masking."""
+    return _replace(m, applies=lambda env, applies=m.applies: not _padded(env) and applies(env))
+
+
+def _masked_17(env):
+    if _padded(env):
+        return np.asarray(env["scaled"], dtype=float) + np.asarray(env["M"], dtype=float)  # (n, n)
+    return _masked(env)
+
+
+def _exact_masked_17(xs: dict, values: Values):
+    if "M" in values:
+        out = xs["scaled"].copy()
+        out[np.isneginf(np.asarray(values["M"], dtype=float))] = -sympy.oo
+        return out
+    return _exact_mask(xs, values)
+
+
+def _rectangle_without_mask(env: Values) -> bool:
+    rows, cols = np.shape(env["scaled"])
+    return not _causal(env) and not _padded(env) and rows < cols
+
+
+MASKED_17_MISTAKES = (
+    *(_unless_padded(m) for m in MASKED_MISTAKES),
+    # cross-attention: the square causal rule (key j hidden from query i when j > i) on a rectangle whose
+    # keys belong to another, complete sequence: none of them lies in a query's future
+    Mistake("cross_causal_mask", _masked_where(lambda n_q, n_k: np.triu(np.ones((n_q, n_k), dtype=bool), k=1),
+                                               -np.inf), applies=_rectangle_without_mask),
+)
+
+
+def _softmax_rows_17(env):
+    if _padded(env):
+        return _softmax_visible(env["masked"])  # a query that sees no key attends to nothing: weights 0
+    return _softmax_rows(env)
+
+
+def _padding_after_softmax(env):
+    A = _softmax_visible(ops.apply_mask(env["scaled"], _causal(env)))  # the causal softmax, padding ignored,
+    A[np.isneginf(np.asarray(env["M"], dtype=float))] = 0.0  # then padded keys zeroed without renormalising
+    return A
+
+
+def _empty_row(env: Values) -> bool:
+    return _padded(env) and bool(np.all(np.isneginf(env["masked"]), axis=-1).any())
+
+
+def _empty_row_uniform(env):
+    A = _softmax_visible(env["masked"])
+    A[np.all(np.isneginf(env["masked"]), axis=-1)] = 1.0 / np.shape(A)[1]  # the "−1e9 instead of −∞" reading
+    return A
+
+
+SOFTMAX_17_MISTAKES = (
+    *(_unless_padded(m) if m.id == "mask_after_softmax" else m for m in SOFTMAX_MISTAKES),
+    Mistake("padding_after_softmax", _padding_after_softmax, applies=lambda env: _padded(env) and "scaled" in env),
+    Mistake("padding_empty_row_uniform", _empty_row_uniform, applies=_empty_row),
+)
+
+
+def _exact_softmax_17(xs: dict, values: Values):
+    out = X.xsoftmax(xs["masked"])
+    if "M" in values:
+        for i, row in enumerate(xs["masked"]):
+            if all(z == -sympy.oo for z in row):
+                out[i] = [sympy.Integer(0)] * len(row)  # a fully masked query: weights 0 by convention
+    return out
+
+
+def _pad_flags(env: Values) -> np.ndarray:
+    return np.asarray(env["pad"], dtype=bool).ravel()  # (n,)
+
+
+def _m(env):
+    return _padding_mask(env["pad"], _causal(env))  # (n, n): 0 or −∞
+
+
+def _m_on_queries(env):
+    pad = _pad_flags(env)
+    hidden = np.repeat(pad[:, None], pad.size, axis=1)  # rows of padded queries instead of columns of keys
+    if _causal(env):
+        hidden |= causal_mask(pad.size)
+    return np.where(hidden, -np.inf, 0.0)
+
+
+M_MISTAKES = (
+    Mistake("padding_on_queries", _m_on_queries),
+    Mistake("padding_ignored", lambda env: _padding_mask(np.zeros(_pad_flags(env).size), _causal(env)),
+            applies=lambda env: bool(_pad_flags(env).any())),
+    Mistake("no_mask", lambda env: _padding_mask(env["pad"], False), applies=_causal),
+)
+
+
+def _exact_m(xs: dict, values: Values):
+    M = _m(values)
+    out = np.empty(M.shape, dtype=object)
+    for idx, x in np.ndenumerate(M):
+        out[idx] = -sympy.oo if np.isneginf(x) else sympy.Integer(0)
+    return out
+
+
+def _g_o(env):
+    return np.asarray(env["O"], dtype=float) - np.asarray(env["T"], dtype=float)  # ∂(½‖O − T‖²)/∂O: (n_q, d_v)
+
+
+def _exact_g_o(xs: dict, values: Values):
+    return X.xadd(xs["O"], np.vectorize(lambda t: None if t is None else -t, otypes=[object])(xs["T"]))
+
+
+M_STEP = AttentionStep(
+    "M", ("pad",), _m, shape=("n", "n"), symbol="M",
+    formula_latex=r"M_{ij} = \begin{cases} -\infty & p_j = 1 \text{ or } j > i \text{ (causal)} \\ 0 & "
+                  r"\text{otherwise} \end{cases}",
+    typst_symbol="M", typst_formula="M_(i j) = cases(-infinity & p_j = 1 \"or\" j > i, 0 & \"otherwise\")",
+    builder="value", direction="forward", mistakes=M_MISTAKES, exact=_exact_m, checkable=False)
+G_O_STEP = AttentionStep(
+    "G_O", ("O", "T"), _g_o, shape=("n_q", "d_v"), symbol="G_O", formula_latex="G_O = O - T",
+    typst_symbol="G_O", typst_formula="G_O = O - T", builder="value", direction="backward",
+    exact=_exact_g_o, checkable=False)  # its mistakes (T − O, 2(O − T)) are backprop_loss's own: downstream of
+# G_O a sign slip is the softmax's sign mistake and a lost ½ is √d_k's, so only G_O itself can name them
+
+
+def _with_issue_17(records: tuple[AttentionStep, ...]) -> tuple[AttentionStep, ...]:
+    out: list[AttentionStep] = []
+    for step in records:
+        if step.name in ("K", "V"):
+            step = _memory_projection(step, "W_K" if step.name == "K" else "W_V")
+        elif step.name == "masked":
+            out.append(M_STEP)  # the padding mask comes before the scores it masks
+            step = _replace(step, compute=_masked_17, exact=_exact_masked_17, mistakes=MASKED_17_MISTAKES)
+        elif step.name == "A":
+            step = _replace(step, compute=_softmax_rows_17, exact=_exact_softmax_17, mistakes=SOFTMAX_17_MISTAKES)
+        out.append(step)
+        if step.name == "O":
+            out.append(G_O_STEP)  # a given loss: the gradient that starts the backward pass
+    return tuple(out)
+
+
+STEPS = _with_issue_17(STEPS)
+STEP_BY_NAME = {s.name: s for s in STEPS}
+INPUT_SYMBOLS.update({"H": "H", "T": "T", "pad": "p"})
+INPUT_SHAPES.update({"H": ("n_k", "d_model"), "T": ("n_q", "d_v"), "pad": ("n",)})

@@ -100,8 +100,8 @@ def rational(q: sympy.Rational) -> str:
     p, d = int(q.p), int(q.q)
     if d == 1:
         return str(p)
-    if d > 12 and 10**6 % d == 0:
-        return f"{p / d:g}"
+    if d > 12 and 10**6 % d == 0:  # every digit (:g would keep 6 significant ones: 2.583895 → 2.5839)
+        return f"{p / d:.6f}".rstrip("0").rstrip(".")
     return sym(q)
 
 

@@ -10,6 +10,7 @@ import exercises
 from exercises.cli import selftest
 from exercises.solutions import given_latex
 from tests.e2e.streamlit_driver import StreamlitPage
+from ui import mathview
 from ui.answer_grid import MARK, TINT, cell_key, paste_key
 
 DEEP_LINK = "/practice?kind=softmax&level=2&seed=5"
@@ -146,7 +147,7 @@ def test_show_solution_draws_the_steps_and_heatmaps(app: StreamlitPage, screensh
     drawn = {" ".join(text.split()) for text in
              app.page.locator('.katex-mathml annotation[encoding="application/x-tex"]').all_text_contents()}
     for step in exercises.solve(ex):
-        assert " ".join(step.display(exact=True).split()) in drawn, step.name
+        assert " ".join(mathview.spaced(step.display(exact=True)).split()) in drawn, step.name
     # the scores and the weights as heatmaps, drawn by Vega
     charts = app.page.locator('[data-testid="stVegaLiteChart"]')
     expect(charts).to_have_count(2)

@@ -47,6 +47,15 @@ def _top_level_imports(tree: ast.Module) -> list[ast.Import | ast.ImportFrom]:
     return found
 
 
+def _from_target(stmt: ast.ImportFrom, package: str) -> str:
+    """The module a `from … import` reads, its dots resolved against `package`."""
+    if not stmt.level:
+        return stmt.module or ""
+    base = package.split(".")
+    base = base[:len(base) - (stmt.level - 1)]
+    return ".".join(base + ([stmt.module] if stmt.module else []))
+
+
 def _imported(module: str, path: Path) -> set[str]:
     """The modules of the package that `module` imports at import time."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
@@ -56,12 +65,7 @@ def _imported(module: str, path: Path) -> set[str]:
         if isinstance(stmt, ast.Import):
             out |= {alias.name for alias in stmt.names}
             continue
-        if stmt.level:
-            base = package.split(".")
-            base = base[:len(base) - (stmt.level - 1)]
-            target = ".".join(base + ([stmt.module] if stmt.module else []))
-        else:
-            target = stmt.module or ""
+        target = _from_target(stmt, package)
         for alias in stmt.names:  # `from . import engine` imports the submodule engine
             sub = f"{target}.{alias.name}"
             out.add(sub if sub in MODULES else target)
@@ -164,13 +168,7 @@ def _every_import_target(module: str, path: Path) -> list[tuple[int, str]]:
     found = []
     for stmt in ast.walk(tree):
         if isinstance(stmt, ast.ImportFrom):
-            if stmt.level:
-                base = package.split(".")
-                base = base[:len(base) - (stmt.level - 1)]
-                target = ".".join(base + ([stmt.module] if stmt.module else []))
-            else:
-                target = stmt.module or ""
-            found.append((stmt.lineno, target))
+            found.append((stmt.lineno, _from_target(stmt, package)))
         elif isinstance(stmt, ast.Import):
             found += [(stmt.lineno, alias.name) for alias in stmt.names]
     return [(line, t) for line, t in found if t == "exercises" or t.startswith("exercises.")]

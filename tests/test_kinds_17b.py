@@ -44,6 +44,28 @@ def misconception(ex, answer) -> str | None:
 # ---------------------------------------------------------------- the softmax Jacobian
 
 
+def assert_careful_students_are_right(kind: str, level: int, student) -> None:
+    """A careful student of `kind` who rounds to 2 places, to 3, or not at all is right on every seed."""
+    for seed in SEEDS:
+        ex = exercises.generate(kind, seed, level)
+        for places in (2, 3, None):
+            assert graded_right(ex, student(ex, places)), (ex.id, places)
+
+
+def named_mistakes(kind: str, level: int, mistakes_of) -> set[str]:
+    """Every mistake `mistakes_of(ex, part)` gives, exact and rounded to 2 places, is named as itself; the ids seen."""
+    named = set()
+    for seed in SEEDS:
+        ex = exercises.generate(kind, seed, level)
+        right = {p.name: p.reference for p in ex.parts}
+        for part in ex.parts:
+            for mid, alt in mistakes_of(ex, part.name).items():
+                for value in (alt, round_half_up(alt, 2)):
+                    assert misconception(ex, {**right, part.name: value}) == mid, (ex.id, part.name, mid)
+                named.add(mid)
+    return named
+
+
 @pytest.mark.parametrize("seed", range(20))
 def test_softmax_jacobian_matches_finite_differences_and_the_loop(seed):
     rng = np.random.default_rng(seed)
@@ -75,25 +97,14 @@ def _jacobian_student(ex, places):
 
 @pytest.mark.parametrize("level", (1, 2, 3))
 def test_softmax_jacobian_careful_student_who_rounds_is_right(level):
-    for seed in SEEDS:
-        ex = exercises.generate("softmax_jacobian", seed, level)
-        for places in (2, 3, None):
-            assert graded_right(ex, _jacobian_student(ex, places)), (ex.id, places)
+    assert_careful_students_are_right("softmax_jacobian", level, _jacobian_student)
 
 
 @pytest.mark.parametrize("level", (1, 2, 3))
 def test_softmax_jacobian_mistakes_are_named_exact_and_rounded(level):
     from exercises.kinds import softmax_jacobian as K
 
-    named = set()
-    for seed in SEEDS:
-        ex = exercises.generate("softmax_jacobian", seed, level)
-        right = {p.name: p.reference for p in ex.parts}
-        for part in ex.parts:
-            for mid, alt in K.mistakes_of(ex.given["z"], ex.given["d_k"], part.name).items():
-                for value in (alt, round_half_up(alt, 2)):
-                    assert misconception(ex, {**right, part.name: value}) == mid, (ex.id, part.name, mid)
-                named.add(mid)
+    named = named_mistakes("softmax_jacobian", level, lambda ex, part: K.mistakes_of(ex.given["z"], ex.given["d_k"], part))
     assert {"jacobian_diagonal_only", "jacobian_off_diagonal_sign", "jacobian_no_diagonal",
             "jacobian_unscaled_weights", "no_scaling"} <= named
 
@@ -155,25 +166,14 @@ def _rope_student(ex, places):
 
 @pytest.mark.parametrize("level", (1, 2, 3))
 def test_rope_careful_student_who_rounds_is_right(level):
-    for seed in SEEDS:
-        ex = exercises.generate("rope", seed, level)
-        for places in (2, 3, None):
-            assert graded_right(ex, _rope_student(ex, places)), (ex.id, places)
+    assert_careful_students_are_right("rope", level, _rope_student)
 
 
 @pytest.mark.parametrize("level", (1, 2, 3))
 def test_rope_mistakes_are_named_exact_and_rounded(level):
     from exercises.kinds import rope as K
 
-    named = set()
-    for seed in SEEDS:
-        ex = exercises.generate("rope", seed, level)
-        right = {p.name: p.reference for p in ex.parts}
-        for part in ex.parts:
-            for mid, alt in K.mistakes_of(ex.given, part.name).items():
-                for value in (alt, round_half_up(alt, 2)):
-                    assert misconception(ex, {**right, part.name: value}) == mid, (ex.id, part.name, mid)
-                named.add(mid)
+    named = named_mistakes("rope", level, lambda ex, part: K.mistakes_of(ex.given, part))
     assert {"rope_one_angle", "rope_sin_sign", "rope_not_applied", "rope_query_only", "transposed_scores"} <= named
 
 
@@ -245,25 +245,14 @@ def _mh_student(ex, places):
 
 @pytest.mark.parametrize("level", (1, 2, 3))
 def test_grad_multi_head_careful_student_who_rounds_is_right(level):
-    for seed in SEEDS:
-        ex = exercises.generate("grad_multi_head", seed, level)
-        for places in (2, 3, None):
-            assert graded_right(ex, _mh_student(ex, places)), (ex.id, places)
+    assert_careful_students_are_right("grad_multi_head", level, _mh_student)
 
 
 @pytest.mark.parametrize("level", (1, 2, 3))
 def test_grad_multi_head_mistakes_are_named_exact_and_rounded(level):
     from exercises.kinds import grad_multi_head as K
 
-    named = set()
-    for seed in SEEDS:
-        ex = exercises.generate("grad_multi_head", seed, level)
-        right = {p.name: p.reference for p in ex.parts}
-        for part in ex.parts:
-            for mid, alt in K.mistakes_of(ex.given, part.name).items():
-                for value in (alt, round_half_up(alt, 2)):
-                    assert misconception(ex, {**right, part.name: value}) == mid, (ex.id, part.name, mid)
-                named.add(mid)
+    named = named_mistakes("grad_multi_head", level, lambda ex, part: K.mistakes_of(ex.given, part))
     assert {"grad_mh_wrong_head", "grad_mh_w_o_not_summed", "grad_v_no_transpose"} <= named
     if level < 3:  # W_O is square: its transposes have the right shape
         assert {"grad_mh_concat_no_transpose", "grad_mh_skips_w_o", "grad_mh_w_o_transposed"} <= named
@@ -347,10 +336,7 @@ def _positional_student(ex, places):
 
 @pytest.mark.parametrize("level", (1, 2, 3))
 def test_positional_careful_student_who_rounds_is_right(level):
-    for seed in SEEDS:
-        ex = exercises.generate("positional", seed, level)
-        for places in (2, 3, None):
-            assert graded_right(ex, _positional_student(ex, places)), (ex.id, places)
+    assert_careful_students_are_right("positional", level, _positional_student)
 
 
 def test_positional_table_reader_rounding_to_three_places_is_right():
@@ -367,15 +353,7 @@ def test_positional_table_reader_rounding_to_three_places_is_right():
 def test_positional_mistakes_are_named_exact_and_rounded(level):
     from exercises.kinds import positional as K
 
-    named = set()
-    for seed in SEEDS:
-        ex = exercises.generate("positional", seed, level)
-        right = {p.name: p.reference for p in ex.parts}
-        for part in ex.parts:
-            for mid, alt in K.mistakes_of(ex.given, part.name).items():
-                for value in (alt, round_half_up(alt, 2)):
-                    assert misconception(ex, {**right, part.name: value}) == mid, (ex.id, part.name, mid)
-                named.add(mid)
+    named = named_mistakes("positional", level, lambda ex, part: K.mistakes_of(ex.given, part))
     assert {"positional_sin_cos_swapped", "positional_from_one", "positional_multiplied"} <= named
     if level > 1:
         assert {"positional_one_frequency", "positional_not_permuted", "positional_with_positions", "no_scaling"} <= named

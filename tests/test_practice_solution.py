@@ -11,6 +11,7 @@ from streamlit.testing.v1 import AppTest
 import exercises
 from attention_core import causal_mask
 from tests.apptest_helpers import click_check, current_exercise, fill_cells, open_page, reference_cells
+from ui import mathview
 
 
 def click(at: AppTest, label: str) -> None:
@@ -174,7 +175,7 @@ def test_show_solution_on_request_is_noted_in_the_next_attempt():
     click(at, "Show solution")
     assert not at.exception
     steps = exercises.solve(ex)
-    assert steps[-1].display(exact=True) in latex_text(at)
+    assert mathview.spaced(steps[-1].display(exact=True)) in latex_text(at)
     assert any("before checking" in c.value for c in at.caption)
     fill_cells(at, ex, reference_cells(ex))
     click_check(at)
@@ -210,4 +211,4 @@ def test_every_kind_shows_its_solution_without_exception(kind):
     assert not at.exception
     steps = exercises.solve(current_exercise(at))
     shown = latex_text(at)
-    assert all(step.display(exact=True) in shown for step in steps)
+    assert all(mathview.spaced(step.display(exact=True)) in shown for step in steps)

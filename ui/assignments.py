@@ -146,7 +146,7 @@ def create(values: BuilderValues) -> None:
         st.error(tr("gradebook.error.key_malformed"), icon=":material/key_off:")
         return
     except db.Unavailable:
-        st.error(tr("assign.error.database"), icon=":material/cloud_off:")
+        feedback.database_unavailable()
         return
     a = created.assignment
     earlier = state.get(CREATED) or {}
@@ -160,7 +160,7 @@ def create(values: BuilderValues) -> None:
             links = service.set_roster(a, key, "\n".join(names))
             a = service.load(a.code) or a
         except db.Unavailable:
-            st.error(tr("assign.error.database"), icon=":material/cloud_off:")
+            feedback.database_unavailable()
     state[CREATED] = {"code": a.code, "title": a.title, "key": None if values.teacher_key else key,
                       "assignment": a, "links": links, "again": created.existing}
 
@@ -215,7 +215,7 @@ def downloads_ui(a: Assignment) -> None:
         try:
             students = service.roster(a)
         except db.Unavailable:
-            st.error(tr("assign.error.database"), icon=":material/cloud_off:")
+            feedback.database_unavailable()
             return
     elif a.per_student:
         text = st.text_area(tr("assign.students_label"), key=f"assign.students.{code}",
@@ -254,7 +254,7 @@ def _dash_open() -> None:
         st.error(tr("gradebook.error.key_malformed"), icon=":material/key_off:")
         return
     except db.Unavailable:
-        st.error(tr("assign.error.database"), icon=":material/cloud_off:")
+        feedback.database_unavailable()
         return
     if not found:
         st.error(tr("assign.dash_none"), icon=":material/lock:")
@@ -340,7 +340,7 @@ def _dash_change(a: Assignment, key: str, **changes: Any) -> None:
         st.error(tr("gradebook.error.key_wrong", code=a.code), icon=":material/lock:")
         return
     except db.Unavailable:
-        st.error(tr("assign.error.database"), icon=":material/cloud_off:")
+        feedback.database_unavailable()
         return
     st.rerun()
 
@@ -367,7 +367,7 @@ def _dash_item(a: Assignment, key: str) -> None:
         try:
             service.duplicate(a, key)
         except (AssignmentError, db.Unavailable):
-            st.error(tr("assign.error.database"), icon=":material/cloud_off:")
+            feedback.database_unavailable()
         else:
             st.rerun()
     with st.popover(tr("assign.dash_delete"), icon=":material/delete:"):
@@ -376,7 +376,7 @@ def _dash_item(a: Assignment, key: str) -> None:
             try:
                 service.delete(a, key)
             except (service.AccessDenied, service.UnknownAssignment, db.Unavailable):
-                st.error(tr("assign.error.database"), icon=":material/cloud_off:")
+                feedback.database_unavailable()
             else:
                 state.pop(f"assign.del_sure.{a.code}", None)
                 st.rerun()
@@ -392,7 +392,7 @@ def _dash_item(a: Assignment, key: str) -> None:
         except AssignmentError as err:
             st.error(render(err.message), icon=":material/error:")
         except db.Unavailable:
-            st.error(tr("assign.error.database"), icon=":material/cloud_off:")
+            feedback.database_unavailable()
     links_ui(a.code, state.get(f"assign.links.{a.code}") or {})
     downloads_ui(a)
 
@@ -409,7 +409,7 @@ def dashboard_ui() -> None:
     try:
         mine = service.mine(key)
     except (service.MalformedKey, db.Unavailable):
-        st.error(tr("assign.error.database"), icon=":material/cloud_off:")
+        feedback.database_unavailable()
         return
     if st.button(tr("gradebook.close"), key="assign.dash_close", icon=":material/lock:"):
         state.pop(DASH, None)
@@ -448,7 +448,7 @@ def load(code_text: str) -> Assignment | None:
         st.error(tr("assign.error.code_malformed", code=untrusted(code_text[:40])), icon=":material/link_off:")
         return None
     except db.Unavailable:
-        st.error(tr("assign.error.database"), icon=":material/cloud_off:")
+        feedback.database_unavailable()
         return None
     if a is None:
         throttle.GATE.failed(tries, attempt=code_text)
@@ -517,7 +517,7 @@ def roster_name_ui(a: Assignment, token: str | None) -> str | None:
     try:
         name = submissions.student_for_token(a, token)
     except db.Unavailable:
-        st.error(tr("assign.error.database"), icon=":material/cloud_off:")
+        feedback.database_unavailable()
         return None
     if name is None:
         st.error(tr("assign.error.link_unknown", code=a.code), icon=":material/link_off:")
@@ -551,7 +551,7 @@ def items_for(a: Assignment, name: str) -> list[Exercise] | None:
                  icon=":material/history:")
         return None
     except db.Unavailable:
-        st.error(tr("assign.error.database"), icon=":material/cloud_off:")
+        feedback.database_unavailable()
         return None
     state[_key(a, "exercises")] = ((name, a.items, a.per_student), items)
     return items
@@ -838,7 +838,7 @@ def student_ui(a: Assignment, token: str | None = None) -> None:
     try:
         earlier = submissions.attempts_of(a, name)
     except db.Unavailable:
-        st.error(tr("assign.error.database"), icon=":material/cloud_off:")
+        feedback.database_unavailable()
         return
     # an open assignment shows only this session's own attempts (a name is no proof of who it is)
     mine = earlier if a.has_roster else [g for g in earlier if g[0].who == person]

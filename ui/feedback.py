@@ -9,6 +9,11 @@ from exercises import Feedback
 from .i18n import render, tr
 
 
+def database_unavailable() -> None:
+    """The one message for a database that cannot be reached (the page goes on; nothing typed is lost)."""
+    st.error(tr("assign.error.database"), icon=":material/cloud_off:")
+
+
 def show(fb: Feedback) -> None:
     if not fb.graded:
         st.warning(render(fb.message) or tr("grade.invalid"), icon=":material/edit_note:")

@@ -17,6 +17,7 @@ from services import db, throttle
 from services import gradebook as service
 from services.assignments import AccessDenied, Assignment, AssignmentError, UnknownAssignment
 
+from . import feedback
 from .i18n import render, tr
 from .progress import mistake_name
 
@@ -97,7 +98,7 @@ def show(code: str, key: str) -> None:
         st.error(tr("gradebook.error.key_wrong", code=code), icon=":material/lock:")
         return
     except db.Unavailable:
-        st.error(tr("assign.error.database"), icon=":material/cloud_off:")
+        feedback.database_unavailable()
         return
     a = book.assignment
     left, right = st.columns([4, 1], vertical_alignment="center")
@@ -171,7 +172,7 @@ def _duplicate_ui(group: list[service.Person], code: str, key: str) -> None:
     except (AccessDenied, UnknownAssignment, ValueError):
         st.error(tr("gradebook.error.key_wrong", code=code), icon=":material/lock:")
     except db.Unavailable:
-        st.error(tr("assign.error.database"), icon=":material/cloud_off:")
+        feedback.database_unavailable()
 
 
 def stats_ui(book: service.Gradebook, labels: list[str]) -> None:

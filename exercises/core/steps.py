@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from dataclasses import replace as _replace
 from typing import Any
 
 import numpy as np
@@ -34,6 +35,8 @@ import sympy
 
 from attention_core import causal_mask, ops
 from attention_core.embedding import embed, embed_backward
+from attention_core.ops import padding_mask as _padding_mask
+from attention_core.ops import softmax_visible as _softmax_visible
 
 from . import exact as X
 
@@ -473,123 +476,14 @@ _G_Q = Product("G_scores", "K")
 _G_K = Product("G_scores", "Q", left_t=True)
 _G_X_V = Product("G_V", "W_V", right_t=True)
 
-STEPS: tuple[AttentionStep, ...] = (
-    AttentionStep("X", ("token_ids", "E"), _embedding, shape=("n", "d_model"), symbol="X",
-                  formula_latex=r"x_{i} = E[t_{i}]", typst_symbol="X", typst_formula="x_i = E[t_i]",
-                  builder="embedding", direction="forward", exact=_exact_embedding, checkable=False),
-    _projection("Q", "W_Q", ("n_q", "d_k")),
-    _projection("K", "W_K", ("n_k", "d_k")),
-    _projection("V", "W_V", ("n_k", "d_v")),
-    _product_step("scores", ("Q", "K"), _scores, ("n_q", "n_k"), "S", r"Q K^{\top}", "S", "S = Q K^top",
-                  _SCORES, "forward", mistakes=SCORES_MISTAKES),
-    AttentionStep("scaled", ("scores", "d_k"), _scaled, shape=("n_q", "n_k"), symbol="Z",
-                  formula_latex=r"Z = \frac{S}{\sqrt{d_k}}", typst_symbol="Z", typst_formula="Z = S / sqrt(d_k)",
-                  builder="scale", direction="forward", mistakes=SCALED_MISTAKES, exact=_exact_scale("scores"),
-                  scales="scores"),
-    AttentionStep("masked", ("scaled",), _masked, shape=("n_q", "n_k"), symbol=r"\tilde{Z}",
-                  formula_latex=r"\tilde{Z}_{ij} = \begin{cases} Z_{ij} & j \le i \\ -\infty & j > i \end{cases}",
-                  typst_symbol="tilde(Z)",
-                  typst_formula="tilde(Z)_(i j) = cases(Z_(i j) & j <= i, -infinity & j > i)",
-                  builder="mask", direction="forward", mistakes=MASKED_MISTAKES, exact=_exact_mask,
-                  sanity=("mask_infinities",)),
-    AttentionStep("A", ("masked",), _softmax_rows, shape=("n_q", "n_k"), symbol="A",
-                  formula_latex=r"A_{ij} = \frac{e^{\tilde{Z}_{ij}}}{\sum_{k} e^{\tilde{Z}_{ik}}}",
-                  typst_symbol="A", typst_formula="A_(i j) = e^(tilde(Z)_(i j)) / (sum_k e^(tilde(Z)_(i k)))",
-                  builder="softmax", direction="forward", mistakes=SOFTMAX_MISTAKES, exact=_exact_softmax,
-                  sanity=("weights",)),
-    _product_step("O", ("A", "V"), _output, ("n_q", "d_v"), "O", "A V", "O", "O = A V", _O, "forward",
-                  mistakes=OUTPUT_MISTAKES, sanity=("output",)),
-    _product_step("G_A", ("G_O", "V"), _g_a, ("n_q", "n_k"), "G_A", r"G_O V^{\top}", "G_A", "G_A = G_O V^top",
-                  _G_A, "backward", mistakes=G_A_MISTAKES),
-    _product_step("G_V", ("A", "G_O"), _g_v, ("n_k", "d_v"), "G_V", r"A^{\top} G_O", "G_V", "G_V = A^top G_O",
-                  _G_V, "backward", mistakes=G_V_MISTAKES, sanity=("grad_v",)),
-    AttentionStep("G_scaled", ("A", "G_A"), _g_scaled, shape=("n_q", "n_k"), symbol="G_Z",
-                  formula_latex=r"G_Z = A \odot \left(G_A - r \mathbf{1}^{\top}\right), \quad "
-                                r"r_{i} = \sum_{k} A_{ik} (G_A)_{ik}",
-                  typst_symbol="G_Z",
-                  typst_formula="G_Z = A dot.o (G_A - r bold(1)^top), quad r_i = sum_k A_(i k) (G_A)_(i k)",
-                  builder="softmax_backward", direction="backward", mistakes=G_SCALED_MISTAKES,
-                  exact=_exact_softmax_backward, sanity=("softmax_gradient",)),
-    AttentionStep("G_scores", ("G_scaled", "d_k"), _g_scores, shape=("n_q", "n_k"), symbol="G_S",
-                  formula_latex=r"G_S = \frac{G_Z}{\sqrt{d_k}}", typst_symbol="G_S",
-                  typst_formula="G_S = G_Z / sqrt(d_k)", builder="scale", direction="backward",
-                  mistakes=G_SCORES_MISTAKES, exact=_exact_scale("G_scaled"), scales="G_scaled",
-                  sanity=("softmax_gradient",)),
-    _product_step("G_Q", ("G_scores", "K"), _g_q, ("n_q", "d_k"), "G_Q", "G_S K", "G_Q", "G_Q = G_S K",
-                  _G_Q, "backward", mistakes=G_Q_MISTAKES),
-    _product_step("G_K", ("G_scores", "Q"), _g_k, ("n_k", "d_k"), "G_K", r"G_S^{\top} Q", "G_K",
-                  "G_K = G_S^top Q", _G_K, "backward", mistakes=G_K_MISTAKES),
-    _weight_grad("G_W_Q", "W_Q", "G_Q", ("d_model", "d_k")),
-    _weight_grad("G_W_K", "W_K", "G_K", ("d_model", "d_k")),
-    _weight_grad("G_W_V", "W_V", "G_V", ("d_model", "d_v")),
-    _product_step("G_X_V", ("G_V", "W_V"), _g_x_v, ("n_k", "d_model"), r"G_X^{(V)}", r"G_V W_V^{\top}",
-                  "G_X^((V))", "G_X^((V)) = G_V W_V^top", _G_X_V, "backward", mistakes=G_X_V_MISTAKES,
-                  checkable=False),
-    AttentionStep("G_X", ("G_Q", "W_Q", "G_K", "W_K", "G_V", "W_V"), _g_x, shape=("n", "d_model"), symbol="G_X",
-                  formula_latex=r"G_X = G_Q W_Q^{\top} + G_K W_K^{\top} + G_V W_V^{\top}", typst_symbol="G_X",
-                  typst_formula="G_X = G_Q W_Q^top + G_K W_K^top + G_V W_V^top", builder="g_x",
-                  direction="backward", mistakes=G_X_MISTAKES, exact=_exact_g_x),
-    AttentionStep("G_E", ("token_ids", "G_X", "E"), _g_e, shape=("vocab", "d_model"), symbol="G_E",
-                  formula_latex=r"G_E[v] = \sum_{p:\, t_p = v} (G_X)_{p}", typst_symbol="G_E",
-                  typst_formula="G_E [v] = sum_(p: t_p = v) (G_X)_p", builder="embedding_grad",
-                  direction="backward", mistakes=G_E_MISTAKES, exact=_exact_embedding_grad,
-                  sanity=("grad_embedding",), checkable=False),
-)
-STEP_BY_NAME: dict[str, AttentionStep] = {s.name: s for s in STEPS}
-
-# the symbols of the values no step computes (the given matrices and numbers)
-INPUT_SYMBOLS: dict[str, str] = {"E": "E", "W_Q": "W_Q", "W_K": "W_K", "W_V": "W_V", "W_O": "W_O", "G_O": "G_O",
-                                 "d_k": "d_k", "token_ids": "t"}
-INPUT_TYPST_SYMBOLS: dict[str, str] = {"token_ids": "t", "d_k": "d_k"}
-INPUT_SHAPES: dict[str, tuple[str, ...]] = {"E": ("vocab", "d_model"), "W_Q": ("d_model", "d_k"),
-                                            "W_K": ("d_model", "d_k"), "W_V": ("d_model", "d_v"),
-                                            "G_O": ("n_q", "d_v"), "token_ids": ("n",), "d_k": ()}
-
-
-def shape_of(name: str, sizes: Mapping[str, int]) -> tuple[int, ...]:
-    """The shape of a value in numbers from the sizes of its axes (n alone stands for n_q = n_k = n)."""
-    axes = STEP_BY_NAME[name].shape if name in STEP_BY_NAME else INPUT_SHAPES[name]
-    n = sizes.get("n")
-    known = {"n_q": n, "n_k": n, **sizes}
-    return tuple(int(known[a]) for a in axes)
-
-
-def downstream(names: set[str]) -> set[str]:
-    """`names` and every value computed (directly or not) from them."""
-    out = set(names)
-    for step in STEPS:
-        if out.intersection(step.inputs):
-            out.add(step.name)
-    return out
-
-
-def mistakes() -> dict[str, tuple[AttentionStep, ...]]:
-    """Every catalogued mistake id → the steps that can make it, in step order."""
-    found: dict[str, tuple[AttentionStep, ...]] = {}
-    for step in STEPS:
-        for m in step.mistakes:
-            found[m.id] = found.get(m.id, ()) + (step,)
-    return found
-
-
-def of_direction(direction: str, checkable: bool | None = None) -> tuple[str, ...]:
-    """The names of the forward (or backward) steps, in order; only the claimable ones when asked."""
-    return tuple(s.name for s in STEPS if s.direction == direction and (checkable is None or s.checkable == checkable))
-
-
-# --- issue 17 (W17a): cross-attention, padding, KV cache, GQA, the loss ---
-# New records (M, the additive padding mask; G_O, the gradient of a given loss) and records that
-# replace one above by the same name with a version that also reads the new given values:
+# Cross-attention, padding and a given loss (issue 17): the records K, V, masked and A below also read
+# these given values when an exercise has them, and two records are their own:
 #     H    a memory: cross-attention takes keys and values from it (K = H W_K, V = H W_V)
 #     pad  key padding flags (1 = a padding token): the additive mask M joins the causal mask
 #     T    a target: L = ½‖O − T‖², so G_O = ∂L/∂O = O − T
-# Without those given values each replaced record computes what the one it replaces does, and its
-# old mistakes keep their order and conditions, so no exercise of another kind changes.
-
-from dataclasses import replace as _replace  # noqa: E402
-
-from attention_core.ops import padding_mask as _padding_mask  # noqa: E402
-from attention_core.ops import softmax_visible as _softmax_visible  # noqa: E402
+#     M    the additive padding mask; G_O, the gradient of the given loss
+# Without those given values each record computes what it did before, and its old mistakes keep their
+# order and conditions, so no exercise of another kind changes.
 
 
 def _has(name: str) -> Callable[[Values], bool]:
@@ -741,23 +635,108 @@ G_O_STEP = AttentionStep(
 # G_O a sign slip is the softmax's sign mistake and a lost ½ is √d_k's, so only G_O itself can name them
 
 
-def _with_issue_17(records: tuple[AttentionStep, ...]) -> tuple[AttentionStep, ...]:
-    out: list[AttentionStep] = []
-    for step in records:
-        if step.name in ("K", "V"):
-            step = _memory_projection(step, "W_K" if step.name == "K" else "W_V")
-        elif step.name == "masked":
-            out.append(M_STEP)  # the padding mask comes before the scores it masks
-            step = _replace(step, compute=_masked_17, exact=_exact_masked_17, mistakes=MASKED_17_MISTAKES)
-        elif step.name == "A":
-            step = _replace(step, compute=_softmax_rows_17, exact=_exact_softmax_17, mistakes=SOFTMAX_17_MISTAKES)
-        out.append(step)
-        if step.name == "O":
-            out.append(G_O_STEP)  # a given loss: the gradient that starts the backward pass
-    return tuple(out)
+STEPS: tuple[AttentionStep, ...] = (
+    AttentionStep("X", ("token_ids", "E"), _embedding, shape=("n", "d_model"), symbol="X",
+                  formula_latex=r"x_{i} = E[t_{i}]", typst_symbol="X", typst_formula="x_i = E[t_i]",
+                  builder="embedding", direction="forward", exact=_exact_embedding, checkable=False),
+    _projection("Q", "W_Q", ("n_q", "d_k")),
+    _memory_projection(_projection("K", "W_K", ("n_k", "d_k")), "W_K"),
+    _memory_projection(_projection("V", "W_V", ("n_k", "d_v")), "W_V"),
+    _product_step("scores", ("Q", "K"), _scores, ("n_q", "n_k"), "S", r"Q K^{\top}", "S", "S = Q K^top",
+                  _SCORES, "forward", mistakes=SCORES_MISTAKES),
+    AttentionStep("scaled", ("scores", "d_k"), _scaled, shape=("n_q", "n_k"), symbol="Z",
+                  formula_latex=r"Z = \frac{S}{\sqrt{d_k}}", typst_symbol="Z", typst_formula="Z = S / sqrt(d_k)",
+                  builder="scale", direction="forward", mistakes=SCALED_MISTAKES, exact=_exact_scale("scores"),
+                  scales="scores"),
+    M_STEP,  # the padding mask comes before the scores it masks
+    AttentionStep("masked", ("scaled",), _masked_17, shape=("n_q", "n_k"), symbol=r"\tilde{Z}",
+                  formula_latex=r"\tilde{Z}_{ij} = \begin{cases} Z_{ij} & j \le i \\ -\infty & j > i \end{cases}",
+                  typst_symbol="tilde(Z)",
+                  typst_formula="tilde(Z)_(i j) = cases(Z_(i j) & j <= i, -infinity & j > i)",
+                  builder="mask", direction="forward", mistakes=MASKED_17_MISTAKES, exact=_exact_masked_17,
+                  sanity=("mask_infinities",)),
+    AttentionStep("A", ("masked",), _softmax_rows_17, shape=("n_q", "n_k"), symbol="A",
+                  formula_latex=r"A_{ij} = \frac{e^{\tilde{Z}_{ij}}}{\sum_{k} e^{\tilde{Z}_{ik}}}",
+                  typst_symbol="A", typst_formula="A_(i j) = e^(tilde(Z)_(i j)) / (sum_k e^(tilde(Z)_(i k)))",
+                  builder="softmax", direction="forward", mistakes=SOFTMAX_17_MISTAKES, exact=_exact_softmax_17,
+                  sanity=("weights",)),
+    _product_step("O", ("A", "V"), _output, ("n_q", "d_v"), "O", "A V", "O", "O = A V", _O, "forward",
+                  mistakes=OUTPUT_MISTAKES, sanity=("output",)),
+    G_O_STEP,  # a given loss: the gradient that starts the backward pass
+    _product_step("G_A", ("G_O", "V"), _g_a, ("n_q", "n_k"), "G_A", r"G_O V^{\top}", "G_A", "G_A = G_O V^top",
+                  _G_A, "backward", mistakes=G_A_MISTAKES),
+    _product_step("G_V", ("A", "G_O"), _g_v, ("n_k", "d_v"), "G_V", r"A^{\top} G_O", "G_V", "G_V = A^top G_O",
+                  _G_V, "backward", mistakes=G_V_MISTAKES, sanity=("grad_v",)),
+    AttentionStep("G_scaled", ("A", "G_A"), _g_scaled, shape=("n_q", "n_k"), symbol="G_Z",
+                  formula_latex=r"G_Z = A \odot \left(G_A - r \mathbf{1}^{\top}\right), \quad "
+                                r"r_{i} = \sum_{k} A_{ik} (G_A)_{ik}",
+                  typst_symbol="G_Z",
+                  typst_formula="G_Z = A dot.o (G_A - r bold(1)^top), quad r_i = sum_k A_(i k) (G_A)_(i k)",
+                  builder="softmax_backward", direction="backward", mistakes=G_SCALED_MISTAKES,
+                  exact=_exact_softmax_backward, sanity=("softmax_gradient",)),
+    AttentionStep("G_scores", ("G_scaled", "d_k"), _g_scores, shape=("n_q", "n_k"), symbol="G_S",
+                  formula_latex=r"G_S = \frac{G_Z}{\sqrt{d_k}}", typst_symbol="G_S",
+                  typst_formula="G_S = G_Z / sqrt(d_k)", builder="scale", direction="backward",
+                  mistakes=G_SCORES_MISTAKES, exact=_exact_scale("G_scaled"), scales="G_scaled",
+                  sanity=("softmax_gradient",)),
+    _product_step("G_Q", ("G_scores", "K"), _g_q, ("n_q", "d_k"), "G_Q", "G_S K", "G_Q", "G_Q = G_S K",
+                  _G_Q, "backward", mistakes=G_Q_MISTAKES),
+    _product_step("G_K", ("G_scores", "Q"), _g_k, ("n_k", "d_k"), "G_K", r"G_S^{\top} Q", "G_K",
+                  "G_K = G_S^top Q", _G_K, "backward", mistakes=G_K_MISTAKES),
+    _weight_grad("G_W_Q", "W_Q", "G_Q", ("d_model", "d_k")),
+    _weight_grad("G_W_K", "W_K", "G_K", ("d_model", "d_k")),
+    _weight_grad("G_W_V", "W_V", "G_V", ("d_model", "d_v")),
+    _product_step("G_X_V", ("G_V", "W_V"), _g_x_v, ("n_k", "d_model"), r"G_X^{(V)}", r"G_V W_V^{\top}",
+                  "G_X^((V))", "G_X^((V)) = G_V W_V^top", _G_X_V, "backward", mistakes=G_X_V_MISTAKES,
+                  checkable=False),
+    AttentionStep("G_X", ("G_Q", "W_Q", "G_K", "W_K", "G_V", "W_V"), _g_x, shape=("n", "d_model"), symbol="G_X",
+                  formula_latex=r"G_X = G_Q W_Q^{\top} + G_K W_K^{\top} + G_V W_V^{\top}", typst_symbol="G_X",
+                  typst_formula="G_X = G_Q W_Q^top + G_K W_K^top + G_V W_V^top", builder="g_x",
+                  direction="backward", mistakes=G_X_MISTAKES, exact=_exact_g_x),
+    AttentionStep("G_E", ("token_ids", "G_X", "E"), _g_e, shape=("vocab", "d_model"), symbol="G_E",
+                  formula_latex=r"G_E[v] = \sum_{p:\, t_p = v} (G_X)_{p}", typst_symbol="G_E",
+                  typst_formula="G_E [v] = sum_(p: t_p = v) (G_X)_p", builder="embedding_grad",
+                  direction="backward", mistakes=G_E_MISTAKES, exact=_exact_embedding_grad,
+                  sanity=("grad_embedding",), checkable=False),
+)
+STEP_BY_NAME: dict[str, AttentionStep] = {s.name: s for s in STEPS}
+
+# the symbols of the values no step computes (the given matrices and numbers)
+INPUT_SYMBOLS: dict[str, str] = {"E": "E", "W_Q": "W_Q", "W_K": "W_K", "W_V": "W_V", "W_O": "W_O", "G_O": "G_O",
+                                 "d_k": "d_k", "token_ids": "t", "H": "H", "T": "T", "pad": "p"}
+INPUT_TYPST_SYMBOLS: dict[str, str] = {"token_ids": "t", "d_k": "d_k"}
+INPUT_SHAPES: dict[str, tuple[str, ...]] = {"E": ("vocab", "d_model"), "W_Q": ("d_model", "d_k"),
+                                            "W_K": ("d_model", "d_k"), "W_V": ("d_model", "d_v"),
+                                            "G_O": ("n_q", "d_v"), "token_ids": ("n",), "d_k": (),
+                                            "H": ("n_k", "d_model"), "T": ("n_q", "d_v"), "pad": ("n",)}
 
 
-STEPS = _with_issue_17(STEPS)
-STEP_BY_NAME = {s.name: s for s in STEPS}
-INPUT_SYMBOLS.update({"H": "H", "T": "T", "pad": "p"})
-INPUT_SHAPES.update({"H": ("n_k", "d_model"), "T": ("n_q", "d_v"), "pad": ("n",)})
+def shape_of(name: str, sizes: Mapping[str, int]) -> tuple[int, ...]:
+    """The shape of a value in numbers from the sizes of its axes (n alone stands for n_q = n_k = n)."""
+    axes = STEP_BY_NAME[name].shape if name in STEP_BY_NAME else INPUT_SHAPES[name]
+    n = sizes.get("n")
+    known = {"n_q": n, "n_k": n, **sizes}
+    return tuple(int(known[a]) for a in axes)
+
+
+def downstream(names: set[str]) -> set[str]:
+    """`names` and every value computed (directly or not) from them."""
+    out = set(names)
+    for step in STEPS:
+        if out.intersection(step.inputs):
+            out.add(step.name)
+    return out
+
+
+def mistakes() -> dict[str, tuple[AttentionStep, ...]]:
+    """Every catalogued mistake id → the steps that can make it, in step order."""
+    found: dict[str, tuple[AttentionStep, ...]] = {}
+    for step in STEPS:
+        for m in step.mistakes:
+            found[m.id] = found.get(m.id, ()) + (step,)
+    return found
+
+
+def of_direction(direction: str, checkable: bool | None = None) -> tuple[str, ...]:
+    """The names of the forward (or backward) steps, in order; only the claimable ones when asked."""
+    return tuple(s.name for s in STEPS if s.direction == direction and (checkable is None or s.checkable == checkable))

@@ -360,6 +360,50 @@ def test_eight_threads_lose_no_submission(engine):
     assert {s.student for s in stored} == {f"student {t}" for t in range(8)}
 
 
+def test_sqlite_writers_of_one_process_take_turns_and_a_failed_write_frees_the_turn(tmp_path):
+    """Writers in one process queue on a lock for their file (woken the moment it is free, not after
+    SQLite's sleeping retries); a write that fails or rolls back gives the turn to the next one."""
+    engine = storage.open_engine(f"sqlite:///{tmp_path / 'turns.sqlite3'}")
+    other = storage.open_engine(f"sqlite:///{tmp_path / 'other.sqlite3'}")
+    created = storage.create_assignment(engine, "A", ITEMS, 1)
+    code = created.assignment.code
+    with pytest.raises(sa.exc.IntegrityError), storage_db.writing(engine).begin() as conn:
+        conn.execute(sa.insert(storage_db.submissions).values(
+            assignment_code="NOPENOPE", student="a", student_key="a", item_index=0, kind="softmax", level=1,
+            seed=1, answer={}, score=None, misconception=None, submitted_at=datetime(2026, 1, 1)))
+    with pytest.raises(RuntimeError), storage_db.writing(engine).begin():
+        raise RuntimeError("the page's code failed mid-transaction")
+    order: list[str] = []
+    holding, release = threading.Event(), threading.Event()
+
+    def first() -> None:
+        with storage_db.writing(engine).begin() as conn:
+            conn.exec_driver_sql("CREATE TABLE held (x INTEGER)")
+            holding.set()
+            release.wait(30)
+            order.append("first committed")
+
+    def second() -> None:
+        holding.wait(30)
+        storage.record_submission(engine, code, "second", **_entry(0))
+        order.append("second written")
+
+    threads = [threading.Thread(target=first), threading.Thread(target=second)]
+    for th in threads:
+        th.start()
+    holding.wait(30)
+    storage.create_assignment(other, "B", ITEMS, 1)  # another file's writers are not held up
+    order.append("other file written")
+    release.set()
+    for th in threads:
+        th.join(60)
+    assert not any(th.is_alive() for th in threads), "a writer never got its turn"
+    assert order == ["other file written", "first committed", "second written"]
+    assert [s.student for s in storage.list_submissions(engine, code, created.teacher_key)] == ["second"]
+    engine.dispose()
+    other.dispose()
+
+
 CHILD = """
 import sys
 import storage

@@ -1,6 +1,6 @@
 """Assignments that open fast: a class opening a 10-item assignment at once, and one student a 40-item one.
 
-    python bench/bench_assignment.py [--n 30] [--items 10] [--big 40] [--reps 5] [--one-page]
+    python bench/bench_assignment.py [--n 30] [--items 10] [--big 40] [--reps 5] [--one-page] [--replicas R]
 
 How it is measured:
 - A fresh `streamlit run app.py` on 127.0.0.1 with its own temporary SQLite file (bench_class.py's server),
@@ -15,6 +15,9 @@ How it is measured:
   the first rerun → its script_finished, the websocket already connected).
 - Errors: a run that does not finish successfully, an exception element, no answer inputs drawn, a timeout
   (30 s), a dropped connection.
+- `--replicas R` runs the same class through the scale-out recipe instead (deploy/cluster.py: nginx in
+  front of R replicas with the production flags, all on one throwaway PostgreSQL), each replica warmed
+  directly; server CPU is the sum over the replicas.
 - `--one-page` starts the server with ATTENTION_PAGE_WIDGETS=100000: every exercise on one page, as before
   pages (for the before/after figures).
 Bounded: at most 200 sessions, loopback only; the server is stopped at the end.
@@ -41,6 +44,7 @@ import websockets  # noqa: E402
 from streamlit.proto.WidgetStates_pb2 import WidgetState  # noqa: E402
 
 import storage  # noqa: E402
+from deploy import cluster as deploy  # noqa: E402
 from tests.ws_client import Session, elements, open_root, page_problems  # noqa: E402
 
 TIMEOUT_S = 30.0
@@ -138,26 +142,70 @@ async def alone(url: str, code: str, token: str, tally: Tally) -> None:
         await session.socket.close()
 
 
-async def run_all(url: str, pid: int, args, cls: tuple[str, dict[str, str]], big: tuple[str, dict[str, str]]):
-    await open_root(url)
+async def run_all(url: str, pids: list[int], args, cls: tuple[str, dict[str, str]], big: tuple[str, dict[str, str]],
+                  warm_urls: list[str] | None = None):
     (code, tokens), (big_code, big_tokens) = cls, big
     names = list(tokens)
-    await student(url, code, tokens[names[-1]], Tally())  # warm: imports, caches, the stored set read once
-    await alone(url, big_code, big_tokens["Warm"], Tally())
-    samples, stop = [bc.rss_mb(pid)], asyncio.Event()
-    sampler = asyncio.create_task(bc.sample_rss(pid, samples, stop))
+    for index, direct in enumerate(warm_urls or [url]):  # warm: imports, caches, the stored set read once
+        await open_root(direct)
+        await student(direct, code, tokens[f"Warm {index}"], Tally())
+        await alone(direct, big_code, big_tokens[f"Warm {index}"], Tally())
+    samples, stop = [sum(bc.rss_mb(pid) for pid in pids)], asyncio.Event()
+    sampler = asyncio.create_task(sample_rss(pids, samples, stop))
     tally = Tally()
-    cpu = cpu_s(pid)
+    cpu = sum(cpu_s(pid) for pid in pids)
     await asyncio.gather(*(student(url, code, tokens[n], tally) for n in names[:args.n]))
-    tally.cpu = cpu_s(pid) - cpu
+    tally.cpu = sum(cpu_s(pid) for pid in pids) - cpu
     big_tally = Tally()
-    cpu = cpu_s(pid)
+    cpu = sum(cpu_s(pid) for pid in pids)
     for i in range(args.reps):
         await alone(url, big_code, big_tokens[f"Big {i}"], big_tally)
-    big_tally.cpu = cpu_s(pid) - cpu
+    big_tally.cpu = sum(cpu_s(pid) for pid in pids) - cpu
     stop.set()
     await sampler
     return tally, big_tally, max(samples)
+
+
+async def sample_rss(pids: list[int], samples: list[float], stop: asyncio.Event) -> None:
+    """The servers' summed RSS every 0.2 s until `stop`."""
+    while not stop.is_set():
+        samples.append(sum(bc.rss_mb(pid) for pid in pids))
+        try:
+            await asyncio.wait_for(stop.wait(), 0.2)
+        except TimeoutError:
+            pass
+
+
+def make_both(engine, args) -> tuple[tuple[str, dict[str, str]], tuple[str, dict[str, str]]]:
+    warm = [f"Warm {i}" for i in range(max(args.replicas, 1))]
+    cls = make_assignment(engine, "Class", items_of(CLASS_ITEMS, args.items),
+                          [f"Student {i}" for i in range(args.n)] + warm)
+    big = make_assignment(engine, "Big", items_of(BIG_ITEMS, args.big), [f"Big {i}" for i in range(args.reps)] + warm)
+    engine.dispose()
+    return cls, big
+
+
+def run_single(args):
+    with tempfile.TemporaryDirectory(prefix="bench-assignment-") as folder:
+        cls, big = make_both(storage.open_engine(f"sqlite:///{folder}/bench.sqlite3"), args)
+        process, url = bc.start_server(Path(folder))
+        try:
+            return asyncio.run(run_all(url, [process.pid], args, cls, big))
+        finally:
+            bc.stop_server(process)
+
+
+def run_cluster(args):
+    port = deploy.free_port()
+    database_url = deploy.start_throwaway_postgres(port)
+    try:
+        cls, big = make_both(storage.open_engine(database_url), args)
+        env = {"ATTENTION_PAGE_WIDGETS": os.environ["ATTENTION_PAGE_WIDGETS"]} if args.one_page else {}
+        with deploy.Cluster(replicas=args.replicas, database_url=database_url, env=env) as cluster:
+            pids = [p.pid for p in cluster.processes]
+            return asyncio.run(run_all(cluster.url, pids, args, cls, big, warm_urls=cluster.replica_urls))
+    finally:
+        deploy.stop_throwaway_postgres(port)
 
 
 def main() -> None:
@@ -167,9 +215,15 @@ def main() -> None:
     parser.add_argument("--big", type=int, default=40, help="exercises in the big assignment")
     parser.add_argument("--reps", type=int, default=5, help="opens of the big assignment, one at a time")
     parser.add_argument("--one-page", action="store_true", help="every exercise on one page (before pages)")
+    parser.add_argument("--replicas", type=int, default=0,
+                        help="through nginx in front of this many replicas on PostgreSQL (0: one server, SQLite)")
     args = parser.parse_args()
     if not 1 <= args.n <= 200:
         parser.error("1 to 200 students")
+    if not 0 <= args.replicas <= 8:
+        parser.error("0 to 8 replicas")
+    if args.replicas and deploy.nginx_binary() is None:
+        parser.error("--replicas needs Debian's nginx (apt-get install nginx)")
     os.environ["ATTENTION_SECRET"] = "bench"  # the server and this process key variants alike
     if args.one_page:
         os.environ["ATTENTION_PAGE_WIDGETS"] = "100000"
@@ -177,19 +231,9 @@ def main() -> None:
     print(f"# {time.strftime('%Y-%m-%d %H:%M')}: {args.n} students open a {args.items}-item assignment at once "
           f"(personal links), then one student a {args.big}-item one {args.reps}×; "
           f"{'every exercise on one page' if args.one_page else 'a page at a time'}; "
+          f"{f'nginx + {args.replicas} replicas on PostgreSQL' if args.replicas else 'one server on SQLite'}; "
           f"load average {os.getloadavg()[0]:.1f}")
-    with tempfile.TemporaryDirectory(prefix="bench-assignment-") as folder:
-        engine = storage.open_engine(f"sqlite:///{folder}/bench.sqlite3")
-        cls = make_assignment(engine, "Class", items_of(CLASS_ITEMS, args.items),
-                              [f"Student {i}" for i in range(args.n)] + ["Warm"])
-        big = make_assignment(engine, "Big", items_of(BIG_ITEMS, args.big),
-                              [f"Big {i}" for i in range(args.reps)] + ["Warm"])
-        engine.dispose()
-        process, url = bc.start_server(Path(folder))
-        try:
-            tally, big_tally, rss = asyncio.run(run_all(url, process.pid, args, cls, big))
-        finally:
-            bc.stop_server(process)
+    tally, big_tally, rss = run_cluster(args) if args.replicas else run_single(args)
     pct = bc.pct
     errors = sum(tally.errors.values()) + sum(big_tally.errors.values())
     print(f"class, {args.n} × {args.items} items: open p50 {pct(tally.opens, 0.5):.0f} ms, "

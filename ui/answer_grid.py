@@ -122,38 +122,44 @@ def draw(ex: Exercise, prefix: str, fb: Feedback | None = None, disabled: bool =
 
 def _draw_cells(part: Part, prefix: str, pfb, shown: np.ndarray | None, disabled: bool,
                 styles: list[str]) -> None:
-    """The cells of one part; `shown` marks the cells that still hold the text `pfb` graded."""
+    """The cells of one part; `shown` marks the cells that still hold the text `pfb` graded.
+
+    A row is one horizontal container (a row number, then its cells), the column numbers one line of
+    HTML over them: a 3×3 grid is 16 page elements where st.columns made it 35, and a page's cost on
+    the server grows with its elements (bench/bench_assignment.py)."""
     rows, cols = part.shape
     numbered = rows * cols > 1
     with st.container(key=grid_key(prefix, part.name)):
         if numbered:  # column numbers over the cells: a filled cell loses its "r,c" placeholder
-            header = st.columns([1] + [4] * cols, gap="small")
-            for j in range(cols):
-                header[j + 1].html(f'<p class="abh-grid-head" aria-hidden="true">{j + 1}</p>')
+            heads = "".join(f'<span class="abh-grid-head">{j + 1}</span>' for j in range(cols))
+            st.html(f'<div class="abh-grid-heads" aria-hidden="true"><span></span>{heads}</div>')
         for i in range(rows):
             _draw_row(part, prefix, pfb, shown, disabled, styles, i, numbered)
 
 
 def _draw_row(part: Part, prefix: str, pfb, shown: np.ndarray | None, disabled: bool, styles: list[str],
               i: int, numbered: bool) -> None:
-    """Row i of the cells, its number first (the grid's container keeps the row one row on a phone)."""
+    """Row i of the cells, its number first (the grid's CSS keeps the row one row on a phone); a
+    cell's format error goes under the row, named by its place."""
     cols = part.shape[1]
-    columns = st.columns([1] + [4] * cols, gap="small") if numbered else [None, *st.columns(cols)]
-    if numbered:
-        columns[0].html(f'<p class="abh-grid-row" aria-hidden="true">{i + 1}</p>')
-    for j in range(cols):
-        key = cell_key(_live(prefix, part.name), part.name, i, j)
-        with columns[j + 1]:
+    errors: list[str] = []
+    with st.container(horizontal=True, gap="small"):
+        if numbered:
+            st.html(f'<p class="abh-grid-row" aria-hidden="true">{i + 1}</p>', width="content")
+        for j in range(cols):
+            key = cell_key(_live(prefix, part.name), part.name, i, j)
             st.text_input(tr("grid.cell_label", part=symbol(part), row=i + 1, col=j + 1), key=key,
                           label_visibility="collapsed", placeholder=f"{i + 1},{j + 1}", disabled=disabled)
             if shown is None or not shown[i, j]:
                 continue
             error = pfb.cell_errors.get((i, j))
             if error is not None:
-                st.caption(":red[" + render(error) + "]")
+                errors.append((f"{i + 1},{j + 1}: " if numbered else "") + render(error))
                 styles.append(_tint(key, "error"))
             elif pfb.status is not None:
                 styles.append(_tint(key, pfb.status[i, j]))
+    if errors:
+        st.caption(":red[" + "  \n".join(errors) + "]")
 
 
 def _tint(key: str, status: str) -> str:

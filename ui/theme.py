@@ -26,11 +26,13 @@ CSS = """
   padding: 0.3em 0.1em; margin: 0.4em 0; }
 [class*="st-key-abh-grid-"] { overflow-x: auto; padding-bottom: 0.2rem; }
 [class*="st-key-abh-grid-"] [data-testid="stHorizontalBlock"] { flex-wrap: nowrap !important; gap: 0.5rem; }
-[class*="st-key-abh-grid-"] [data-testid="stColumn"] { min-width: 4rem !important; flex: 1 1 0 !important;
-  width: auto !important; }
-[class*="st-key-abh-grid-"] [data-testid="stColumn"]:first-child { min-width: 1.6rem !important;
-  flex: 0 0 1.6rem !important; }
-[class*="st-key-abh-grid-"] .abh-grid-head { text-align: center; font-size: 0.8rem; margin: 0; }
+[class*="st-key-abh-grid-"] [data-testid="stHorizontalBlock"] > [data-testid="stElementContainer"] {
+  min-width: 4rem !important; flex: 1 1 0 !important; width: auto !important; }
+[class*="st-key-abh-grid-"] [data-testid="stHorizontalBlock"] > [data-testid="stElementContainer"]:has(.abh-grid-row) {
+  min-width: 1.6rem !important; flex: 0 0 1.6rem !important; }
+[class*="st-key-abh-grid-"] .abh-grid-heads { display: flex; gap: 0.5rem; }
+[class*="st-key-abh-grid-"] .abh-grid-heads > span:first-child { flex: 0 0 1.6rem; }
+[class*="st-key-abh-grid-"] .abh-grid-head { flex: 1 1 0; min-width: 4rem; text-align: center; font-size: 0.8rem; }
 [class*="st-key-abh-grid-"] .abh-grid-row { font-size: 0.8rem; line-height: 2.5rem; margin: 0; }
 """
 

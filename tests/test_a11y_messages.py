@@ -38,7 +38,8 @@ def test_practice_says_no_mask_and_names_the_topic_not_its_id():
     plain = first_seed("multi_head", 1, lambda ex: not ex.given["causal"])
     at = open_page("app_pages/practice.py", {"kind": "multi_head", "level": "1", "seed": str(plain.seed)})
     captions = [str(c.value) for c in at.caption]
-    assert t("problem.no_mask") in captions
+    # its own paragraph of the caption under the statement (with the rounding policy)
+    assert any(t("problem.no_mask") in c.split("\n\n") for c in captions)
     share = next(c for c in captions if "seed" in c)
     assert t("kind.multi_head.title") in share and "multi_head" not in share
 

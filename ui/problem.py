@@ -22,15 +22,21 @@ def rounding_text(ex: Exercise) -> str | None:
 
 
 def show(ex: Exercise) -> None:
+    """The statement, then how to round and whether a mask applies (one caption, its own paragraphs),
+    then the given matrices side by side (up to three to a row; one alone needs no columns: every
+    element drawn costs server time on every run)."""
     st.markdown(prompt_text(ex))
-    policy = rounding_text(ex)
-    if policy:
-        st.caption(policy)
+    notes = [rounding_text(ex)]
     if ex.given.get("causal") is True:
-        st.caption(tr("problem.causal"))
+        notes.append(tr("problem.causal"))
     elif ex.given.get("causal") is False:  # a kind that can mask says so when it does not (issue 19)
-        st.caption(tr("problem.no_mask"))
+        notes.append(tr("problem.no_mask"))
+    if any(notes):
+        st.caption("\n\n".join(note for note in notes if note))
     lines = cache.given_lines_of(ex)
+    if len(lines) == 1:
+        mathview.show(lines[0][1])
+        return
     columns = st.columns(min(len(lines), 3) or 1)
     for index, (_name, latex) in enumerate(lines):
         with columns[index % len(columns)]:

@@ -131,3 +131,18 @@ def test_every_variant_grades_its_reference_right():
         for seed in range(30):
             ex = exercises.generate("concepts", seed, level)
             assert exercises.grade(ex, selftest.correct_answer(ex)).correct
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_rotating_v_is_asked_and_explained_at_level_3(lang):
+    """Issue 17: the rope kind's parts (Q_rot, K_rot, scores) cannot show a rotated V, so level 3 asks
+    which vectors RoPE rotates; picking "queries, keys and values" is named and explained."""
+    ex = next(e for e in (exercises.generate("concepts", s, 3) for s in range(200)) if "rope_rotates" in e.part_names)
+    part = ex.part("rope_rotates")
+    wrong = part.options.index(concepts.option_key("rope_rotates", "q_k_and_v"))
+    answer = {**selftest.correct_answer(ex), "rope_rotates": wrong}
+    got = exercises.grade(ex, answer).parts["rope_rotates"]
+    assert not got.correct and got.misconception == "concepts.rope_rotates.q_k_and_v"
+    said = t(got.explanation.key, lang, **got.explanation.params)
+    assert said == t("misconception.concepts.rope_rotates.q_k_and_v", lang) and "V" in said
+    assert all("rope_rotates" not in exercises.generate("concepts", s, lv).part_names for lv in (1, 2) for s in range(60))

@@ -30,7 +30,8 @@ from ...solutions import Aids, ExpEntry
 
 ID = "concepts"
 ORDER = 110
-VERSION = 2  # 2: ten questions with balanced options, six or more per level; the softmax_big aid
+VERSION = 3  # 2: ten questions with balanced options, six or more per level; the softmax_big aid
+# 3: level 3 also asks which vectors RoPE rotates (issue 17: rotating V, q only, one angle for all)
 LEVELS = (1, 2, 3)
 # every catalogued mistake that can apply to this kind's parts: the redraw keeps them apart
 GUARDS = ()
@@ -118,6 +119,8 @@ QUESTIONS: dict[str, MultipleChoice | ShortAnswer] = {q.id: q for q in (
     MultipleChoice("causal_row", "up_to_i", ("before_only", "from_i", "all"), _query_params),
     MultipleChoice("output_row", "weighted_values", ("weighted_columns", "own_value", "score_sum"), _row_params),
     MultipleChoice("embed_grad", "sum_rows", ("last_row", "average", "row_t"), _repeat_params),
+    # the rope kind's parts (Q_rot, K_rot, scores) cannot show a rotated V: its mistake is asked here
+    MultipleChoice("rope_rotates", "q_and_k", ("q_k_and_v", "q_only", "same_angle")),
     ShortAnswer("masked_count", 0, lambda rng: {"n": choice(rng, (3, 4, 5, 6, 8))}, _masked_count),
     ShortAnswer("softmax_big", 2, _draw_big_pair, _softmax_big),
     ShortAnswer("std_dk", 0, lambda rng: {"d_k": choice(rng, (16, 64, 100, 256))}, _std_dk),
@@ -129,7 +132,8 @@ QUESTIONS: dict[str, MultipleChoice | ShortAnswer] = {q.id: q for q in (
 POOLS = {1: (("score_cell", "rows_sum", "mask_inf", "causal_row", "output_row", "heads"), ("masked_count",)),
          2: (("score_cell", "k_transposed", "mask_inf", "max_shift", "causal_row", "output_row", "scale_why"),
              ("masked_count", "softmax_big")),
-         3: (("k_transposed", "max_shift", "rows_sum", "heads", "scale_why", "output_row", "embed_grad"),
+         3: (("k_transposed", "max_shift", "rows_sum", "heads", "scale_why", "output_row", "embed_grad",
+              "rope_rotates"),
              ("softmax_big", "std_dk", "concat_width"))}
 CHOICES_PER_EXERCISE = 2
 

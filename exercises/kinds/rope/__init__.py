@@ -10,6 +10,7 @@ Angles are multiples of 90° (level 1 and 2) or 30° (level 3 and some of level 
 0, ±1/2, ±√3/2, ±1: the prompt lists them. The mistakes are this kind's own (rope_* in its locales:
 one angle for every position, the sign of sin, the rotation applied to q only or not at all) and
 K_rot Q_rotᵀ; the pipeline's score mistakes on the unrotated Q and K are guarded too (GUARDS).
+Rotating V, which these parts cannot show, is asked in `concepts` at level 3 (its rope_rotates question).
 """
 
 from __future__ import annotations

@@ -43,7 +43,7 @@ STORED = json.loads(
 @pytest.mark.parametrize("kind", sorted(STORED))
 def test_a_version_1_exercise_still_shows_and_grades(kind):
     ex = exercises.Exercise.from_dict(STORED[kind])
-    assert ex.version == 1 and exercises.KINDS[kind].VERSION == 2
+    assert ex.version == 1 and exercises.KINDS[kind].VERSION >= 2  # concepts is at 3 since issue 17
     assert exercises.grade(ex, selftest.correct_answer(ex)).correct
     for lang in ("en", "zh"):
         text = engine.prompt(ex, lang)

@@ -409,19 +409,22 @@ def _concat_step(ex: Exercise) -> solutions.Step:
 
 
 def _cache_step(ex: Exercise) -> solutions.Step:
-    """cache_floats = g (d_k + d_v), beside multi-head's h (d_k + d_v)."""
+    """cache_floats = g d_k + g d_v = g (d_k + d_v), beside multi-head's h (d_k + d_v)."""
     part = ex.part("cache_floats")
     p = ex.params
     value = int(part.reference[0, 0])
-    formula = r"g\,(d_k + d_v)"
-    work = [("", "=", rf"{p['g']} \cdot ({p['d_k']} + {p['d_v']})")]
+    g, d_k, d_v = (solutions.number(str(p[k]), int(p[k])) for k in ("g", "d_k", "d_v"))
+    terms = ((g, d_k), (g, d_v))  # one key and one value per K/V head
+    numbers = L.total([L.product(a.text, b.text) for a, b in terms])
+    symbolic = r"g\,d_k + g\,d_v"
+    line, sub = solutions.worked_chain(r"\text{cache}", str(value), float(value), 0, numbers, "sum", terms, symbolic)
 
     def derive(r: int, c: int) -> solutions.CellDerivation:
-        latex = L.chain(r"\text{cache}", formula, rf"{p['g']} \cdot ({p['d_k']} + {p['d_v']})", str(value))
-        return solutions.CellDerivation(latex, msg("solution.gqa.cache_cell", h=p["h"], mha=p["mha_floats"]))
+        return solutions.CellDerivation(line, msg("solution.gqa.cache_cell", h=p["h"], mha=p["mha_floats"]), (sub,))
 
     return solutions.make_step("cache_floats", msg("solution.gqa.cache"), part.reference, 0,
-                               symbol=r"\text{cache}", formula=formula, work=work, exact_cells=[[str(value)]],
+                               symbol=r"\text{cache}", formula=r"g\,(d_k + d_v)", work=[("", "=", numbers)],
+                               exact_cells=[[str(value)]], work_substitutions=(sub,),
                                note=msg("solution.gqa.cache_note", h=p["h"], g=p["g"], mha=p["mha_floats"],
                                         floats=value, times=p["h"] // p["g"]),
                                derive=derive)

@@ -711,6 +711,7 @@ INPUT_SHAPES: dict[str, tuple[str, ...]] = {"E": ("vocab", "d_model"), "W_Q": ("
                                             "H": ("n_k", "d_model"), "T": ("n_q", "d_v"), "pad": ("n",)}
 # gqa (issue 17): the number of key/value groups, a given number
 INPUT_SYMBOLS["groups"] = "g"
+INPUT_TYPST_SYMBOLS["groups"] = "g"
 INPUT_SHAPES["groups"] = ()
 
 

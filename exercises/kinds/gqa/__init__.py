@@ -183,7 +183,10 @@ def diagnose(ex: Exercise, part: Part, value: np.ndarray) -> str | None:
         if any(misconceptions.matches(value, wrong, tolerance) for wrong in _concat_orders(ex.given, heads)):
             return "concat_order"
         return None
-    return own_diagnosis(part, value, mistakes_of(ex.given, part.name))
+    memo = ex.__dict__.setdefault("_memo", {}).setdefault("gqa_mistakes", {})  # exercises are immutable
+    if part.name not in memo:
+        memo[part.name] = mistakes_of(ex.given, part.name)
+    return own_diagnosis(part, value, memo[part.name])
 
 
 def chain(ex: Exercise, values: dict[str, np.ndarray], rounding: int | None) -> dict[str, np.ndarray]:
@@ -274,13 +277,16 @@ def _apart(given: dict, parts: list[Part]) -> bool:
     """Every part's mistakes differ from its answer, from what a careful student who rounds gets, and
     from each other (to 2 decimals too); the heads' outputs differ, so every wrong order is told apart."""
     stand_in = Exercise(kind=ID, seed=0, level=1, version=VERSION, given=given, parts=tuple(parts))
-    careful = chain(stand_in, {}, 2)
     heads = [p for p in parts if p.name.startswith("O")]
-    for p in heads + [stand_in.part("cache_floats")]:
-        alts = mistakes_of(given, p.name)
-        gap = misconceptions.separation(p)
-        if misconceptions.clashes(p.reference, alts, gap) or misconceptions.clashes(careful[p.name], alts, gap):
+    alts: dict[str, dict[str, np.ndarray]] = {}
+    for p in heads + [stand_in.part("cache_floats")]:  # against its answer first: the first clash ends it
+        alts[p.name] = mistakes_of(given, p.name)
+        if misconceptions.clashes(p.reference, alts[p.name], misconceptions.separation(p)):
             return False
+    careful = chain(stand_in, {}, 2)  # the dearer check last
+    if any(misconceptions.clashes(careful[name], found, misconceptions.separation(stand_in.part(name)))
+           for name, found in alts.items()):
+        return False
     concat = stand_in.part("concat")
     gap = misconceptions.separation(concat)
     return all(misconceptions.apart(wrong, target, gap) for target in (concat.reference, careful["concat"])

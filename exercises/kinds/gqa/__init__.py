@@ -214,15 +214,26 @@ def _weights(rng: np.random.Generator, shape: tuple[int, int], count: int) -> np
     return pooled_matrices(rng, count, shape, WEIGHT_VALUES, rows=False)
 
 
+def _columns_differ(M: np.ndarray) -> np.ndarray:
+    """(B,) whether no two columns of each M[b] (n, width) are equal: a repeated column is work that
+    teaches nothing (a value's second column the copy of its first)."""
+    width = M.shape[2]
+    ok = np.ones(len(M), dtype=bool)
+    for a in range(width):
+        for b in range(a + 1, width):
+            ok &= np.abs(M[:, :, a] - M[:, :, b]).max(axis=1) > 0
+    return ok
+
+
 def _draw_group(rng: np.random.Generator, size: Size, X: np.ndarray, others: list[tuple]) -> tuple | None:
     """One group's (W_K, W_V): keys that differ between tokens, values nonzero and different for every
-    token, and both unlike every earlier group's and its negative (else the group a head reads changes
-    nothing, or only its signs)."""
+    token, no column of K or V repeated, and both unlike every earlier group's and its negative (else the
+    group a head reads changes nothing, or only its signs)."""
     W_K = _weights(rng, (D_MODEL, size.d_k), BATCH)  # (B, d, d_k)
     W_V = _weights(rng, (D_MODEL, size.d_v), BATCH)  # (B, d, d_v)
     K, V = X @ W_K, X @ W_V  # (B, n, d_k), (B, n, d_v)
     ok = (np.ptp(K.reshape(BATCH, -1), axis=1) > 0) & np.any(V != 0, axis=2).all(axis=1) \
-        & (np.ptp(V, axis=1).max(axis=1) > 0)
+        & (np.ptp(V, axis=1).max(axis=1) > 0) & _columns_differ(K) & _columns_differ(V)
     for K_o, V_o in others:  # nor its mirror image (−K, −V): a group that only flips signs teaches less
         ok &= (np.abs(K - K_o).max(axis=(1, 2)) > 0) & (np.abs(V - V_o).max(axis=(1, 2)) > 0)
         ok &= (np.abs(K + K_o).max(axis=(1, 2)) > 0) & (np.abs(V + V_o).max(axis=(1, 2)) > 0)
@@ -233,13 +244,14 @@ def _draw_group(rng: np.random.Generator, size: Size, X: np.ndarray, others: lis
 def _draw_head(rng: np.random.Generator, size: Size, X: np.ndarray, K: np.ndarray, taken: list) -> np.ndarray | None:
     """One head's W_Q for its group's K: small scores, S ≠ Sᵀ (else K Qᵀ looks right), the last query
     scoring its keys differently (else its weights are even and the scaling changes nothing), a nonzero
-    hidden score (else "mask with 0" is no mask), and queries unlike the other heads' of the group."""
+    hidden score (else "mask with 0" is no mask), no column of Q repeated, and queries unlike the other
+    heads' of the group."""
     n = X.shape[0]
     W_Q = _weights(rng, (D_MODEL, size.d_k), BATCH)  # (B, d, d_k)
     Q = X @ W_Q  # (B, n, d_k)
     S = Q @ K.T  # (B, n, n)
     ok = (np.abs(S).max(axis=(1, 2)) <= MAX_SCORE) & (np.abs(S - np.swapaxes(S, 1, 2)).max(axis=(1, 2)) > 0) \
-        & (np.ptp(S[:, -1, :], axis=1) > 0)
+        & (np.ptp(S[:, -1, :], axis=1) > 0) & _columns_differ(Q)
     if CAUSAL:
         ok &= (S[:, ~np.tril(np.ones((n, n), dtype=bool))] != 0).any(axis=1)
     for Q_o in taken:

@@ -709,6 +709,10 @@ INPUT_SHAPES: dict[str, tuple[str, ...]] = {"E": ("vocab", "d_model"), "W_Q": ("
                                             "W_K": ("d_model", "d_k"), "W_V": ("d_model", "d_v"),
                                             "G_O": ("n_q", "d_v"), "token_ids": ("n",), "d_k": (),
                                             "H": ("n_k", "d_model"), "T": ("n_q", "d_v"), "pad": ("n",)}
+# gqa (issue 17): the number of key/value groups, a given number
+INPUT_SYMBOLS["groups"] = "g"
+INPUT_TYPST_SYMBOLS["groups"] = "g"
+INPUT_SHAPES["groups"] = ()
 
 
 def shape_of(name: str, sizes: Mapping[str, int]) -> tuple[int, ...]:

@@ -255,4 +255,4 @@ def test_a_class_pdf_is_compiled_outside_the_server_process(sqlite_db):
     a = assignments.create("Class", [{"kind": "scores", "level": 1, "count": 1}], seed=4).assignment
     assert assignments.pdf(a, (), "en", "answer-key.pdf").startswith(b"%PDF")
     assert files._ISOLATED is not None
-    assert files._ISOLATED._pool.submit(os.getpid).result() != os.getpid()
+    assert files._ISOLATED.pids() and os.getpid() not in files._ISOLATED.pids()

@@ -92,7 +92,7 @@ def sheet_file(number: int, student: str | None, name: str) -> str:
 # 18 kB about 6 MiB, its key's 42 kB about 10 MiB, one 40-item level-3 key's 320 kB about 125 MiB).
 CHILD_BASE = 56 * 2**20  # a fresh compiler child, fonts loaded
 GROWTH_PER_BYTE = 400  # bytes of memory a byte of source may add to a child, at most (measured)
-CHILD_MEMORY = 160 * 2**20  # a child is replaced before the next document would take it past this …
+CHILD_MEMORY = 150 * 2**20  # a child is replaced before the next document would take it past this …
 RECYCLE_AFTER = 200  # … or after this many documents (a backstop where memory cannot be read)
 COMPILERS = 2  # children compiling at once for a class's ZIP: the machine's 2 cores (fewer if it has fewer)
 
@@ -197,10 +197,12 @@ class _Child:
 
 
 class Compiler:
-    """Typst in `children` child processes that only import typst, each replaced by a fresh one
-    before a document would take its memory past CHILD_MEMORY (Typst's caches grow with every
-    document compiled and are never given back): memory is bounded by about children × CHILD_MEMORY
-    (or one document's own need, when it needs more), whatever the number of documents."""
+    """Typst in up to `children` child processes that only import typst, each replaced by a fresh
+    one before a document would take its memory past CHILD_MEMORY (Typst's caches grow with every
+    document compiled and are never given back), so memory stays within about children ×
+    CHILD_MEMORY whatever the number of documents. A document that alone needs more (a long key: one
+    student's 40 level-3 forward passes) is compiled by a fresh child with no other child alive when
+    it starts; small documents may run beside it."""
 
     def __init__(self, children: int = 1) -> None:
         self._size = max(1, children)
@@ -214,12 +216,14 @@ class Compiler:
         from .typst import compile_args
 
         data, options = compile_args(source)
-        # the least busy child (the first among equals): with one document ahead per child, each core
-        # compiles while the next source is written
-        index = min(range(self._size), key=lambda i: (self._children[i].running if self._children[i] else 0, i))
+        if CHILD_BASE + GROWTH_PER_BYTE * len(data) > CHILD_MEMORY:  # a big document: alone
+            self.close()
+            index = 0
+        else:  # the least busy child (the first among equals): each core compiles while sources are written
+            index = min(range(self._size), key=lambda i: (self._children[i].running if self._children[i] else 0, i))
         child = self._children[index]
         if child is not None and child.full(len(data)):
-            child.shutdown(wait=False)
+            child.shutdown(wait=True)  # its documents finish first: never two generations of one child at once
             child = None
         if child is None:
             child = self._children[index] = _Child()

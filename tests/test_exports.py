@@ -112,21 +112,27 @@ def test_a_class_zip_is_compiled_by_two_children_that_only_import_typst(tmp_path
     (before, a multiprocessing child that imported the parent's main module and with it the engine)."""
     from exercises.worksheets import files
 
-    seen = []
-    submit = files._Child.submit
+    made = []
 
-    def recording(self, data, options):
-        seen.append(self.process.pid)
-        return submit(self, data, options)
+    class Recording(files.Compiler):
+        def __init__(self, children: int = 1) -> None:
+            made.append(children)
+            super().__init__(children)
 
-    monkeypatch.setattr(files._Child, "submit", recording)
+    monkeypatch.setattr(files, "Compiler", Recording)
     monkeypatch.setattr("os.cpu_count", lambda: 2)
     assert files.compilers() == 2
     spec = make_spec("Class", [{"kind": "scores", "level": 1, "count": 1}], seed=3, per_student=True)
     ws = worksheets.build(spec, ["Ada", "Alan", "Grace"], code="K7QMX2PD")
     with zipfile.ZipFile(worksheets.write_pdf_zip(ws, tmp_path / "class.zip")) as archive:
         assert [archive.read(n)[:4] for n in archive.namelist()] == [b"%PDF"] * 6
-    assert len(set(seen)) == 2
+    assert made == [2]
+    compiler = files.Compiler(2)
+    try:
+        both = [compiler.submit(_doc("one")), compiler.submit(_doc("two"))]  # the first is still compiling
+        assert len(set(compiler.pids())) == 2 and [f.result()[:4] for f in both] == [b"%PDF"] * 2
+    finally:
+        compiler.close()
     child = files._Child()
     try:
         import sys
@@ -155,6 +161,10 @@ def test_a_compiler_child_is_replaced_before_its_memory_would_pass_the_cap(monke
         monkeypatch.setattr(files, "CHILD_MEMORY", child.measured[0])  # no room left: a fresh child
         assert compiler.submit(_doc("three")).result()[:4] == b"%PDF"
         assert compiler.pids() != first and child.process.poll() is not None  # the old one has ended
+        monkeypatch.setattr(files, "CHILD_MEMORY", 2**40)  # room for anything, but …
+        compiler._children[0].process.kill()  # … a child that died (killed, out of memory) …
+        compiler._children[0].process.wait()
+        assert compiler.submit(_doc("four")).result()[:4] == b"%PDF"  # … is replaced
     finally:
         compiler.close()
     assert compiler.pids() == []

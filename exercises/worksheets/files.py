@@ -186,8 +186,11 @@ class _Child:
         return result
 
     def _close(self) -> None:
-        if self.process.stdin is not None:
-            self.process.stdin.close()  # the child ends when its input does
+        try:
+            if self.process.stdin is not None:
+                self.process.stdin.close()  # the child ends when its input does
+        except OSError:  # it has ended already
+            pass
         self.process.wait()
 
     def shutdown(self, wait: bool) -> None:
@@ -222,9 +225,9 @@ class Compiler:
         else:  # the least busy child (the first among equals): each core compiles while sources are written
             index = min(range(self._size), key=lambda i: (self._children[i].running if self._children[i] else 0, i))
         child = self._children[index]
-        if child is not None and child.full(len(data)):
+        if child is not None and (child.full(len(data)) or child.process.poll() is not None):
             child.shutdown(wait=True)  # its documents finish first: never two generations of one child at once
-            child = None
+            child = None  # (a child that ended, killed or out of memory, is replaced too)
         if child is None:
             child = self._children[index] = _Child()
         return child.submit(data, options)

@@ -4,7 +4,7 @@ student at a time into a ZIP on disk, as services.exports does off the page's sc
     python bench/bench_exports.py [--students 200] [--items mix|attention3]
 
 Reports wall time, CPU time (this process and its compiler children), the process's peak resident
-memory, the largest compiler child's (ru_maxrss of the children: Typst runs in `worksheets.compilers()`
+memory, the largest compiler child's (ru_maxrss of the children: Typst runs in `worksheets.files.compilers()`
 child processes at once, each replaced before it passes `CHILD_MEMORY`), the bound of the two together
 (process + children × largest child), the peak of all of them at once as sampled from /proc every
 20 ms, and the Python heap's peak (tracemalloc). Goal for 200 students ×

@@ -1,9 +1,10 @@
 """A class's printed sheets, built off the page's script run and written to disk (no Streamlit).
 
-`start` queues a build and returns its Job at once; one worker thread per process compiles one
-student's worksheet and answer key at a time into a ZIP in a temporary folder, so memory stays that
-of one sheet whatever the class size, and several teachers at once wait in turn instead of each
-holding a class's PDFs. The page shows `job.progress` and, when done, serves the file from disk.
+`start` queues a build and returns its Job at once; one worker thread per process writes one
+student's worksheet and answer key at a time, compiled by two Typst child processes
+(exercises.worksheets.write_pdf_zip), into a ZIP in a temporary folder, so memory stays that of a few
+sheets whatever the class size, and several teachers at once wait in turn instead of each holding a
+class's PDFs. The page shows `job.progress` and, when done, serves the file from disk.
 Finished files are deleted after KEEP_SECONDS (or when the process ends).
 
     job = exports.start(assignment, students, "en", space="some", links={name: url})

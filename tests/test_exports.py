@@ -103,6 +103,88 @@ def test_a_class_zip_holds_each_students_pdfs_and_reports_progress(tmp_path):
     assert seen[-1] == (6, 6) and len(seen) == 6
 
 
+def _doc(text: str) -> str:
+    return f"= {text}\n\nSome words for {text}."
+
+
+def test_a_class_zip_is_compiled_by_two_children_that_only_import_typst(tmp_path, monkeypatch):
+    """Both cores: two compiler children at once (before, one), each a bare Python with typst only
+    (before, a multiprocessing child that imported the parent's main module and with it the engine)."""
+    from exercises.worksheets import files
+
+    made = []
+
+    class Recording(files.Compiler):
+        def __init__(self, children: int = 1) -> None:
+            made.append(children)
+            super().__init__(children)
+
+    monkeypatch.setattr(files, "Compiler", Recording)
+    monkeypatch.setattr("os.cpu_count", lambda: 2)
+    assert files.compilers() == 2
+    spec = make_spec("Class", [{"kind": "scores", "level": 1, "count": 1}], seed=3, per_student=True)
+    ws = worksheets.build(spec, ["Ada", "Alan", "Grace"], code="K7QMX2PD")
+    with zipfile.ZipFile(worksheets.write_pdf_zip(ws, tmp_path / "class.zip")) as archive:
+        assert [archive.read(n)[:4] for n in archive.namelist()] == [b"%PDF"] * 6
+    assert made == [2]
+    compiler = files.Compiler(2)
+    try:
+        both = [compiler.submit(_doc("one")), compiler.submit(_doc("two"))]  # the first is still compiling
+        assert len(set(compiler.pids())) == 2 and [f.result()[:4] for f in both] == [b"%PDF"] * 2
+    finally:
+        compiler.close()
+    child = files._Child()
+    try:
+        import sys
+
+        assert child.process.args[:2] == [sys.executable, "-c"]  # its own program, not the parent's main module
+        assert "import typst" in child.process.args[2] and "exercises" not in child.process.args[2]
+    finally:
+        child.shutdown(wait=True)
+
+
+def test_a_compiler_child_is_replaced_before_its_memory_would_pass_the_cap(monkeypatch):
+    """Before, a child was replaced after 20 documents or 1.5 MB of source whatever they took: one
+    student's 40-item level-3 key then grew it to 667 MiB. Now its resident size, read back after
+    each document, plus GROWTH_PER_BYTE per byte sent since, stays under CHILD_MEMORY."""
+    from exercises.worksheets import files
+
+    compiler = files.Compiler(1)
+    try:
+        assert compiler.submit(_doc("one")).result()[:4] == b"%PDF"
+        first = compiler.pids()
+        child = compiler._children[0]
+        assert child.measured[0] > 20 * 2**20 and child.measured[1] == child.sent  # read back from the child
+        monkeypatch.setattr(files, "CHILD_MEMORY", child.estimate(len(_doc("two")) - 1) + 2 * 2**20)
+        assert compiler.submit(_doc("two")).result()[:4] == b"%PDF"
+        assert compiler.pids() == first  # room for it
+        monkeypatch.setattr(files, "CHILD_MEMORY", child.measured[0])  # no room left: a fresh child
+        assert compiler.submit(_doc("three")).result()[:4] == b"%PDF"
+        assert compiler.pids() != first and child.process.poll() is not None  # the old one has ended
+        monkeypatch.setattr(files, "CHILD_MEMORY", 2**40)  # room for anything, but …
+        compiler._children[0].process.kill()  # … a child that died (killed, out of memory) …
+        compiler._children[0].process.wait()
+        assert compiler.submit(_doc("four")).result()[:4] == b"%PDF"  # … is replaced
+    finally:
+        compiler.close()
+    assert compiler.pids() == []
+
+
+def test_a_document_too_big_for_a_child_is_compiled_with_no_other_child_alive(monkeypatch):
+    from exercises.worksheets import files
+
+    compiler = files.Compiler(2)
+    try:
+        small = [compiler.submit(_doc("small one")), compiler.submit(_doc("small two"))]
+        assert len(compiler.pids()) == 2  # side by side
+        monkeypatch.setattr(files, "CHILD_MEMORY", files.CHILD_BASE + files.GROWTH_PER_BYTE * 50)
+        big = compiler.submit(_doc("big " * 20))
+        assert all(f.done() for f in small) and len(compiler.pids()) == 1
+        assert big.result()[:4] == b"%PDF"
+    finally:
+        compiler.close()
+
+
 def test_a_print_run_past_the_cap_gets_a_clear_message():
     from services import exports
 
@@ -255,4 +337,4 @@ def test_a_class_pdf_is_compiled_outside_the_server_process(sqlite_db):
     a = assignments.create("Class", [{"kind": "scores", "level": 1, "count": 1}], seed=4).assignment
     assert assignments.pdf(a, (), "en", "answer-key.pdf").startswith(b"%PDF")
     assert files._ISOLATED is not None
-    assert files._ISOLATED._pool.submit(os.getpid).result() != os.getpid()
+    assert files._ISOLATED.pids() and os.getpid() not in files._ISOLATED.pids()

@@ -11,6 +11,7 @@ import io
 import math
 import os
 import re
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -173,12 +174,36 @@ def _item(lines: list[str]) -> str:
     return "[\n" + "\n\n".join(line for line in lines if line) + "\n]"
 
 
-def _typst_problem(p: Problem, lang: str, key: bool, space: str = "some") -> list[str]:
+# A sheet's worksheet and its answer key are written one after the other from the same exercises:
+# each problem (its texts, aids and given matrices, the costliest part after the worked solution) is
+# made once for both. Keyed by the exercise object itself (an Exercise holds arrays: it has no hash).
+_PROBLEMS: dict[tuple[int, int, str], tuple[Exercise, Problem, list[str]]] = {}
+_PROBLEMS_KEPT = 64  # a sheet's exercises, and then some
+_PROBLEMS_LOCK = threading.Lock()
+
+
+def _problem(ex: Exercise, number: int, lang: str) -> tuple[Problem, list[str]]:
+    """problem(ex, number, lang) and its given values as Typst math rows, made once for both documents."""
+    index = (id(ex), number, lang)
+    with _PROBLEMS_LOCK:
+        kept = _PROBLEMS.get(index)
+    if kept is not None and kept[0] is ex:
+        return kept[1], kept[2]
+    p = problem(ex, number, lang)
+    rows = _typst_math_rows([_typst_given(g) for g in p.given])
+    with _PROBLEMS_LOCK:
+        if len(_PROBLEMS) >= _PROBLEMS_KEPT:
+            _PROBLEMS.pop(next(iter(_PROBLEMS)))  # the oldest
+        _PROBLEMS[index] = (ex, p, rows)
+    return p, rows
+
+
+def _typst_problem(p: Problem, lang: str, key: bool, space: str = "some", given: list[str] | None = None) -> list[str]:
     level = t("worksheet.level", lang, level=p.exercise.level)
     out = [f"#problem-head({typst_string(str(p.number))}, {typst_string(p.title)}, {typst_string(level)})",
            f"#{typst_string(p.prompt)}", ""]
     out += [f"#note({typst_string(n)})" for n in p.notes]
-    out += _typst_math_rows([_typst_given(g) for g in p.given])
+    out += given if given is not None else _typst_math_rows([_typst_given(g) for g in p.given])
     if not key:
         out += _typst_aids(p, lang)
     chain = [f"#item-head{_item(out)}"]
@@ -308,7 +333,8 @@ def typst_chunks(ws: Worksheet, key: bool = False, sheets: Sequence[Sheet] | Non
         out = ["#pagebreak()"] if index else []
         out += _typst_sheet_head(ws, sheet, key)
         for number, ex in enumerate(sheet.exercises, start=1):
-            out += _typst_problem(problem(ex, number, lang), lang, key, ws.space)
+            p, given = _problem(ex, number, lang)
+            out += _typst_problem(p, lang, key, ws.space, given)
         yield "\n\n".join(line for line in out if line) + "\n\n"  # one paragraph per line
 
 

@@ -32,6 +32,7 @@ _RAW = ("text", "textrm", "operatorname", "mathrm", "mathbb", "begin", "end")
 _TOKEN = re.compile(r"\\(?:" + "|".join(_RAW) + r")\{[^{}]*\}|\\[A-Za-z]+|\\.|\d+(?:\.\d+)?|\s+|.", re.S)
 _RAW_TOKEN = re.compile(r"\\(\w+)\{(.*)\}", re.S)
 _END = r"\end"  # in a stop list: any \end{…}
+_END_BRACE = _END + "{"
 
 _SYMBOLS = {
     "partial": "partial", "approx": "approx", "cdot": "dot", "sum": "sum", "prod": "product", "top": "top",
@@ -72,6 +73,11 @@ class Math(str):
 
 
 def _width(piece: str | float) -> float:
+    kind = type(piece)
+    if kind is Math:
+        return piece.width  # type: ignore[union-attr]
+    if kind is str:
+        return float(len(piece))  # type: ignore[arg-type]
     if isinstance(piece, (int, float)):
         return float(piece)
     return piece.width if isinstance(piece, Math) else float(len(piece))
@@ -86,21 +92,22 @@ def latex_to_typst(latex: str) -> Math:
     raises UnsupportedLatex."""
     parser = _Parser([t for t in _TOKEN.findall(latex) if not t.isspace()])
     out = parser.sequence(stop=())
-    if parser.i < len(parser.tokens):
+    if parser.i < parser.end:
         raise UnsupportedLatex(f"unexpected {parser.tokens[parser.i]!r}")
     return out
 
 
 class _Parser:
     def __init__(self, tokens: list[str]):
-        self.tokens = tokens
+        self.end = len(tokens)
+        self.tokens: list[str | None] = [*tokens, None]  # None past the end: peek needs no bounds check
         self.i = 0
 
     def peek(self) -> str | None:
-        return self.tokens[self.i] if self.i < len(self.tokens) else None
+        return self.tokens[self.i]
 
     def take(self) -> str:
-        token = self.peek()
+        token = self.tokens[self.i]
         if token is None:
             raise UnsupportedLatex("unexpected end")
         self.i += 1
@@ -118,9 +125,10 @@ class _Parser:
         def joined() -> Math:
             return Math(" ".join(p for p in pieces if p), _row(pieces))
 
+        tokens, ends = self.tokens, _END in stop
         while True:
-            token = self.peek()
-            if token is None or token in stop or token == "}" or (_END in stop and token.startswith(_END + "{")):
+            token = tokens[self.i]
+            if token is None or token == "}" or token in stop or (ends and token.startswith(_END_BRACE)):
                 return joined()
             if token in ("^", "_"):
                 self.take()

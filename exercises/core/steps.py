@@ -740,3 +740,6 @@ def mistakes() -> dict[str, tuple[AttentionStep, ...]]:
 def of_direction(direction: str, checkable: bool | None = None) -> tuple[str, ...]:
     """The names of the forward (or backward) steps, in order; only the claimable ones when asked."""
     return tuple(s.name for s in STEPS if s.direction == direction and (checkable is None or s.checkable == checkable))
+
+# kv_cache (issue 17): the cached keys and values, written with their roles' letters
+INPUT_SYMBOLS.update({"K_cache": r"K_{\mathrm{cache}}", "V_cache": r"V_{\mathrm{cache}}"})

@@ -291,17 +291,17 @@ def _check_step(ex: Exercise):
 
 def _size_step(ex: Exercise):
     from ... import solutions
-    from ...rendering import latex as L
-
     part = ex.part("cache_floats")
     p = ex.params
     factors = ["2", str(p["layers"]), str(p["heads"]), str(p["t1"]), str(p["d_head"])]
     value = int(part.reference[0, 0])
     product = r" \cdot ".join(factors)
-    latex = L.chain(r"\text{floats}", r"2 \cdot n \cdot h \cdot (t+1) \cdot d_{\text{head}}", product, str(value))
+    latex, sub = solutions.worked_chain(r"\text{floats}", str(value), float(value), 0, product, "sum",
+                                        [[solutions.number(f) for f in factors]],
+                                        r"2 \cdot n \cdot h \cdot (t+1) \cdot d_{\text{head}}")
 
     def derive(_: int, __: int):
-        return solutions.CellDerivation(latex, msg("solution.kv_cache.size.cell"))
+        return solutions.CellDerivation(latex, msg("solution.kv_cache.size.cell"), (sub,))
 
     return solutions.make_step("cache_floats", msg("solution.kv_cache.size"), part.reference, 0,
                                symbol=r"\text{floats}", formula=r"2 \cdot n \cdot h \cdot (t+1) \cdot d_{\text{head}}",
@@ -325,20 +325,6 @@ def aids(ex: Exercise):
                                   "V": ex.part("V").reference, "d_k": int(ex.given["d_k"]), "causal": False},
                        parts=tuple(p for p in ex.parts if p.name in ("scores", "A", "O")))
     return replace(solutions.generic_aids(stand_in), shapes=solutions.shapes_of(ex))
-
-
-def hints(ex: Exercise) -> list:
-    """The nudge and the formulas as for any kind; the worked cell is one of the new token's weights
-    (a cell of K or V is only copied)."""
-    from ...solutions import hints as H
-
-    part = ex.part("A")
-    i, j = H.worked_cell(part)
-    step = next(s for s in _attention_steps(ex) if s.name == "A")
-    derivation = step.cell(i, j)
-    worked = H.Hint(H.WORKED, msg("hint.worked", part=msg("part.A"), row=i + 1, col=j + 1),
-                    (derivation.latex,), derivation.note, cell=("A", i, j))
-    return [H.nudge(ex), H.formula(ex), worked]
 
 
 # ---------------------------------------------------------------- Home and the formula sheet

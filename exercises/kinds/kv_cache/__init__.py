@@ -249,9 +249,7 @@ def _append_step(ex: Exercise, name: str, cache: str, row: str):
     formula = rf"\begin{{bmatrix}} {cache_symbol} \\ {row} \end{{bmatrix}}"
     return solutions.make_step(name, msg(f"solution.kv_cache.{name}"), part.reference, 0, symbol=here,
                                formula=formula, exact_cells=cells, note=msg("solution.kv_cache.append.note"),
-                               derive=derive,
-                               work=[("", "=", rf"\begin{{bmatrix}} {L.matrix_exact(np.asarray(ex.given[cache]))}"
-                                              rf" \\ {L.matrix_exact(np.asarray(ex.given[row]))} \end{{bmatrix}}")])
+                               derive=derive)
 
 
 def _attention_steps(ex: Exercise) -> list:

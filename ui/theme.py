@@ -28,7 +28,7 @@ CSS = """
 [class*="st-key-abh-grid-"] [data-testid="stHorizontalBlock"] { flex-wrap: nowrap !important; gap: 0.5rem; }
 [class*="st-key-abh-grid-"] [data-testid="stColumn"] { min-width: 4rem !important; flex: 1 1 0 !important;
   width: auto !important; }
-[class*="st-key-abh-grid-"] [data-testid="stColumn"]:first-child { min-width: 1.6rem !important;
+[class*="st-key-abh-grid-"] [data-testid="stColumn"]:first-child:not(:only-child) { min-width: 1.6rem !important;
   flex: 0 0 1.6rem !important; }
 [class*="st-key-abh-grid-"] .abh-grid-head { text-align: center; font-size: 0.8rem; margin: 0; }
 [class*="st-key-abh-grid-"] .abh-grid-row { font-size: 0.8rem; line-height: 2.5rem; margin: 0; }

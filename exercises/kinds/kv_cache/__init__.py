@@ -279,12 +279,12 @@ def _check_step(ex: Exercise):
     cells = [[L.decimal(x, part.decimals) for x in r] for r in part.reference]
 
     def derive(i: int, j: int):
-        return solutions.CellDerivation(L.chain(L.cell("o", i, j), L.cell(r"O_{\text{full}}", t1 - 1, j),
+        return solutions.CellDerivation(L.chain(L.cell("O", i, j), L.cell(r"O_{\text{full}}", t1 - 1, j),
                                                 cells[i][j]), msg("solution.kv_cache.check.cell", row=t1))
 
-    return solutions.make_step("check", msg("solution.kv_cache.check"), part.reference, part.decimals, symbol="o",
+    return solutions.make_step("check", msg("solution.kv_cache.check"), part.reference, part.decimals, symbol="O",
                                formula=row, note=msg("solution.kv_cache.check.note", row=t1, t=ex.params["t"]),
-                               derive=derive, work=[("", "=", rf"M_{{{t1},j}} = 0 \quad (j \le {t1})")])
+                               derive=derive, work=[(rf"M_{{{t1},j}}", "=", rf"0 \quad (j \le {t1})")])
 
 
 def _size_step(ex: Exercise):

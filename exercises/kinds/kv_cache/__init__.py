@@ -328,11 +328,11 @@ def aids(ex: Exercise):
 # ---------------------------------------------------------------- Home and the formula sheet
 
 HOME = HomeStage("around", r"K \leftarrow \begin{bmatrix} K_{\mathrm{cache}} \\ k \end{bmatrix},\ "
-                           r"o = \operatorname{softmax}\!\left(\frac{q K^{\top}}{\sqrt{d_k}}\right) V")
+                           r"O = \operatorname{softmax}\!\left(\frac{q K^{\top}}{\sqrt{d_k}}\right) V")
 SHEET = SheetSection("forward", (
-    Formula(r"[[K | t+1 | d_k]] = \begin{bmatrix} K_{\mathrm{cache}} \\ k \end{bmatrix}, \qquad "
-            r"[[V | t+1 | d_v]] = \begin{bmatrix} V_{\mathrm{cache}} \\ v \end{bmatrix}", "formulas.kv_cache.append"),
-    Formula(r"[[o | 1 | d_v]] = \operatorname{softmax}\!\left(\frac{q K^{\top}}{\sqrt{d_k}}\right) V"
+    Formula(r"[[K | (t+1) | d_k]] = \begin{bmatrix} K_{\mathrm{cache}} \\ k \end{bmatrix}, \qquad "
+            r"[[V | (t+1) | d_v]] = \begin{bmatrix} V_{\mathrm{cache}} \\ v \end{bmatrix}", "formulas.kv_cache.append"),
+    Formula(r"[[O | 1 | d_v]] = \operatorname{softmax}\!\left(\frac{q K^{\top}}{\sqrt{d_k}}\right) V"
             r" = \text{row } t+1 \text{ of causal attention}", "formulas.kv_cache.row"),
     Formula(r"\text{floats} = 2 \cdot n_{\text{layers}} \cdot h \cdot (t+1) \cdot d_{\text{head}}",
             "formulas.kv_cache.size"),

@@ -1,0 +1,339 @@
+"""The KV cache: one decoding step of a causal decoder.
+
+The t tokens decoded so far left their keys and values in the cache (K_cache, V_cache: t rows). The
+new token brings its own q, k, v (one row each):
+
+    K = [K_cache; k],  V = [V_cache; v]          # (t+1) × d_k, (t+1) × d_v: appended as the last row
+    s = q Kᵀ,  a = softmax(s / √d_k),  o = a V    # 1 × (t+1), 1 × (t+1), 1 × d_v
+    cache_floats = 2 · n · h · (t+1) · d_head     # a model of n layers, h heads, d_head per head
+
+No mask: the new token is the last position, it sees every cached one and itself; o is the last row of
+full causal attention over the t+1 tokens (the solution says so, the tests check it). The mistakes are
+this kind's own (kv_* in its locales: the new key left out, the new position masked, the stale V, the
+new row put first, the query cached in the place of the key, a cache size of K or V alone, before the
+step, of one layer or one head) and the catalogued scaling and softmax ones on this row; no pipeline step
+makes these parts, so the kind keeps them apart itself (generate), from the answers and from what a
+careful student who rounds each value writes.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import numpy as np
+
+from attention_core import softmax
+from attention_core.kv_cache import cache_floats, decode_step
+
+from ...core.contract import Formula, HomeStage, SheetSection
+from ...core.draft import Draft
+from ...core.levels import spec
+from ...core.model import Exercise, Part
+from ...core.numbers import choice, decimals_for, nonzero_matrix, round_half_up
+from ...i18n import msg
+
+ID = "kv_cache"
+ORDER = 78  # after cross_attention, before multi_head: the decoder at inference time
+VERSION = 1
+LEVELS = (1, 2, 3)
+GUARDS = ()  # no pipeline step makes these parts: the kind keeps its own mistakes apart (generate)
+
+# level: (cached tokens t to draw from, d_k to draw from, d_v, entries of K_cache, q, k; entries of V_cache, v)
+SIZES = {1: ((2,), (1,), 1, (0, 1, 2), (0, 1, 2)),
+         2: ((3,), (2, 4), 1, (-1, 0, 1), (-2, -1, 1, 2)),
+         3: ((3, 4), (4,), 2, (-1, 0, 1, 2), (-2, -1, 0, 1, 2))}
+# the model of the cache-size part: n layers, h heads, d_head per head (K and V alike); h = 2 would make
+# "one head" look like "K or V alone", so it is never drawn
+LAYERS = (3, 4, 6, 12)
+HEADS = (4, 8, 12)
+D_HEAD = (8, 16, 64)
+MAX_SCALED = 4.0  # |s / √d_k|: the eˣ table stays short
+MAX_TRIES = 2000
+PARTS = ("K", "V", "scores", "A", "O", "cache_floats")
+
+
+def _given_rows(given: dict) -> tuple[np.ndarray, ...]:
+    return tuple(np.asarray(given[k], dtype=float) for k in ("K_cache", "V_cache", "q", "k", "v"))
+
+
+def references_of(given: dict, params: dict) -> dict[str, np.ndarray]:
+    """Every part through attention_core (its KV-cache decoding step and cache size)."""
+    K_cache, V_cache, q, k, v = _given_rows(given)
+    step = decode_step(K_cache, V_cache, q, k, v, int(given["d_k"]))
+    size = cache_floats(params["layers"], params["heads"], K_cache.shape[0] + 1, params["d_head"])
+    return {"K": step.K, "V": step.V, "scores": step.scores, "A": step.A, "O": step.O,
+            "cache_floats": np.array([[float(size)]])}
+
+
+def _draft(rng: np.random.Generator, level: int) -> Draft:
+    ts, widths, d_v, key_values, value_values = SIZES[level]
+    t, d_k = int(choice(rng, ts)), int(choice(rng, widths))
+    given = {"K_cache": nonzero_matrix(rng, (t, d_k), key_values),  # (t, d_k): keys of the tokens decoded so far
+             "V_cache": nonzero_matrix(rng, (t, d_v), value_values),  # (t, d_v): their values
+             "q": nonzero_matrix(rng, (1, d_k), key_values),  # (1, d_k): the new token's query
+             "k": nonzero_matrix(rng, (1, d_k), key_values),  # (1, d_k): its key
+             "v": nonzero_matrix(rng, (1, d_v), value_values),  # (1, d_v): its value
+             "d_k": d_k}
+    params = {"t": t, "t1": t + 1, "d_k": d_k, "d_v": d_v, "layers": int(choice(rng, LAYERS)),
+              "heads": int(choice(rng, HEADS)), "d_head": int(choice(rng, D_HEAD))}
+    decimals = spec(level).decimals
+    parts = [Part(name=name, shape=ref.shape, reference=ref, decimals=decimals_for(ref, decimals))
+             for name, ref in references_of(given, params).items()]
+    return Draft(given=given, parts=parts, params=params)
+
+
+def _teaches(draft: Draft) -> bool:
+    """Small exponents; not all scores equal (uniform weights say nothing) and the new token's own score
+    not equal to every other; values that differ; no part all zeros."""
+    refs = {p.name: p.reference for p in draft.parts}
+    Z = refs["scores"] / math.sqrt(draft.given["d_k"])
+    V = refs["V"]
+    return bool(np.abs(Z).max() <= MAX_SCALED and np.ptp(Z) > 0 and np.all(np.ptp(V, axis=0) > 0)
+                and np.abs(refs["O"]).max() > 1e-9)
+
+
+def generate(rng: np.random.Generator, level: int) -> Draft:
+    """A decoding step whose mistakes all differ from the answers, from each other and from what a careful
+    student who rounds writes (to 2 decimals too), and that fits the level's time budget."""
+    from ...core import budget
+    from .._shared.hand import all_apart
+
+    for _ in range(MAX_TRIES):
+        draft = _draft(rng, level)
+        if not _teaches(draft):
+            continue
+        g, params = draft.given, draft.params
+        ex = Exercise(kind=ID, seed=0, level=level, version=VERSION, given=g, parts=tuple(draft.parts), params=params)
+        if (_operations(ex).minutes <= budget.BUDGET_MINUTES[level]
+                and all_apart(draft.parts, lambda p, g=g, params=params: mistakes_of(g, params, p.name))
+                and _apart_from_careful(ex)):
+            return draft
+    raise RuntimeError(f"kv_cache: no variant in {MAX_TRIES} draws")
+
+
+def _apart_from_careful(ex: Exercise) -> bool:
+    """No mistake's value of a part is within the part's separation of that part as a careful student
+    computes it with every value rounded to the declared decimals (it would be graded right)."""
+    from ...core import misconceptions
+    from ...core.grading import declared_decimals
+
+    careful = chain(ex, {}, declared_decimals(ex))
+    for part in ex.parts:
+        gap = misconceptions.separation(part)
+        for alt in mistakes_of(ex.given, ex.params, part.name).values():
+            if np.shape(alt) == part.shape and not misconceptions.apart(alt, careful[part.name], gap):
+                return False
+    return True
+
+
+# ---------------------------------------------------------------- mistakes, diagnosis, carrying forward
+
+
+def _attend(q: np.ndarray, K: np.ndarray, V: np.ndarray, root: float) -> np.ndarray:
+    return softmax(q @ K.T / root) @ V  # (1, d_v)
+
+
+def mistakes_of(given: dict, params: dict, name: str) -> dict[str, np.ndarray]:
+    """{mistake id: what it gives for part `name`} (only those of the part's shape can match)."""
+    K_cache, V_cache, q, k, v = _given_rows(given)
+    d_k = int(given["d_k"])
+    root = math.sqrt(d_k)
+    t = K_cache.shape[0]
+    K, V = np.vstack([K_cache, k]), np.vstack([V_cache, v])  # (t+1, d_k), (t+1, d_v)
+    K_first, V_first = np.vstack([k, K_cache]), np.vstack([v, V_cache])  # the new row put first
+    K_query = np.vstack([K_cache, q])  # the query cached in the place of the key
+    S = q @ K.T  # (1, t+1)
+    A = softmax(S / root)
+    found: dict[str, np.ndarray] = {}
+    if name == "K":
+        found = {"kv_new_row_first": K_first, "kv_query_cached": K_query}
+    elif name == "V":
+        found = {"kv_new_row_first": V_first}
+    elif name == "scores":
+        found = {"kv_new_row_first": q @ K_first.T, "kv_query_cached": q @ K_query.T}
+    elif name == "A":
+        own_masked = np.zeros_like(A)  # the new position hidden as if it were in the future
+        own_masked[:, :t] = softmax(S[:, :t] / root)
+        found = {"kv_new_row_masked": own_masked, "kv_new_row_first": softmax(q @ K_first.T / root),
+                 "kv_query_cached": softmax(q @ K_query.T / root)}
+        if d_k != 1:
+            found.update(no_scaling=softmax(S), scaled_by_dk=softmax(S / d_k),
+                         scaled_times_sqrt_dk=softmax(S * root))
+        total = (S / root).sum()
+        if abs(total) > 1e-9:
+            found["no_exp"] = S / root / total
+        found["softmax_no_normalise"] = np.exp(S / root)
+    elif name == "O":
+        # with the new position masked (A's last weight 0) the output is this same stale one
+        found = {"kv_new_key_left_out": _attend(q, K_cache, V_cache, root),
+                 "kv_stale_value": A[:, :t] @ V_cache,  # the new weight dropped with the missing row of V
+                 "kv_query_cached": _attend(q, K_query, V, root)}
+        if d_k != 1:
+            found.update(no_scaling=softmax(S) @ V, scaled_by_dk=softmax(S / d_k) @ V)
+    elif name == "cache_floats":
+        n, h, d = params["layers"], params["heads"], params["d_head"]
+        found = {"kv_cache_size_one_of_k_v": n * h * (t + 1) * d, "kv_cache_size_before_step": 2 * n * h * t * d,
+                 "kv_cache_size_one_layer": 2 * h * (t + 1) * d, "kv_cache_size_one_head": 2 * n * (t + 1) * d}
+        found = {mid: np.array([[float(x)]]) for mid, x in found.items()}
+    return found
+
+
+def diagnose(ex: Exercise, part: Part, value: np.ndarray) -> str | None:
+    from .._shared.hand import own_diagnosis
+
+    return own_diagnosis(part, value, mistakes_of(ex.given, ex.params, part.name))
+
+
+def chain(ex: Exercise, values: dict[str, np.ndarray], rounding: int | None) -> dict[str, np.ndarray]:
+    """K and V from the cache unless the learner gave them, the scores from their K, A from their scores
+    (the unasked s/√d_k rounded too), O from their A and V, the cache size from the model (each computed
+    value rounded half-up to `rounding` places; None: exact)."""
+    env = {name: np.asarray(x, dtype=float) for name, x in values.items()}
+    K_cache, V_cache, q, k, v = _given_rows(ex.given)
+    root = math.sqrt(int(ex.given["d_k"]))
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        env.setdefault("K", np.vstack([K_cache, k]))
+        env.setdefault("V", np.vstack([V_cache, v]))
+        env.setdefault("scores", round_half_up(q @ env["K"].T, rounding))
+        env.setdefault("A", round_half_up(softmax(round_half_up(env["scores"] / root, rounding)), rounding))
+        env.setdefault("O", round_half_up(env["A"] @ env["V"], rounding))
+    p = ex.params
+    env.setdefault("cache_floats", np.array([[float(cache_floats(p["layers"], p["heads"], p["t1"], p["d_head"]))]]))
+    return env
+
+
+def _operations(ex: Exercise):
+    """The two rows copied into the caches, q Kᵀ, the division by √d_k, the softmax of one row, A V, the
+    four factors of the cache size; every cell written."""
+    from ...core import budget
+
+    g = ex.given
+    refs = {p.name: p.reference for p in ex.parts}
+    total = budget.product_operations(np.asarray(g["q"], dtype=float), refs["K"].T)
+    d_k = int(g["d_k"])
+    if d_k != 1:
+        total = total + budget.Operations(divisions=int(np.count_nonzero(refs["scores"])))
+    Z = refs["scores"] / math.sqrt(d_k)
+    width = Z.shape[1]
+    total = total + budget.Operations(exponentials=int(np.count_nonzero(np.abs(Z) > 1e-12)),
+                                      additions=width - 1, divisions=width)
+    total = total + budget.product_operations(refs["A"], refs["V"])
+    total = total + budget.Operations(multiply_adds=4)  # 2 · n · h · (t+1) · d_head
+    return total + budget.Operations(cells=sum(int(np.prod(p.shape)) for p in ex.parts))
+
+
+def operations(ex: Exercise):
+    return _operations(ex)
+
+
+# ---------------------------------------------------------------- worked solution
+
+
+def _append_step(ex: Exercise, name: str, cache: str, row: str):
+    """K (or V): the cache's t rows as they are, the new row below them."""
+    from ... import solutions
+    from ...rendering import latex as L
+
+    part = ex.part(name)
+    t = int(ex.params["t"])
+    cache_symbol, here = L.symbol(cache), L.symbol(name)
+    cells = [[L.number(x) for x in r] for r in part.reference]
+
+    def derive(i: int, j: int):
+        source = L.cell(cache_symbol, i, j) if i < t else f"{row}_{{{j + 1}}}"
+        note = (msg("solution.kv_cache.append.cached", row=i + 1) if i < t
+                else msg("solution.kv_cache.append.new", row=t + 1, vector=row))
+        return solutions.CellDerivation(L.chain(L.cell(here, i, j), source, cells[i][j]), note)
+
+    formula = rf"\begin{{bmatrix}} {cache_symbol} \\ {row} \end{{bmatrix}}"
+    return solutions.make_step(name, msg(f"solution.kv_cache.{name}"), part.reference, 0, symbol=here,
+                               formula=formula, exact_cells=cells, note=msg("solution.kv_cache.append.note"),
+                               derive=derive)
+
+
+def _attention_steps(ex: Exercise) -> list:
+    """s = q Kᵀ, s/√d_k, the softmax and o = a V through the registry's builders, with the new token's
+    q written as q."""
+    from ... import solutions
+
+    names = ("scores", "A", "O")
+    places = {p.name: p.decimals for p in ex.parts}
+    refs = {p.name: p.reference for p in ex.parts if p.name in names}
+    stand_in = {"Q": np.asarray(ex.given["q"], dtype=float), "K": ex.part("K").reference,
+                "V": ex.part("V").reference, "d_k": int(ex.given["d_k"]), "causal": False}
+    ctx = solutions.build_context(stand_in, list(names), places, refs)
+    ctx.symbols["Q"] = "q"
+    return [solutions.BUILDERS[name](ctx, name) for name in ctx.shown]
+
+
+def _check_step(ex: Exercise):
+    """The output is the last row of full causal attention over the t+1 tokens: row t+1 of the causal mask
+    hides nothing, so that row is exactly this computation (the earlier rows are what the cache saves)."""
+    from ... import solutions
+    from ...rendering import latex as L
+
+    part = ex.part("O")
+    t1 = int(ex.params["t1"])
+    row = rf"\left(\operatorname{{softmax}}\!\left(\frac{{Q K^{{\top}}}}{{\sqrt{{d_k}}}} + M\right) V\right)_{{{t1}}}"
+    cells = [[L.decimal(x, part.decimals) for x in r] for r in part.reference]
+
+    def derive(i: int, j: int):
+        return solutions.CellDerivation(L.chain(L.cell("O", i, j), L.cell(r"O_{\text{full}}", t1 - 1, j),
+                                                cells[i][j]), msg("solution.kv_cache.check.cell", row=t1))
+
+    return solutions.make_step("check", msg("solution.kv_cache.check"), part.reference, part.decimals, symbol="O",
+                               formula=row, note=msg("solution.kv_cache.check.note", row=t1, t=ex.params["t"]),
+                               derive=derive, work=[(rf"M_{{{t1},j}}", "=", rf"0 \quad (j \le {t1})")])
+
+
+def _size_step(ex: Exercise):
+    from ... import solutions
+    part = ex.part("cache_floats")
+    p = ex.params
+    factors = ["2", str(p["layers"]), str(p["heads"]), str(p["t1"]), str(p["d_head"])]
+    value = int(part.reference[0, 0])
+    product = r" \cdot ".join(factors)
+    latex, sub = solutions.worked_chain(r"\text{floats}", str(value), float(value), 0, product, "sum",
+                                        [[solutions.number(f) for f in factors]],
+                                        r"2 \cdot n \cdot h \cdot (t+1) \cdot d_{\text{head}}")
+
+    def derive(_: int, __: int):
+        return solutions.CellDerivation(latex, msg("solution.kv_cache.size.cell"), (sub,))
+
+    return solutions.make_step("cache_floats", msg("solution.kv_cache.size"), part.reference, 0,
+                               symbol=r"\text{floats}", formula=r"2 \cdot n \cdot h \cdot (t+1) \cdot d_{\text{head}}",
+                               exact_cells=[[str(value)]], work=[("", "=", product)],
+                               note=msg("solution.kv_cache.size.note", **p), derive=derive)
+
+
+def solve(ex: Exercise) -> list:
+    """The caches with the new rows appended, the new token's scores, weights and output (the registry's
+    builders, any cell derived), the check that this is the last row of full causal attention, and the
+    cache size of the whole model."""
+    return [_append_step(ex, "K", "K_cache", "k"), _append_step(ex, "V", "V_cache", "v"), *_attention_steps(ex),
+            _check_step(ex), _size_step(ex)]
+
+
+def aids(ex: Exercise):
+    """The eˣ table and √d_k of the new token's row, with the shapes of what is given."""
+    from ... import solutions
+
+    stand_in = replace(ex, given={"Q": np.asarray(ex.given["q"], dtype=float), "K": ex.part("K").reference,
+                                  "V": ex.part("V").reference, "d_k": int(ex.given["d_k"]), "causal": False},
+                       parts=tuple(p for p in ex.parts if p.name in ("scores", "A", "O")))
+    return replace(solutions.generic_aids(stand_in), shapes=solutions.shapes_of(ex))
+
+
+# ---------------------------------------------------------------- Home and the formula sheet
+
+HOME = HomeStage("around", r"K \leftarrow \begin{bmatrix} K_{\mathrm{cache}} \\ k \end{bmatrix},\ "
+                           r"O = \operatorname{softmax}\!\left(\frac{q K^{\top}}{\sqrt{d_k}}\right) V")
+SHEET = SheetSection("forward", (
+    Formula(r"[[K | (t+1) | d_k]] = \begin{bmatrix} K_{\mathrm{cache}} \\ k \end{bmatrix}, \qquad "
+            r"[[V | (t+1) | d_v]] = \begin{bmatrix} V_{\mathrm{cache}} \\ v \end{bmatrix}", "formulas.kv_cache.append"),
+    Formula(r"[[O | 1 | d_v]] = \operatorname{softmax}\!\left(\frac{q K^{\top}}{\sqrt{d_k}}\right) V"
+            r" = \text{row } t+1 \text{ of causal attention}", "formulas.kv_cache.row"),
+    Formula(r"\text{floats} = 2 \cdot n_{\text{layers}} \cdot h \cdot (t+1) \cdot d_{\text{head}}",
+            "formulas.kv_cache.size"),
+))

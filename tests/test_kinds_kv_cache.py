@@ -1,0 +1,210 @@
+"""Issue 17 (W17c): the KV cache tests itself beyond the registry-wide tests (which iterate
+exercises.KINDS): its references against an independent NumPy computation over 50 seeds per level, the
+property the solution states (the new token's output is the last row of full causal attention), every
+named mistake diagnosed exactly and rounded to 2 places, a careful student who rounds graded right,
+the conventions the prompt states, and the time budgets."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import exercises
+from attention_core import scaled_dot_product
+from attention_core.kv_cache import cache_floats, decode_step
+from exercises import solutions
+from exercises.core import budget, engine, grading
+from exercises.core.numbers import round_half_up
+from exercises.kinds import kv_cache as KV
+
+SEEDS = range(50)
+LEVELS = (1, 2, 3)
+GRADED = 5  # seeds whose named mistakes go through the whole grader
+
+
+def _softmax_row(z: np.ndarray) -> np.ndarray:
+    """e^z over the row's sum, written out again (not attention_core's)."""
+    e = np.exp(z - z.max())
+    return e / e.sum()
+
+
+def _numpy_step(g: dict, params: dict) -> dict[str, np.ndarray]:
+    """The decoding step by plain NumPy, from the given rows."""
+    K = np.concatenate([g["K_cache"], g["k"]], axis=0)
+    V = np.concatenate([g["V_cache"], g["v"]], axis=0)
+    s = np.array([[float(np.dot(g["q"][0], K[j])) for j in range(K.shape[0])]])
+    a = _softmax_row(s / math.sqrt(g["d_k"]))
+    o = np.array([[sum(a[0, j] * V[j, c] for j in range(V.shape[0])) for c in range(V.shape[1])]])
+    size = 2 * params["layers"] * params["heads"] * (g["K_cache"].shape[0] + 1) * params["d_head"]
+    return {"K": K, "V": V, "scores": s, "A": a, "O": o, "cache_floats": np.array([[size]])}
+
+
+def _answers(ex) -> dict[str, np.ndarray]:
+    return {p.name: np.array(p.reference) for p in ex.parts}
+
+
+def _graded_right(ex, answer) -> bool:
+    fb = exercises.grade(ex, answer)
+    return fb.correct and fb.score == 1.0 and all((p.status == grading.RIGHT).all() for p in fb.parts.values())
+
+
+@pytest.mark.parametrize("level", LEVELS)
+def test_kv_cache_matches_numpy_over_50_seeds(level):
+    for seed in SEEDS:
+        ex = exercises.generate("kv_cache", seed, level)
+        expected = _numpy_step(ex.given, ex.params)
+        assert ex.part_names == list(KV.PARTS) or tuple(ex.part_names) == KV.PARTS
+        for name, value in expected.items():
+            np.testing.assert_allclose(ex.part(name).reference, value, atol=1e-12, err_msg=f"{ex.id} {name}")
+        assert ex.part("cache_floats").decimals == 0 and ex.part("K").decimals == 0  # whole numbers, exact
+
+
+@pytest.mark.parametrize("level", LEVELS)
+def test_kv_cache_output_is_the_last_row_of_full_causal_attention(level):
+    """Any queries for the t earlier tokens: causal attention over all t+1 rows has the new token's
+    output as its last row (the mask row of the last position hides nothing)."""
+    rng = np.random.default_rng(level)
+    for seed in SEEDS:
+        ex = exercises.generate("kv_cache", seed, level)
+        g = ex.given
+        t, d_k = g["K_cache"].shape
+        Q = np.concatenate([rng.integers(-2, 3, size=(t, d_k)).astype(float), g["q"]], axis=0)  # (t+1, d_k)
+        full = scaled_dot_product(Q, ex.part("K").reference, ex.part("V").reference, causal=True)
+        np.testing.assert_allclose(full.O[-1:], ex.part("O").reference, atol=1e-12, err_msg=ex.id)
+        np.testing.assert_allclose(full.A[-1:], ex.part("A").reference, atol=1e-12, err_msg=ex.id)
+        assert (full.masked[-1] > -np.inf).all()  # the last row masks nothing: the convention of no mask
+
+
+def test_decode_step_reference_function():
+    K_cache, V_cache = np.array([[1.0, 0.0], [0.0, 1.0]]), np.array([[1.0], [3.0]])
+    step = decode_step(K_cache, V_cache, q=[[1.0, 1.0]], k=[[1.0, 1.0]], v=[[5.0]], d_k=2)
+    np.testing.assert_array_equal(step.K, [[1, 0], [0, 1], [1, 1]])
+    np.testing.assert_array_equal(step.V, [[1], [3], [5]])
+    np.testing.assert_array_equal(step.scores, [[1, 1, 2]])
+    e = np.exp(np.array([1, 1, 2]) / math.sqrt(2))
+    np.testing.assert_allclose(step.A, [e / e.sum()], atol=1e-15)
+    np.testing.assert_allclose(step.O, [[(e @ [1, 3, 5]) / e.sum()]], atol=1e-12)
+    # an empty cache: the first token attends to itself alone
+    first = decode_step(np.zeros((0, 2)), np.zeros((0, 1)), q=[[1.0, 2.0]], k=[[0.0, 1.0]], v=[[4.0]])
+    np.testing.assert_array_equal(first.A, [[1.0]])
+    np.testing.assert_array_equal(first.O, [[4.0]])
+    assert cache_floats(12, 12, 1024, 64) == 2 * 12 * 12 * 1024 * 64
+    with pytest.raises(ValueError, match="one row"):
+        decode_step(K_cache, V_cache, q=np.ones((2, 2)), k=[[1.0, 1.0]], v=[[1.0]])
+    with pytest.raises(ValueError, match="rows"):
+        decode_step(K_cache, V_cache[:1], q=[[1.0, 1.0]], k=[[1.0, 1.0]], v=[[1.0]])
+
+
+def _careful(ex, places: int | None) -> dict[str, np.ndarray]:
+    """A student who rounds every value they write (and the unasked s/√d_k) and computes on from it."""
+    g = ex.given
+    K = np.concatenate([g["K_cache"], g["k"]])
+    V = np.concatenate([g["V_cache"], g["v"]])
+    s = g["q"] @ K.T
+    z = round_half_up(s / math.sqrt(g["d_k"]), places)
+    a = round_half_up(_softmax_row(z), places)
+    o = round_half_up(a @ V, places)
+    p = ex.params
+    return {"K": K, "V": V, "scores": s, "A": a, "O": o,
+            "cache_floats": np.array([[2 * p["layers"] * p["heads"] * p["t1"] * p["d_head"]]])}
+
+
+@pytest.mark.parametrize("level", LEVELS)
+def test_kv_cache_careful_student_who_rounds_is_right(level):
+    for seed in SEEDS:
+        ex = exercises.generate("kv_cache", seed, level)
+        for places in (2, 3, None):
+            assert _graded_right(ex, _careful(ex, places)), (ex.id, places)
+
+
+@pytest.mark.parametrize("level", LEVELS)
+def test_kv_cache_mistakes_are_named_exact_and_rounded(level):
+    """Through the whole grader on the first GRADED seeds, through the kind's diagnosis (the grader's
+    hook) on all 50: the grader takes a few milliseconds an answer, and the test stays fast."""
+    named = set()
+    for seed in SEEDS:
+        ex = exercises.generate("kv_cache", seed, level)
+        right = _answers(ex)
+        for part in ex.parts:
+            for mid, alt in KV.mistakes_of(ex.given, ex.params, part.name).items():
+                for value in (alt, round_half_up(alt, 2)):
+                    if seed < GRADED:
+                        fb = exercises.grade(ex, {**right, part.name: value})
+                        assert not fb.correct and fb.misconception == mid, (ex.id, part.name, mid)
+                    else:
+                        assert not np.allclose(value, part.reference, atol=part.tolerance), (ex.id, part.name, mid)
+                        assert KV.diagnose(ex, part, value) == mid, (ex.id, part.name, mid)
+                named.add(mid)
+    expected = {"kv_new_row_first", "kv_query_cached", "kv_new_row_masked", "kv_new_key_left_out",
+                "kv_stale_value", "kv_cache_size_one_of_k_v", "kv_cache_size_before_step",
+                "kv_cache_size_one_layer", "kv_cache_size_one_head", "no_exp", "softmax_no_normalise"}
+    if level > 1:  # d_k = 1 at level 1: no scaling mistake can show
+        expected |= {"no_scaling", "scaled_by_dk", "scaled_times_sqrt_dk"}
+    assert expected <= named
+
+
+def test_kv_cache_mistakes_recomputed_independently():
+    """The named mistakes are the computations their messages describe (recomputed here by hand)."""
+    ex = exercises.generate("kv_cache", 3, 2)
+    g, p = ex.given, ex.params
+    t, root = g["K_cache"].shape[0], math.sqrt(g["d_k"])
+    stale_A = _softmax_row(g["q"] @ g["K_cache"].T / root)  # (1, t): the stale cache only
+    A = ex.part("A").reference
+    got = {name: KV.mistakes_of(g, p, name) for name in KV.PARTS}
+    np.testing.assert_allclose(got["O"]["kv_new_key_left_out"], stale_A @ g["V_cache"], atol=1e-12)
+    np.testing.assert_allclose(got["A"]["kv_new_row_masked"], np.concatenate([stale_A, [[0.0]]], axis=1), atol=1e-12)
+    np.testing.assert_allclose(got["O"]["kv_stale_value"], A[:, :t] @ g["V_cache"], atol=1e-12)
+    np.testing.assert_array_equal(got["K"]["kv_new_row_first"][0], g["k"][0])
+    np.testing.assert_array_equal(got["K"]["kv_query_cached"][-1], g["q"][0])
+    size = ex.part("cache_floats").reference[0, 0]
+    assert got["cache_floats"]["kv_cache_size_one_of_k_v"][0, 0] == size / 2
+    assert got["cache_floats"]["kv_cache_size_before_step"][0, 0] == size * t / (t + 1)
+    assert got["cache_floats"]["kv_cache_size_one_layer"][0, 0] == size / p["layers"]
+    assert got["cache_floats"]["kv_cache_size_one_head"][0, 0] == size / p["heads"]
+
+
+def test_kv_cache_a_wrong_k_carries_into_the_scores():
+    """The new row put first in K: scores computed from that K are consistent, not right."""
+    ex = exercises.generate("kv_cache", 0, 2)
+    answer = _careful(ex, 2)
+    K = KV.mistakes_of(ex.given, ex.params, "K")["kv_new_row_first"]
+    answer = {**answer, "K": K, "scores": ex.given["q"] @ K.T}
+    fb = exercises.grade(ex, answer)
+    assert not fb.correct and fb.misconception == "kv_new_row_first"
+    assert (fb.parts["scores"].status == grading.CONSISTENT).any()
+
+
+@pytest.mark.parametrize("level", LEVELS)
+def test_kv_cache_conventions_and_budgets(level):
+    limit = budget.BUDGET_MINUTES[level]
+    for seed in SEEDS:
+        ex = exercises.generate("kv_cache", seed, level)
+        g, p = ex.given, ex.params
+        t, d_k = g["K_cache"].shape
+        assert p["t"] == t and p["t1"] == t + 1 and p["d_k"] == d_k == g["d_k"]
+        assert ex.part("K").shape == (t + 1, d_k) and ex.part("A").shape == (1, t + 1)
+        np.testing.assert_array_equal(ex.part("K").reference[-1], g["k"][0])  # appended as the last row
+        np.testing.assert_array_equal(ex.part("V").reference[-1], g["v"][0])
+        assert math.isqrt(d_k) ** 2 == d_k or level > 1  # level 1: √d_k is whole
+        assert np.abs(ex.part("scores").reference / math.sqrt(d_k)).max() <= KV.MAX_SCALED
+        assert budget.minutes(ex) <= limit, (ex.id, budget.minutes(ex))
+    assert {"t", "d_k", "layers", "heads", "d_head"} <= set(ex.params)
+    text = engine.prompt(ex)
+    assert "No mask" in text and str(p["layers"]) in text and str(p["d_head"]) in text
+
+
+def test_kv_cache_solution_states_the_causal_check_and_derives_any_cell():
+    ex = exercises.generate("kv_cache", 5, 3)
+    steps = {s.name: s for s in solutions.solve(ex)}
+    assert list(steps) == ["K", "V", "scores", "scaled", "A", "O", "check", "cache_floats"]
+    assert "causal" in steps["check"].title.key or steps["check"].title.key == "solution.kv_cache.check"
+    for name, step in steps.items():
+        rows, cols = step.value.shape
+        for i in range(rows):
+            for j in range(cols):
+                assert step.cell(i, j).latex, (name, i, j)
+    t1 = ex.params["t1"]
+    assert rf"_{{{t1}}}" in steps["check"].latex  # the last row of the full causal attention
+    assert steps["cache_floats"].exact == ((str(int(ex.part("cache_floats").reference[0, 0])),),)

@@ -64,7 +64,13 @@ def catalog(lang: str) -> dict[str, str]:
 
 
 def languages() -> list[str]:
-    return sorted(p.name for p in LOCALES.iterdir() if p.is_dir() and any(p.glob("*.json")))
+    """The languages with a catalog folder (read once: every page run asks, for its language switch)."""
+    return list(_languages())
+
+
+@cache
+def _languages() -> tuple[str, ...]:
+    return tuple(sorted(p.name for p in LOCALES.iterdir() if p.is_dir() and any(p.glob("*.json"))))
 
 
 def t(key: str, lang: str = DEFAULT_LANG, **params: Any) -> str:

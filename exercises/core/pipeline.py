@@ -69,20 +69,20 @@ def run(given: dict, mistakes: Iterable[str] = (), until: Iterable[str] | None =
     learner gets who rounds each value they write and carries it on. Given values are left as given."""
     env = Env({k: v for k, v in given.items()}, mistakes)
     wanted = set(until) if until is not None else None
-    for step in STEPS:
-        if step.name in env or not all(name in env for name in step.inputs):
-            continue
-        env.current = step.name
-        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # once per run, not per step
+        for step in STEPS:
+            if step.name in env or not all(name in env for name in step.inputs):
+                continue
+            env.current = step.name
             try:
                 value = np.asarray(compute_step(step, env), dtype=float)
             except ValueError:  # shapes a mistake made that cannot combine (K Qᵀ of a rectangle, then A V)
                 continue
-        env[step.name] = value if rounding is None else round_half_up(value, rounding)
-        if env.tainted.intersection(step.inputs):
-            env.tainted.add(step.name)
-        if wanted is not None and wanted <= env.keys():
-            break
+            env[step.name] = value if rounding is None else round_half_up(value, rounding)
+            if env.tainted and env.tainted.intersection(step.inputs):
+                env.tainted.add(step.name)
+            if wanted is not None and wanted <= env.keys():
+                break
     return env
 
 

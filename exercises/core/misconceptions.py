@@ -41,31 +41,50 @@ ROUNDING = 0.5e-2  # the most that rounding to 2 decimals moves a value
 
 def alternatives(ex: Exercise, mistakes: Iterable[str] | None = None) -> dict[str, dict[str, np.ndarray]]:
     """{misconception id: {part name: the value that mistake gives}} for the mistakes that apply,
-    among `mistakes` only when given (a kind's GUARDS), else the whole catalog.
+    among `mistakes` only when given (a kind's GUARDS), else the whole catalog; in catalog order.
 
-    Memoised on the exercise (exercises are immutable)."""
+    Memoised on the exercise (exercises are immutable), mistake by mistake: the redraw asks for the
+    kind's guards only, and the rest of the catalog is computed when a diagnosis first needs it."""
     memo = ex.__dict__.setdefault("_memo", {})
-    if "alternatives" not in memo:
+    known: dict[str, dict[str, np.ndarray] | None] = memo.setdefault("alternative_by_id", {})
+    wanted_ids = None if mistakes is None else set(mistakes)
+    ids = _candidate_ids(ex)
+    found: dict[str, dict[str, np.ndarray]] = {}
+    for mid in ids:
+        if wanted_ids is not None and mid not in wanted_ids:
+            continue
+        if mid not in known:
+            known[mid] = _alternative(ex, mid)
+        if known[mid] is not None:
+            found[mid] = known[mid]
+    return found
+
+
+def _candidate_ids(ex: Exercise) -> tuple[str, ...]:
+    """The catalog's mistakes some step of which leads to a part of this exercise, in catalog order."""
+    memo = ex.__dict__.setdefault("_memo", {})
+    if "alternative_ids" not in memo:
         wanted = set(ex.part_names)
-        found: dict[str, dict[str, np.ndarray]] = {}
-        for mid in CATALOG:
-            if not pipeline.AFFECTED.get(mid, frozenset()) & wanted:
-                continue  # no step making this mistake leads to a part of this exercise
-            env = pipeline.run_mistake(ex.given, pipeline.reference_env(ex), mid, until=wanted)
-            if not env.used:
-                continue  # the mistake is not on the way to any part of this exercise
-            # a value no one can write (NaN, +∞: a row of −∞ through the softmax) names nothing, nor one of
-            # another shape than the part's (K Qᵀ of a rectangle): that is a shape error, not an answer
-            values = {name: env[name] for name in wanted
-                      if name in env.tainted and np.shape(env[name]) == ex.part(name).shape
-                      and not (np.isnan(env[name]).any() or np.isposinf(env[name]).any())}
-            if values:
-                found[mid] = values
-        memo["alternatives"] = found
-    if mistakes is None:
-        return memo["alternatives"]
-    wanted = set(mistakes)
-    return {mid: values for mid, values in memo["alternatives"].items() if mid in wanted}
+        memo["alternative_ids"] = tuple(mid for mid in CATALOG if pipeline.AFFECTED.get(mid, frozenset()) & wanted)
+    return memo["alternative_ids"]
+
+
+def _alternative(ex: Exercise, mid: str) -> dict[str, np.ndarray] | None:
+    """{part name: the value mistake `mid` gives} (None when it changes no part, or none writably)."""
+    wanted = set(ex.part_names)
+    env = pipeline.run_mistake(ex.given, pipeline.reference_env(ex), mid, until=wanted)
+    if not env.used:
+        return None  # the mistake is not on the way to any part of this exercise
+    # a value no one can write (NaN, +∞: a row of −∞ through the softmax) names nothing, nor one of
+    # another shape than the part's (K Qᵀ of a rectangle): that is a shape error, not an answer
+    values = {}
+    for name in ex.part_names:
+        if name not in env.tainted:
+            continue
+        value = env[name]
+        if np.shape(value) == ex.part(name).shape and not (np.isnan(value) | (value == np.inf)).any():
+            values[name] = value
+    return values or None
 
 
 def matches(value: np.ndarray, target: np.ndarray, tolerance: float) -> bool:
@@ -139,7 +158,8 @@ _INFINITY_STAND_IN = 1e15  # −∞ compares equal to −∞ and far from every 
 
 def _comparable(value: np.ndarray) -> np.ndarray:
     value = np.asarray(value, dtype=float)
-    return np.where(np.isinf(value), np.sign(value) * _INFINITY_STAND_IN, value)
+    infinite = np.isinf(value)
+    return np.where(infinite, np.sign(value) * _INFINITY_STAND_IN, value) if infinite.any() else value
 
 
 def _far(a: np.ndarray, b: np.ndarray, gap: float) -> bool:

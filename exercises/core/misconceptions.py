@@ -10,7 +10,6 @@ is in the message catalog under ``misconception.<id>``.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from itertools import combinations
 from typing import Literal
 
 import numpy as np
@@ -137,19 +136,22 @@ def clashes(reference: np.ndarray, alts: dict[str, np.ndarray], gap: float = GAP
     usable = {mid: alt for mid, alt in alts.items() if not np.isnan(alt).any()}
     names = list(usable)
     ref = _comparable(reference)
-    found = [mid for mid in names if np.shape(usable[mid]) == ref.shape
-             and not _far(_comparable(usable[mid]), ref, gap)]
-    # every pair at once: the largest cell difference of each pair of same-shaped values
-    stacked = {mid: _comparable(alt) for mid, alt in usable.items()}
+    stacked = [_comparable(usable[mid]) for mid in names]  # each value once, −∞ as a stand-in
     by_shape: dict[tuple, list[int]] = {}
-    for index, mid in enumerate(names):
-        by_shape.setdefault(stacked[mid].shape, []).append(index)
+    for index, value in enumerate(stacked):
+        by_shape.setdefault(value.shape, []).append(index)
+    like_reference = np.zeros(len(names), dtype=bool)
     close = np.zeros((len(names), len(names)), dtype=bool)
-    for indices in by_shape.values():
-        block = np.stack([stacked[names[i]] for i in indices]).reshape(len(indices), -1)  # (k, cells)
+    for shape, indices in by_shape.items():
+        block = np.stack([stacked[i] for i in indices]).reshape(len(indices), -1)  # (k, cells)
+        if shape == ref.shape:  # within gap of the reference in every cell (an empty value is never far)
+            like_reference[indices] = np.abs(block - ref.reshape(-1)).max(axis=-1, initial=0.0) <= gap
+        # every pair at once: the largest cell difference of each pair of same-shaped values
         widest = np.abs(block[:, None, :] - block[None, :, :]).max(axis=-1)  # (k, k)
         close[np.ix_(indices, indices)] = widest <= gap
-    found += [f"{names[i]}+{names[j]}" for i, j in combinations(range(len(names)), 2) if close[i, j]]
+    found = [names[i] for i in np.flatnonzero(like_reference)]
+    # the pairs (first, second) in the order of combinations(): row-major over the upper triangle
+    found += [f"{names[i]}+{names[j]}" for i, j in np.argwhere(np.triu(close, k=1))]
     return found
 
 

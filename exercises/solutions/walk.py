@@ -37,10 +37,12 @@ def _needed(given: Mapping[str, Any], targets: Iterable[str], env: Mapping[str, 
 
 
 def build_context(given: Mapping[str, Any], targets: Sequence[str], places: Mapping[str, int] | int = 2,
-                  values: Mapping[str, np.ndarray] | None = None, tag: str | None = None) -> Context:
+                  values: Mapping[str, np.ndarray] | None = None, tag: str | None = None,
+                  env: Mapping[str, np.ndarray] | None = None) -> Context:
     """Everything the steps from `given` to `targets` need: reference values (`values` override the
-    pipeline's, e.g. the parts' own references), exact values, decimals per value, symbols."""
-    env = pipeline.run(given)
+    pipeline's, e.g. the parts' own references), exact values, decimals per value, symbols.
+    `env`: pipeline.run(given) when the caller has it already."""
+    env = pipeline.run(given) if env is None else env
     needed = _needed(given, targets, env)
     overrides = {k: v for k, v in (values or {}).items()
                  if k not in env or np.shape(v) == np.shape(env[k])}  # a same-named answer of another kind stays out
@@ -107,7 +109,7 @@ def exercise_context(ex: Exercise) -> Context | None:
     if not on_pipeline:
         return None
     return build_context(ex.given, [p.name for p in on_pipeline], places={p.name: p.decimals for p in on_pipeline},
-                         values={p.name: p.reference for p in on_pipeline})
+                         values={p.name: p.reference for p in on_pipeline}, env=pipeline.reference_env(ex))
 
 
 def generic_solve(ex: Exercise) -> list[Step]:

@@ -84,3 +84,20 @@ PRINTS = {
 @pytest.mark.parametrize("kind", sorted(PRINTS))
 def test_the_worked_solution_text_is_unchanged(kind):
     assert fingerprint(kind, exercises.KINDS[kind].LEVELS) == PRINTS[kind]
+
+
+def test_solve_builds_a_step_and_the_exact_forms_only_when_they_are_asked_for():
+    """Issue 14: a solution nobody opens costs the walk only; the first look builds the step, once."""
+    import copy
+
+    from exercises.solutions import exercise_context
+
+    ex = generate("attention", 12345, 2)
+    steps = solve(ex)
+    ctx = exercise_context(ex)
+    assert [s.shape for s in steps] == [ex.part(s.name).shape for s in steps]  # known without building
+    assert all(s._step is None for s in steps) and callable(ctx.exact_source)
+    latex = steps[3].display(True)
+    assert steps[3]._step is not None and steps[3].built() is steps[3].built()
+    assert not callable(ctx.exact_source) and all(s._step is None for s in steps[4:])
+    assert copy.deepcopy(steps[4]).name == steps[4].name and latex == solve(ex)[3].display(True)

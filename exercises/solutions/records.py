@@ -278,7 +278,9 @@ class DeferredStep:
             self._step = step
         return step
 
-    def __getattr__(self, attr: str):
+    def __getattr__(self, attr: str):  # only what is not found on the proxy itself
+        if attr in DeferredStep.__slots__ or attr.startswith("__"):
+            raise AttributeError(attr)  # an unset slot or a protocol probe (copy, pickle): no build, no recursion
         return getattr(self.built(), attr)
 
     def __repr__(self) -> str:

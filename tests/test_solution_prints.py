@@ -101,3 +101,8 @@ def test_solve_builds_a_step_and_the_exact_forms_only_when_they_are_asked_for():
     assert steps[3]._step is not None and steps[3].built() is steps[3].built()
     assert not callable(ctx.exact_source) and all(s._step is None for s in steps[4:])
     assert copy.deepcopy(steps[4]).name == steps[4].name and latex == solve(ex)[3].display(True)
+
+
+if __name__ == "__main__":  # after a deliberate change to solutions: python -m tests.test_solution_prints
+    for name in sorted(PRINTS):
+        print(f'    "{name}": "{fingerprint(name, exercises.KINDS[name].LEVELS)}",')

@@ -560,3 +560,25 @@ def test_a_matrix_typed_with_decimal_commas_names_its_first_comma_cell(rows, col
     err = rejection("\n".join(sep.join(t.replace(".", ",") for t in r) for r in texts), parse_answer)
     assert err.message.key == "parse.decimal_comma" and (err.row, err.col) == (1, 1)
     assert err.message.params["fixed"] == texts[0][0]
+
+
+def test_the_plain_decimal_fast_path_reads_as_the_grammar_does():
+    """parse_number skips the grammar for a plain decimal (issue 14's speed work): the same float,
+    sign of zero included, and everything else still goes through the grammar and its messages."""
+    import math
+    import random
+
+    from exercises.core import parser as P
+
+    rng = random.Random(14)
+    texts = ["0", "-0", "+5", "5.", ".5", "-.25", " 1.5\t", "007", "999999999999", "-123.456000"]
+    texts += [f"{rng.choice(['', '-', '+'])}{rng.randint(0, 10**6)}.{rng.randint(0, 10**6):06d}" for _ in range(300)]
+    for text in texts:
+        assert P._PLAIN_DECIMAL.fullmatch(text), text
+        grammar = P._Parser(P._tokenize(P.normalise(text, lone=True), None), None).parse()
+        fast = P.parse_number(text)
+        assert fast == grammar and math.copysign(1, fast) == math.copysign(1, grammar), text
+    for text in ("1e3", "9999999999999", "1,5", "−1", "0.5.5", "", "1 2"):
+        assert not P._PLAIN_DECIMAL.fullmatch(text), text
+    with pytest.raises(P.AnswerError):
+        P.parse_number("9999999999999")  # 13 digits: the grammar's "too large"

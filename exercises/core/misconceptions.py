@@ -10,7 +10,6 @@ is in the message catalog under ``misconception.<id>``.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from itertools import combinations
 from typing import Literal
 
 import numpy as np
@@ -41,31 +40,50 @@ ROUNDING = 0.5e-2  # the most that rounding to 2 decimals moves a value
 
 def alternatives(ex: Exercise, mistakes: Iterable[str] | None = None) -> dict[str, dict[str, np.ndarray]]:
     """{misconception id: {part name: the value that mistake gives}} for the mistakes that apply,
-    among `mistakes` only when given (a kind's GUARDS), else the whole catalog.
+    among `mistakes` only when given (a kind's GUARDS), else the whole catalog; in catalog order.
 
-    Memoised on the exercise (exercises are immutable)."""
+    Memoised on the exercise (exercises are immutable), mistake by mistake: the redraw asks for the
+    kind's guards only, and the rest of the catalog is computed when a diagnosis first needs it."""
     memo = ex.__dict__.setdefault("_memo", {})
-    if "alternatives" not in memo:
+    known: dict[str, dict[str, np.ndarray] | None] = memo.setdefault("alternative_by_id", {})
+    wanted_ids = None if mistakes is None else set(mistakes)
+    ids = _candidate_ids(ex)
+    found: dict[str, dict[str, np.ndarray]] = {}
+    for mid in ids:
+        if wanted_ids is not None and mid not in wanted_ids:
+            continue
+        if mid not in known:
+            known[mid] = _alternative(ex, mid)
+        if known[mid] is not None:
+            found[mid] = known[mid]
+    return found
+
+
+def _candidate_ids(ex: Exercise) -> tuple[str, ...]:
+    """The catalog's mistakes some step of which leads to a part of this exercise, in catalog order."""
+    memo = ex.__dict__.setdefault("_memo", {})
+    if "alternative_ids" not in memo:
         wanted = set(ex.part_names)
-        found: dict[str, dict[str, np.ndarray]] = {}
-        for mid in CATALOG:
-            if not pipeline.AFFECTED.get(mid, frozenset()) & wanted:
-                continue  # no step making this mistake leads to a part of this exercise
-            env = pipeline.run_mistake(ex.given, pipeline.reference_env(ex), mid, until=wanted)
-            if not env.used:
-                continue  # the mistake is not on the way to any part of this exercise
-            # a value no one can write (NaN, +∞: a row of −∞ through the softmax) names nothing, nor one of
-            # another shape than the part's (K Qᵀ of a rectangle): that is a shape error, not an answer
-            values = {name: env[name] for name in wanted
-                      if name in env.tainted and np.shape(env[name]) == ex.part(name).shape
-                      and not (np.isnan(env[name]).any() or np.isposinf(env[name]).any())}
-            if values:
-                found[mid] = values
-        memo["alternatives"] = found
-    if mistakes is None:
-        return memo["alternatives"]
-    wanted = set(mistakes)
-    return {mid: values for mid, values in memo["alternatives"].items() if mid in wanted}
+        memo["alternative_ids"] = tuple(mid for mid in CATALOG if pipeline.AFFECTED.get(mid, frozenset()) & wanted)
+    return memo["alternative_ids"]
+
+
+def _alternative(ex: Exercise, mid: str) -> dict[str, np.ndarray] | None:
+    """{part name: the value mistake `mid` gives} (None when it changes no part, or none writably)."""
+    wanted = set(ex.part_names)
+    env = pipeline.run_mistake(ex.given, pipeline.reference_env(ex), mid, until=wanted)
+    if not env.used:
+        return None  # the mistake is not on the way to any part of this exercise
+    # a value no one can write (NaN, +∞: a row of −∞ through the softmax) names nothing, nor one of
+    # another shape than the part's (K Qᵀ of a rectangle): that is a shape error, not an answer
+    values = {}
+    for name in ex.part_names:
+        if name not in env.tainted:
+            continue
+        value = env[name]
+        if np.shape(value) == ex.part(name).shape and not (np.isnan(value) | (value == np.inf)).any():
+            values[name] = value
+    return values or None
 
 
 def matches(value: np.ndarray, target: np.ndarray, tolerance: float) -> bool:
@@ -118,19 +136,22 @@ def clashes(reference: np.ndarray, alts: dict[str, np.ndarray], gap: float = GAP
     usable = {mid: alt for mid, alt in alts.items() if not np.isnan(alt).any()}
     names = list(usable)
     ref = _comparable(reference)
-    found = [mid for mid in names if np.shape(usable[mid]) == ref.shape
-             and not _far(_comparable(usable[mid]), ref, gap)]
-    # every pair at once: the largest cell difference of each pair of same-shaped values
-    stacked = {mid: _comparable(alt) for mid, alt in usable.items()}
+    stacked = [_comparable(usable[mid]) for mid in names]  # each value once, −∞ as a stand-in
     by_shape: dict[tuple, list[int]] = {}
-    for index, mid in enumerate(names):
-        by_shape.setdefault(stacked[mid].shape, []).append(index)
+    for index, value in enumerate(stacked):
+        by_shape.setdefault(value.shape, []).append(index)
+    like_reference = np.zeros(len(names), dtype=bool)
     close = np.zeros((len(names), len(names)), dtype=bool)
-    for indices in by_shape.values():
-        block = np.stack([stacked[names[i]] for i in indices]).reshape(len(indices), -1)  # (k, cells)
+    for shape, indices in by_shape.items():
+        block = np.stack([stacked[i] for i in indices]).reshape(len(indices), -1)  # (k, cells)
+        if shape == ref.shape:  # within gap of the reference in every cell (an empty value is never far)
+            like_reference[indices] = np.abs(block - ref.reshape(-1)).max(axis=-1, initial=0.0) <= gap
+        # every pair at once: the largest cell difference of each pair of same-shaped values
         widest = np.abs(block[:, None, :] - block[None, :, :]).max(axis=-1)  # (k, k)
         close[np.ix_(indices, indices)] = widest <= gap
-    found += [f"{names[i]}+{names[j]}" for i, j in combinations(range(len(names)), 2) if close[i, j]]
+    found = [names[i] for i in np.flatnonzero(like_reference)]
+    # the pairs (first, second) in the order of combinations(): row-major over the upper triangle
+    found += [f"{names[i]}+{names[j]}" for i, j in np.argwhere(np.triu(close, k=1))]
     return found
 
 
@@ -139,7 +160,8 @@ _INFINITY_STAND_IN = 1e15  # −∞ compares equal to −∞ and far from every 
 
 def _comparable(value: np.ndarray) -> np.ndarray:
     value = np.asarray(value, dtype=float)
-    return np.where(np.isinf(value), np.sign(value) * _INFINITY_STAND_IN, value)
+    infinite = np.isinf(value)
+    return np.where(infinite, np.sign(value) * _INFINITY_STAND_IN, value) if infinite.any() else value
 
 
 def _far(a: np.ndarray, b: np.ndarray, gap: float) -> bool:

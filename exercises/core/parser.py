@@ -59,6 +59,8 @@ _ROOT_OF_NUMBER = re.compile(r"√\s*(\d+(?:\.\d*)?|\.\d+)")  # √2 → sqrt(2)
 
 def normalise(text: str, lone: bool = False) -> str:
     """Map look-alike characters to the ASCII the grammar knows; positions may shift slightly."""
+    if text.isascii():  # (a fast path) every look-alike is outside ASCII: only a decimal comma can change
+        return text.replace(",", ".") if lone and _LONE_COMMA_NUMBER.match(text) else text
     text = _SUPERSCRIPT_RUN.sub(lambda m: "^(" + m.group().translate(_SUPERSCRIPTS) + ")", text)
     text = unicodedata.normalize("NFKC", text)
     text = _ROOT_OF_NUMBER.sub(r"sqrt(\1)", text)
@@ -308,8 +310,15 @@ def run_budget(answers) -> Msg | None:
     return None
 
 
+# a plain decimal (what nearly every typed cell is): the grammar reads it as float(text) exactly, within
+# MAX_MAGNITUDE by its 12 whole digits, so the tokens and the parser are skipped
+_PLAIN_DECIMAL = re.compile(r"[ \t]*[+-]?(?:\d{1,12}(?:\.\d{0,12})?|\.\d{1,12})[ \t]*")
+
+
 def parse_number(text: str, where: Msg | None = None) -> float:
     """One cell's text → float (−inf allowed). Raises AnswerError naming `where` and the character."""
+    if isinstance(text, str) and _PLAIN_DECIMAL.fullmatch(text):
+        return float(text)
     where = where or msg("where.answer")
     if text is None or not str(text).strip():
         raise AnswerError(msg("parse.empty", where=where))
@@ -445,6 +454,9 @@ def parse_answer(text: str, where: Msg | None = None) -> np.ndarray:
     values = np.empty((len(rows), len(rows[0])))
     for r, row in enumerate(rows):
         for c, cell in enumerate(row):
+            if _PLAIN_DECIMAL.fullmatch(cell):  # (a fast path) no message to name the cell is needed
+                values[r, c] = float(cell)
+                continue
             try:
                 values[r, c] = parse_number(cell, msg("where.cell", row=r + 1, col=c + 1))
             except AnswerError as err:

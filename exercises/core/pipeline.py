@@ -60,6 +60,16 @@ AFFECTED: dict[str, frozenset[str]] = {
 }
 
 
+_PLAN: list = [None, ()]  # [the STEPS it was made from, ((step, its inputs as a set), …)]
+
+
+def _plan() -> tuple:
+    """The steps in order with their inputs as sets, remade whenever STEPS is rebound (tests patch it)."""
+    if _PLAN[0] is not STEPS:
+        _PLAN[:] = [STEPS, tuple((step, frozenset(step.inputs)) for step in STEPS)]
+    return _PLAN[1]
+
+
 def run(given: dict, mistakes: Iterable[str] = (), until: Iterable[str] | None = None,
         rounding: int | None = None) -> Env:
     """Every value computable from `given`, in step order. Given values are never recomputed.
@@ -67,22 +77,23 @@ def run(given: dict, mistakes: Iterable[str] = (), until: Iterable[str] | None =
     With `rounding=d` every computed value is rounded half-up to d places as soon as it is computed
     (numbers.round_half_up; −∞ stays), and the next steps compute from the rounded value: what a
     learner gets who rounds each value they write and carries it on. Given values are left as given."""
-    env = Env({k: v for k, v in given.items()}, mistakes)
+    env = Env(given, mistakes)
     wanted = set(until) if until is not None else None
-    for step in STEPS:
-        if step.name in env or not all(name in env for name in step.inputs):
-            continue
-        env.current = step.name
-        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+    keys = env.keys()
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # once per run, not per step
+        for step, inputs in _plan():
+            if step.name in env or not inputs <= keys:
+                continue
+            env.current = step.name
             try:
                 value = np.asarray(compute_step(step, env), dtype=float)
             except ValueError:  # shapes a mistake made that cannot combine (K Qᵀ of a rectangle, then A V)
                 continue
-        env[step.name] = value if rounding is None else round_half_up(value, rounding)
-        if env.tainted.intersection(step.inputs):
-            env.tainted.add(step.name)
-        if wanted is not None and wanted <= env.keys():
-            break
+            env[step.name] = value if rounding is None else round_half_up(value, rounding)
+            if env.tainted and env.tainted.intersection(step.inputs):
+                env.tainted.add(step.name)
+            if wanted is not None and wanted <= env.keys():
+                break
     return env
 
 

@@ -11,6 +11,7 @@ scores, ``G_S`` for the scores). Cells are 1-based: ``S_{23}`` is row 2, column 
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterable, Sequence
 
@@ -34,8 +35,21 @@ EXP_PLACES = 3  # places of e^x values in derivations and in the eˣ table
 MAX_SHORT = 32  # an exact form longer than this is not "short": the decimal is shown alone
 
 
+# Printing, exact forms and decimals are pure functions of a value: cached by it (sympy numbers hash by
+# value), so the same numbers across steps, exercises and redraws are printed once (issue 14)
+CACHE_SIZE = 8192
+
+
 def sym(expr: sympy.Basic) -> str:
     """A sympy expression in LaTeX with the fixed settings (−∞ as -\\infty)."""
+    try:
+        return _sym(expr)
+    except TypeError:  # unhashable (a mutable matrix): printed without the cache
+        return _sym.__wrapped__(expr)
+
+
+@functools.lru_cache(maxsize=CACHE_SIZE)
+def _sym(expr: sympy.Basic) -> str:
     if expr == -sympy.oo:
         return r"-\infty"
     if expr == sympy.oo:
@@ -48,7 +62,11 @@ def sym(expr: sympy.Basic) -> str:
 
 def decimal(x: float, places: int) -> str:
     """x to `places` decimals, half up (0: a whole number); −∞ as -\\infty; never "-0.00"."""
-    x = float(x)
+    return _decimal(float(x), int(places))
+
+
+@functools.lru_cache(maxsize=CACHE_SIZE)
+def _decimal(x: float, places: int) -> str:
     if math.isnan(x):
         return r"\mathrm{NaN}"
     if math.isinf(x):
@@ -71,7 +89,11 @@ def is_exact_decimal(text: str, x: float) -> bool:
 
 def to_exact(x: float) -> sympy.Expr | None:
     """A given number as an exact sympy number: ±∞, a simple fraction, or its short decimal; else None."""
-    x = float(x)
+    return _to_exact(float(x))
+
+
+@functools.lru_cache(maxsize=CACHE_SIZE)
+def _to_exact(x: float) -> sympy.Expr | None:
     if math.isinf(x):
         return -sympy.oo if x < 0 else sympy.oo
     if math.isnan(x):
@@ -87,6 +109,14 @@ def to_exact(x: float) -> sympy.Expr | None:
 
 def short(expr: sympy.Expr | None) -> str | None:
     """The exact form of `expr` when it is short and free of e^x; else None."""
+    try:
+        return _short(expr)
+    except TypeError:  # unhashable: worked out without the cache
+        return _short.__wrapped__(expr)
+
+
+@functools.lru_cache(maxsize=CACHE_SIZE)
+def _short(expr: sympy.Expr | None) -> str | None:
     if expr is None or expr.has(sympy.exp) or expr.has(sympy.E):
         return None
     if expr.is_Rational:

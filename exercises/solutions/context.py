@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,7 +19,7 @@ class Context:
     """What the step builders read: reference values, exact values, places and symbols by name."""
 
     values: dict[str, Any]
-    exact: dict[str, Any]
+    exact_source: dict[str, Any] | Callable[[], dict[str, Any]]  # the exact values, or how to make them
     places: dict[str, int]
     symbols: dict[str, str]
     shown: list[str]  # the steps shown, in pipeline order
@@ -26,6 +27,13 @@ class Context:
     causal: bool
     tag: str | None = None
     _printed: dict = field(default_factory=dict, repr=False)  # (name, i, j) → short exact form, printed once
+
+    @property
+    def exact(self) -> dict[str, Any]:
+        """Exact values by name (sympy), made on first use: a solution never shown needs none."""
+        if callable(self.exact_source):
+            self.exact_source = self.exact_source()
+        return self.exact_source
 
     def sym(self, name: str) -> str:
         return self.symbols.get(name) or L.symbol(name, self.tag)

@@ -258,6 +258,35 @@ class Step:
         return out
 
 
+class DeferredStep:
+    """A Step built on first use: its name and shape are known at once, everything else (the exact
+    forms, the LaTeX, the substituted lines) is built, once, when first asked for. solve() returns these
+    for the walk's steps, so a solution that is never shown costs only the walk (issue 14)."""
+
+    __slots__ = ("name", "shape", "_build", "_step")
+
+    def __init__(self, name: str, shape: tuple[int, int], build: Callable[[], Step]):
+        self.name, self.shape, self._build, self._step = name, tuple(shape), build, None
+
+    def built(self) -> Step:
+        """The Step itself (built now if it was not yet)."""
+        step = self._step
+        if step is None:  # two threads may both build it: the same step, either one kept
+            step = self._build()
+            if step.shape != self.shape or step.name != self.name:
+                raise AssertionError(f"deferred step {self.name} {self.shape} built as {step.name} {step.shape}")
+            self._step = step
+        return step
+
+    def __getattr__(self, attr: str):  # only what is not found on the proxy itself
+        if attr in DeferredStep.__slots__ or attr.startswith("__"):
+            raise AttributeError(attr)  # an unset slot or a protocol probe (copy, pickle): no build, no recursion
+        return getattr(self.built(), attr)
+
+    def __repr__(self) -> str:
+        return f"DeferredStep({self.name!r}, {self.shape})" if self._step is None else repr(self._step)
+
+
 def result_chain(lhs: str, exact: str | None, decimal: str, value: float, rounded: bool = False,
                  *middle: str | tuple[str, str]) -> str:
     """lhs = middle… = exact ≈ decimal, dropping what repeats; `rounded`: the middle used rounded numbers."""

@@ -17,7 +17,7 @@ from ..rendering import latex as L
 from .builders import BUILDERS, _value_step
 from .context import Context
 from .exact import _agreeing, _exact_given, _exact_step
-from .records import Step, make_step
+from .records import DeferredStep, Step, make_step
 
 
 def _needed(given: Mapping[str, Any], targets: Iterable[str], env: Mapping[str, Any]) -> set[str]:
@@ -37,10 +37,12 @@ def _needed(given: Mapping[str, Any], targets: Iterable[str], env: Mapping[str, 
 
 
 def build_context(given: Mapping[str, Any], targets: Sequence[str], places: Mapping[str, int] | int = 2,
-                  values: Mapping[str, np.ndarray] | None = None, tag: str | None = None) -> Context:
+                  values: Mapping[str, np.ndarray] | None = None, tag: str | None = None,
+                  env: Mapping[str, np.ndarray] | None = None) -> Context:
     """Everything the steps from `given` to `targets` need: reference values (`values` override the
-    pipeline's, e.g. the parts' own references), exact values, decimals per value, symbols."""
-    env = pipeline.run(given)
+    pipeline's, e.g. the parts' own references), exact values, decimals per value, symbols.
+    `env`: pipeline.run(given) when the caller has it already."""
+    env = pipeline.run(given) if env is None else env
     needed = _needed(given, targets, env)
     overrides = {k: v for k, v in (values or {}).items()
                  if k not in env or np.shape(v) == np.shape(env[k])}  # a same-named answer of another kind stays out
@@ -58,14 +60,17 @@ def build_context(given: Mapping[str, Any], targets: Sequence[str], places: Mapp
     if "masked" in shown and not causal and "masked" not in targets:
         shown.remove("masked")  # no mask: the softmax reads the scaled scores themselves
         symbols["masked"] = symbols["scaled"]
-    exact: dict[str, Any] = {name: _exact_given(v) for name, v in given.items()}
-    for name in order:
-        try:
-            xm = _exact_step(name, exact, merged)
-        except (KeyError, IndexError, TypeError, ValueError):
-            xm = None
-        exact[name] = _agreeing(xm, np.atleast_2d(np.asarray(merged[name], dtype=float)))
-    return Context(values=merged, exact=exact, places=place_map, symbols=symbols, shown=shown,
+    def exact_values() -> dict[str, Any]:  # sympy work: only when some exact form is asked for
+        exact: dict[str, Any] = {name: _exact_given(v) for name, v in given.items()}
+        for name in order:
+            try:
+                xm = _exact_step(name, exact, merged)
+            except (KeyError, IndexError, TypeError, ValueError):
+                xm = None
+            exact[name] = _agreeing(xm, np.atleast_2d(np.asarray(merged[name], dtype=float)))
+        return exact
+
+    return Context(values=merged, exact_source=exact_values, places=place_map, symbols=symbols, shown=shown,
                    needed=set(order), causal=causal, tag=tag)
 
 
@@ -104,13 +109,15 @@ def exercise_context(ex: Exercise) -> Context | None:
     if not on_pipeline:
         return None
     return build_context(ex.given, [p.name for p in on_pipeline], places={p.name: p.decimals for p in on_pipeline},
-                         values={p.name: p.reference for p in on_pipeline})
+                         values={p.name: p.reference for p in on_pipeline}, env=pipeline.reference_env(ex))
 
 
 def generic_solve(ex: Exercise) -> list[Step]:
     """Pipeline steps from ex.given to the parts; parts outside the pipeline as plain answers."""
     ctx = exercise_context(ex)
-    steps = [BUILDERS.get(name, _value_step)(ctx, name) for name in ctx.shown] if ctx is not None else []
+    # each step is built when first used (DeferredStep): a solution never shown costs only the walk
+    steps = [DeferredStep(name, ctx.val(name).shape, functools.partial(BUILDERS.get(name, _value_step), ctx, name))
+             for name in ctx.shown] if ctx is not None else []
     steps = [s for s in steps if s.name not in ex.part_names or s.shape == ex.part(s.name).shape]
     shown = {s.name for s in steps}
     return steps + [_answer_step(ex, p) for p in ex.parts if p.name not in shown]

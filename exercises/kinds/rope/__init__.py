@@ -15,6 +15,8 @@ Rotating V, which these parts cannot show, is asked in `concepts` at level 3 (it
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import sympy
 
@@ -87,8 +89,22 @@ def _plain_score_mistakes(given: dict, name: str) -> dict[str, np.ndarray]:
 
 
 def exact_cos_sin(degrees: float) -> tuple[sympy.Expr, sympy.Expr]:
-    angle = sympy.pi * sympy.Rational(int(round(degrees)), 180)
+    return _cos_sin(int(round(degrees)))
+
+
+# the sympy work below depends on a few small whole numbers only (angles, entries): cached by value, so a
+# redraw or a new variant reuses it (the same expressions, so the same exercises)
+@functools.lru_cache(maxsize=4096)
+def _cos_sin(degrees: int) -> tuple[sympy.Expr, sympy.Expr]:
+    angle = sympy.pi * sympy.Rational(degrees, 180)
     return sympy.cos(angle), sympy.sin(angle)
+
+
+@functools.lru_cache(maxsize=4096)
+def _rotated_pair(x: int, y: int, degrees: int) -> tuple[sympy.Expr, sympy.Expr]:
+    c, s = _cos_sin(degrees)
+    x, y = sympy.Integer(x), sympy.Integer(y)
+    return sympy.expand(x * c - y * s), sympy.expand(x * s + y * c)
 
 
 def exact_rotated(X: np.ndarray, pos: np.ndarray, theta: np.ndarray, sign: int = 1) -> sympy.Matrix:
@@ -97,16 +113,21 @@ def exact_rotated(X: np.ndarray, pos: np.ndarray, theta: np.ndarray, sign: int =
     out = sympy.zeros(*X.shape)
     for p in range(X.shape[0]):
         for i in range(phi.shape[1]):
-            c, s = exact_cos_sin(sign * phi[p, i])
-            x, y = sympy.Integer(int(X[p, 2 * i])), sympy.Integer(int(X[p, 2 * i + 1]))
-            out[p, 2 * i], out[p, 2 * i + 1] = sympy.expand(x * c - y * s), sympy.expand(x * s + y * c)
+            out[p, 2 * i], out[p, 2 * i + 1] = _rotated_pair(int(X[p, 2 * i]), int(X[p, 2 * i + 1]),
+                                                             int(round(sign * phi[p, i])))
     return out
 
 
+@functools.lru_cache(maxsize=8192)
+def _float(x: sympy.Expr) -> float:
+    return float(sympy.expand(x))
+
+
 def _floats(M: sympy.Matrix) -> np.ndarray:
-    return np.array([[float(sympy.expand(M[i, j])) for j in range(M.shape[1])] for i in range(M.shape[0])])
+    return np.array([[_float(M[i, j]) for j in range(M.shape[1])] for i in range(M.shape[0])])
 
 
+@functools.lru_cache(maxsize=1024)
 def _trig_text(x: sympy.Expr) -> str:
     """1, −1/2, √3/2 ≈ 0.866 as plain text for the prompt's table."""
     x = sympy.nsimplify(x)

@@ -1,7 +1,8 @@
 """The worked solutions' text is byte-identical to what it was before the speed work of issue 14
 (lazy exact forms, caches keyed by values): a fingerprint per kind over every level and two seeds,
 of every field a solution shows (each step's records, both displays, every cell's derivation, the aids).
-The kinds pinned here are those that existed when the fingerprints were taken; a later kind is not held."""
+The kinds pinned here are those that existed when the fingerprints were taken, with kv_cache and gqa
+added when they were merged, and concepts retaken at its VERSION 3 (a question added at level 3)."""
 
 from __future__ import annotations
 
@@ -68,7 +69,7 @@ PRINTS = {
     "shapes": "80afe069bdf3cfbb",
     "variance": "4f7798883f285f4e",
     "softmax_jacobian": "2fc32f9938e58b10",
-    "concepts": "fc1bff699fb01777",
+    "concepts": "e17f48465788df82",  # VERSION 3: level 3 asks what RoPE rotates
     "grad_weighted_sum": "98df4d597122974b",
     "grad_value_proj": "b71d89644859e9b9",
     "grad_softmax": "18df5ee1a0a73019",
@@ -78,6 +79,8 @@ PRINTS = {
     "backprop": "a607da2a1f38896b",
     "backprop_loss": "3e6a6df5641b3ac0",
     "grad_multi_head": "27c71eb133c81771",
+    "kv_cache": "32715a0480a27adf",  # issue 17's last two kinds, from when they were merged
+    "gqa": "76ed2a2e6b1390ed",
 }
 
 

@@ -25,6 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from deploy.cluster import rss_mb as _rss_mib  # noqa: E402  (VmRSS in MiB, 0 when gone)
 from exercises import worksheets  # noqa: E402
 from exercises.teacher.assignments import make_spec  # noqa: E402
 from exercises.worksheets import files  # noqa: E402
@@ -36,16 +37,6 @@ MIX = [  # 20 exercises: the forward pass step by step, whole passes, backward s
     {"kind": "attention", "level": 1, "count": 2}, {"kind": "grad_weighted_sum", "level": 1, "count": 2},
 ]
 ATTENTION3 = [{"kind": "attention", "level": 3, "count": 20}, {"kind": "attention", "level": 3, "count": 20}]
-
-
-def _rss_mib(pid: int) -> float:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return 0.0
 
 
 def _children(pid: int) -> list[int]:

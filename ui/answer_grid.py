@@ -139,8 +139,8 @@ def _draw_cells(part: Part, prefix: str, pfb, shown: np.ndarray | None, disabled
 
 def _draw_row(part: Part, prefix: str, pfb, shown: np.ndarray | None, disabled: bool, styles: list[str],
               i: int, numbered: bool) -> None:
-    """Row i of the cells, its number first (the grid's CSS keeps the row one row on a phone); a
-    cell's format error goes under the row, named by its place."""
+    """Row i of the cells, its number first (the grid's CSS keeps the row one row on a phone); the
+    cells' format errors go under the row (each message names its row and column)."""
     cols = part.shape[1]
     errors: list[str] = []
     with st.container(horizontal=True, gap="small"):
@@ -154,7 +154,7 @@ def _draw_row(part: Part, prefix: str, pfb, shown: np.ndarray | None, disabled: 
                 continue
             error = pfb.cell_errors.get((i, j))
             if error is not None:
-                errors.append((f"{i + 1},{j + 1}: " if numbered else "") + render(error))
+                errors.append(render(error))  # the message names its row and column
                 styles.append(_tint(key, "error"))
             elif pfb.status is not None:
                 styles.append(_tint(key, pfb.status[i, j]))

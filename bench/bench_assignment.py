@@ -200,8 +200,7 @@ def run_cluster(args):
     database_url = deploy.start_throwaway_postgres(port)
     try:
         cls, big = make_both(storage.open_engine(database_url), args)
-        env = {"ATTENTION_PAGE_WIDGETS": os.environ["ATTENTION_PAGE_WIDGETS"]} if args.one_page else {}
-        with deploy.Cluster(replicas=args.replicas, database_url=database_url, env=env) as cluster:
+        with deploy.Cluster(replicas=args.replicas, database_url=database_url) as cluster:  # replicas get os.environ
             pids = [p.pid for p in cluster.processes]
             return asyncio.run(run_all(cluster.url, pids, args, cls, big, warm_urls=cluster.replica_urls))
     finally:

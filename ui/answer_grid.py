@@ -133,11 +133,12 @@ def _draw_cells(part: Part, prefix: str, pfb, shown: np.ndarray | None, disabled
         if numbered:  # column numbers over the cells: a filled cell loses its "r,c" placeholder
             heads = "".join(f'<span class="abh-grid-head">{j + 1}</span>' for j in range(cols))
             st.html(f'<div class="abh-grid-heads" aria-hidden="true"><span></span>{heads}</div>')
+        live = _live(prefix, part.name)  # the cells' key prefix: read once, not once a cell
         for i in range(rows):
-            _draw_row(part, prefix, pfb, shown, disabled, styles, i, numbered)
+            _draw_row(part, live, pfb, shown, disabled, styles, i, numbered)
 
 
-def _draw_row(part: Part, prefix: str, pfb, shown: np.ndarray | None, disabled: bool, styles: list[str],
+def _draw_row(part: Part, live: str, pfb, shown: np.ndarray | None, disabled: bool, styles: list[str],
               i: int, numbered: bool) -> None:
     """Row i of the cells, its number first (the grid's CSS keeps the row one row on a phone); the
     cells' format errors go under the row (each message names its row and column)."""
@@ -147,7 +148,7 @@ def _draw_row(part: Part, prefix: str, pfb, shown: np.ndarray | None, disabled: 
         if numbered:
             st.html(f'<p class="abh-grid-row" aria-hidden="true">{i + 1}</p>', width="content")
         for j in range(cols):
-            key = cell_key(_live(prefix, part.name), part.name, i, j)
+            key = cell_key(live, part.name, i, j)
             st.text_input(tr("grid.cell_label", part=symbol(part), row=i + 1, col=j + 1), key=key,
                           label_visibility="collapsed", placeholder=f"{i + 1},{j + 1}", disabled=disabled)
             if shown is None or not shown[i, j]:

@@ -205,7 +205,9 @@ def generate(kind_id: str, seed: int = 0, level: int = 1) -> Exercise:
         draft = kind.generate(rng, level)
         ex = Exercise(kind=kind_id, seed=seed, level=level, version=kind.VERSION,
                       given=draft.given, parts=tuple(draft.parts), params=draft.params)
-        if not misconceptions.collisions(ex, guards=kind.GUARDS):
+        if draft.env is not None:  # the kind ran the pipeline on these given values already
+            pipeline.seed_reference_env(ex, draft.env)
+        if not misconceptions.collides(ex, guards=kind.GUARDS):
             return ex
     raise RuntimeError(f"{kind_id}: no distinguishable variant in {MAX_REDRAWS} draws (seed {seed}, level {level})")
 

@@ -60,14 +60,30 @@ AFFECTED: dict[str, frozenset[str]] = {
 }
 
 
-_PLAN: list = [None, ()]  # [the STEPS it was made from, ((step, its inputs as a set), …)]
+_PLANS: dict = {}  # (the STEPS it was made from, the keys a run starts with) -> its plan
+_PLANS_KEPT = 4096  # distinct starts seen (kinds × levels × mistakes): a few hundred; a bound all the same
 
 
-def _plan() -> tuple:
-    """The steps in order with their inputs as sets, remade whenever STEPS is rebound (tests patch it)."""
-    if _PLAN[0] is not STEPS:
-        _PLAN[:] = [STEPS, tuple((step, frozenset(step.inputs)) for step in STEPS)]
-    return _PLAN[1]
+def _plan(keys: frozenset) -> tuple:
+    """The steps a run starting from the values `keys` computes, in step order, each with its inputs and
+    its mistake ids as sets: every step whose output is not there yet and whose inputs are there or made
+    before it. Memoised on the start (and remade whenever STEPS is rebound: tests patch it). A step that
+    fails at run time (a shape a mistake made) leaves its output out, so the run checks the inputs again."""
+    memo = _PLANS.get((STEPS, keys))
+    if memo is None:
+        have = set(keys)
+        memo = []
+        for step in STEPS:
+            inputs = frozenset(step.inputs)
+            if step.name in have or not inputs <= have:
+                continue
+            have.add(step.name)
+            memo.append((step, step.name, inputs, frozenset(step.mistake_ids)))
+        memo = tuple(memo)
+        if len(_PLANS) >= _PLANS_KEPT:
+            _PLANS.clear()
+        _PLANS[(STEPS, keys)] = memo
+    return memo
 
 
 def run(given: dict, mistakes: Iterable[str] = (), until: Iterable[str] | None = None,
@@ -80,19 +96,26 @@ def run(given: dict, mistakes: Iterable[str] = (), until: Iterable[str] | None =
     env = Env(given, mistakes)
     wanted = set(until) if until is not None else None
     keys = env.keys()
+    asked = env.mistakes
+    tainted = env.tainted
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # once per run, not per step
-        for step, inputs in _plan():
-            if step.name in env or not inputs <= keys:
+        for step, name, inputs, ids in _plan(frozenset(keys)):
+            if not inputs <= keys:  # an input a failed step did not make
                 continue
-            env.current = step.name
+            env.current = name
             try:
-                value = np.asarray(compute_step(step, env), dtype=float)
+                # compute_step, inlined: the step's mistakes are looked at only when one of them is asked for
+                made = step.mistake(asked, env) if asked and not ids.isdisjoint(asked) else None
+                if made is not None and env.wrong(made.id):
+                    value = np.asarray(made.compute(env), dtype=float)
+                else:
+                    value = np.asarray(step.compute(env), dtype=float)
             except ValueError:  # shapes a mistake made that cannot combine (K Qᵀ of a rectangle, then A V)
                 continue
-            env[step.name] = value if rounding is None else round_half_up(value, rounding)
-            if env.tainted and env.tainted.intersection(step.inputs):
-                env.tainted.add(step.name)
-            if wanted is not None and wanted <= env.keys():
+            env[name] = value if rounding is None else round_half_up(value, rounding)
+            if tainted and not tainted.isdisjoint(inputs):
+                tainted.add(name)
+            if wanted is not None and wanted <= keys:
                 break
     return env
 
@@ -103,6 +126,14 @@ def reference_env(ex: Any) -> dict[str, np.ndarray]:
     if "reference_env" not in memo:
         memo["reference_env"] = dict(run(ex.given))
     return memo["reference_env"]
+
+
+def seed_reference_env(ex: Any, env: dict) -> None:
+    """Memoise `env`, the values of run(given) for the given data ex was made from (a kind's draft ran the
+    pipeline already), as the exercise's reference_env: the exercise's own given values in front."""
+    memo = ex.__dict__.setdefault("_memo", {})
+    if "reference_env" not in memo:
+        memo["reference_env"] = {**env, **ex.given}
 
 
 def run_mistake(given: dict, reference: dict, mistake: str, until: Iterable[str] | None = None) -> Env:

@@ -109,7 +109,7 @@ def generate(rng: np.random.Generator, level: int) -> Draft:
             env = pipeline.run(given)
             if budget.count(given, names, env).minutes <= budget.BUDGET_MINUTES[level]:
                 return Draft(given=given, parts=reference_parts(given, names, s.decimals, env),
-                             params={"n": n, "d_k": d_k, "causal": causal})
+                             params={"n": n, "d_k": d_k, "causal": causal}, env=dict(env))
     raise RuntimeError(f"attention: no hand-friendly variant within the time budget in {MAX_BATCHES} batches")
 
 

@@ -49,13 +49,14 @@ def alternatives(ex: Exercise, mistakes: Iterable[str] | None = None) -> dict[st
     wanted_ids = None if mistakes is None else set(mistakes)
     ids = _candidate_ids(ex)
     found: dict[str, dict[str, np.ndarray]] = {}
-    for mid in ids:
-        if wanted_ids is not None and mid not in wanted_ids:
-            continue
-        if mid not in known:
-            known[mid] = _alternative(ex, mid)
-        if known[mid] is not None:
-            found[mid] = known[mid]
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # once, not once per mistake's run
+        for mid in ids:
+            if wanted_ids is not None and mid not in wanted_ids:
+                continue
+            if mid not in known:
+                known[mid] = _alternative(ex, mid)
+            if known[mid] is not None:
+                found[mid] = known[mid]
     return found
 
 
@@ -77,9 +78,11 @@ def _parts_by_name(ex: Exercise) -> dict[str, Part]:
 
 
 def _alternative(ex: Exercise, mid: str) -> dict[str, np.ndarray] | None:
-    """{part name: the value mistake `mid` gives} (None when it changes no part, or none writably)."""
+    """{part name: the value mistake `mid` gives} (None when it changes no part, or none writably).
+    Called inside np.errstate(divide, invalid, over = "ignore") (alternatives)."""
     parts = _parts_by_name(ex)
-    env = pipeline.run_mistake(ex.given, pipeline.reference_env(ex), mid, until=parts.keys())
+    env = pipeline.run_mistake(ex.given, pipeline.reference_env(ex), mid, until=parts.keys(), ignoring_errors=True,
+                               only_if_made=True)
     if not env.used:
         return None  # the mistake is not on the way to any part of this exercise
     # a value no one can write (NaN, +∞: a row of −∞ through the softmax) names nothing, nor one of
@@ -90,7 +93,8 @@ def _alternative(ex: Exercise, mid: str) -> dict[str, np.ndarray] | None:
         if name not in tainted:
             continue
         value = env[name]
-        if np.shape(value) == part.shape and not (np.isnan(value) | (value == np.inf)).any():
+        # no NaN and no +∞: the largest cell is below +∞ (a NaN makes the largest NaN)
+        if value.shape == part.shape and (value.size == 0 or value.max() < np.inf):
             values[name] = value
     return values or None
 
@@ -166,8 +170,10 @@ def any_clash(reference: np.ndarray, alts: dict[str, np.ndarray], gap: float = G
         return True
     if len(names) < 2:
         return False
-    widest = np.abs(block[:, None, :] - block[None, :, :]).max(axis=-1)  # (k, k)
-    return bool(np.triu(widest <= gap, k=1).any())
+    widest = np.abs(block[:, None, :] - block[None, :, :]).max(axis=-1)  # (k, k), symmetric, 0 on the diagonal
+    if gap < 0:
+        return bool(np.triu(widest <= gap, k=1).any())
+    return np.count_nonzero(widest <= gap) > len(names)  # some pair off the diagonal (each pair twice)
 
 
 def _one_block(reference: np.ndarray, alts: dict[str, np.ndarray]) -> tuple | None:
@@ -184,7 +190,7 @@ def _one_block(reference: np.ndarray, alts: dict[str, np.ndarray]) -> tuple | No
         return [], None, None
     block = np.array(values).reshape(len(values), -1)  # (k, cells)
     names = list(alts)
-    if block.size:
+    if block.size and not np.isfinite(block).all():  # (every cell finite, the usual case: nothing to do)
         unwritable = np.isnan(block).any(axis=1)
         if unwritable.any():
             keep = ~unwritable

@@ -129,6 +129,13 @@ def as_fraction(x: float, max_denominator: int = 12) -> Fraction | None:
 
 def decimals_for(reference: np.ndarray, default: int = 2) -> int:
     """0 (exact integers) when every finite cell is whole, else `default` places."""
+    if reference.size <= 64:  # the same test in plain Python (round: half to even, as np.round)
+        for x in reference.ravel().tolist():
+            if x - x == 0.0:  # finite
+                whole = float(round(x))
+                if not abs(x - whole) <= 1e-12 + 1e-5 * abs(whole):
+                    return default
+        return 0
     finite = reference[np.isfinite(reference)]
     whole = np.round(finite)  # np.allclose(finite, whole, atol=1e-12) written out (its rtol 1e-5 kept): faster
     return 0 if bool(np.all(np.abs(finite - whole) <= 1e-12 + 1e-5 * np.abs(whole))) else default

@@ -262,3 +262,63 @@ def test_attentions_staged_filter_keeps_the_same_candidates(level, causal):
         S[::7] = np.swapaxes(S[::7], 1, 2) + S[::7]  # some symmetric
         S[::11] = 1.0  # some constant
         assert np.array_equal(attention._scores_fit(S, level, causal), plain_scores_fit(S, level, causal))
+
+
+def test_any_along_and_all_along_are_numpys_any_and_all():
+    rng = np.random.default_rng(RNG_SEED)
+    for _ in range(300):
+        shape = tuple(int(s) for s in rng.integers(0, 5, size=int(rng.integers(1, 4))))
+        if rng.random() < 0.1:
+            shape = (3, 20)  # past the folded length
+        b = rng.random(shape) < rng.choice([0.1, 0.5, 0.9])
+        for axis in range(len(shape)):
+            assert np.array_equal(numbers.any_along(b, axis), b.any(axis=axis))
+            assert np.array_equal(numbers.all_along(b, axis), b.all(axis=axis))
+    M = rng.integers(-1, 2, size=(400, 3, 4)).astype(float)
+    nonzero = M != 0
+    assert np.array_equal(numbers.no_zero_lines(M), nonzero.any(axis=2).all(axis=1) & nonzero.any(axis=1).all(axis=1))
+
+
+# ---------------------------------------------------------------- attention's chain (exercises.kinds.attention.distinct)
+
+
+def same_alternatives(fast, slow):
+    assert set(fast) == set(slow)
+    for mid in fast:
+        assert set(fast[mid]) == set(slow[mid]), mid
+        for name in fast[mid]:
+            a, b = fast[mid][name], slow[mid][name]
+            assert a.shape == b.shape and np.array_equal(a, b, equal_nan=True), (mid, name)
+            assert np.array_equal(np.signbit(a), np.signbit(b)), (mid, name)  # bit for bit
+
+
+@pytest.mark.parametrize("level", attention.LEVELS)
+def test_attentions_chain_gives_the_pipelines_alternatives_bit_for_bit(level):
+    from exercises.kinds.attention import distinct
+
+    kind = exercises.KINDS["attention"]
+    rng = exercises.rng_for("attention", 4242, level)
+    causal_seen = set()
+    for _ in range(40):  # drafts as the engine sees them, colliding ones included
+        draft = kind.generate(rng, level)
+
+        def exercise(draft=draft):
+            return exercises.Exercise(kind="attention", seed=0, level=level, version=kind.VERSION,
+                                      given=draft.given, parts=tuple(draft.parts), params=draft.params)
+        causal_seen.add(draft.given["causal"])
+        fast = distinct.alternatives(exercise(), kind.GUARDS)
+        assert fast is not None, "the chain covers every attention exercise"
+        same_alternatives(fast, misconceptions.alternatives(exercise(), kind.GUARDS))
+        assert distinct.collides(exercise(), kind.GUARDS) == misconceptions.collides(exercise(), kind.GUARDS)
+    assert causal_seen == {False, True}
+
+
+def test_attentions_chain_leaves_what_it_does_not_cover_to_the_generic_walk(monkeypatch):
+    from exercises.kinds.attention import distinct
+
+    ex = exercises.generate("attention", 0, 2)
+    assert distinct.alternatives(ex, exercises.KINDS["attention"].GUARDS) is not None
+    # a mistake the chain's steps do not make (the padding mask's) or a patched registry: None
+    assert distinct.alternatives(ex, ("padding_on_queries",)) == {}
+    monkeypatch.setattr(pipeline, "STEPS", pipeline.STEPS[:-1] + pipeline.STEPS[-1:])  # equal, not the same
+    assert distinct.alternatives(ex, exercises.KINDS["attention"].GUARDS) is None

@@ -164,7 +164,20 @@ def any_clash(reference: np.ndarray, alts: dict[str, np.ndarray], gap: float = G
     if block is None:
         return bool(_clashes_by_shape(reference, alts, gap))
     names, block, ref = block
-    if not names:
+    return _block_clashes(names, block, ref, gap)
+
+
+def any_clash_in(reference: np.ndarray, values: np.ndarray, gap: float = GAP) -> bool:
+    """any_clash for mistaken values already stacked, (k, *reference.shape), none of them NaN."""
+    ref = np.asarray(reference, dtype=float)
+    block = np.asarray(values, dtype=float).reshape(len(values), -1)
+    if block.size and not np.isfinite(block).all():
+        block = _comparable(block)
+    return _block_clashes(range(len(block)), block, _comparable(ref).reshape(-1), gap)
+
+
+def _block_clashes(names, block, ref, gap: float) -> bool:
+    if not len(names):
         return False
     if (np.abs(block - ref).max(axis=-1, initial=0.0) <= gap).any():
         return True

@@ -66,18 +66,20 @@ def _scores_fit(S: np.ndarray, level: int, causal: bool) -> np.ndarray:
     if step != 1.0 or not np.array_equal(flat, np.round(flat)):  # whole scores are on the grid of 1
         kept = np.flatnonzero(ok)
         on = flat[kept] / step
-        ok[kept] = np.all(np.abs(on - np.round(on)) < 1e-9, axis=1)
+        ok[kept] = numbers.all_along(np.abs(on - np.round(on)) < 1e-9, 1)
     kept = np.flatnonzero(ok)
     if not kept.size:
         return ok
-    T = S[kept]  # (left, n, n)
-    fit = np.ptp(T.reshape(len(T), -1), axis=1) > 0  # varied
+    T = S[kept]  # (left, n, n); a spread max − min > 0 is np.ptp's, without its wrapper
+    cells = T.reshape(len(T), -1)
+    fit = cells.max(axis=1) - cells.min(axis=1) > 0  # varied
     fit &= np.abs(T - np.swapaxes(T, 1, 2)).max(axis=(1, 2)) > 0  # asymmetric
     visible = np.tril(np.ones((n, n), dtype=bool)) if causal else np.ones((n, n), dtype=bool)
     spread = np.zeros(len(T), dtype=bool)
     for i in range(n):
         if visible[i].sum() >= 2:
-            spread |= np.ptp(T[:, i, visible[i]], axis=1) > 0
+            seen = T[:, i, visible[i]]
+            spread |= seen.max(axis=1) - seen.min(axis=1) > 0
     ok[kept] = fit & spread
     return ok
 
@@ -106,7 +108,7 @@ def _candidates(rng: np.random.Generator, level: int, causal: bool) -> list[dict
     # every token's value nonzero: a weight on a zero value would change nothing in O (looked at only
     # for the candidates left)
     kept = np.flatnonzero(ok)
-    kept = kept[np.any(X[kept] @ W["W_V"][kept] != 0, axis=2).all(axis=1)]
+    kept = kept[numbers.all_along(numbers.any_along(X[kept] @ W["W_V"][kept] != 0, 2), 1)]
     return [{"X": X[b], **{name: M[b] for name, M in W.items()}} for b in kept]
 
 
@@ -131,6 +133,13 @@ def generate(rng: np.random.Generator, level: int) -> Draft:
                 return Draft(given=given, parts=reference_parts(given, names, s.decimals, env),
                              params={"n": n, "d_k": d_k, "causal": causal}, env=dict(env))
     raise RuntimeError(f"attention: no hand-friendly variant within the time budget in {MAX_BATCHES} batches")
+
+
+def collides(ex, guards) -> bool:
+    """The redraw's question (misconceptions.collides), the mistakes carried down the chain at once."""
+    from .distinct import collides as chain_collides
+
+    return chain_collides(ex, guards)
 
 
 # ---------------------------------------------------------------- Home and the formula sheet

@@ -320,5 +320,9 @@ def test_attentions_chain_leaves_what_it_does_not_cover_to_the_generic_walk(monk
     assert distinct.alternatives(ex, exercises.KINDS["attention"].GUARDS) is not None
     # a mistake the chain's steps do not make (the padding mask's) or a patched registry: None
     assert distinct.alternatives(ex, ("padding_on_queries",)) == {}
+    given_scores = exercises.Exercise(kind="attention", seed=0, level=2, version=ex.version,
+                                      given={**ex.given, "scores": ex.part("scores").reference},
+                                      parts=ex.parts[3:], params=ex.params)
+    assert distinct.alternatives(given_scores, exercises.KINDS["attention"].GUARDS) is None
     monkeypatch.setattr(pipeline, "STEPS", pipeline.STEPS[:-1] + pipeline.STEPS[-1:])  # equal, not the same
     assert distinct.alternatives(ex, exercises.KINDS["attention"].GUARDS) is None

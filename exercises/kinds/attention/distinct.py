@@ -30,18 +30,22 @@ for _step in steps.STEPS:
         MAKERS.setdefault(_m.id, {}).setdefault(_step.name, _m)
 
 
+# mistake id -> (the steps outside the chain that list it, ((position in CHAIN, its Mistake there), …))
+_MAKERS_BY_PLACE: dict[str, tuple[tuple[str, ...], tuple[tuple[int, object], ...]]] = {
+    mid: (tuple(name for name in makers if name not in CHAIN),
+          tuple((position, makers[name]) for position, name in enumerate(CHAIN) if name in makers))
+    for mid, makers in MAKERS.items()}
+
+
 def _made_at(mid: str, values: dict, envs: dict) -> tuple[int, np.ndarray] | None | bool:
     """(position in CHAIN, value) where mistake `mid` is first made from the reference `values`, as the
     pipeline makes it (the values it can change left out); None when no step makes it; False when the
     chain cannot say (a step outside it lists the mistake and runs here)."""
-    makers = MAKERS.get(mid, {})
-    if any(name not in CHAIN and name in values for name in makers):
+    outside, inside = _MAKERS_BY_PLACE.get(mid, ((), ()))
+    if any(name in values for name in outside):
         return False
     affected = pipeline.AFFECTED.get(mid, frozenset())
-    for position, name in enumerate(CHAIN):
-        mistake = makers.get(name)
-        if mistake is None:
-            continue
+    for position, mistake in inside:
         # what the walk holds at this step: the values the mistake cannot change, and the steps before
         # this one recomputed right (the reference's own values: the same computations on the same inputs)
         env = envs.get((position, affected))  # the same for every mistake of the same reach
@@ -72,8 +76,8 @@ def _chain(ex: Exercise, guards: Iterable[str]) -> tuple | None:
     if pipeline.STEPS is not steps.STEPS:  # a test's patched registry: the generic walk reads it
         return None
     values = pipeline.reference_env(ex)
-    if any(name not in values for name in CHAIN) or "M" in values:
-        return None
+    if any(name not in values or name in ex.given for name in CHAIN) or "M" in values:
+        return None  # a step of the chain given (never recomputed) or not computed, or a padding mask
     parts = {p.name: p for p in ex.parts}
     wanted = frozenset(parts)
     guards = [mid for mid in guards if pipeline.AFFECTED.get(mid, frozenset()) & wanted]

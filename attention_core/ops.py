@@ -14,6 +14,7 @@ Axis letters used in shape comments throughout the package:
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -82,11 +83,20 @@ def causal_mask(n_q: int, n_k: int | None = None) -> np.ndarray:
     return np.triu(np.ones((n_q, n_k), dtype=bool), k=1 + n_k - n_q)  # (n_q, n_k)
 
 
+@functools.lru_cache(maxsize=256)
+def hidden_cells(n_q: int, n_k: int | None = None) -> np.ndarray:
+    """causal_mask(n_q, n_k), made once per shape and read-only: for indexing, never to write into (the
+    mask steps run it thousands of times a second; causal_mask itself still returns a fresh array)."""
+    mask = causal_mask(n_q, n_k)
+    mask.setflags(write=False)
+    return mask
+
+
 def apply_mask(scaled: np.ndarray, causal: bool) -> np.ndarray:
     """masked = scaled with −∞ where causal_mask hides a key when causal, else a copy of scaled."""
     masked = np.array(scaled, dtype=float)  # (n_q, n_k)
     if causal:
-        masked[causal_mask(*masked.shape)] = -np.inf
+        masked[hidden_cells(*masked.shape)] = -np.inf
     return masked
 
 
@@ -94,7 +104,7 @@ def apply_mask_backward(G_masked: np.ndarray, causal: bool) -> np.ndarray:
     """Masked cells are constants, so no gradient flows back through them."""
     G = np.array(G_masked, dtype=float)  # (n_q, n_k)
     if causal:
-        G[causal_mask(*G.shape)] = 0.0
+        G[hidden_cells(*G.shape)] = 0.0
     return G
 
 
@@ -107,7 +117,7 @@ def padding_mask(pad, causal: bool = False) -> np.ndarray:
     pad = np.asarray(pad, dtype=bool).ravel()  # (n,)
     hidden = np.repeat(pad[None, :], pad.size, axis=0)  # (n, n): row i, column j hidden when key j pads
     if causal:
-        hidden |= causal_mask(pad.size)
+        hidden |= hidden_cells(pad.size)
     return np.where(hidden, -np.inf, 0.0)  # (n, n)
 
 
@@ -119,9 +129,9 @@ def softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
     """Numerically stable softmax along `axis`; −∞ entries get weight exactly 0."""
     x = np.asarray(x, dtype=float)
     # subtract the row max: same result (the factor e^{-max} cancels), no overflow
-    shifted = x - np.max(x, axis=axis, keepdims=True)
+    shifted = x - x.max(axis=axis, keepdims=True)  # the methods: np.max and np.sum's reductions, less overhead
     e = np.exp(shifted)  # exp(−∞) is exactly 0.0
-    return e / np.sum(e, axis=axis, keepdims=True)
+    return e / e.sum(axis=axis, keepdims=True)
 
 
 def softmax_visible(x: np.ndarray) -> np.ndarray:

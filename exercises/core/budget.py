@@ -84,11 +84,59 @@ def _unit(M: Any) -> np.ndarray:
 def product_operations(left: Any, right: Any) -> Operations:
     """left @ right by hand: per term, nothing when a factor is 0, an addition when one is ±1, else a
     multiply-add."""
-    left, right = np.asarray(left, dtype=float), np.asarray(right, dtype=float)
-    lz, rz = _nonzero(left).astype(int), _nonzero(right).astype(int)  # (r, k), (k, c)
-    terms = int((lz @ rz).sum())
-    hard = int(((lz * ~_unit(left)) @ (rz * ~_unit(right))).sum())  # neither factor ±1
+    terms, hard = _product_terms(left, right)
     return Operations(multiply_adds=hard, additions=terms - hard)
+
+
+def _factors(M: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per cell of M: nonzero (_nonzero), and nonzero and not ±1 (not _unit)."""
+    size = np.abs(M)
+    nonzero = np.isfinite(M) & (size > 1e-12)
+    return nonzero, nonzero & ~(np.abs(size - 1.0) < 1e-12)
+
+
+_SMALL = 64  # cells: a matrix this small is counted in plain Python (numpy's per-call cost dominates)
+
+
+def _factor_counts(M: np.ndarray, axis: int) -> tuple[list[int] | np.ndarray, list[int] | np.ndarray]:
+    """Per index k of the product's inner axis: how many factors of M there are nonzero, and how many
+    nonzero and not ±1 (`axis`: the axis of M summed over, 0 for a left factor, 1 for a right one)."""
+    if M.size > _SMALL:
+        nonzero, hard = _factors(M)
+        return nonzero.sum(axis=axis), hard.sum(axis=axis)
+    lines = M.T.tolist() if axis == 0 else M.tolist()  # one list per index k
+    terms, hard = [], []
+    for line in lines:  # the same float tests as _nonzero and _unit, cell by cell
+        t = h = 0
+        for x in line:
+            size = abs(x)
+            if size > 1e-12 and size != math.inf:  # finite (NaN fails size > 1e-12) and nonzero
+                t += 1
+                if not abs(size - 1.0) < 1e-12:
+                    h += 1
+        terms.append(t)
+        hard.append(h)
+    return terms, hard
+
+
+def _dot(a, b) -> int:
+    if isinstance(a, list):
+        return sum(x * y for x, y in zip(a, b, strict=True))
+    return int(a @ b)
+
+
+def _product_terms(left: Any, right: Any) -> tuple[int, int]:
+    """(terms, terms with neither factor ±1) of left @ right, zero terms skipped: Σ_ijk l_ik r_kj counted
+    as Σ_k (nonzero l_·k)(nonzero r_k·), whole numbers, the same as the cell-by-cell count."""
+    left, right = np.asarray(left, dtype=float), np.asarray(right, dtype=float)
+    if left.ndim != 2 or right.ndim != 2:  # a vector: the count cell by cell
+        lz, rz = _nonzero(left).astype(int), _nonzero(right).astype(int)
+        return int((lz @ rz).sum()), int(((lz * ~_unit(left)) @ (rz * ~_unit(right))).sum())
+    l_terms, l_hard = _factor_counts(left, 0)  # (k,)
+    r_terms, r_hard = _factor_counts(right, 1)  # (k,)
+    if len(l_terms) != len(r_terms):
+        raise ValueError(f"matmul: inner sizes {len(l_terms)} and {len(r_terms)} differ")
+    return _dot(l_terms, r_terms), _dot(l_hard, r_hard)
 
 
 def _product(step: AttentionStep, env: Mapping[str, Any]) -> Operations:
@@ -115,11 +163,17 @@ def softmax_row_operations(z: Any) -> Operations:
 
 
 def softmax_operations(Z: Any) -> Operations:
-    """A row-wise softmax by hand."""
-    total = NONE
-    for row in np.atleast_2d(np.asarray(Z, dtype=float)):
-        total = total + softmax_row_operations(row)
-    return total
+    """A row-wise softmax by hand: softmax_row_operations summed over the rows, all rows at once."""
+    Z = np.atleast_2d(np.asarray(Z, dtype=float))
+    if Z.size == 0:
+        return NONE
+    Z = Z.reshape(len(Z), -1)  # (rows, keys): a row is raveled, as softmax_row_operations does
+    finite = np.isfinite(Z)
+    visible = finite.sum(axis=1)  # (rows,)
+    worked = visible > 1  # a row with at most one visible key needs nothing
+    exponentials = (finite & (np.abs(Z) > 1e-12)).sum(axis=1)
+    return Operations(exponentials=int(exponentials[worked].sum()), additions=int((visible[worked] - 1).sum()),
+                      divisions=int(visible[worked].sum()))
 
 
 def _softmax(step: AttentionStep, env: Mapping[str, Any]) -> Operations:
@@ -128,11 +182,18 @@ def _softmax(step: AttentionStep, env: Mapping[str, Any]) -> Operations:
 
 def _softmax_backward(step: AttentionStep, env: Mapping[str, Any]) -> Operations:
     A, G = np.asarray(env["A"], dtype=float), np.asarray(env["G_A"], dtype=float)
-    weights = _nonzero(A)
-    rowsums = NONE
-    for a, g in zip(A, G):  # r_i = Σ_k a_ik g_ik
-        rowsums = rowsums + product_operations(a[None, :], g[:, None])
-    return rowsums + Operations(multiply_adds=int(weights.sum()), additions=int(weights.sum()))
+    weights = int(_nonzero(A).sum())
+    if A.shape != G.shape or A.ndim != 2:  # row by row, as written
+        rowsums = NONE
+        for a, g in zip(A, G):  # r_i = Σ_k a_ik g_ik
+            rowsums = rowsums + product_operations(a[None, :], g[:, None])
+        return rowsums + Operations(multiply_adds=weights, additions=weights)
+    # r_i = Σ_k a_ik g_ik, a product per row (product_operations(a[None, :], g[:, None])): a term per k
+    # where both are nonzero, a multiply-add where neither is ±1; summed over the rows at once
+    a_terms, a_hard = _factors(A)
+    g_terms, g_hard = _factors(G)
+    terms, hard = int((a_terms & g_terms).sum()), int((a_hard & g_hard).sum())
+    return Operations(multiply_adds=hard + weights, additions=terms - hard + weights)
 
 
 def _g_x(step: AttentionStep, env: Mapping[str, Any]) -> Operations:
@@ -158,8 +219,23 @@ def step_operations(step: AttentionStep, env: Mapping[str, Any]) -> Operations:
     return rule(step, env) if rule is not None else NONE  # the mask and the lookup only copy
 
 
+_NEEDED: dict = {}  # (given keys, names) -> _needed(...): the same few per kind and level
+
+
 def _needed(given: Mapping[str, Any], names: Iterable[str]) -> list[AttentionStep]:
-    """The steps a hand solution does to reach `names` from `given`, in step order."""
+    """The steps a hand solution does to reach `names` from `given`, in step order (memoised on the
+    names given and asked; it reads nothing else)."""
+    names = tuple(names)
+    key = (frozenset(given), names)
+    found = _NEEDED.get(key)
+    if found is None:
+        if len(_NEEDED) > 4096:
+            _NEEDED.clear()
+        found = _NEEDED[key] = tuple(_needed_walk(given, names))
+    return list(found)
+
+
+def _needed_walk(given: Mapping[str, Any], names: Iterable[str]) -> list[AttentionStep]:
     wanted: set[str] = set()
     todo = [n for n in names if n in STEP_BY_NAME and n not in given]
     while todo:
@@ -178,14 +254,20 @@ def count(given: Mapping[str, Any], names: Iterable[str], env: Mapping[str, Any]
     names = list(names)
     written = set(names if written is None else written)
     env = env if env is not None else pipeline.run(dict(given))
-    total = NONE
+    sums = [0, 0, 0, 0, 0]  # in _FIELDS order; one Operations made at the end
+    cells = 0
     for step in _needed(given, names):
         if step.name not in env:
             continue  # not computable from what is given: the caller counts its cells alone
-        total = total + step_operations(step, env)
+        rule = _BY_BUILDER.get(step.builder)
+        if rule is not None:  # step_operations (the mask and the lookup only copy)
+            ops = rule(step, env)
+            for index, name in enumerate(_FIELDS):
+                sums[index] += getattr(ops, name)
         if step.name in written:
-            total = total + Operations(cells=int(np.size(env[step.name])))
-    return total
+            cells += int(np.size(env[step.name]))
+    sums[_FIELDS.index("cells")] += cells
+    return Operations(*sums)
 
 
 def operations(ex: Any) -> Operations:

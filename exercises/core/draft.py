@@ -19,6 +19,9 @@ class Draft:
     given: dict[str, Any]
     parts: list[Part]
     params: dict[str, Any] = field(default_factory=dict)
+    # pipeline.run(given), when the kind has run it (the engine then does not run it again): exactly
+    # that run's values, for exactly these given values
+    env: dict[str, Any] | None = field(default=None, repr=False, compare=False)
 
 
 def reference_parts(given: dict[str, Any], names: list[str], decimals: int = 2,

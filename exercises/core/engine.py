@@ -16,6 +16,8 @@ discovery into a `Kind` (so no caller looks a hook up by name):
               exact); the grader's carry-forward. Default: the step pipeline over ex.given + values
               operations(ex) -> an exercises.core.budget.Operations (the hand work of a kind the pipeline
               does not run; by default exercises.core.budget counts it from the step registry)
+              collides(ex, guards) -> bool: misconceptions.collides(ex, guards), answered faster by the
+              kind (the redraw's question; it must decide exactly as misconceptions does)
 
 Its texts are in ``locales/<lang>.json`` beside it (exercises.i18n merges them). Folders whose name
 starts with ``_`` (``_shared``) are not kinds.
@@ -88,6 +90,7 @@ class Kind:
     prompt_keys: Callable[[Exercise], Sequence[str]] = default_prompt_keys
     chain: Callable[[Exercise, dict, int | None], dict] = default_chain
     operations: Callable[[Exercise], Any] | None = None  # -> exercises.core.budget.Operations
+    collides: Callable[[Exercise, tuple[str, ...]], bool] | None = None  # misconceptions.collides, faster
     home: HomeStage | None = None
     sheet: SheetSection | None = None
     folder: Path | None = None
@@ -103,7 +106,7 @@ class Kind:
         if unknown:
             raise TypeError(f"kind {names['ID']}: GUARDS names mistakes not in the catalog: {', '.join(unknown)}")
         hooks = {n: names[n] for n in ("solve", "aids", "diagnose", "explain", "hints", "prompt_keys", "chain",
-                                       "operations") if n in names}
+                                       "operations", "collides") if n in names}
         order = int(names.get("ORDER", DEFAULT_ORDER))
         sheet = names.get("SHEET")
         if not (isinstance(names.get("HOME"), (HomeStage, type(None)))
@@ -205,7 +208,10 @@ def generate(kind_id: str, seed: int = 0, level: int = 1) -> Exercise:
         draft = kind.generate(rng, level)
         ex = Exercise(kind=kind_id, seed=seed, level=level, version=kind.VERSION,
                       given=draft.given, parts=tuple(draft.parts), params=draft.params)
-        if not misconceptions.collisions(ex, guards=kind.GUARDS):
+        if draft.env is not None:  # the kind ran the pipeline on these given values already
+            pipeline.seed_reference_env(ex, draft.env)
+        if not (kind.collides(ex, kind.GUARDS) if kind.collides is not None
+                else misconceptions.collides(ex, guards=kind.GUARDS)):
             return ex
     raise RuntimeError(f"{kind_id}: no distinguishable variant in {MAX_REDRAWS} draws (seed {seed}, level {level})")
 

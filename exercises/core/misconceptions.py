@@ -49,13 +49,14 @@ def alternatives(ex: Exercise, mistakes: Iterable[str] | None = None) -> dict[st
     wanted_ids = None if mistakes is None else set(mistakes)
     ids = _candidate_ids(ex)
     found: dict[str, dict[str, np.ndarray]] = {}
-    for mid in ids:
-        if wanted_ids is not None and mid not in wanted_ids:
-            continue
-        if mid not in known:
-            known[mid] = _alternative(ex, mid)
-        if known[mid] is not None:
-            found[mid] = known[mid]
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # once, not once per mistake's run
+        for mid in ids:
+            if wanted_ids is not None and mid not in wanted_ids:
+                continue
+            if mid not in known:
+                known[mid] = _alternative(ex, mid)
+            if known[mid] is not None:
+                found[mid] = known[mid]
     return found
 
 
@@ -68,20 +69,32 @@ def _candidate_ids(ex: Exercise) -> tuple[str, ...]:
     return memo["alternative_ids"]
 
 
+def _parts_by_name(ex: Exercise) -> dict[str, Part]:
+    """The exercise's parts by name (memoised: ex.part is a walk over the parts)."""
+    memo = ex.__dict__.setdefault("_memo", {})
+    if "parts_by_name" not in memo:
+        memo["parts_by_name"] = {p.name: p for p in ex.parts}
+    return memo["parts_by_name"]
+
+
 def _alternative(ex: Exercise, mid: str) -> dict[str, np.ndarray] | None:
-    """{part name: the value mistake `mid` gives} (None when it changes no part, or none writably)."""
-    wanted = set(ex.part_names)
-    env = pipeline.run_mistake(ex.given, pipeline.reference_env(ex), mid, until=wanted)
+    """{part name: the value mistake `mid` gives} (None when it changes no part, or none writably).
+    Called inside np.errstate(divide, invalid, over = "ignore") (alternatives)."""
+    parts = _parts_by_name(ex)
+    env = pipeline.run_mistake(ex.given, pipeline.reference_env(ex), mid, until=parts.keys(), ignoring_errors=True,
+                               only_if_made=True)
     if not env.used:
         return None  # the mistake is not on the way to any part of this exercise
     # a value no one can write (NaN, +∞: a row of −∞ through the softmax) names nothing, nor one of
     # another shape than the part's (K Qᵀ of a rectangle): that is a shape error, not an answer
     values = {}
-    for name in ex.part_names:
-        if name not in env.tainted:
+    tainted = env.tainted
+    for name, part in parts.items():
+        if name not in tainted:
             continue
         value = env[name]
-        if np.shape(value) == ex.part(name).shape and not (np.isnan(value) | (value == np.inf)).any():
+        # no NaN and no +∞: the largest cell is below +∞ (a NaN makes the largest NaN)
+        if value.shape == part.shape and (value.size == 0 or value.max() < np.inf):
             values[name] = value
     return values or None
 
@@ -133,6 +146,75 @@ def clashes(reference: np.ndarray, alts: dict[str, np.ndarray], gap: float = GAP
     """The ids among `alts` ({id: the value that mistake gives}) that cannot be told apart: their
     value is within `gap` of the reference ("id"), or of another mistake's ("first+second").
     Values no one can write (NaN) are left out."""
+    block = _one_block(reference, alts)
+    if block is not None:  # every value of the reference's shape (the usual case): one block, no loop
+        names, block, ref = block
+        if not names:
+            return []
+        like_reference = np.abs(block - ref).max(axis=-1, initial=0.0) <= gap
+        close = np.abs(block[:, None, :] - block[None, :, :]).max(axis=-1) <= gap  # (k, k)
+        found = [names[i] for i in np.flatnonzero(like_reference)]
+        return found + [f"{names[i]}+{names[j]}" for i, j in np.argwhere(np.triu(close, k=1))]
+    return _clashes_by_shape(reference, alts, gap)
+
+
+def any_clash(reference: np.ndarray, alts: dict[str, np.ndarray], gap: float = GAP) -> bool:
+    """bool(clashes(reference, alts, gap)), stopping at the first clash it finds."""
+    block = _one_block(reference, alts)
+    if block is None:
+        return bool(_clashes_by_shape(reference, alts, gap))
+    names, block, ref = block
+    return _block_clashes(names, block, ref, gap)
+
+
+def any_clash_in(reference: np.ndarray, values: np.ndarray, gap: float = GAP) -> bool:
+    """any_clash for mistaken values already stacked, (k, *reference.shape), none of them NaN."""
+    ref = np.asarray(reference, dtype=float)
+    block = np.asarray(values, dtype=float).reshape(len(values), -1)
+    if block.size and not np.isfinite(block).all():
+        block = _comparable(block)
+    return _block_clashes(range(len(block)), block, _comparable(ref).reshape(-1), gap)
+
+
+def _block_clashes(names, block, ref, gap: float) -> bool:
+    if not len(names):
+        return False
+    if (np.abs(block - ref).max(axis=-1, initial=0.0) <= gap).any():
+        return True
+    if len(names) < 2:
+        return False
+    widest = np.abs(block[:, None, :] - block[None, :, :]).max(axis=-1)  # (k, k), symmetric, 0 on the diagonal
+    if gap < 0:
+        return bool(np.triu(widest <= gap, k=1).any())
+    return np.count_nonzero(widest <= gap) > len(names)  # some pair off the diagonal (each pair twice)
+
+
+def _one_block(reference: np.ndarray, alts: dict[str, np.ndarray]) -> tuple | None:
+    """(names, values (k, cells), reference (cells,)) with the NaN values left out and ±∞ replaced by
+    their stand-in, exactly as _clashes_by_shape compares them; None unless every value has the
+    reference's shape."""
+    ref = np.asarray(reference, dtype=float)
+    values = [np.asarray(alt, dtype=float) for alt in alts.values()]
+    shape = ref.shape
+    for value in values:
+        if value.shape != shape:
+            return None
+    if not values:
+        return [], None, None
+    block = np.array(values).reshape(len(values), -1)  # (k, cells)
+    names = list(alts)
+    if block.size and not np.isfinite(block).all():  # (every cell finite, the usual case: nothing to do)
+        unwritable = np.isnan(block).any(axis=1)
+        if unwritable.any():
+            keep = ~unwritable
+            names = [mid for mid, kept in zip(names, keep) if kept]
+            block = block[keep]
+        block = _comparable(block)  # a cell's stand-in depends on that cell alone: the same as value by value
+    return names, block, _comparable(ref).reshape(-1)
+
+
+def _clashes_by_shape(reference: np.ndarray, alts: dict[str, np.ndarray], gap: float) -> list[str]:
+    """clashes() for values of several shapes: each shape compared as a block."""
     usable = {mid: alt for mid, alt in alts.items() if not np.isnan(alt).any()}
     names = list(usable)
     ref = _comparable(reference)
@@ -168,13 +250,25 @@ def _far(a: np.ndarray, b: np.ndarray, gap: float) -> bool:
     return a.size > 0 and bool(np.abs(a - b).max() > gap)
 
 
-def collisions(ex: Exercise, guards: Iterable[str] | None = None) -> list[tuple[str, str]]:
-    """(misconception, part) pairs that cannot be told apart: the mistake gives the right answer,
-    or the same answer as another mistake (then the id is "first+second"). Such a variant is
-    redrawn by the generator. `guards`: only these mistakes (the kind's GUARDS), else the catalog."""
+def _by_part(ex: Exercise, guards: Iterable[str] | None) -> dict[str, dict[str, np.ndarray]]:
     by_part: dict[str, dict[str, np.ndarray]] = {}
     for mid, values in alternatives(ex, guards).items():
         for name, alt in values.items():
             by_part.setdefault(name, {})[mid] = alt
-    return [(mid, name) for name, alts in by_part.items()
-            for mid in clashes(ex.part(name).reference, alts, separation(ex.part(name)))]
+    return by_part
+
+
+def collisions(ex: Exercise, guards: Iterable[str] | None = None) -> list[tuple[str, str]]:
+    """(misconception, part) pairs that cannot be told apart: the mistake gives the right answer,
+    or the same answer as another mistake (then the id is "first+second"). Such a variant is
+    redrawn by the generator. `guards`: only these mistakes (the kind's GUARDS), else the catalog."""
+    parts = _parts_by_name(ex)
+    return [(mid, name) for name, alts in _by_part(ex, guards).items()
+            for mid in clashes(parts[name].reference, alts, separation(parts[name]))]
+
+
+def collides(ex: Exercise, guards: Iterable[str] | None = None) -> bool:
+    """bool(collisions(ex, guards)), stopping at the first part with a clash (the redraw's question)."""
+    parts = _parts_by_name(ex)
+    return any(any_clash(parts[name].reference, alts, separation(parts[name]))
+               for name, alts in _by_part(ex, guards).items())

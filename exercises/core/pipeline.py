@@ -60,14 +60,33 @@ AFFECTED: dict[str, frozenset[str]] = {
 }
 
 
-_PLAN: list = [None, ()]  # [the STEPS it was made from, ((step, its inputs as a set), …)]
+_PLANS: list = [None, {}]  # [the STEPS they were made from, {the keys a run starts with: its plan}]
+_PLANS_KEPT = 4096  # distinct starts seen (kinds × levels × mistakes): a few hundred; a bound all the same
 
 
-def _plan() -> tuple:
-    """The steps in order with their inputs as sets, remade whenever STEPS is rebound (tests patch it)."""
-    if _PLAN[0] is not STEPS:
-        _PLAN[:] = [STEPS, tuple((step, frozenset(step.inputs)) for step in STEPS)]
-    return _PLAN[1]
+def _plan(keys: frozenset) -> tuple:
+    """The steps a run starting from the values `keys` computes, in step order, each with its inputs and
+    its mistake ids as sets: every step whose output is not there yet and whose inputs are there or made
+    before it. Memoised on the start (and remade whenever STEPS is rebound: tests patch it). A step that
+    fails at run time (a shape a mistake made) leaves its output out, so the run checks the inputs again."""
+    if _PLANS[0] is not STEPS:  # compared by identity: hashing the records is slow
+        _PLANS[:] = [STEPS, {}]
+    plans = _PLANS[1]
+    memo = plans.get(keys)
+    if memo is None:
+        have = set(keys)
+        memo = []
+        for step in STEPS:
+            inputs = frozenset(step.inputs)
+            if step.name in have or not inputs <= have:
+                continue
+            have.add(step.name)
+            memo.append((step, step.name, inputs, frozenset(step.mistake_ids)))
+        memo = tuple(memo)
+        if len(plans) >= _PLANS_KEPT:
+            plans.clear()
+        plans[keys] = memo
+    return memo
 
 
 def run(given: dict, mistakes: Iterable[str] = (), until: Iterable[str] | None = None,
@@ -78,23 +97,49 @@ def run(given: dict, mistakes: Iterable[str] = (), until: Iterable[str] | None =
     (numbers.round_half_up; −∞ stays), and the next steps compute from the rounded value: what a
     learner gets who rounds each value they write and carries it on. Given values are left as given."""
     env = Env(given, mistakes)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # once per run, not per step
+        _walk(env, until, rounding)
+    return env
+
+
+def _walk(env: Env, until: Iterable[str] | None, rounding: int | None, only_if_made: bool = False) -> None:
+    """run() on `env`, in numpy's error state as the caller set it. `only_if_made`: stop once the last
+    step of the plan that can make one of the mistakes asked for is done and none was made."""
     wanted = set(until) if until is not None else None
     keys = env.keys()
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # once per run, not per step
-        for step, inputs in _plan():
-            if step.name in env or not inputs <= keys:
-                continue
-            env.current = step.name
-            try:
-                value = np.asarray(compute_step(step, env), dtype=float)
-            except ValueError:  # shapes a mistake made that cannot combine (K Qᵀ of a rectangle, then A V)
-                continue
-            env[step.name] = value if rounding is None else round_half_up(value, rounding)
-            if env.tainted and env.tainted.intersection(step.inputs):
-                env.tainted.add(step.name)
-            if wanted is not None and wanted <= env.keys():
-                break
-    return env
+    asked = env.mistakes
+    tainted = env.tainted
+    plan = _plan(frozenset(keys))
+    last = _last_maker(plan, asked) if only_if_made else -1
+    for position, (step, name, inputs, ids) in enumerate(plan):
+        if position > last >= 0 and not env.used:
+            break  # no step left can make the mistake: nothing this run computes from here is wrong
+        if not inputs <= keys:  # an input a failed step did not make
+            continue
+        env.current = name
+        try:
+            # compute_step, inlined: the step's mistakes are looked at only when one of them is asked for
+            made = step.mistake(asked, env) if asked and not ids.isdisjoint(asked) else None
+            if made is not None and env.wrong(made.id):
+                value = np.asarray(made.compute(env), dtype=float)
+            else:
+                value = np.asarray(step.compute(env), dtype=float)
+        except ValueError:  # shapes a mistake made that cannot combine (K Qᵀ of a rectangle, then A V)
+            continue
+        env[name] = value if rounding is None else round_half_up(value, rounding)
+        if tainted and not tainted.isdisjoint(inputs):
+            tainted.add(name)
+        if wanted is not None and wanted <= keys:
+            break
+
+
+def _last_maker(plan: tuple, asked: frozenset) -> int:
+    """The position in `plan` of the last step listing one of the mistakes `asked`; −1 when none does (a
+    step may still make one in its own computation, as a test's patched step does: then no early stop)."""
+    for position in range(len(plan) - 1, -1, -1):
+        if not plan[position][3].isdisjoint(asked):
+            return position
+    return -1
 
 
 def reference_env(ex: Any) -> dict[str, np.ndarray]:
@@ -105,13 +150,32 @@ def reference_env(ex: Any) -> dict[str, np.ndarray]:
     return memo["reference_env"]
 
 
-def run_mistake(given: dict, reference: dict, mistake: str, until: Iterable[str] | None = None) -> Env:
+def seed_reference_env(ex: Any, env: dict) -> None:
+    """Memoise `env`, the values of run(given) for the given data ex was made from (a kind's draft ran the
+    pipeline already), as the exercise's reference_env: the exercise's own given values in front."""
+    memo = ex.__dict__.setdefault("_memo", {})
+    if "reference_env" not in memo:
+        memo["reference_env"] = {**env, **ex.given}
+
+
+def run_mistake(given: dict, reference: dict, mistake: str, until: Iterable[str] | None = None,
+                ignoring_errors: bool = False, only_if_made: bool = False) -> Env:
     """run(given, {mistake}) that recomputes only what the mistake can change: everything upstream of
-    the steps making it is taken from `reference` (the mistake-free run of the same given data)."""
+    the steps making it is taken from `reference` (the mistake-free run of the same given data).
+    `ignoring_errors`: the caller runs it inside np.errstate(divide, invalid and over "ignore") already
+    (one error state around many runs: misconceptions.alternatives). `only_if_made`: the caller wants
+    the values only when the mistake is made (env.used): when the last step that can make it has not,
+    the run stops there (env.used is empty and the values after it are missing)."""
     affected = AFFECTED.get(mistake, frozenset())
     start = {k: v for k, v in reference.items() if k not in affected}
     start.update(given)  # given values are never recomputed
-    return run(start, mistakes={mistake}, until=until)
+    env = Env(start, (mistake,))
+    if ignoring_errors:
+        _walk(env, until, None, only_if_made)
+    else:
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            _walk(env, until, None, only_if_made)
+    return env
 
 
 def recompute(name: str, values: dict) -> np.ndarray | None:

@@ -25,6 +25,7 @@ Axes (rectangular-ready: self-attention is the case n_q = n_k = n):
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from dataclasses import replace as _replace
@@ -250,11 +251,23 @@ def _masked(env):
 def _masked_where(cells: Callable[[int, int], np.ndarray], fill: float) -> Compute:
     """The scaled scores with `cells(n_q, n_k)` set to `fill`: a causal mask put in the wrong place.
     The n_q queries are the last n_q of the n_k positions, so the diagonal sits at offset n_k − n_q."""
+    cells = _once_per_shape(cells)
+
     def compute(env):
         out = np.array(env["scaled"], dtype=float)  # (n_q, n_k)
         out[cells(*out.shape)] = fill
         return out
     return compute
+
+
+def _once_per_shape(cells: Callable[[int, int], np.ndarray]) -> Callable[[int, int], np.ndarray]:
+    """`cells` made once per (n_q, n_k) and kept read-only (the masks only index)."""
+    @functools.lru_cache(maxsize=256)
+    def cached(n_q: int, n_k: int) -> np.ndarray:
+        mask = cells(n_q, n_k)
+        mask.setflags(write=False)
+        return mask
+    return cached
 
 
 def _diagonal_and_above(n_q: int, n_k: int) -> np.ndarray:
@@ -302,7 +315,7 @@ def _softmax_of_zeroed_mask(env):
 
 def _mask_after_softmax(env):
     A = ops.softmax(env["scaled"], axis=-1)  # softmax over every key, the future included,
-    A[causal_mask(*A.shape)] = 0.0  # then future weights zeroed without renormalising
+    A[ops.hidden_cells(*A.shape)] = 0.0  # then future weights zeroed without renormalising
     return A
 
 
@@ -594,7 +607,7 @@ def _m_on_queries(env):
     pad = _pad_flags(env)
     hidden = np.repeat(pad[:, None], pad.size, axis=1)  # rows of padded queries instead of columns of keys
     if _causal(env):
-        hidden |= causal_mask(pad.size)
+        hidden |= ops.hidden_cells(pad.size)
     return np.where(hidden, -np.inf, 0.0)
 
 

@@ -45,23 +45,43 @@ MAX_BATCHES = 50  # batches looked at before giving up (a batch without a candid
 BATCH = {1: 128, 2: 64, 3: 1024}
 
 
+def _transposed(M: np.ndarray) -> np.ndarray:
+    """Each matrix of a batch (B, r, c) transposed, as a contiguous (B, c, r): a batched matmul with it
+    takes numpy's fast path (a strided transpose does not). The values are whole numbers and halves, so
+    the products are exact either way."""
+    return np.ascontiguousarray(np.swapaxes(M, 1, 2))
+
+
 def _scores_fit(S: np.ndarray, level: int, causal: bool) -> np.ndarray:
     """Per candidate of a batch of score matrices (count, n, n): small scores on the level's grid, not all
     equal, S ≠ Sᵀ (else Kᵀ Q would look right), and some query that sees two keys scoring them differently
-    (else every weight is the plain mean and the scaling or the exponentials change nothing)."""
+    (else every weight is the plain mean and the scaling or the exponentials change nothing).
+
+    The grid and the bound first, over the whole batch; the other conditions only on the few candidates
+    left (the same answer: each condition is decided per candidate)."""
     step = SCORE_STEP[level]
     n = S.shape[1]
-    on_grid = np.all(np.abs(S / step - np.round(S / step)) < 1e-9, axis=(1, 2))
-    small = np.abs(S).max(axis=(1, 2)) <= MAX_SCORE[level]
-    varied = np.ptp(S.reshape(len(S), -1), axis=1) > 0
-    asymmetric = np.abs(S - np.swapaxes(S, 1, 2)).max(axis=(1, 2)) > 0
+    flat = S.reshape(len(S), -1)  # (count, n·n)
+    ok = np.abs(flat).max(axis=1) <= MAX_SCORE[level]  # small
+    if step != 1.0 or not np.array_equal(flat, np.round(flat)):  # whole scores are on the grid of 1
+        kept = np.flatnonzero(ok)
+        on = flat[kept] / step
+        ok[kept] = numbers.all_along(np.abs(on - np.round(on)) < 1e-9, 1)
+    kept = np.flatnonzero(ok)
+    if not kept.size:
+        return ok
+    T = S[kept]  # (left, n, n); a spread max − min > 0 is np.ptp's, without its wrapper
+    cells = T.reshape(len(T), -1)
+    fit = cells.max(axis=1) - cells.min(axis=1) > 0  # varied
+    fit &= np.abs(T - np.swapaxes(T, 1, 2)).max(axis=(1, 2)) > 0  # asymmetric
     visible = np.tril(np.ones((n, n), dtype=bool)) if causal else np.ones((n, n), dtype=bool)
-    rows = [i for i in range(n) if visible[i].sum() >= 2]
-    spread = np.zeros(len(S), dtype=bool)
-    for i in rows:
-        seen = S[:, i, visible[i]]  # (count, keys seen)
-        spread |= np.ptp(seen, axis=1) > 0
-    return on_grid & small & varied & asymmetric & spread
+    spread = np.zeros(len(T), dtype=bool)
+    for i in range(n):
+        if visible[i].sum() >= 2:
+            seen = T[:, i, visible[i]]
+            spread |= seen.max(axis=1) - seen.min(axis=1) > 0
+    ok[kept] = fit & spread
+    return ok
 
 
 def _candidates(rng: np.random.Generator, level: int, causal: bool) -> list[dict[str, np.ndarray]]:
@@ -74,7 +94,7 @@ def _candidates(rng: np.random.Generator, level: int, causal: bool) -> list[dict
         Q = numbers.pooled_matrices(rng, batch, (n, d_k), (0, 1))  # (B, n, d_k), no zero row or column
         K = numbers.pooled_matrices(rng, batch, (n, d_k), (0, 1))  # (B, n, d_k)
         V = numbers.matrices(rng, batch, (n, d_v), spec(1).values)  # (B, n, d_v)
-        S = Q @ np.swapaxes(K, 1, 2)  # (B, n, n)
+        S = Q @ _transposed(K)  # (B, n, n)
         ok = numbers.no_zero_lines(V)
         # tokens with different values: equal values make every weighting give the same output
         ok &= numbers.distinct_rows(V) & _scores_fit(S, level, causal)
@@ -83,11 +103,13 @@ def _candidates(rng: np.random.Generator, level: int, causal: bool) -> list[dict
     # weights with no zero row or column and distinct columns, drawn from the set of all such (B, d, width)
     W = {name: numbers.pooled_matrices(rng, batch, (d, width), WEIGHT_VALUES, distinct=True)
          for name, width in (("W_Q", d_k), ("W_K", d_k), ("W_V", d_v))}
-    S = (X @ W["W_Q"]) @ np.swapaxes(X @ W["W_K"], 1, 2)  # (B, n, n)
+    S = (X @ W["W_Q"]) @ _transposed(X @ W["W_K"])  # (B, n, n)
     ok = numbers.no_zero_lines(X) & _scores_fit(S, level, causal)
-    # every token's value nonzero: a weight on a zero value would change nothing in O
-    ok &= np.any(X @ W["W_V"] != 0, axis=2).all(axis=1)
-    return [{"X": X[b], **{name: M[b] for name, M in W.items()}} for b in np.flatnonzero(ok)]
+    # every token's value nonzero: a weight on a zero value would change nothing in O (looked at only
+    # for the candidates left)
+    kept = np.flatnonzero(ok)
+    kept = kept[numbers.all_along(numbers.any_along(X[kept] @ W["W_V"][kept] != 0, 2), 1)]
+    return [{"X": X[b], **{name: M[b] for name, M in W.items()}} for b in kept]
 
 
 def generate(rng: np.random.Generator, level: int) -> Draft:
@@ -109,8 +131,15 @@ def generate(rng: np.random.Generator, level: int) -> Draft:
             env = pipeline.run(given)
             if budget.count(given, names, env).minutes <= budget.BUDGET_MINUTES[level]:
                 return Draft(given=given, parts=reference_parts(given, names, s.decimals, env),
-                             params={"n": n, "d_k": d_k, "causal": causal})
+                             params={"n": n, "d_k": d_k, "causal": causal}, env=dict(env))
     raise RuntimeError(f"attention: no hand-friendly variant within the time budget in {MAX_BATCHES} batches")
+
+
+def collides(ex, guards) -> bool:
+    """The redraw's question (misconceptions.collides), the mistakes carried down the chain at once."""
+    from .distinct import collides as chain_collides
+
+    return chain_collides(ex, guards)
 
 
 # ---------------------------------------------------------------- Home and the formula sheet

@@ -1,0 +1,185 @@
+"""The redraw's question for attention, answered faster: does a guarded mistake give the right answer
+of some part, or the same answer as another guarded mistake (misconceptions.collides(ex, GUARDS))?
+
+The generic answer runs the step pipeline once per mistake (13 runs of up to five steps). Here every
+mistake is made by the registry's own computation at its step (steps.<STEP>.mistakes), and the steps
+after it, the same for all of them (S/√d_k, the mask, the row softmax, A V), run once on all the
+mistaken values stacked: the same numpy operations cell by cell, so the same values bit for bit
+(tests/test_fast_paths.py compares them with misconceptions.alternatives over many drafts). Anything
+this chain does not cover (a mistake made at another step, or made twice) is left to the generic walk.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+import numpy as np
+
+from attention_core import ops
+
+from ...core import misconceptions, pipeline, steps
+from ...core.model import Exercise
+
+CHAIN = ("scores", "scaled", "masked", "A", "O")  # the steps a guarded mistake and its consequences run through
+
+# mistake id -> {step name: the registry's Mistake record there}, in step order
+MAKERS: dict[str, dict[str, object]] = {}
+for _step in steps.STEPS:
+    for _m in _step.mistakes:
+        MAKERS.setdefault(_m.id, {}).setdefault(_step.name, _m)
+
+
+# mistake id -> (the steps outside the chain that list it, ((position in CHAIN, its Mistake there), …))
+_MAKERS_BY_PLACE: dict[str, tuple[tuple[str, ...], tuple[tuple[int, object], ...]]] = {
+    mid: (tuple(name for name in makers if name not in CHAIN),
+          tuple((position, makers[name]) for position, name in enumerate(CHAIN) if name in makers))
+    for mid, makers in MAKERS.items()}
+
+
+def _made_at(mid: str, values: dict, envs: dict) -> tuple[int, np.ndarray] | None | bool:
+    """(position in CHAIN, value) where mistake `mid` is first made from the reference `values`, as the
+    pipeline makes it (the values it can change left out); None when no step makes it; False when the
+    chain cannot say (a step outside it lists the mistake and runs here)."""
+    outside, inside = _MAKERS_BY_PLACE.get(mid, ((), ()))
+    if any(name in values for name in outside):
+        return False
+    affected = pipeline.AFFECTED.get(mid, frozenset())
+    for position, mistake in inside:
+        # what the walk holds at this step: the values the mistake cannot change, and the steps before
+        # this one recomputed right (the reference's own values: the same computations on the same inputs)
+        env = envs.get((position, affected))  # the same for every mistake of the same reach
+        if env is None:
+            env = envs[(position, affected)] = {k: v for k, v in values.items()
+                                                 if k not in affected or k in CHAIN[:position]}
+        if mistake.applies(env):
+            return position, np.asarray(mistake.compute(env), dtype=float)
+    return None
+
+
+def _made_again(mid: str, position: int, found: dict[str, np.ndarray], values: dict) -> bool:
+    """Would a later step of the chain make mistake `mid` again on its own mistaken values?"""
+    makers = MAKERS.get(mid, {})
+    for name in CHAIN[position + 1:]:
+        mistake = makers.get(name)
+        if mistake is not None:
+            affected = pipeline.AFFECTED.get(mid, frozenset())
+            env = {k: v for k, v in values.items() if k not in affected}
+            env.update({k: v for k, v in found.items() if CHAIN.index(k) < CHAIN.index(name)})
+            if mistake.applies(env):
+                return True
+    return False
+
+
+def _chain(ex: Exercise, guards: Iterable[str]) -> tuple | None:
+    """(the mistakes' values down the chain, the parts by name) or None when the chain cannot compute them."""
+    if pipeline.STEPS is not steps.STEPS:  # a test's patched registry: the generic walk reads it
+        return None
+    values = pipeline.reference_env(ex)
+    if any(name not in values or name in ex.given for name in CHAIN) or "M" in values:
+        return None  # a step of the chain given (never recomputed) or not computed, or a padding mask
+    parts = {p.name: p for p in ex.parts}
+    wanted = frozenset(parts)
+    guards = [mid for mid in guards if pipeline.AFFECTED.get(mid, frozenset()) & wanted]
+    reached = frozenset().union(*(pipeline.AFFECTED.get(mid, frozenset()) for mid in guards))
+    if (reached & wanted) - set(CHAIN):
+        return None  # a part after O (a gradient): not on this chain
+    made: list[list[tuple[str, np.ndarray]]] = [[] for _ in CHAIN]  # by the position where a mistake is made
+    envs: dict = {}
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        for mid in guards:
+            found = _made_at(mid, values, envs)
+            if found is False:
+                return None
+            if found is not None:
+                made[found[0]].append((mid, found[1]))
+        try:
+            levels = _run_chain(made, values)
+        except ValueError:  # a shape the chain's products cannot combine: the generic walk skips it
+            return None
+        ids = levels[-1][0] if levels else []
+        for position, found in enumerate(made):
+            for mid, _ in found:
+                if not any(later in MAKERS.get(mid, {}) for later in CHAIN[position + 1:]):
+                    continue  # no later step of the chain lists it
+                index = ids.index(mid)
+                mistaken = {CHAIN[q]: levels[q][1][index] for q in range(position, len(CHAIN))}
+                if _made_again(mid, position, mistaken, values):
+                    return None
+    return levels, parts
+
+
+def _writable(block: np.ndarray) -> np.ndarray:
+    """Per mistaken value of a block (k, ...): no NaN and no +∞ (misconceptions._alternative's test)."""
+    if block.size == 0:
+        return np.ones(len(block), dtype=bool)
+    return block.reshape(len(block), -1).max(axis=1) < np.inf
+
+
+def alternatives(ex: Exercise, guards: Iterable[str]) -> dict[str, dict[str, np.ndarray]] | None:
+    """misconceptions.alternatives(ex, guards) computed along the chain at once, in the chain's order (not
+    memoised on ex); None when the chain cannot compute it (then ask misconceptions)."""
+    found = _chain(ex, guards)
+    if found is None:
+        return None
+    levels, parts = found
+    out: dict[str, dict[str, np.ndarray]] = {}
+    for position, (ids, block) in enumerate(levels):
+        name = CHAIN[position]
+        part = parts.get(name)
+        if part is None or block is None or block.shape[1:] != part.shape:
+            continue
+        for row, ok in enumerate(_writable(block)):
+            if ok:
+                out.setdefault(ids[row], {})[name] = block[row]
+    return {mid: dict(sorted(v.items(), key=lambda item: CHAIN.index(item[0]))) for mid, v in out.items()}
+
+
+def collides(ex: Exercise, guards: Iterable[str]) -> bool:
+    """misconceptions.collides(ex, guards), from the chain's blocks when it can compute them: per part, the
+    values of every mistake that reaches it, stacked already."""
+    found = _chain(ex, guards)
+    if found is None:
+        return misconceptions.collides(ex, guards)
+    levels, parts = found
+    for position, (_, block) in enumerate(levels):
+        part = parts.get(CHAIN[position])
+        if part is None or block is None or block.shape[1:] != part.shape:
+            continue
+        keep = _writable(block)
+        if keep.any() and misconceptions.any_clash_in(part.reference, block if keep.all() else block[keep],
+                                                      misconceptions.separation(part)):
+            return True
+    return False
+
+
+def _run_chain(made: list[list[tuple[str, np.ndarray]]], values: dict) -> list[tuple[list[str], np.ndarray | None]]:
+    """Every mistaken value carried down the chain, per step of CHAIN: (the ids made so far, their values
+    at that step stacked (k, ...), None before the first). The steps after the one that made a mistake
+    are computed as the registry computes them, on all the mistakes at once."""
+    d_k, causal = int(values["d_k"]), bool(values.get("causal", False))
+    V = np.asarray(values["V"], dtype=float)
+    ids: list[str] = []
+    levels = []
+    carried: np.ndarray | None = None  # (k, n_q, n_k): the values of `ids` at the current step
+    for position, name in enumerate(CHAIN):
+        if carried is not None:  # the step, on every mistake made above it
+            if name == "scaled":
+                carried = carried / math.sqrt(d_k)  # ops.scale
+            elif name == "masked":
+                carried = np.array(carried, dtype=float)  # ops.apply_mask
+                if causal:
+                    carried[:, ops.hidden_cells(*carried.shape[1:])] = -np.inf
+            elif name == "A":
+                carried = ops.softmax(carried, axis=-1)  # the row softmax of each, as steps._softmax_rows
+            elif name == "O":
+                carried = np.array([ops.weighted_sum(A, V) for A in carried])  # A V, one product each
+        new = made[position]
+        if new:
+            stacked = np.stack([value for _, value in new])
+            if stacked.shape[1:] != np.shape(values[name]) or stacked.ndim != 3:
+                raise ValueError("a mistaken value of another shape")
+            ids.extend(mid for mid, _ in new)
+            carried = stacked if carried is None else np.concatenate([carried, stacked])
+        levels.append((list(ids), carried))
+    return levels

@@ -1,0 +1,328 @@
+"""The engine's fast paths decide exactly as the plain computations they replace (issue 14, speed).
+
+Each test runs a straightforward reference implementation (the code as it was before it was made
+fast: cell by cell, step by step) next to the fast one over many random inputs, −∞, +∞ and NaN
+included, and asks for the same answer: the same clashes in the same order, the same operation
+counts, the same values bit for bit. No timing here (speed is measured in bench/)."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+import exercises
+from exercises.core import budget, misconceptions, numbers, pipeline
+from exercises.core.budget import Operations
+from exercises.kinds import attention
+
+RNG_SEED = 14
+
+
+# ---------------------------------------------------------------- clashes
+
+
+def plain_clashes(reference, alts, gap):
+    """clashes() pair by pair, cell by cell: −∞ only near −∞ (and +∞ near +∞), NaN values left out."""
+    def near(a, b):
+        a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+        if a.shape != b.shape:
+            return False
+        for x, y in zip(a.ravel(), b.ravel()):
+            if np.isnan(x) or np.isnan(y):  # (a NaN in the reference: nothing is near it)
+                return False
+            if np.isinf(x) or np.isinf(y):
+                if not (np.isinf(x) and np.isinf(y) and np.sign(x) == np.sign(y)):
+                    return False
+            elif abs(x - y) > gap:
+                return False
+        return True
+
+    usable = [(mid, alt) for mid, alt in alts.items() if not np.isnan(alt).any()]
+    found = [mid for mid, alt in usable if near(alt, reference)]
+    found += [f"{a}+{b}" for (a, x), (b, y) in itertools.combinations(usable, 2) if near(x, y)]
+    return found
+
+
+def random_value(rng, shape, base=None):
+    """A value near `base` (or anywhere), some cells −∞, +∞ or NaN now and then."""
+    value = (np.array(base, dtype=float) if base is not None else rng.integers(-3, 4, size=shape).astype(float))
+    value = value + rng.choice([0.0, 0.0, 0.004, -0.009, 0.02, 1.0], size=shape)
+    for special in (-np.inf, np.inf, np.nan):
+        if rng.random() < 0.15:
+            value[tuple(rng.integers(s) for s in shape)] = special
+    return value
+
+
+@pytest.mark.parametrize("mixed_shapes", [False, True])
+def test_clashes_and_any_clash_agree_with_the_plain_pairwise_comparison(mixed_shapes):
+    rng = np.random.default_rng(RNG_SEED)
+    gap = misconceptions.GAP
+    for _ in range(600):
+        shape = tuple(int(s) for s in rng.integers(1, 4, size=2))
+        reference = random_value(rng, shape)
+        if rng.random() < 0.3:
+            reference[0, 0] = -np.inf
+        alts = {}
+        for k in range(int(rng.integers(0, 7))):
+            base = reference if rng.random() < 0.4 else None
+            other = shape if not (mixed_shapes and rng.random() < 0.4) else (shape[1], shape[0] + 1)
+            alts[f"m{k}"] = random_value(rng, other, base if other == shape else None)
+        expected = plain_clashes(reference, alts, gap)
+        assert misconceptions.clashes(reference, alts, gap) == expected
+        assert misconceptions.any_clash(reference, alts, gap) == bool(expected)
+
+
+@pytest.mark.parametrize("kind_id", ["attention", "masking", "softmax", "backprop", "grad_projections", "scaling"])
+def test_collides_is_whether_there_are_collisions(kind_id):
+    kind = exercises.KINDS[kind_id]
+    for level in kind.LEVELS:
+        rng = exercises.rng_for(kind_id, 777, level)
+        for _ in range(8):  # drafts as the engine sees them, colliding ones included
+            draft = kind.generate(rng, level)
+            ex = exercises.Exercise(kind=kind_id, seed=0, level=level, version=kind.VERSION, given=draft.given,
+                                    parts=tuple(draft.parts), params=draft.params)
+            fresh = exercises.Exercise(kind=kind_id, seed=0, level=level, version=kind.VERSION, given=draft.given,
+                                       parts=tuple(draft.parts), params=draft.params)
+            assert misconceptions.collides(ex, kind.GUARDS) == bool(misconceptions.collisions(fresh, kind.GUARDS))
+
+
+# ---------------------------------------------------------------- the pipeline's plan
+
+
+def plain_run(given, mistakes=(), until=None, rounding=None):
+    """pipeline.run as a walk over every step of the registry, each looked at in turn."""
+    env = pipeline.Env(given, mistakes)
+    wanted = set(until) if until is not None else None
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        for step in pipeline.STEPS:
+            if step.name in env or not all(i in env for i in step.inputs):
+                continue
+            env.current = step.name
+            try:
+                value = np.asarray(pipeline.compute_step(step, env), dtype=float)
+            except ValueError:
+                continue
+            env[step.name] = value if rounding is None else numbers.round_half_up(value, rounding)
+            if env.tainted and env.tainted.intersection(step.inputs):
+                env.tainted.add(step.name)
+            if wanted is not None and wanted <= env.keys():
+                break
+    return env
+
+
+def same_env(a, b):
+    assert list(a) == list(b)
+    for name in a:
+        x, y = a[name], b[name]
+        if isinstance(x, np.ndarray):
+            assert x.dtype == y.dtype and x.shape == y.shape and np.array_equal(x, y, equal_nan=True), name
+            assert np.array_equal(np.signbit(x), np.signbit(y)), name  # bit for bit: −0.0 too
+        else:
+            assert x == y, name
+    assert a.used == b.used and a.tainted == b.tainted
+
+
+@pytest.mark.parametrize("kind_id", [k for k in exercises.KINDS if k not in ("concepts", "shapes")])
+def test_the_planned_run_is_the_step_by_step_run(kind_id):
+    for level in exercises.KINDS[kind_id].LEVELS:
+        ex = exercises.generate(kind_id, 3, level)
+        given = dict(ex.given)
+        same_env(pipeline.run(given), plain_run(given))
+        same_env(pipeline.run(given, rounding=2), plain_run(given, rounding=2))
+        reference = dict(plain_run(given))
+        for mid in misconceptions.CATALOG:
+            until = set(ex.part_names)
+            fast = pipeline.run_mistake(given, reference, mid, until=until)
+            with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+                quiet = pipeline.run_mistake(given, reference, mid, until=until, ignoring_errors=True)
+            start = {k: v for k, v in reference.items() if k not in pipeline.AFFECTED.get(mid, frozenset())}
+            start.update(given)
+            plain = plain_run(start, {mid}, until)
+            same_env(fast, plain)
+            same_env(quiet, plain)
+            # stopped early only where the mistake is not made: then nothing it would have computed is named
+            with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+                made = pipeline.run_mistake(given, reference, mid, until=until, ignoring_errors=True,
+                                            only_if_made=True)
+            if plain.used:
+                same_env(made, plain)
+            else:
+                assert not made.used and not made.tainted
+        # a learner's own earlier values: a start the plan has not seen
+        values = {p.name: p.reference + 0.5 for p in ex.parts if p.name in pipeline.STEP_BY_NAME}
+        same_env(pipeline.run({**given, **values}, rounding=2), plain_run({**given, **values}, rounding=2))
+
+
+# ---------------------------------------------------------------- the operation count
+
+
+def plain_product(left, right):
+    left, right = np.asarray(left, dtype=float), np.asarray(right, dtype=float)
+    lz, rz = budget._nonzero(left).astype(int), budget._nonzero(right).astype(int)
+    terms = int((lz @ rz).sum())
+    hard = int(((lz * ~budget._unit(left)) @ (rz * ~budget._unit(right))).sum())
+    return Operations(multiply_adds=hard, additions=terms - hard)
+
+
+def plain_softmax(Z):
+    total = Operations()
+    for row in np.atleast_2d(np.asarray(Z, dtype=float)):
+        total = total + budget.softmax_row_operations(row)
+    return total
+
+
+def factor_matrix(rng, shape, big=False):
+    cells = [0.0, 1.0, -1.0, 2.0, 0.5, 1e-13, 1.0 + 1e-13, -np.inf, np.inf, np.nan]
+    weights = np.array([4, 3, 3, 2, 2, 1, 1, 1, 1, 1], dtype=float)
+    return rng.choice(cells, size=shape, p=weights / weights.sum())
+
+
+def test_the_operation_counts_are_the_cell_by_cell_counts():
+    rng = np.random.default_rng(RNG_SEED)
+    for _ in range(400):
+        r, k, c = (int(x) for x in rng.integers(1, 6, size=3))
+        if rng.random() < 0.1:
+            r, k = 9, 9  # past the plain-Python size
+        left, right = factor_matrix(rng, (r, k)), factor_matrix(rng, (k, c))
+        assert budget.product_operations(left, right) == plain_product(left, right)
+        assert budget.softmax_operations(left) == plain_softmax(left)
+        A, G = factor_matrix(rng, (r, k)), factor_matrix(rng, (r, k))
+        rowsums = Operations()
+        for a, g in zip(A, G):
+            rowsums = rowsums + plain_product(a[None, :], g[:, None])
+        weights = int(budget._nonzero(A).sum())
+        expected = rowsums + Operations(multiply_adds=weights, additions=weights)
+        assert budget._softmax_backward(None, {"A": A, "G_A": G}) == expected
+    with pytest.raises(ValueError):
+        budget.product_operations(np.ones((2, 3)), np.ones((2, 3)))
+
+
+def plain_count(given, names, env):
+    total = Operations()
+    for step in budget._needed_walk(given, names):
+        if step.name not in env:
+            continue
+        total = total + budget.step_operations(step, env)
+        if step.name in names:
+            total = total + Operations(cells=int(np.size(env[step.name])))
+    return total
+
+
+@pytest.mark.parametrize("kind_id", [k for k in exercises.KINDS if k not in ("concepts", "shapes")])
+def test_the_count_of_every_kind_is_the_step_by_step_count(kind_id):
+    for level in exercises.KINDS[kind_id].LEVELS:
+        for seed in range(4):
+            ex = exercises.generate(kind_id, seed, level)
+            names = [n for n in ex.part_names if n in pipeline.STEP_BY_NAME]
+            env = pipeline.run(dict(ex.given))
+            names = [n for n in names if n in env]
+            assert budget.count(ex.given, names, env) == plain_count(ex.given, names, env)
+
+
+# ---------------------------------------------------------------- decimals, attention's batch filter
+
+
+def test_decimals_for_is_the_numpy_test():
+    rng = np.random.default_rng(RNG_SEED)
+    for _ in range(2000):
+        shape = (int(rng.integers(1, 5)), int(rng.integers(1, 5))) if rng.random() < 0.9 else (9, 9)
+        ref = rng.integers(-5, 6, size=shape).astype(float)
+        ref = ref + rng.choice([0.0, 0.0, 1e-13, 1e-6, 0.5, 0.25, -1e-11], size=shape)
+        if rng.random() < 0.3:
+            ref[0, 0] = rng.choice([-np.inf, np.inf, np.nan, 2.5e6 + 1.0, 1e300])
+        finite = ref[np.isfinite(ref)]
+        whole = np.round(finite)
+        expected = 0 if bool(np.all(np.abs(finite - whole) <= 1e-12 + 1e-5 * np.abs(whole))) else 2
+        assert numbers.decimals_for(ref, 2) == expected
+
+
+def plain_scores_fit(S, level, causal):
+    step = attention.SCORE_STEP[level]
+    n = S.shape[1]
+    on_grid = np.all(np.abs(S / step - np.round(S / step)) < 1e-9, axis=(1, 2))
+    small = np.abs(S).max(axis=(1, 2)) <= attention.MAX_SCORE[level]
+    varied = np.ptp(S.reshape(len(S), -1), axis=1) > 0
+    asymmetric = np.abs(S - np.swapaxes(S, 1, 2)).max(axis=(1, 2)) > 0
+    visible = np.tril(np.ones((n, n), dtype=bool)) if causal else np.ones((n, n), dtype=bool)
+    spread = np.zeros(len(S), dtype=bool)
+    for i in [i for i in range(n) if visible[i].sum() >= 2]:
+        spread |= np.ptp(S[:, i, visible[i]], axis=1) > 0
+    return on_grid & small & varied & asymmetric & spread
+
+
+@pytest.mark.parametrize("level", attention.LEVELS)
+@pytest.mark.parametrize("causal", [False, True])
+def test_attentions_staged_filter_keeps_the_same_candidates(level, causal):
+    rng = np.random.default_rng(RNG_SEED + level)
+    n = attention.SIZES[level][0]
+    for grid in (0.25, 0.5, 1.0):
+        S = np.round(rng.uniform(-7, 7, size=(500, n, n)) / grid) * grid
+        S[::7] = np.swapaxes(S[::7], 1, 2) + S[::7]  # some symmetric
+        S[::11] = 1.0  # some constant
+        assert np.array_equal(attention._scores_fit(S, level, causal), plain_scores_fit(S, level, causal))
+
+
+def test_any_along_and_all_along_are_numpys_any_and_all():
+    rng = np.random.default_rng(RNG_SEED)
+    for _ in range(300):
+        shape = tuple(int(s) for s in rng.integers(0, 5, size=int(rng.integers(1, 4))))
+        if rng.random() < 0.1:
+            shape = (3, 20)  # past the folded length
+        b = rng.random(shape) < rng.choice([0.1, 0.5, 0.9])
+        for axis in range(len(shape)):
+            assert np.array_equal(numbers.any_along(b, axis), b.any(axis=axis))
+            assert np.array_equal(numbers.all_along(b, axis), b.all(axis=axis))
+    M = rng.integers(-1, 2, size=(400, 3, 4)).astype(float)
+    nonzero = M != 0
+    assert np.array_equal(numbers.no_zero_lines(M), nonzero.any(axis=2).all(axis=1) & nonzero.any(axis=1).all(axis=1))
+
+
+# ---------------------------------------------------------------- attention's chain (exercises.kinds.attention.distinct)
+
+
+def same_alternatives(fast, slow):
+    assert set(fast) == set(slow)
+    for mid in fast:
+        assert set(fast[mid]) == set(slow[mid]), mid
+        for name in fast[mid]:
+            a, b = fast[mid][name], slow[mid][name]
+            assert a.shape == b.shape and np.array_equal(a, b, equal_nan=True), (mid, name)
+            assert np.array_equal(np.signbit(a), np.signbit(b)), (mid, name)  # bit for bit
+
+
+@pytest.mark.parametrize("level", attention.LEVELS)
+def test_attentions_chain_gives_the_pipelines_alternatives_bit_for_bit(level):
+    from exercises.kinds.attention import distinct
+
+    kind = exercises.KINDS["attention"]
+    rng = exercises.rng_for("attention", 4242, level)
+    causal_seen = set()
+    for _ in range(40):  # drafts as the engine sees them, colliding ones included
+        draft = kind.generate(rng, level)
+
+        def exercise(draft=draft):
+            return exercises.Exercise(kind="attention", seed=0, level=level, version=kind.VERSION,
+                                      given=draft.given, parts=tuple(draft.parts), params=draft.params)
+        causal_seen.add(draft.given["causal"])
+        fast = distinct.alternatives(exercise(), kind.GUARDS)
+        assert fast is not None, "the chain covers every attention exercise"
+        same_alternatives(fast, misconceptions.alternatives(exercise(), kind.GUARDS))
+        assert distinct.collides(exercise(), kind.GUARDS) == misconceptions.collides(exercise(), kind.GUARDS)
+    assert causal_seen == {False, True}
+
+
+def test_attentions_chain_leaves_what_it_does_not_cover_to_the_generic_walk(monkeypatch):
+    from exercises.kinds.attention import distinct
+
+    ex = exercises.generate("attention", 0, 2)
+    assert distinct.alternatives(ex, exercises.KINDS["attention"].GUARDS) is not None
+    # a mistake the chain's steps do not make (the padding mask's) or a patched registry: None
+    assert distinct.alternatives(ex, ("padding_on_queries",)) == {}
+    given_scores = exercises.Exercise(kind="attention", seed=0, level=2, version=ex.version,
+                                      given={**ex.given, "scores": ex.part("scores").reference},
+                                      parts=ex.parts[3:], params=ex.params)
+    assert distinct.alternatives(given_scores, exercises.KINDS["attention"].GUARDS) is None
+    monkeypatch.setattr(pipeline, "STEPS", pipeline.STEPS[:-1] + pipeline.STEPS[-1:])  # equal, not the same
+    assert distinct.alternatives(ex, exercises.KINDS["attention"].GUARDS) is None

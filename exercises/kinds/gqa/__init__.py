@@ -18,20 +18,23 @@ and the cache counted as for multi-head attention or for the keys alone.
 
 from __future__ import annotations
 
+import functools
+import math
 from dataclasses import dataclass, replace
 from itertools import permutations
 
 import numpy as np
 
+from attention_core import ops
 from attention_core.grouped import group_of, grouped_query_attention, kv_cache_floats
 
 from ... import solutions
-from ...core import misconceptions, pipeline
+from ...core import misconceptions, numbers, pipeline
 from ...core.contract import Formula, HomeStage, SheetSection
 from ...core.draft import Draft
 from ...core.levels import spec
 from ...core.model import Exercise, Part
-from ...core.numbers import decimals_for, nonzero_matrix, pooled_matrices
+from ...core.numbers import decimals_for, nonzero_matrix, round_half_up
 from ...i18n import msg
 from ...rendering import latex as L
 from .._shared.aids import softmax_aids
@@ -206,12 +209,7 @@ def chain(ex: Exercise, values: dict[str, np.ndarray], rounding: int | None) -> 
 # ---------------------------------------------------------------- generation
 
 
-BATCH = 64  # candidate weights drawn at once, checked together with numpy
-
-
-def _weights(rng: np.random.Generator, shape: tuple[int, int], count: int) -> np.ndarray:
-    """`count` matrices (count, *shape) of entries −1, 0, 1 with no all-zero column, from the set of all such."""
-    return pooled_matrices(rng, count, shape, WEIGHT_VALUES, rows=False)
+BATCH = 64  # candidate weights drawn at once (rows of the pool of all admissible weights), checked together
 
 
 def _columns_differ(M: np.ndarray) -> np.ndarray:
@@ -225,20 +223,59 @@ def _columns_differ(M: np.ndarray) -> np.ndarray:
     return ok
 
 
+# The candidates of a batch are rows of the pool of all admissible weights (numbers.pooled_matrices), and
+# the pools are small (8 or 64 matrices): each check below is made once per pool row, for an X (and a
+# group's K) met again and again, and read for the batch's rows. The same draws from the generator, the
+# same first candidate kept as checking the batch itself (tests/test_kinds_gqa.py holds them equal).
+
+
+def _pool(shape: tuple[int, int]) -> np.ndarray:
+    """Every weight matrix _weights draws from (its rows: numbers.pooled_matrices' pool)."""
+    return numbers._pool(tuple(shape), tuple(float(v) for v in WEIGHT_VALUES), False, True, False)
+
+
+def _rows(rng: np.random.Generator, pool: np.ndarray) -> np.ndarray:
+    """The pool rows of a batch of BATCH candidates: the draw _weights makes (pooled_matrices)."""
+    return rng.integers(len(pool), size=BATCH)
+
+
+@functools.lru_cache(maxsize=4096)
+def _group_table(x: bytes, x_shape: tuple[int, int], d_k: int, d_v: int) -> tuple:
+    """For X: every pool row's K = X W_K and V = X W_V, and whether each passes _draw_group's own checks."""
+    X = np.frombuffer(x).reshape(x_shape)
+    K, V = X @ _pool((D_MODEL, d_k)), X @ _pool((D_MODEL, d_v))  # (P_K, n, d_k), (P_V, n, d_v)
+    ok_k = (np.ptp(K.reshape(len(K), -1), axis=1) > 0) & _columns_differ(K)
+    ok_v = np.any(V != 0, axis=2).all(axis=1) & (np.ptp(V, axis=1).max(axis=1) > 0) & _columns_differ(V)
+    return K, V, ok_k, ok_v
+
+
+@functools.lru_cache(maxsize=4096)
+def _head_table(x: bytes, x_shape: tuple[int, int], k: bytes, k_shape: tuple[int, int]) -> tuple:
+    """For X and a group's K: every pool row's Q = X W_Q, and whether it passes _draw_head's own checks."""
+    X, K = np.frombuffer(x).reshape(x_shape), np.frombuffer(k).reshape(k_shape)
+    n = X.shape[0]
+    Q = X @ _pool((D_MODEL, k_shape[1]))  # (P, n, d_k)
+    S = Q @ K.T  # (P, n, n)
+    ok = (np.abs(S).max(axis=(1, 2)) <= MAX_SCORE) & (np.abs(S - np.swapaxes(S, 1, 2)).max(axis=(1, 2)) > 0) \
+        & (np.ptp(S[:, -1, :], axis=1) > 0) & _columns_differ(Q)
+    if CAUSAL:
+        ok &= (S[:, ~np.tril(np.ones((n, n), dtype=bool))] != 0).any(axis=1)
+    return Q, ok
+
+
 def _draw_group(rng: np.random.Generator, size: Size, X: np.ndarray, others: list[tuple]) -> tuple | None:
     """One group's (W_K, W_V): keys that differ between tokens, values nonzero and different for every
     token, no column of K or V repeated, and both unlike every earlier group's and its negative (else the
     group a head reads changes nothing, or only its signs)."""
-    W_K = _weights(rng, (D_MODEL, size.d_k), BATCH)  # (B, d, d_k)
-    W_V = _weights(rng, (D_MODEL, size.d_v), BATCH)  # (B, d, d_v)
-    K, V = X @ W_K, X @ W_V  # (B, n, d_k), (B, n, d_v)
-    ok = (np.ptp(K.reshape(BATCH, -1), axis=1) > 0) & np.any(V != 0, axis=2).all(axis=1) \
-        & (np.ptp(V, axis=1).max(axis=1) > 0) & _columns_differ(K) & _columns_differ(V)
+    pool_k, pool_v = _pool((D_MODEL, size.d_k)), _pool((D_MODEL, size.d_v))
+    rows_k, rows_v = _rows(rng, pool_k), _rows(rng, pool_v)  # the batch: (B,) rows of each pool
+    K, V, ok_k, ok_v = _group_table(X.tobytes(), X.shape, size.d_k, size.d_v)
+    ok_k, ok_v = ok_k.copy(), ok_v.copy()
     for K_o, V_o in others:  # nor its mirror image (−K, −V): a group that only flips signs teaches less
-        ok &= (np.abs(K - K_o).max(axis=(1, 2)) > 0) & (np.abs(V - V_o).max(axis=(1, 2)) > 0)
-        ok &= (np.abs(K + K_o).max(axis=(1, 2)) > 0) & (np.abs(V + V_o).max(axis=(1, 2)) > 0)
-    good = np.flatnonzero(ok)
-    return None if not len(good) else (W_K[good[0]], W_V[good[0]])
+        ok_k &= (np.abs(K - K_o).max(axis=(1, 2)) > 0) & (np.abs(K + K_o).max(axis=(1, 2)) > 0)
+        ok_v &= (np.abs(V - V_o).max(axis=(1, 2)) > 0) & (np.abs(V + V_o).max(axis=(1, 2)) > 0)
+    good = np.flatnonzero(ok_k[rows_k] & ok_v[rows_v])
+    return None if not len(good) else (pool_k[rows_k[good[0]]].copy(), pool_v[rows_v[good[0]]].copy())
 
 
 def _draw_head(rng: np.random.Generator, size: Size, X: np.ndarray, K: np.ndarray, taken: list) -> np.ndarray | None:
@@ -246,18 +283,15 @@ def _draw_head(rng: np.random.Generator, size: Size, X: np.ndarray, K: np.ndarra
     scoring its keys differently (else its weights are even and the scaling changes nothing), a nonzero
     hidden score (else "mask with 0" is no mask), no column of Q repeated, and queries unlike the other
     heads' of the group."""
-    n = X.shape[0]
-    W_Q = _weights(rng, (D_MODEL, size.d_k), BATCH)  # (B, d, d_k)
-    Q = X @ W_Q  # (B, n, d_k)
-    S = Q @ K.T  # (B, n, n)
-    ok = (np.abs(S).max(axis=(1, 2)) <= MAX_SCORE) & (np.abs(S - np.swapaxes(S, 1, 2)).max(axis=(1, 2)) > 0) \
-        & (np.ptp(S[:, -1, :], axis=1) > 0) & _columns_differ(Q)
-    if CAUSAL:
-        ok &= (S[:, ~np.tril(np.ones((n, n), dtype=bool))] != 0).any(axis=1)
-    for Q_o in taken:
-        ok &= np.abs(Q - Q_o).max(axis=(1, 2)) > 0
-    good = np.flatnonzero(ok)
-    return None if not len(good) else W_Q[good[0]]
+    pool = _pool((D_MODEL, size.d_k))
+    rows = _rows(rng, pool)
+    Q, ok = _head_table(X.tobytes(), X.shape, np.ascontiguousarray(K, dtype=float).tobytes(), K.shape)
+    if taken:
+        ok = ok.copy()
+        for Q_o in taken:
+            ok &= np.abs(Q - Q_o).max(axis=(1, 2)) > 0
+    good = np.flatnonzero(ok[rows])
+    return None if not len(good) else pool[rows[good[0]]].copy()
 
 
 def _draw(rng: np.random.Generator, size: Size) -> dict | None:
@@ -305,6 +339,153 @@ def _apart(given: dict, parts: list[Part]) -> bool:
                for wrong in _concat_orders(given, [p.reference for p in heads]))
 
 
+# ---------------------------------------------------------------- the same checks, all heads at once
+# _apart asks the pipeline for every head's mistakes one by one (h × 14 runs, then h rounded runs). The
+# checks below compute the same values with numpy for every head and every mistake at once, and decide as
+# _apart does (tests/test_kinds_gqa.py holds them equal over many drafts, the rejected ones too).
+
+
+def _stacked(given: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[np.ndarray], list[np.ndarray]]:
+    """Q (h, n, d_k) of every head, and K (h, n, d_k), V (h, n, d_v) of its group; the groups' K and V."""
+    h, g = sizes_of(given)
+    X = np.asarray(given["X"], dtype=float)
+    Ks = [X @ np.asarray(given[f"W_K{j}"], dtype=float) for j in range(1, g + 1)]  # as _kv
+    Vs = [X @ np.asarray(given[f"W_V{j}"], dtype=float) for j in range(1, g + 1)]
+    Q = np.stack([X @ np.asarray(given[f"W_Q{i}"], dtype=float) for i in range(1, h + 1)])
+    right = [group(i, h, g) - 1 for i in range(1, h + 1)]
+    return Q, np.stack([Ks[j] for j in right]), np.stack([Vs[j] for j in right]), Ks, Vs
+
+
+def _masked_at(Z: np.ndarray, cells: np.ndarray, fill: float) -> np.ndarray:
+    out = np.array(Z, dtype=float)
+    out[..., cells] = fill
+    return out
+
+
+def _softmax_last(Z: np.ndarray) -> np.ndarray:
+    """ops.softmax along the rows of a stack (…, n_q, n_k)."""
+    e = np.exp(Z - np.max(Z, axis=-1, keepdims=True))
+    return e / np.sum(e, axis=-1, keepdims=True)
+
+
+def _head_alternatives(given: dict) -> tuple[list[str], np.ndarray]:
+    """The ids of head_mistakes, and (h, m, n·d_v) what each of those m mistakes gives for every head's O
+    (NaN where a mistake is not made for that head, or gives a value no one can write), comparable as
+    misconceptions.clashes compares them (±∞ as its stand-in)."""
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        return _alternatives_of(given)
+
+
+def _alternatives_of(given: dict) -> tuple[list[str], np.ndarray]:
+    h, g = sizes_of(given)
+    Q, K, V, Ks, Vs = _stacked(given)
+    n, d_k = Q.shape[1], Q.shape[2]
+    d_model = int(np.shape(given["W_Q1"])[0])
+    causal = bool(given["causal"])
+    upper = np.triu(np.ones((n, n), dtype=bool), k=1)  # ops.causal_mask(n)
+    mask = (lambda Z: _masked_at(Z, upper, -np.inf)) if causal else (lambda Z: np.array(Z, dtype=float))
+    root = math.sqrt(d_k)
+    S = Q @ np.swapaxes(K, 1, 2)  # (h, n, n)
+    Z = S / root
+    masked = mask(Z)
+    # the masked scores each mistake softmaxes row by row, and the weights of the softmax's own mistakes
+    rows, row_ids = [mask((K @ np.swapaxes(Q, 1, 2)) / root)], ["transposed_scores"]
+    if d_k != 1:
+        rows += [mask(S), mask(S / d_k), mask(S * np.sqrt(d_k))]
+        row_ids += ["no_scaling", "scaled_by_dk", "scaled_times_sqrt_dk"]
+    if d_model not in (0, d_k, d_k ** 2):
+        rows.append(mask(S / np.sqrt(d_model)))
+        row_ids.append("scaled_by_sqrt_d_model")
+    finite = np.where(np.isfinite(masked), masked, 0.0)
+    e = np.exp(masked - np.max(masked, axis=-2, keepdims=True))
+    columns = [np.exp(masked), finite / finite.sum(axis=-1, keepdims=True), e / np.sum(e, axis=-2, keepdims=True)]
+    column_ids = ["softmax_no_normalise", "no_exp", "softmax_columns"]
+    if causal:
+        rows += [np.array(Z, dtype=float), _masked_at(Z, np.triu(np.ones((n, n), dtype=bool)), -np.inf),
+                 _masked_at(Z, np.tril(np.ones((n, n), dtype=bool), k=-1), -np.inf)]
+        row_ids += ["no_mask", "mask_diagonal", "mask_wrong_triangle"]
+        if n > 1:
+            rows.append(_masked_at(Z, upper, 0.0))
+            row_ids.append("mask_zero_instead_of_inf")
+        after = _softmax_last(Z)
+        after[..., upper] = 0.0
+        columns.append(after)
+        column_ids.append("mask_after_softmax")
+    A = np.concatenate([_softmax_last(np.stack(rows)), np.stack(columns)])  # (m, h, n, n)
+    A_ref = _softmax_last(masked)  # (h, n, n)
+    outs = [A @ V, (np.swapaxes(A_ref, 1, 2) @ V)[None]]  # weights_transposed last
+    nan = np.full((1, *V.shape), np.nan)
+    wrong = nan.copy()  # gqa_wrong_group: head i with group i mod g's keys and values
+    later = nan.copy()  # gqa_v_not_shared: the right keys, group 1's values
+    for i in range(1, h + 1):
+        right, dealt = group(i, h, g), (i - 1) % g + 1
+        if dealt != right:
+            A_w = _softmax_last(mask((Q[i - 1] @ Ks[dealt - 1].T) / root))
+            wrong[0, i - 1] = A_w @ Vs[dealt - 1]
+        if right != 1:
+            later[0, i - 1] = A_ref[i - 1] @ Vs[0]
+    O = np.swapaxes(np.concatenate([*outs, wrong, later]), 0, 1)  # (h, m, n, d_v)
+    O = O.reshape(h, O.shape[1], -1)
+    infinite = np.isinf(O)
+    ids = [*row_ids, *column_ids, "weights_transposed", "gqa_wrong_group", "gqa_v_not_shared"]
+    return ids, (np.where(infinite, np.sign(O) * 1e15, O) if infinite.any() else O)  # misconceptions._comparable
+
+
+def _careful(given: dict) -> np.ndarray:
+    """(h, n, d_v): each head's O as chain(…, rounding=2) gives it (every step rounded, as the pipeline)."""
+    Q, K, V, _, _ = _stacked(given)
+    d_k = int(given["d_k"])
+
+    def r(M):
+        return round_half_up(M, 2)
+
+    Q = r(Q)
+    S = r(np.stack([ops.scores(q, k) for q, k in zip(Q, K)]))
+    Z = r(S / math.sqrt(d_k))
+    masked = r(np.stack([ops.apply_mask(z, bool(given["causal"])) for z in Z]))
+    A = r(np.stack([ops.softmax(m, axis=-1) for m in masked]))
+    return r(np.stack([ops.weighted_sum(a, v) for a, v in zip(A, V)]))
+
+
+def _like(values: np.ndarray, target: np.ndarray, gap: np.ndarray) -> np.ndarray:
+    """(h, m): mistake m of head i within the head's gap of its target (h, c) in every cell."""
+    return np.abs(values - target[:, None, :]).max(axis=-1) <= gap[:, None]
+
+
+def _apart_fast(given: dict, parts: list[Part]) -> bool:
+    """_apart's decision, from every head's mistakes at once."""
+    by_name = {p.name: p for p in parts}
+    h, _ = sizes_of(given)
+    heads = [by_name[f"O{i}"] for i in range(1, h + 1)]
+    cache = by_name["cache_floats"]
+    if misconceptions.clashes(cache.reference, cache_mistakes(given), misconceptions.separation(cache)):
+        return False  # (the rounded chain carries the cache's reference: this is its only check)
+    _, alts = _head_alternatives(given)  # (h, m, c)
+    usable = ~np.isnan(alts).any(axis=-1)  # (h, m)
+    gap = np.array([misconceptions.separation(p) for p in heads])
+    reference = np.stack([np.asarray(p.reference, dtype=float).reshape(-1) for p in heads])  # (h, c)
+    if (_like(alts, reference, gap) & usable).any():
+        return False
+    pair = np.abs(alts[:, :, None, :] - alts[:, None, :, :]).max(axis=-1) <= gap[:, None, None]  # (h, m, m)
+    pair &= usable[:, :, None] & usable[:, None, :]
+    if np.triu(pair, k=1).any():
+        return False
+    careful = _careful(given)
+    if (_like(alts, careful.reshape(h, -1), gap) & usable).any():
+        return False
+    concat = by_name["concat"]
+    gap = misconceptions.separation(concat)
+    right = np.stack([np.asarray(p.reference, dtype=float) for p in heads])  # (h, n, d_v)
+    for target in (np.asarray(concat.reference, dtype=float), np.concatenate(list(careful), axis=1)):
+        blocks = np.stack(np.split(target, h, axis=1))  # (h, n, d_v): the target's columns of each head
+        # same[a, b]: head a's right output matches block b of the target in every cell
+        same = misconceptions.cell_matches(right[:, None], blocks[None, :], gap).all(axis=(2, 3)).tolist()
+        if any(all(same[order[k]][k] for k in range(h)) for order in permutations(range(h))
+               if list(order) != list(range(h))):
+            return False
+    return True
+
+
 def _parts(given: dict, level: int) -> list[Part]:
     decimals = spec(level).decimals
     return [Part(name=name, shape=ref.shape, reference=ref, decimals=decimals_for(ref, decimals))
@@ -331,7 +512,8 @@ def generate(rng: np.random.Generator, level: int) -> Draft:
         if given is None:
             continue
         parts = _parts(given, level)
-        if (_operations(given, parts).minutes <= budget.BUDGET_MINUTES[level] and _apart(given, parts)):
+        # the same decision as _operations(…) <= budget and _apart(…), the cheaper check first
+        if _apart_fast(given, parts) and _operations(given, parts).minutes <= budget.BUDGET_MINUTES[level]:
             return Draft(given=given, parts=parts, params=_params(given))
     raise RuntimeError(f"gqa: no variant within the time budget in {MAX_TRIES} draws")
 

@@ -25,7 +25,6 @@ from itertools import permutations
 
 import numpy as np
 
-from attention_core import ops
 from attention_core.grouped import group_of, grouped_query_attention, kv_cache_floats
 
 from ... import solutions
@@ -224,97 +223,95 @@ def _columns_differ(M: np.ndarray) -> np.ndarray:
 
 
 # The candidates of a batch are rows of the pool of all admissible weights (numbers.pooled_matrices), and
-# the pools are small (8 or 64 matrices): each check below is made once per pool row, for an X (and a
-# group's K) met again and again, and read for the batch's rows. The same draws from the generator, the
-# same first candidate kept as checking the batch itself (tests/test_kinds_gqa.py holds them equal).
+# the pools are small (8 or 64 matrices): every check of a candidate is made once per pool row (and pair
+# of rows) for an X, met again and again, and read for the batch's rows. The same draws from the
+# generator, the same first candidate kept as checking the batch itself (tests/test_kinds_gqa.py holds
+# the draws equal to the batch checks written out).
 
 
 def _pool(shape: tuple[int, int]) -> np.ndarray:
-    """Every weight matrix _weights draws from (its rows: numbers.pooled_matrices' pool)."""
+    """Every weight matrix of `shape` a batch draws from (numbers.pooled_matrices' pool, no zero column)."""
     return numbers._pool(tuple(shape), tuple(float(v) for v in WEIGHT_VALUES), False, True, False)
 
 
-def _rows(rng: np.random.Generator, pool: np.ndarray) -> np.ndarray:
-    """The pool rows of a batch of BATCH candidates: the draw _weights makes (pooled_matrices)."""
-    return rng.integers(len(pool), size=BATCH)
+@dataclass(frozen=True)
+class _Table:
+    """For one X, over the pool rows p, q of W_K (= of W_Q: the same shape) and of W_V."""
+
+    key_ok: np.ndarray  # (P,): K = X W_K differs between tokens, no column repeated
+    value_ok: np.ndarray  # (P_V,): every token's value nonzero, not all alike, no column repeated
+    same_k: np.ndarray  # (P, P): X W_p = X W_q (keys, or queries)
+    mirror_k: np.ndarray  # (P, P): X W_p = −X W_q
+    same_v: np.ndarray  # (P_V, P_V)
+    mirror_v: np.ndarray  # (P_V, P_V)
+    query_ok: np.ndarray  # (P, P): [key row, query row]: _draw's checks of a head's scores
 
 
-@functools.lru_cache(maxsize=4096)
-def _group_table(x: bytes, x_shape: tuple[int, int], d_k: int, d_v: int) -> tuple:
-    """For X: every pool row's K = X W_K and V = X W_V, and whether each passes _draw_group's own checks."""
+def _equal(M: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(P, P) twice: M[p] = M[q] in every cell, and M[p] = −M[q] (rows numbered by their distinct values)."""
+    flat = M.reshape(len(M), -1)
+    _, ids = np.unique(np.concatenate([flat, -flat]) + 0.0, axis=0, return_inverse=True)  # + 0.0: no −0.0
+    ids = ids.reshape(-1)
+    own, negated = ids[:len(M)], ids[len(M):]
+    return own[:, None] == own[None, :], own[:, None] == negated[None, :]
+
+
+@functools.lru_cache(maxsize=1024)
+def _table(x: bytes, x_shape: tuple[int, int], d_k: int, d_v: int) -> _Table:
     X = np.frombuffer(x).reshape(x_shape)
-    K, V = X @ _pool((D_MODEL, d_k)), X @ _pool((D_MODEL, d_v))  # (P_K, n, d_k), (P_V, n, d_v)
-    ok_k = (np.ptp(K.reshape(len(K), -1), axis=1) > 0) & _columns_differ(K)
-    ok_v = np.any(V != 0, axis=2).all(axis=1) & (np.ptp(V, axis=1).max(axis=1) > 0) & _columns_differ(V)
-    return K, V, ok_k, ok_v
-
-
-@functools.lru_cache(maxsize=4096)
-def _head_table(x: bytes, x_shape: tuple[int, int], k: bytes, k_shape: tuple[int, int]) -> tuple:
-    """For X and a group's K: every pool row's Q = X W_Q, and whether it passes _draw_head's own checks."""
-    X, K = np.frombuffer(x).reshape(x_shape), np.frombuffer(k).reshape(k_shape)
-    n = X.shape[0]
-    Q = X @ _pool((D_MODEL, k_shape[1]))  # (P, n, d_k)
-    S = Q @ K.T  # (P, n, n)
-    ok = (np.abs(S).max(axis=(1, 2)) <= MAX_SCORE) & (np.abs(S - np.swapaxes(S, 1, 2)).max(axis=(1, 2)) > 0) \
-        & (np.ptp(S[:, -1, :], axis=1) > 0) & _columns_differ(Q)
+    n = x_shape[0]
+    K, V = X @ _pool((D_MODEL, d_k)), X @ _pool((D_MODEL, d_v))  # (P, n, d_k), (P_V, n, d_v)
+    key_ok = (np.ptp(K.reshape(len(K), -1), axis=1) > 0) & _columns_differ(K)
+    value_ok = np.any(V != 0, axis=2).all(axis=1) & (np.ptp(V, axis=1).max(axis=1) > 0) & _columns_differ(V)
+    P = len(K)
+    flat = K.reshape(P * n, d_k)  # every row of every candidate's K (= of its Q: the same pool)
+    # S[a, b, k, q] = (Q_q K_kᵀ)[a, b], whole numbers, laid out with the cells first (fast reductions)
+    S = np.ascontiguousarray((flat @ flat.T).reshape(P, n, P, n).transpose(1, 3, 2, 0))  # (n, n, P_key, P_query)
+    query_ok = (np.abs(S).max(axis=(0, 1)) <= MAX_SCORE) & (np.abs(S - S.transpose(1, 0, 2, 3)).max(axis=(0, 1)) > 0) \
+        & (np.ptp(S[-1], axis=0) > 0) & _columns_differ(K)[None, :]
     if CAUSAL:
-        ok &= (S[:, ~np.tril(np.ones((n, n), dtype=bool))] != 0).any(axis=1)
-    return Q, ok
-
-
-def _draw_group(rng: np.random.Generator, size: Size, X: np.ndarray, others: list[tuple]) -> tuple | None:
-    """One group's (W_K, W_V): keys that differ between tokens, values nonzero and different for every
-    token, no column of K or V repeated, and both unlike every earlier group's and its negative (else the
-    group a head reads changes nothing, or only its signs)."""
-    pool_k, pool_v = _pool((D_MODEL, size.d_k)), _pool((D_MODEL, size.d_v))
-    rows_k, rows_v = _rows(rng, pool_k), _rows(rng, pool_v)  # the batch: (B,) rows of each pool
-    K, V, ok_k, ok_v = _group_table(X.tobytes(), X.shape, size.d_k, size.d_v)
-    ok_k, ok_v = ok_k.copy(), ok_v.copy()
-    for K_o, V_o in others:  # nor its mirror image (−K, −V): a group that only flips signs teaches less
-        ok_k &= (np.abs(K - K_o).max(axis=(1, 2)) > 0) & (np.abs(K + K_o).max(axis=(1, 2)) > 0)
-        ok_v &= (np.abs(V - V_o).max(axis=(1, 2)) > 0) & (np.abs(V + V_o).max(axis=(1, 2)) > 0)
-    good = np.flatnonzero(ok_k[rows_k] & ok_v[rows_v])
-    return None if not len(good) else (pool_k[rows_k[good[0]]].copy(), pool_v[rows_v[good[0]]].copy())
-
-
-def _draw_head(rng: np.random.Generator, size: Size, X: np.ndarray, K: np.ndarray, taken: list) -> np.ndarray | None:
-    """One head's W_Q for its group's K: small scores, S ≠ Sᵀ (else K Qᵀ looks right), the last query
-    scoring its keys differently (else its weights are even and the scaling changes nothing), a nonzero
-    hidden score (else "mask with 0" is no mask), no column of Q repeated, and queries unlike the other
-    heads' of the group."""
-    pool = _pool((D_MODEL, size.d_k))
-    rows = _rows(rng, pool)
-    Q, ok = _head_table(X.tobytes(), X.shape, np.ascontiguousarray(K, dtype=float).tobytes(), K.shape)
-    if taken:
-        ok = ok.copy()
-        for Q_o in taken:
-            ok &= np.abs(Q - Q_o).max(axis=(1, 2)) > 0
-    good = np.flatnonzero(ok[rows])
-    return None if not len(good) else pool[rows[good[0]]].copy()
+        query_ok &= (S[~np.tril(np.ones((n, n), dtype=bool))] != 0).any(axis=0)
+    return _Table(key_ok, value_ok, *_equal(K), *_equal(V), query_ok)
 
 
 def _draw(rng: np.random.Generator, size: Size) -> dict | None:
-    """X, the groups' W_K and W_V, the heads' W_Q, each piece from a checked batch; None to start again."""
+    """X, the groups' W_K and W_V, the heads' W_Q, each piece the first of a checked batch; None to start
+    again. A group's keys differ between tokens, its values are nonzero and different for every token, no
+    column of K or V is repeated, and both are unlike every earlier group's and its negative (else the
+    group a head reads changes nothing, or only its signs). A head's scores are small, S ≠ Sᵀ (else K Qᵀ
+    looks right), the last query scores its keys differently (else its weights are even and the scaling
+    changes nothing), a hidden score is nonzero (else "mask with 0" is no mask), no column of Q is
+    repeated, and its queries are unlike the other heads' of its group."""
     X = nonzero_matrix(rng, (size.n, D_MODEL), size.x_values)  # (n, d)
-    groups: list[tuple] = []
+    t = _table(X.tobytes(), X.shape, size.d_k, size.d_v)
+    pool_k, pool_v = _pool((D_MODEL, size.d_k)), _pool((D_MODEL, size.d_v))
+    groups: list[tuple[int, int]] = []  # pool rows of (W_K, W_V)
     for _ in range(size.g):
-        drawn = _draw_group(rng, size, X, [(X @ w_k, X @ w_v) for w_k, w_v in groups])
-        if drawn is None:
+        rows_k = rng.integers(len(pool_k), size=BATCH)  # the draws numbers.pooled_matrices makes: W_K's
+        rows_v = rng.integers(len(pool_v), size=BATCH)  # batch, then W_V's
+        ok = t.key_ok[rows_k] & t.value_ok[rows_v]
+        for k, v in groups:
+            ok &= ~t.same_k[k][rows_k] & ~t.mirror_k[k][rows_k] & ~t.same_v[v][rows_v] & ~t.mirror_v[v][rows_v]
+        good = np.flatnonzero(ok)
+        if not len(good):
             return None
-        groups.append(drawn)
-    heads: list[np.ndarray] = []
+        groups.append((int(rows_k[good[0]]), int(rows_v[good[0]])))
+    heads: list[int] = []  # pool rows of W_Q
     for i in range(1, size.h + 1):
         j = group(i, size.h, size.g)
-        same = [X @ w for k, w in enumerate(heads, start=1) if group(k, size.h, size.g) == j]
-        w_q = _draw_head(rng, size, X, X @ groups[j - 1][0], same)
-        if w_q is None:
+        rows = rng.integers(len(pool_k), size=BATCH)
+        ok = t.query_ok[groups[j - 1][0]][rows]
+        for m, q in enumerate(heads, start=1):
+            if group(m, size.h, size.g) == j:
+                ok = ok & ~t.same_k[q][rows]
+        good = np.flatnonzero(ok)
+        if not len(good):
             return None
-        heads.append(w_q)
+        heads.append(int(rows[good[0]]))
     given: dict = {"X": X}
-    given.update({f"W_Q{i}": w for i, w in enumerate(heads, start=1)})  # (d, d_k) each
-    given.update({f"W_K{j}": w_k for j, (w_k, _) in enumerate(groups, start=1)})  # (d, d_k)
-    given.update({f"W_V{j}": w_v for j, (_, w_v) in enumerate(groups, start=1)})  # (d, d_v)
+    given.update({f"W_Q{i}": pool_k[q].copy() for i, q in enumerate(heads, start=1)})  # (d, d_k) each
+    given.update({f"W_K{j}": pool_k[k].copy() for j, (k, _) in enumerate(groups, start=1)})  # (d, d_k)
+    given.update({f"W_V{j}": pool_v[v].copy() for j, (_, v) in enumerate(groups, start=1)})  # (d, d_v)
     given.update(groups=size.g, d_k=size.d_k, causal=CAUSAL)
     return given
 
@@ -340,20 +337,38 @@ def _apart(given: dict, parts: list[Part]) -> bool:
 
 
 # ---------------------------------------------------------------- the same checks, all heads at once
-# _apart asks the pipeline for every head's mistakes one by one (h × 14 runs, then h rounded runs). The
-# checks below compute the same values with numpy for every head and every mistake at once, and decide as
-# _apart does (tests/test_kinds_gqa.py holds them equal over many drafts, the rejected ones too).
+# _apart asks the pipeline for every head's mistakes one by one (h × 14 runs, then h rounded runs) and
+# _operations counts through it head by head. The checks below compute the same values with numpy for
+# every head and every mistake at once, and decide as _apart and _operations do (tests/test_kinds_gqa.py
+# holds them equal over many drafts, the rejected ones too).
 
 
-def _stacked(given: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[np.ndarray], list[np.ndarray]]:
-    """Q (h, n, d_k) of every head, and K (h, n, d_k), V (h, n, d_v) of its group; the groups' K and V."""
-    h, g = sizes_of(given)
-    X = np.asarray(given["X"], dtype=float)
-    Ks = [X @ np.asarray(given[f"W_K{j}"], dtype=float) for j in range(1, g + 1)]  # as _kv
-    Vs = [X @ np.asarray(given[f"W_V{j}"], dtype=float) for j in range(1, g + 1)]
-    Q = np.stack([X @ np.asarray(given[f"W_Q{i}"], dtype=float) for i in range(1, h + 1)])
-    right = [group(i, h, g) - 1 for i in range(1, h + 1)]
-    return Q, np.stack([Ks[j] for j in right]), np.stack([Vs[j] for j in right]), Ks, Vs
+class _Forward:
+    """Every head's forward pass at once, stacked (h, …): the values references_of and the pipeline give
+    (the same numpy operations, so the same floats: tests/test_kinds_gqa.py holds them equal)."""
+
+    def __init__(self, given: dict):
+        h, g = sizes_of(given)
+        X = np.asarray(given["X"], dtype=float)
+        self.h, self.g, self.causal = h, g, bool(given["causal"])
+        self.X = X
+        self.Ks = [X @ np.asarray(given[f"W_K{j}"], dtype=float) for j in range(1, g + 1)]  # as _kv
+        self.Vs = [X @ np.asarray(given[f"W_V{j}"], dtype=float) for j in range(1, g + 1)]
+        self.W_Q = np.stack([np.asarray(given[f"W_Q{i}"], dtype=float) for i in range(1, h + 1)])  # (h, d, d_k)
+        self.Q = X @ self.W_Q  # (h, n, d_k)
+        self.right = [group(i, h, g) - 1 for i in range(1, h + 1)]  # 0-based group of each head
+        self.K = np.stack([self.Ks[j] for j in self.right])  # (h, n, d_k)
+        self.V = np.stack([self.Vs[j] for j in self.right])  # (h, n, d_v)
+        n, self.d_k = self.Q.shape[1], self.Q.shape[2]
+        self.upper = np.triu(np.ones((n, n), dtype=bool), k=1)  # ops.causal_mask(n)
+        self.S = self.Q @ np.swapaxes(self.K, 1, 2)  # (h, n, n)
+        self.Z = self.S / math.sqrt(self.d_k)  # ops.scale
+        self.masked = self.mask(self.Z)
+        self.A = _softmax_last(self.masked)
+        self.O = self.A @ self.V  # (h, n, d_v)
+
+    def mask(self, Z: np.ndarray) -> np.ndarray:
+        return _masked_at(Z, self.upper, -np.inf) if self.causal else np.array(Z, dtype=float)
 
 
 def _masked_at(Z: np.ndarray, cells: np.ndarray, fill: float) -> np.ndarray:
@@ -368,26 +383,20 @@ def _softmax_last(Z: np.ndarray) -> np.ndarray:
     return e / np.sum(e, axis=-1, keepdims=True)
 
 
-def _head_alternatives(given: dict) -> tuple[list[str], np.ndarray]:
+def _head_alternatives(given: dict, fw: _Forward | None = None) -> tuple[list[str], np.ndarray]:
     """The ids of head_mistakes, and (h, m, n·d_v) what each of those m mistakes gives for every head's O
     (NaN where a mistake is not made for that head, or gives a value no one can write), comparable as
     misconceptions.clashes compares them (±∞ as its stand-in)."""
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        return _alternatives_of(given)
+        return _alternatives_of(given, fw or _Forward(given))
 
 
-def _alternatives_of(given: dict) -> tuple[list[str], np.ndarray]:
-    h, g = sizes_of(given)
-    Q, K, V, Ks, Vs = _stacked(given)
-    n, d_k = Q.shape[1], Q.shape[2]
-    d_model = int(np.shape(given["W_Q1"])[0])
-    causal = bool(given["causal"])
-    upper = np.triu(np.ones((n, n), dtype=bool), k=1)  # ops.causal_mask(n)
-    mask = (lambda Z: _masked_at(Z, upper, -np.inf)) if causal else (lambda Z: np.array(Z, dtype=float))
-    root = math.sqrt(d_k)
-    S = Q @ np.swapaxes(K, 1, 2)  # (h, n, n)
-    Z = S / root
-    masked = mask(Z)
+def _alternatives_of(given: dict, fw: _Forward) -> tuple[list[str], np.ndarray]:
+    h, g = fw.h, fw.g
+    Q, K, V, S, Z, masked, d_k = fw.Q, fw.K, fw.V, fw.S, fw.Z, fw.masked, fw.d_k
+    n = Q.shape[1]
+    d_model = int(fw.W_Q.shape[1])
+    mask, root = fw.mask, math.sqrt(d_k)
     # the masked scores each mistake softmaxes row by row, and the weights of the softmax's own mistakes
     rows, row_ids = [mask((K @ np.swapaxes(Q, 1, 2)) / root)], ["transposed_scores"]
     if d_k != 1:
@@ -400,30 +409,29 @@ def _alternatives_of(given: dict) -> tuple[list[str], np.ndarray]:
     e = np.exp(masked - np.max(masked, axis=-2, keepdims=True))
     columns = [np.exp(masked), finite / finite.sum(axis=-1, keepdims=True), e / np.sum(e, axis=-2, keepdims=True)]
     column_ids = ["softmax_no_normalise", "no_exp", "softmax_columns"]
-    if causal:
+    if fw.causal:
         rows += [np.array(Z, dtype=float), _masked_at(Z, np.triu(np.ones((n, n), dtype=bool)), -np.inf),
                  _masked_at(Z, np.tril(np.ones((n, n), dtype=bool), k=-1), -np.inf)]
         row_ids += ["no_mask", "mask_diagonal", "mask_wrong_triangle"]
         if n > 1:
-            rows.append(_masked_at(Z, upper, 0.0))
+            rows.append(_masked_at(Z, fw.upper, 0.0))
             row_ids.append("mask_zero_instead_of_inf")
         after = _softmax_last(Z)
-        after[..., upper] = 0.0
+        after[..., fw.upper] = 0.0
         columns.append(after)
         column_ids.append("mask_after_softmax")
     A = np.concatenate([_softmax_last(np.stack(rows)), np.stack(columns)])  # (m, h, n, n)
-    A_ref = _softmax_last(masked)  # (h, n, n)
-    outs = [A @ V, (np.swapaxes(A_ref, 1, 2) @ V)[None]]  # weights_transposed last
+    outs = [A @ V, (np.swapaxes(fw.A, 1, 2) @ V)[None]]  # weights_transposed last
     nan = np.full((1, *V.shape), np.nan)
     wrong = nan.copy()  # gqa_wrong_group: head i with group i mod g's keys and values
     later = nan.copy()  # gqa_v_not_shared: the right keys, group 1's values
     for i in range(1, h + 1):
-        right, dealt = group(i, h, g), (i - 1) % g + 1
+        right, dealt = fw.right[i - 1] + 1, (i - 1) % g + 1
         if dealt != right:
-            A_w = _softmax_last(mask((Q[i - 1] @ Ks[dealt - 1].T) / root))
-            wrong[0, i - 1] = A_w @ Vs[dealt - 1]
+            A_w = _softmax_last(mask((Q[i - 1] @ fw.Ks[dealt - 1].T) / root))
+            wrong[0, i - 1] = A_w @ fw.Vs[dealt - 1]
         if right != 1:
-            later[0, i - 1] = A_ref[i - 1] @ Vs[0]
+            later[0, i - 1] = fw.A[i - 1] @ fw.Vs[0]
     O = np.swapaxes(np.concatenate([*outs, wrong, later]), 0, 1)  # (h, m, n, d_v)
     O = O.reshape(h, O.shape[1], -1)
     infinite = np.isinf(O)
@@ -431,20 +439,18 @@ def _alternatives_of(given: dict) -> tuple[list[str], np.ndarray]:
     return ids, (np.where(infinite, np.sign(O) * 1e15, O) if infinite.any() else O)  # misconceptions._comparable
 
 
-def _careful(given: dict) -> np.ndarray:
+def _careful(given: dict, fw: _Forward | None = None) -> np.ndarray:
     """(h, n, d_v): each head's O as chain(…, rounding=2) gives it (every step rounded, as the pipeline)."""
-    Q, K, V, _, _ = _stacked(given)
-    d_k = int(given["d_k"])
+    fw = fw or _Forward(given)
 
     def r(M):
         return round_half_up(M, 2)
 
-    Q = r(Q)
-    S = r(np.stack([ops.scores(q, k) for q, k in zip(Q, K)]))
-    Z = r(S / math.sqrt(d_k))
-    masked = r(np.stack([ops.apply_mask(z, bool(given["causal"])) for z in Z]))
-    A = r(np.stack([ops.softmax(m, axis=-1) for m in masked]))
-    return r(np.stack([ops.weighted_sum(a, v) for a, v in zip(A, V)]))
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        # Q and S are whole numbers (X and the weights are): rounding them changes at most a zero's sign,
+        # which nothing after them sees (the O's are rounded, and 0.0 and −0.0 round alike)
+        masked = r(fw.mask(r(fw.S / math.sqrt(fw.d_k))))
+        return r(r(_softmax_last(masked)) @ fw.V)
 
 
 def _like(values: np.ndarray, target: np.ndarray, gap: np.ndarray) -> np.ndarray:
@@ -452,38 +458,90 @@ def _like(values: np.ndarray, target: np.ndarray, gap: np.ndarray) -> np.ndarray
     return np.abs(values - target[:, None, :]).max(axis=-1) <= gap[:, None]
 
 
-def _apart_fast(given: dict, parts: list[Part]) -> bool:
-    """_apart's decision, from every head's mistakes at once."""
-    by_name = {p.name: p for p in parts}
-    h, _ = sizes_of(given)
-    heads = [by_name[f"O{i}"] for i in range(1, h + 1)]
-    cache = by_name["cache_floats"]
-    if misconceptions.clashes(cache.reference, cache_mistakes(given), misconceptions.separation(cache)):
+@functools.lru_cache(maxsize=64)
+def _cache_clashes(h: int, g: int, d_k: int, d_v: int, decimals: int) -> bool:
+    """Whether the cache count's mistakes clash (they depend on the sizes alone)."""
+    given = {"groups": g, **{f"W_Q{i}": None for i in range(1, h + 1)}, "W_K1": np.zeros((D_MODEL, d_k)),
+             "W_V1": np.zeros((D_MODEL, d_v))}
+    reference = np.array([[kv_cache_floats(g, d_k, d_v)]], dtype=float)
+    cache = Part(name="cache_floats", shape=(1, 1), reference=reference, decimals=decimals_for(reference, decimals))
+    return bool(misconceptions.clashes(reference, cache_mistakes(given), misconceptions.separation(cache)))
+
+
+@functools.lru_cache(maxsize=16)
+def _separation(decimals: int) -> float:
+    """misconceptions.separation of a part graded to `decimals` places."""
+    return misconceptions.separation(Part(name="O1", shape=(1, 1), reference=np.zeros((1, 1)), decimals=decimals))
+
+
+def _apart_fast(given: dict, level: int, fw: _Forward | None = None) -> bool:
+    """_apart's decision on the parts _parts(given, level) makes, from every head's mistakes at once (and
+    the references computed here: the same values)."""
+    fw = fw or _Forward(given)
+    h = fw.h
+    decimals = spec(level).decimals
+    if _cache_clashes(h, fw.g, fw.d_k, fw.V.shape[2], decimals):
         return False  # (the rounded chain carries the cache's reference: this is its only check)
-    _, alts = _head_alternatives(given)  # (h, m, c)
+    # numbers.decimals_for of every head's O at once: 0 when every finite cell is whole
+    finite = np.isfinite(fw.O)
+    whole = np.round(np.where(finite, fw.O, 0.0))
+    close = np.abs(np.where(finite, fw.O, 0.0) - whole) <= 1e-12 + 1e-5 * np.abs(whole)
+    whole_heads = close.all(axis=(1, 2)).tolist()  # (h,)
+    gap = np.array([_separation(0 if w else decimals) for w in whole_heads])
+    _, alts = _head_alternatives(given, fw)  # (h, m, c)
     usable = ~np.isnan(alts).any(axis=-1)  # (h, m)
-    gap = np.array([misconceptions.separation(p) for p in heads])
-    reference = np.stack([np.asarray(p.reference, dtype=float).reshape(-1) for p in heads])  # (h, c)
-    if (_like(alts, reference, gap) & usable).any():
+    if (_like(alts, fw.O.reshape(h, -1), gap) & usable).any():
         return False
     pair = np.abs(alts[:, :, None, :] - alts[:, None, :, :]).max(axis=-1) <= gap[:, None, None]  # (h, m, m)
     pair &= usable[:, :, None] & usable[:, None, :]
     if np.triu(pair, k=1).any():
         return False
-    careful = _careful(given)
+    careful = _careful(given, fw)
     if (_like(alts, careful.reshape(h, -1), gap) & usable).any():
         return False
-    concat = by_name["concat"]
-    gap = misconceptions.separation(concat)
-    right = np.stack([np.asarray(p.reference, dtype=float) for p in heads])  # (h, n, d_v)
-    for target in (np.asarray(concat.reference, dtype=float), np.concatenate(list(careful), axis=1)):
-        blocks = np.stack(np.split(target, h, axis=1))  # (h, n, d_v): the target's columns of each head
+    gap = _separation(0 if all(whole_heads) else decimals)  # the concatenation's: whole when every head is
+    for target in (fw.O, careful):  # block b of the concatenation is head b's output
         # same[a, b]: head a's right output matches block b of the target in every cell
-        same = misconceptions.cell_matches(right[:, None], blocks[None, :], gap).all(axis=(2, 3)).tolist()
+        same = misconceptions.cell_matches(fw.O[:, None], target[None, :], gap).all(axis=(2, 3)).tolist()
         if any(all(same[order[k]][k] for k in range(h)) for order in permutations(range(h))
                if list(order) != list(range(h))):
             return False
     return True
+
+
+def _operations_fast(given: dict, parts: list[Part], fw: _Forward):
+    """_operations(given, parts), counted from the stacked heads by budget.count's rules: a product term
+    is nothing with a factor 0, an addition with a factor ±1, else a multiply-add; one division per
+    nonzero score when d_k ≠ 1; per softmax row with two or more visible keys, an exponential per finite
+    nonzero exponent, visible − 1 additions and visible divisions; one cell per entry of every part."""
+    from ...core import budget
+
+    def nonzero(M):
+        return np.isfinite(M) & (np.abs(M) > 1e-12)
+
+    def unit(M):
+        return np.abs(np.abs(M) - 1.0) < 1e-12
+
+    def product(pairs):  # [(left (…, r, k), right (…, k, c))]: (terms, of which hard)
+        terms = hard = 0
+        for left, right in pairs:
+            lz, rz = nonzero(left).astype(float), nonzero(right).astype(float)
+            terms += int((lz @ rz).sum())
+            hard += int(((lz * ~unit(left)) @ (rz * ~unit(right))).sum())
+        return terms, hard
+
+    W_K = np.stack([np.asarray(given[f"W_K{j}"], dtype=float) for j in range(1, fw.g + 1)])
+    W_V = np.stack([np.asarray(given[f"W_V{j}"], dtype=float) for j in range(1, fw.g + 1)])
+    terms, hard = product([(fw.X, W_K), (fw.X, W_V), (fw.X, fw.W_Q), (fw.Q, np.swapaxes(fw.K, 1, 2)),
+                           (fw.A, fw.V)])
+    finite = np.isfinite(fw.masked)
+    visible = finite.sum(axis=-1)  # (h, n)
+    rows = visible > 1
+    exponentials = int(((finite & (np.abs(fw.masked) > 1e-12)).sum(axis=-1))[rows].sum())
+    divisions = int(visible[rows].sum()) + (int(nonzero(fw.S).sum()) if fw.d_k != 1 else 0)
+    return budget.Operations(multiply_adds=hard, additions=terms - hard + int((visible[rows] - 1).sum()),
+                             exponentials=exponentials, divisions=divisions,
+                             cells=sum(int(np.prod(p.shape)) for p in parts))
 
 
 def _parts(given: dict, level: int) -> list[Part]:
@@ -511,9 +569,12 @@ def generate(rng: np.random.Generator, level: int) -> Draft:
         given = _draw(rng, size)
         if given is None:
             continue
+        # the same decision as _operations(…) <= budget and _apart(…) on _parts(…), the cheaper check first
+        fw = _Forward(given)
+        if not _apart_fast(given, level, fw):
+            continue
         parts = _parts(given, level)
-        # the same decision as _operations(…) <= budget and _apart(…), the cheaper check first
-        if _apart_fast(given, parts) and _operations(given, parts).minutes <= budget.BUDGET_MINUTES[level]:
+        if _operations_fast(given, parts, fw).minutes <= budget.BUDGET_MINUTES[level]:
             return Draft(given=given, parts=parts, params=_params(given))
     raise RuntimeError(f"gqa: no variant within the time budget in {MAX_TRIES} draws")
 

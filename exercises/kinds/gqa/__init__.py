@@ -37,6 +37,7 @@ from ...core.numbers import decimals_for, nonzero_matrix, round_half_up
 from ...i18n import msg
 from ...rendering import latex as L
 from .._shared.aids import softmax_aids
+from .._shared.heads import Heads, clash, comparable, like, softmax_rows
 
 ID = "gqa"
 ORDER = 82  # after multi_head (80): the same heads, sharing their keys and values; before rope (84)
@@ -350,93 +351,36 @@ class _Forward:
     def __init__(self, given: dict):
         h, g = sizes_of(given)
         X = np.asarray(given["X"], dtype=float)
-        self.h, self.g, self.causal = h, g, bool(given["causal"])
-        self.X = X
+        self.h, self.g, self.X = h, g, X
         self.Ks = [X @ np.asarray(given[f"W_K{j}"], dtype=float) for j in range(1, g + 1)]  # as _kv
         self.Vs = [X @ np.asarray(given[f"W_V{j}"], dtype=float) for j in range(1, g + 1)]
         self.W_Q = np.stack([np.asarray(given[f"W_Q{i}"], dtype=float) for i in range(1, h + 1)])  # (h, d, d_k)
-        self.Q = X @ self.W_Q  # (h, n, d_k)
         self.right = [group(i, h, g) - 1 for i in range(1, h + 1)]  # 0-based group of each head
-        self.K = np.stack([self.Ks[j] for j in self.right])  # (h, n, d_k)
-        self.V = np.stack([self.Vs[j] for j in self.right])  # (h, n, d_v)
-        n, self.d_k = self.Q.shape[1], self.Q.shape[2]
-        self.upper = np.triu(np.ones((n, n), dtype=bool), k=1)  # ops.causal_mask(n)
-        self.S = self.Q @ np.swapaxes(self.K, 1, 2)  # (h, n, n)
-        self.Z = self.S / math.sqrt(self.d_k)  # ops.scale
-        self.masked = self.mask(self.Z)
-        self.A = _softmax_last(self.masked)
-        self.O = self.A @ self.V  # (h, n, d_v)
-
-    def mask(self, Z: np.ndarray) -> np.ndarray:
-        return _masked_at(Z, self.upper, -np.inf) if self.causal else np.array(Z, dtype=float)
-
-
-def _masked_at(Z: np.ndarray, cells: np.ndarray, fill: float) -> np.ndarray:
-    out = np.array(Z, dtype=float)
-    out[..., cells] = fill
-    return out
-
-
-def _softmax_last(Z: np.ndarray) -> np.ndarray:
-    """ops.softmax along the rows of a stack (…, n_q, n_k)."""
-    e = np.exp(Z - np.max(Z, axis=-1, keepdims=True))
-    return e / np.sum(e, axis=-1, keepdims=True)
+        self.heads = heads = Heads(X @ self.W_Q, np.stack([self.Ks[j] for j in self.right]),
+                                   np.stack([self.Vs[j] for j in self.right]), bool(given["causal"]), X.shape[1])
+        self.Q, self.K, self.V, self.S, self.masked, self.A, self.O = (heads.Q, heads.K, heads.V, heads.S,
+                                                                       heads.masked, heads.A, heads.O)
+        self.d_k = heads.d_k
 
 
 def _head_alternatives(given: dict, fw: _Forward | None = None) -> tuple[list[str], np.ndarray]:
     """The ids of head_mistakes, and (h, m, n·d_v) what each of those m mistakes gives for every head's O
     (NaN where a mistake is not made for that head, or gives a value no one can write), comparable as
     misconceptions.clashes compares them (±∞ as its stand-in)."""
+    fw = fw or _Forward(given)
+    ids, O = fw.heads.mistakes()  # (m, h, n, d_v)
+    wrong = np.full((1, *fw.V.shape), np.nan)  # gqa_wrong_group: head i with group i mod g's keys and values
+    later = wrong.copy()  # gqa_v_not_shared: the right keys, group 1's values
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        return _alternatives_of(given, fw or _Forward(given))
-
-
-def _alternatives_of(given: dict, fw: _Forward) -> tuple[list[str], np.ndarray]:
-    h, g = fw.h, fw.g
-    Q, K, V, S, Z, masked, d_k = fw.Q, fw.K, fw.V, fw.S, fw.Z, fw.masked, fw.d_k
-    n = Q.shape[1]
-    d_model = int(fw.W_Q.shape[1])
-    mask, root = fw.mask, math.sqrt(d_k)
-    # the masked scores each mistake softmaxes row by row, and the weights of the softmax's own mistakes
-    rows, row_ids = [mask((K @ np.swapaxes(Q, 1, 2)) / root)], ["transposed_scores"]
-    if d_k != 1:
-        rows += [mask(S), mask(S / d_k), mask(S * np.sqrt(d_k))]
-        row_ids += ["no_scaling", "scaled_by_dk", "scaled_times_sqrt_dk"]
-    if d_model not in (0, d_k, d_k ** 2):
-        rows.append(mask(S / np.sqrt(d_model)))
-        row_ids.append("scaled_by_sqrt_d_model")
-    finite = np.where(np.isfinite(masked), masked, 0.0)
-    e = np.exp(masked - np.max(masked, axis=-2, keepdims=True))
-    columns = [np.exp(masked), finite / finite.sum(axis=-1, keepdims=True), e / np.sum(e, axis=-2, keepdims=True)]
-    column_ids = ["softmax_no_normalise", "no_exp", "softmax_columns"]
-    if fw.causal:
-        rows += [np.array(Z, dtype=float), _masked_at(Z, np.triu(np.ones((n, n), dtype=bool)), -np.inf),
-                 _masked_at(Z, np.tril(np.ones((n, n), dtype=bool), k=-1), -np.inf)]
-        row_ids += ["no_mask", "mask_diagonal", "mask_wrong_triangle"]
-        if n > 1:
-            rows.append(_masked_at(Z, fw.upper, 0.0))
-            row_ids.append("mask_zero_instead_of_inf")
-        after = _softmax_last(Z)
-        after[..., fw.upper] = 0.0
-        columns.append(after)
-        column_ids.append("mask_after_softmax")
-    A = np.concatenate([_softmax_last(np.stack(rows)), np.stack(columns)])  # (m, h, n, n)
-    outs = [A @ V, (np.swapaxes(fw.A, 1, 2) @ V)[None]]  # weights_transposed last
-    nan = np.full((1, *V.shape), np.nan)
-    wrong = nan.copy()  # gqa_wrong_group: head i with group i mod g's keys and values
-    later = nan.copy()  # gqa_v_not_shared: the right keys, group 1's values
-    for i in range(1, h + 1):
-        right, dealt = fw.right[i - 1] + 1, (i - 1) % g + 1
-        if dealt != right:
-            A_w = _softmax_last(mask((Q[i - 1] @ fw.Ks[dealt - 1].T) / root))
-            wrong[0, i - 1] = A_w @ fw.Vs[dealt - 1]
-        if right != 1:
-            later[0, i - 1] = fw.A[i - 1] @ fw.Vs[0]
-    O = np.swapaxes(np.concatenate([*outs, wrong, later]), 0, 1)  # (h, m, n, d_v)
-    O = O.reshape(h, O.shape[1], -1)
-    infinite = np.isinf(O)
-    ids = [*row_ids, *column_ids, "weights_transposed", "gqa_wrong_group", "gqa_v_not_shared"]
-    return ids, (np.where(infinite, np.sign(O) * 1e15, O) if infinite.any() else O)  # misconceptions._comparable
+        for i in range(1, fw.h + 1):
+            right, dealt = fw.right[i - 1] + 1, (i - 1) % fw.g + 1
+            if dealt != right:
+                scores = fw.heads.mask((fw.Q[i - 1] @ fw.Ks[dealt - 1].T) / math.sqrt(fw.d_k))
+                wrong[0, i - 1] = softmax_rows(scores) @ fw.Vs[dealt - 1]
+            if right != 1:
+                later[0, i - 1] = fw.A[i - 1] @ fw.Vs[0]
+    O = np.swapaxes(np.concatenate([O, wrong, later]), 0, 1)  # (h, m, n, d_v)
+    return [*ids, "gqa_wrong_group", "gqa_v_not_shared"], comparable(O)
 
 
 def _careful(given: dict, fw: _Forward | None = None) -> np.ndarray:
@@ -449,13 +393,8 @@ def _careful(given: dict, fw: _Forward | None = None) -> np.ndarray:
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         # Q and S are whole numbers (X and the weights are): rounding them changes at most a zero's sign,
         # which nothing after them sees (the O's are rounded, and 0.0 and −0.0 round alike)
-        masked = r(fw.mask(r(fw.S / math.sqrt(fw.d_k))))
-        return r(r(_softmax_last(masked)) @ fw.V)
-
-
-def _like(values: np.ndarray, target: np.ndarray, gap: np.ndarray) -> np.ndarray:
-    """(h, m): mistake m of head i within the head's gap of its target (h, c) in every cell."""
-    return np.abs(values - target[:, None, :]).max(axis=-1) <= gap[:, None]
+        masked = r(fw.heads.mask(r(fw.S / math.sqrt(fw.d_k))))
+        return r(r(softmax_rows(masked)) @ fw.V)
 
 
 @functools.lru_cache(maxsize=64)
@@ -489,15 +428,10 @@ def _apart_fast(given: dict, level: int, fw: _Forward | None = None) -> bool:
     whole_heads = close.all(axis=(1, 2)).tolist()  # (h,)
     gap = np.array([_separation(0 if w else decimals) for w in whole_heads])
     _, alts = _head_alternatives(given, fw)  # (h, m, c)
-    usable = ~np.isnan(alts).any(axis=-1)  # (h, m)
-    if (_like(alts, fw.O.reshape(h, -1), gap) & usable).any():
+    if clash(alts, fw.O.reshape(h, -1), gap):
         return False
-    pair = np.abs(alts[:, :, None, :] - alts[:, None, :, :]).max(axis=-1) <= gap[:, None, None]  # (h, m, m)
-    pair &= usable[:, :, None] & usable[:, None, :]
-    if np.triu(pair, k=1).any():
-        return False
-    careful = _careful(given, fw)
-    if (_like(alts, careful.reshape(h, -1), gap) & usable).any():
+    careful = _careful(given, fw)  # (clashes against it: the pairs are the same as just checked)
+    if (like(alts, careful.reshape(h, -1), gap) & ~np.isnan(alts).any(axis=-1)).any():
         return False
     gap = _separation(0 if all(whole_heads) else decimals)  # the concatenation's: whole when every head is
     for target in (fw.O, careful):  # block b of the concatenation is head b's output

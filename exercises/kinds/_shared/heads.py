@@ -114,3 +114,31 @@ def clash(values: np.ndarray, reference: np.ndarray, gap: np.ndarray | float) ->
     pair = np.abs(values[:, :, None, :] - values[:, None, :, :]).max(axis=-1) <= gap[:, None, None]  # (h, m, m)
     return bool((np.triu(pair & usable[:, :, None] & usable[:, None, :], k=1)).any())
 
+
+
+def operations(heads: Heads, projections: list[tuple[np.ndarray, np.ndarray]], cells: int):
+    """budget.count's operations for every head from its Q, K and V to its O, plus the products
+    `projections` [(left (…, r, k), right (…, k, c))] that made them, plus `cells` written: a product
+    term is nothing with a factor 0, an addition with a factor ±1, else a multiply-add; one division per
+    nonzero score when d_k ≠ 1; per softmax row with two or more visible keys, an exponential per finite
+    nonzero exponent, visible − 1 additions and visible divisions. The same counts, so the same seconds."""
+    from ...core import budget
+
+    def nonzero(M):
+        return np.isfinite(M) & (np.abs(M) > 1e-12)
+
+    def unit(M):
+        return np.abs(np.abs(M) - 1.0) < 1e-12
+
+    terms = hard = 0
+    for left, right in [*projections, (heads.Q, np.swapaxes(heads.K, 1, 2)), (heads.A, heads.V)]:
+        lz, rz = nonzero(left).astype(float), nonzero(right).astype(float)
+        terms += int((lz @ rz).sum())
+        hard += int(((lz * ~unit(left)) @ (rz * ~unit(right))).sum())
+    finite = np.isfinite(heads.masked)
+    visible = finite.sum(axis=-1)  # (h, n)
+    rows = visible > 1
+    exponentials = int(((finite & (np.abs(heads.masked) > 1e-12)).sum(axis=-1))[rows].sum())
+    divisions = int(visible[rows].sum()) + (int(nonzero(heads.S).sum()) if heads.d_k != 1 else 0)
+    return budget.Operations(multiply_adds=hard, additions=terms - hard + int((visible[rows] - 1).sum()),
+                             exponentials=exponentials, divisions=divisions, cells=int(cells))

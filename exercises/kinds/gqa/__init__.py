@@ -38,6 +38,7 @@ from ...i18n import msg
 from ...rendering import latex as L
 from .._shared.aids import softmax_aids
 from .._shared.heads import Heads, clash, comparable, like, softmax_rows
+from .._shared.heads import operations as head_operations
 
 ID = "gqa"
 ORDER = 82  # after multi_head (80): the same heads, sharing their keys and values; before rope (84)
@@ -226,7 +227,7 @@ def _columns_differ(M: np.ndarray) -> np.ndarray:
 # The candidates of a batch are rows of the pool of all admissible weights (numbers.pooled_matrices), and
 # the pools are small (8 or 64 matrices): every check of a candidate is made once per pool row (and pair
 # of rows) for an X, met again and again, and read for the batch's rows. The same draws from the
-# generator, the same first candidate kept as checking the batch itself (tests/test_kinds_gqa.py holds
+# generator, the same first candidate kept as checking the batch itself (tests/test_kinds_heads_fast.py holds
 # the draws equal to the batch checks written out).
 
 
@@ -340,13 +341,13 @@ def _apart(given: dict, parts: list[Part]) -> bool:
 # ---------------------------------------------------------------- the same checks, all heads at once
 # _apart asks the pipeline for every head's mistakes one by one (h × 14 runs, then h rounded runs) and
 # _operations counts through it head by head. The checks below compute the same values with numpy for
-# every head and every mistake at once, and decide as _apart and _operations do (tests/test_kinds_gqa.py
+# every head and every mistake at once, and decide as _apart and _operations do (tests/test_kinds_heads_fast.py
 # holds them equal over many drafts, the rejected ones too).
 
 
 class _Forward:
     """Every head's forward pass at once, stacked (h, …): the values references_of and the pipeline give
-    (the same numpy operations, so the same floats: tests/test_kinds_gqa.py holds them equal)."""
+    (the same numpy operations, so the same floats: tests/test_kinds_heads_fast.py holds them equal)."""
 
     def __init__(self, given: dict):
         h, g = sizes_of(given)
@@ -444,38 +445,12 @@ def _apart_fast(given: dict, level: int, fw: _Forward | None = None) -> bool:
 
 
 def _operations_fast(given: dict, parts: list[Part], fw: _Forward):
-    """_operations(given, parts), counted from the stacked heads by budget.count's rules: a product term
-    is nothing with a factor 0, an addition with a factor ±1, else a multiply-add; one division per
-    nonzero score when d_k ≠ 1; per softmax row with two or more visible keys, an exponential per finite
-    nonzero exponent, visible − 1 additions and visible divisions; one cell per entry of every part."""
-    from ...core import budget
-
-    def nonzero(M):
-        return np.isfinite(M) & (np.abs(M) > 1e-12)
-
-    def unit(M):
-        return np.abs(np.abs(M) - 1.0) < 1e-12
-
-    def product(pairs):  # [(left (…, r, k), right (…, k, c))]: (terms, of which hard)
-        terms = hard = 0
-        for left, right in pairs:
-            lz, rz = nonzero(left).astype(float), nonzero(right).astype(float)
-            terms += int((lz @ rz).sum())
-            hard += int(((lz * ~unit(left)) @ (rz * ~unit(right))).sum())
-        return terms, hard
-
+    """_operations(given, parts), counted from the stacked heads (_shared.heads.operations): K and V once
+    per group, each head from X W_Q to O, every cell written."""
     W_K = np.stack([np.asarray(given[f"W_K{j}"], dtype=float) for j in range(1, fw.g + 1)])
     W_V = np.stack([np.asarray(given[f"W_V{j}"], dtype=float) for j in range(1, fw.g + 1)])
-    terms, hard = product([(fw.X, W_K), (fw.X, W_V), (fw.X, fw.W_Q), (fw.Q, np.swapaxes(fw.K, 1, 2)),
-                           (fw.A, fw.V)])
-    finite = np.isfinite(fw.masked)
-    visible = finite.sum(axis=-1)  # (h, n)
-    rows = visible > 1
-    exponentials = int(((finite & (np.abs(fw.masked) > 1e-12)).sum(axis=-1))[rows].sum())
-    divisions = int(visible[rows].sum()) + (int(nonzero(fw.S).sum()) if fw.d_k != 1 else 0)
-    return budget.Operations(multiply_adds=hard, additions=terms - hard + int((visible[rows] - 1).sum()),
-                             exponentials=exponentials, divisions=divisions,
-                             cells=sum(int(np.prod(p.shape)) for p in parts))
+    return head_operations(fw.heads, [(fw.X, W_K), (fw.X, W_V), (fw.X, fw.W_Q)],
+                           sum(int(np.prod(p.shape)) for p in parts))
 
 
 def _parts(given: dict, level: int) -> list[Part]:

@@ -231,3 +231,26 @@ def test_multi_head_stacked_mistakes_are_the_pipelines_to_the_bit(level):
             assert set(slow) == set(ids)
             for k, mid in enumerate(ids):
                 assert np.array_equal(O[k, i - 1], slow[mid], equal_nan=True), mid
+
+
+# ---------------------------------------------------------------- grad_multi_head
+
+
+@pytest.mark.parametrize("level", LEVELS)
+def test_grad_multi_head_fast_check_decides_as_all_apart(level):
+    import exercises.kinds.grad_multi_head as GM
+    from exercises.kinds._shared.hand import all_apart
+
+    decisions = set()
+    for seed in range(40):
+        rng = engine.rng_for(GM.ID, seed, level)
+        for _ in range(4):
+            draft = GM._draft(rng, level)
+            g = draft.given
+            slow = all_apart(draft.parts, lambda p, g=g: GM.mistakes_of(g, p.name))
+            assert GM._apart(g, draft.parts) == slow
+            for p in draft.parts:
+                fast, plain = GM.mistakes_of(g, p.name, p.shape, GM._heads_of(g)), GM.mistakes_of(g, p.name)
+                assert fast.keys() == plain.keys() and all(np.array_equal(fast[k], plain[k]) for k in fast)
+            decisions.add(slow)
+    assert decisions == {True, False}

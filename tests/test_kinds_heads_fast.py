@@ -254,3 +254,21 @@ def test_grad_multi_head_fast_check_decides_as_all_apart(level):
                 assert fast.keys() == plain.keys() and all(np.array_equal(fast[k], plain[k]) for k in fast)
             decisions.add(slow)
     assert decisions == {True, False}
+
+
+@pytest.mark.parametrize("level", LEVELS)
+def test_multi_head_seconds_from_the_table_are_budgets(level):
+    """The hand work read from the table of its pieces is budget.head_seconds, candidate by candidate."""
+    from exercises.core import budget
+
+    n, _, d_k, d_v, x_values, _ = M.SIZES[level]
+    rng = np.random.default_rng(level)
+    pool_qk, pool_v = M._pool((2, d_k)), M._pool((2, d_v))
+    for _ in range(20):
+        X = nonzero_matrix(rng, (n, 2), x_values)
+        causal = bool(rng.integers(2))
+        rows_q, rows_k = rng.integers(len(pool_qk), size=64), rng.integers(len(pool_qk), size=64)
+        rows_v = rng.integers(len(pool_v), size=64)
+        table = M._seconds_table(X.tobytes(), X.shape, d_k, d_v, causal)
+        assert np.array_equal(M._head_seconds(table, rows_q, rows_k, rows_v),
+                              budget.head_seconds(X, pool_qk[rows_q], pool_qk[rows_k], pool_v[rows_v], causal))

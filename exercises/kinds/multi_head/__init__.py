@@ -95,12 +95,11 @@ def _weights(rng: np.random.Generator, shape: tuple[int, int], count: int | None
 
 
 HEAD_BATCH = 128  # candidate weights of one head drawn at once, checked together with numpy
-BUDGET_CHUNK = 8  # the candidates left whose hand work is counted at a time (the first that fits is kept)
 
 # The candidates of a batch are rows of the pools of all admissible weights (numbers.pooled_matrices), and
 # the pools are small (8 or 64 matrices): every check of a candidate is made once per pool row (and per
-# key × query pair of rows) for an X, met again and again, and read for the batch's rows; the hand work
-# is counted for the candidates left, a few at a time, until one fits. The same draws from the generator,
+# key × query pair of rows) for an X, met again and again, and read for the batch's rows, and so is the
+# hand work (budget.head_seconds in pieces that add up). The same draws from the generator,
 # the same first candidate kept as checking the whole batch (tests/test_kinds_heads_fast.py holds them equal).
 
 
@@ -129,6 +128,71 @@ def _table(x: bytes, x_shape: tuple[int, int], d_k: int, d_v: int, causal: bool)
     return pair_ok, key_ok, value_ok
 
 
+@functools.lru_cache(maxsize=512)
+def _seconds_table(x: bytes, x_shape: tuple[int, int], d_k: int, d_v: int, causal: bool) -> tuple:
+    """For X, budget.head_seconds in pieces over the pool rows: (projection seconds of each W_Q/W_K row,
+    of each W_V row, per key × query pair of rows the seconds from S to the softmax, and per pair and per
+    key the products A V take: the nonzero weights and those not ±1 in each key's column; per W_V row and
+    key, the nonzero values and those not ±1 in its row). A product's seconds are its terms' (nothing with
+    a factor 0, an addition with a factor ±1, else a multiply-add), so A V's add up key by key."""
+    from ...core import budget
+
+    X = np.frombuffer(x).reshape(x_shape)
+    n = x_shape[0]
+    add, mul = budget.RATES["additions"], budget.RATES["multiply_adds"]
+
+    def nonzero(M):
+        return np.isfinite(M) & (np.abs(M) > 1e-12)  # budget's rules for a factor 0 …
+
+    def unit(M):
+        return np.abs(np.abs(M) - 1.0) < 1e-12  # … and ±1
+
+    def product(left, right):  # (B,) seconds of left[b] @ right[b]
+        lz, rz = nonzero(left).astype(float), nonzero(right).astype(float)
+        terms = (lz @ rz).sum(axis=(1, 2))
+        hard = ((lz * ~unit(left)) @ (rz * ~unit(right))).sum(axis=(1, 2))
+        return mul * hard + add * (terms - hard)
+
+    pool_qk, pool_v = _pool((D_MODEL, d_k)), _pool((D_MODEL, d_v))
+    P = len(pool_qk)
+    own_qk = product(np.broadcast_to(X, (P, *X.shape)), pool_qk)  # (P,)
+    own_v = product(np.broadcast_to(X, (len(pool_v), *X.shape)), pool_v)  # (P_V,)
+    QK = X @ pool_qk  # (P, n, d_k): the queries' (and the keys') of every row
+    Q = np.broadcast_to(QK[None], (P, P, n, d_k)).reshape(P * P, n, d_k)  # pair k·P + q: query row q,
+    Kt = np.swapaxes(np.broadcast_to(QK[:, None], (P, P, n, d_k)).reshape(P * P, n, d_k), 1, 2)  # key row k
+    S = Q @ Kt  # (P², n, n)
+    pair = product(Q, Kt)
+    if d_k != 1:
+        pair = pair + budget.RATES["divisions"] * nonzero(S).sum(axis=(1, 2))
+    visible = np.tril(np.ones((n, n), dtype=bool)) if causal else np.ones((n, n), dtype=bool)
+    Z = S / np.sqrt(d_k)
+    seen = visible.sum(axis=1)
+    rows = seen > 1
+    exps = ((np.abs(Z) > 1e-12) & visible).sum(axis=2)  # (P², n)
+    pair = pair + (budget.RATES["exponentials"] * exps[:, rows].sum(axis=1)
+                   + float(add * (seen[rows] - 1).sum() + budget.RATES["divisions"] * seen[rows].sum()))
+    with np.errstate(over="ignore", invalid="ignore"):
+        e = np.where(visible, np.exp(Z - Z.max(axis=2, keepdims=True)), 0.0)
+        A = e / e.sum(axis=2, keepdims=True)  # (P², n, n), as head_seconds makes it
+    weights = nonzero(A)
+    V = X @ pool_v  # (P_V, n, d_v)
+    values = nonzero(V)
+    return (own_qk, own_v, pair, weights.sum(axis=1).astype(float), (weights & ~unit(A)).sum(axis=1).astype(float),
+            values.sum(axis=2).astype(float), (values & ~unit(V)).sum(axis=2).astype(float))
+
+
+def _head_seconds(t: tuple, rows_q: np.ndarray, rows_k: np.ndarray, rows_v: np.ndarray) -> np.ndarray:
+    """budget.head_seconds of the candidates (pool rows) from _seconds_table: the same seconds."""
+    from ...core import budget
+
+    own_qk, own_v, pair, weights, hard_weights, values, hard_values = t
+    kq = rows_k * len(own_qk) + rows_q
+    terms = (weights[kq] * values[rows_v]).sum(axis=1)  # A V: Σ over keys of (its weights) × (its values)
+    hard = (hard_weights[kq] * hard_values[rows_v]).sum(axis=1)
+    return own_qk[rows_q] + own_qk[rows_k] + own_v[rows_v] + pair[kq] \
+        + (budget.RATES["multiply_adds"] * hard + budget.RATES["additions"] * (terms - hard))
+
+
 def _draw_head(rng: np.random.Generator, d_k: int, d_v: int, X: np.ndarray, causal: bool,
                seconds: float) -> dict[str, np.ndarray] | None:
     """One head's weights, the first of a batch of candidates with small, not all equal scores (S ≠ Sᵀ,
@@ -137,22 +201,18 @@ def _draw_head(rng: np.random.Generator, d_k: int, d_v: int, X: np.ndarray, caus
     with 0" is no mask), every token's value nonzero and not all alike (else a weight changes nothing in
     O), and hand work of at most `seconds` (exercises.core.budget.head_seconds); None when the batch has
     none (X is drawn again)."""
-    from ...core import budget
-
     pool_qk, pool_v = _pool((D_MODEL, d_k)), _pool((D_MODEL, d_v))
     rows_q = rng.integers(len(pool_qk), size=HEAD_BATCH)  # the draws _weights makes: W_Q's batch,
     rows_k = rng.integers(len(pool_qk), size=HEAD_BATCH)  # W_K's,
     rows_v = rng.integers(len(pool_v), size=HEAD_BATCH)  # W_V's
     pair_ok, key_ok, value_ok = _table(np.asarray(X, dtype=float).tobytes(), X.shape, d_k, d_v, bool(causal))
     good = np.flatnonzero(pair_ok[rows_k, rows_q] & key_ok[rows_k] & value_ok[rows_v])
-    for start in range(0, len(good), BUDGET_CHUNK):  # the hand work of the candidates left, a few at once
-        chunk = good[start:start + BUDGET_CHUNK]
-        fits = chunk[budget.head_seconds(X, pool_qk[rows_q[chunk]], pool_qk[rows_k[chunk]], pool_v[rows_v[chunk]],
-                                         causal) <= seconds]
-        if len(fits):
-            b = fits[0]
-            return {"W_Q": pool_qk[rows_q[b]].copy(), "W_K": pool_qk[rows_k[b]].copy(),
-                    "W_V": pool_v[rows_v[b]].copy()}
+    if len(good):  # the hand work of the candidates left, from the table of its pieces
+        t = _seconds_table(np.asarray(X, dtype=float).tobytes(), X.shape, d_k, d_v, bool(causal))
+        good = good[_head_seconds(t, rows_q[good], rows_k[good], rows_v[good]) <= seconds]
+    if len(good):
+        b = good[0]
+        return {"W_Q": pool_qk[rows_q[b]].copy(), "W_K": pool_qk[rows_k[b]].copy(), "W_V": pool_v[rows_v[b]].copy()}
     return None
 
 

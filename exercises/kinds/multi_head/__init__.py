@@ -95,12 +95,15 @@ def _weights(rng: np.random.Generator, shape: tuple[int, int], count: int | None
 
 
 HEAD_BATCH = 128  # candidate weights of one head drawn at once, checked together with numpy
+TABLED_TOKENS = 2  # up to this many tokens the checks are read from tables per X (few X's: at most 4⁴ of them,
+# each met again and again); with more (4⁶ X's, hardly one met twice) the batch is checked itself
 
 # The candidates of a batch are rows of the pools of all admissible weights (numbers.pooled_matrices), and
-# the pools are small (8 or 64 matrices): every check of a candidate is made once per pool row (and per
-# key × query pair of rows) for an X, met again and again, and read for the batch's rows, and so is the
-# hand work (budget.head_seconds in pieces that add up). The same draws from the generator,
-# the same first candidate kept as checking the whole batch (tests/test_kinds_heads_fast.py holds them equal).
+# the pools are small (8 or 64 matrices): with few X's (TABLED_TOKENS) every check of a candidate is made
+# once per pool row (and per key × query pair of rows) for an X, met again and again, and read for the
+# batch's rows, and so is the hand work (budget.head_seconds in pieces that add up). The same draws from
+# the generator, the same first candidate kept as checking the whole batch (tests/test_kinds_heads_fast.py
+# holds them equal).
 
 
 def _pool(shape: tuple[int, int]) -> np.ndarray:
@@ -193,6 +196,29 @@ def _head_seconds(t: tuple, rows_q: np.ndarray, rows_k: np.ndarray, rows_v: np.n
         + (budget.RATES["multiply_adds"] * hard + budget.RATES["additions"] * (terms - hard))
 
 
+def _checked(X: np.ndarray, W_Q: np.ndarray, W_K: np.ndarray, W_V: np.ndarray, causal: bool,
+             seconds: float) -> np.ndarray:
+    """The candidates of a batch (B, d, width) that pass _draw_head's checks and fit in `seconds`, in
+    order, checked on the batch itself."""
+    from ...core import budget
+
+    n = X.shape[0]
+    K = X @ W_K  # (B, n, d_k)
+    S = (X @ W_Q) @ np.swapaxes(K, 1, 2)  # (B, n, n)
+    V = X @ W_V  # (B, n, d_v)
+    ok = ((np.abs(S).max(axis=(1, 2)) <= MAX_SCORE) & (np.ptp(K.reshape(len(K), -1), axis=1) > 0)
+          & (np.abs(S - np.swapaxes(S, 1, 2)).max(axis=(1, 2)) > 1e-9))
+    ok &= np.any(V != 0, axis=2).all(axis=1) & (np.ptp(V, axis=1).max(axis=1) > 0)
+    visible = np.tril(np.ones((n, n), dtype=bool)) if causal else np.ones((n, n), dtype=bool)
+    ok &= np.any([np.ptp(S[:, i, visible[i]], axis=1) > 0 for i in range(n) if visible[i].sum() > 1], axis=0)
+    if causal:
+        ok &= (S[:, ~visible] != 0).any(axis=1)
+    good = np.flatnonzero(ok)
+    if len(good):  # the hand work of the candidates left, at once
+        good = good[budget.head_seconds(X, W_Q[good], W_K[good], W_V[good], causal) <= seconds]
+    return good
+
+
 def _draw_head(rng: np.random.Generator, d_k: int, d_v: int, X: np.ndarray, causal: bool,
                seconds: float) -> dict[str, np.ndarray] | None:
     """One head's weights, the first of a batch of candidates with small, not all equal scores (S ≠ Sᵀ,
@@ -205,11 +231,15 @@ def _draw_head(rng: np.random.Generator, d_k: int, d_v: int, X: np.ndarray, caus
     rows_q = rng.integers(len(pool_qk), size=HEAD_BATCH)  # the draws _weights makes: W_Q's batch,
     rows_k = rng.integers(len(pool_qk), size=HEAD_BATCH)  # W_K's,
     rows_v = rng.integers(len(pool_v), size=HEAD_BATCH)  # W_V's
-    pair_ok, key_ok, value_ok = _table(np.asarray(X, dtype=float).tobytes(), X.shape, d_k, d_v, bool(causal))
-    good = np.flatnonzero(pair_ok[rows_k, rows_q] & key_ok[rows_k] & value_ok[rows_v])
-    if len(good):  # the hand work of the candidates left, from the table of its pieces
-        t = _seconds_table(np.asarray(X, dtype=float).tobytes(), X.shape, d_k, d_v, bool(causal))
-        good = good[_head_seconds(t, rows_q[good], rows_k[good], rows_v[good]) <= seconds]
+    if X.shape[0] <= TABLED_TOKENS:
+        x = np.asarray(X, dtype=float).tobytes()
+        pair_ok, key_ok, value_ok = _table(x, X.shape, d_k, d_v, bool(causal))
+        good = np.flatnonzero(pair_ok[rows_k, rows_q] & key_ok[rows_k] & value_ok[rows_v])
+        if len(good):  # the hand work of the candidates left, from the table of its pieces
+            t = _seconds_table(x, X.shape, d_k, d_v, bool(causal))
+            good = good[_head_seconds(t, rows_q[good], rows_k[good], rows_v[good]) <= seconds]
+    else:
+        good = _checked(X, pool_qk[rows_q], pool_qk[rows_k], pool_v[rows_v], causal, seconds)
     if len(good):
         b = good[0]
         return {"W_Q": pool_qk[rows_q[b]].copy(), "W_K": pool_qk[rows_k[b]].copy(), "W_V": pool_v[rows_v[b]].copy()}

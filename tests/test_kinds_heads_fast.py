@@ -92,6 +92,19 @@ def test_gqa_draws_what_the_batch_checks_drew(level):
         assert fast.integers(1 << 30) == slow.integers(1 << 30)
 
 
+@pytest.mark.parametrize("level", LEVELS)
+def test_gqa_tables_tell_equal_and_mirrored_keys_and_values(level):
+    size = G.SIZES[level]
+    rng = np.random.default_rng(level)
+    for _ in range(20):
+        X = nonzero_matrix(rng, (size.n, 2), size.x_values)
+        table = G._table(X.tobytes(), X.shape, size.d_k, size.d_v)
+        for width, same, mirror in ((size.d_k, table.same_k, table.mirror_k), (size.d_v, table.same_v, table.mirror_v)):
+            M_ = X @ G._pool((2, width))
+            assert np.array_equal(same, [[np.array_equal(a, b) for b in M_] for a in M_])
+            assert np.array_equal(mirror, [[np.array_equal(a, -b) for b in M_] for a in M_])
+
+
 def _gqa_candidates(level: int, seeds: range, tries: int = 12):
     """The drafts gqa's generate checks for these seeds (the rejected ones and the one kept)."""
     for seed in seeds:

@@ -250,11 +250,12 @@ class _Table:
 
 
 def _equal(M: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(P, P) twice: M[p] = M[q] in every cell, and M[p] = −M[q] (rows numbered by their distinct values)."""
+    """(P, P) twice: M[p] = M[q] in every cell, and M[p] = −M[q]. M holds whole numbers (X and the weights
+    do), so each row is numbered exactly by its cells as digits in base 2·max|M| + 1."""
     flat = M.reshape(len(M), -1)
-    _, ids = np.unique(np.concatenate([flat, -flat]) + 0.0, axis=0, return_inverse=True)  # + 0.0: no −0.0
-    ids = ids.reshape(-1)
-    own, negated = ids[:len(M)], ids[len(M):]
+    base = 2.0 * np.abs(flat).max() + 1.0
+    digits = base ** np.arange(flat.shape[1])  # base^cells < 2^53: exact (|M| ≤ 4, at most 4 cells)
+    own, negated = (flat + (base - 1) / 2) @ digits, (-flat + (base - 1) / 2) @ digits
     return own[:, None] == own[None, :], own[:, None] == negated[None, :]
 
 

@@ -249,6 +249,11 @@ class _Table:
     query_ok: np.ndarray  # (P, P): [key row, query row]: _draw's checks of a head's scores
 
 
+def _frozen(a: np.ndarray) -> np.ndarray:
+    a.setflags(write=False)  # shared by every draw from this X (lru_cache): never written
+    return a
+
+
 def _equal(M: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(P, P) twice: M[p] = M[q] in every cell, and M[p] = −M[q]. M holds whole numbers (X and the weights
     do), so each row is numbered exactly by its cells as digits in base 2·max|M| + 1."""
@@ -274,7 +279,7 @@ def _table(x: bytes, x_shape: tuple[int, int], d_k: int, d_v: int) -> _Table:
         & (np.ptp(S[-1], axis=0) > 0) & _columns_differ(K)[None, :]
     if CAUSAL:
         query_ok &= (S[~np.tril(np.ones((n, n), dtype=bool))] != 0).any(axis=0)
-    return _Table(key_ok, value_ok, *_equal(K), *_equal(V), query_ok)
+    return _Table(*(_frozen(a) for a in (key_ok, value_ok, *_equal(K), *_equal(V), query_ok)))
 
 
 def _draw(rng: np.random.Generator, size: Size) -> dict | None:

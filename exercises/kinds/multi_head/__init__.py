@@ -111,6 +111,11 @@ def _pool(shape: tuple[int, int]) -> np.ndarray:
     return numbers._pool(tuple(shape), tuple(float(v) for v in WEIGHT_VALUES), False, True, False)
 
 
+def _frozen(a: np.ndarray) -> np.ndarray:
+    a.setflags(write=False)  # shared by every draw from this X (lru_cache): never written
+    return a
+
+
 @functools.lru_cache(maxsize=1024)
 def _table(x: bytes, x_shape: tuple[int, int], d_k: int, d_v: int, causal: bool) -> tuple:
     """For X: (pair_ok (P, P) [key row, query row]: the scores' checks, key_ok (P,), value_ok (P_V,))."""
@@ -128,7 +133,7 @@ def _table(x: bytes, x_shape: tuple[int, int], d_k: int, d_v: int, causal: bool)
         pair_ok &= (S[~visible] != 0).any(axis=0)
     key_ok = np.ptp(K.reshape(P, -1), axis=1) > 0
     value_ok = np.any(V != 0, axis=2).all(axis=1) & (np.ptp(V, axis=1).max(axis=1) > 0)
-    return pair_ok, key_ok, value_ok
+    return tuple(_frozen(a) for a in (pair_ok, key_ok, value_ok))
 
 
 @functools.lru_cache(maxsize=512)
@@ -180,8 +185,9 @@ def _seconds_table(x: bytes, x_shape: tuple[int, int], d_k: int, d_v: int, causa
     weights = nonzero(A)
     V = X @ pool_v  # (P_V, n, d_v)
     values = nonzero(V)
-    return (own_qk, own_v, pair, weights.sum(axis=1).astype(float), (weights & ~unit(A)).sum(axis=1).astype(float),
-            values.sum(axis=2).astype(float), (values & ~unit(V)).sum(axis=2).astype(float))
+    return tuple(_frozen(np.array(a, dtype=float)) for a in (
+        own_qk, own_v, pair, weights.sum(axis=1), (weights & ~unit(A)).sum(axis=1), values.sum(axis=2),
+        (values & ~unit(V)).sum(axis=2)))
 
 
 def _head_seconds(t: tuple, rows_q: np.ndarray, rows_k: np.ndarray, rows_v: np.ndarray) -> np.ndarray:

@@ -326,7 +326,8 @@ def _draw(rng: np.random.Generator, size: Size) -> dict | None:
 
 def _apart(given: dict, parts: list[Part]) -> bool:
     """Every part's mistakes differ from its answer, from what a careful student who rounds gets, and
-    from each other (to 2 decimals too); the heads' outputs differ, so every wrong order is told apart."""
+    from each other (to 2 decimals too); the heads' outputs differ, so every wrong order is told apart.
+    Through the pipeline, head by head: the rule _apart_fast (what generate asks) is held to."""
     stand_in = Exercise(kind=ID, seed=0, level=1, version=VERSION, given=given, parts=tuple(parts))
     heads = [p for p in parts if p.name.startswith("O")]
     alts: dict[str, dict[str, np.ndarray]] = {}

@@ -38,15 +38,15 @@ def applicable():
     """{kind: every catalogued mistake that applied to any draw of seeds 0–29 at any level}; for
     multi_head also every mistake that changed a head's output in its own redraw."""
     heads: set[str] = set()
-    original = multi_head._head_mistakes
+    original = multi_head._mistakes_clash  # the redraw's check of every head's mistakes (all heads at once)
 
-    def recording(one_head, mistakes=None):
-        found = original(one_head)  # the whole catalog: what could apply
-        heads.update(found)
-        return found if mistakes is None else {m: v for m, v in found.items() if m in mistakes}
+    def recording(given, stacked, outputs):
+        for i in range(1, stacked.h + 1):  # the whole catalog, head by head: what could apply
+            heads.update(multi_head._head_mistakes(multi_head.head_given(given, i)))
+        return original(given, stacked, outputs)
 
     mp = pytest.MonkeyPatch()
-    mp.setattr(multi_head, "_head_mistakes", recording)
+    mp.setattr(multi_head, "_mistakes_clash", recording)
     try:
         found: dict[str, set[str]] = {}
         for kind_id, kind in exercises.KINDS.items():

@@ -18,6 +18,8 @@ and the cache counted as for multi-head attention or for the keys alone.
 
 from __future__ import annotations
 
+import functools
+import math
 from dataclasses import dataclass, replace
 from itertools import permutations
 
@@ -26,15 +28,17 @@ import numpy as np
 from attention_core.grouped import group_of, grouped_query_attention, kv_cache_floats
 
 from ... import solutions
-from ...core import misconceptions, pipeline
+from ...core import misconceptions, numbers, pipeline
 from ...core.contract import Formula, HomeStage, SheetSection
 from ...core.draft import Draft
 from ...core.levels import spec
 from ...core.model import Exercise, Part
-from ...core.numbers import decimals_for, nonzero_matrix, pooled_matrices
+from ...core.numbers import decimals_for, nonzero_matrix, round_half_up
 from ...i18n import msg
 from ...rendering import latex as L
 from .._shared.aids import softmax_aids
+from .._shared.heads import Heads, clash, comparable, like, softmax_rows
+from .._shared.heads import operations as head_operations
 
 ID = "gqa"
 ORDER = 82  # after multi_head (80): the same heads, sharing their keys and values; before rope (84)
@@ -206,12 +210,7 @@ def chain(ex: Exercise, values: dict[str, np.ndarray], rounding: int | None) -> 
 # ---------------------------------------------------------------- generation
 
 
-BATCH = 64  # candidate weights drawn at once, checked together with numpy
-
-
-def _weights(rng: np.random.Generator, shape: tuple[int, int], count: int) -> np.ndarray:
-    """`count` matrices (count, *shape) of entries −1, 0, 1 with no all-zero column, from the set of all such."""
-    return pooled_matrices(rng, count, shape, WEIGHT_VALUES, rows=False)
+BATCH = 64  # candidate weights drawn at once (rows of the pool of all admissible weights), checked together
 
 
 def _columns_differ(M: np.ndarray) -> np.ndarray:
@@ -225,69 +224,110 @@ def _columns_differ(M: np.ndarray) -> np.ndarray:
     return ok
 
 
-def _draw_group(rng: np.random.Generator, size: Size, X: np.ndarray, others: list[tuple]) -> tuple | None:
-    """One group's (W_K, W_V): keys that differ between tokens, values nonzero and different for every
-    token, no column of K or V repeated, and both unlike every earlier group's and its negative (else the
-    group a head reads changes nothing, or only its signs)."""
-    W_K = _weights(rng, (D_MODEL, size.d_k), BATCH)  # (B, d, d_k)
-    W_V = _weights(rng, (D_MODEL, size.d_v), BATCH)  # (B, d, d_v)
-    K, V = X @ W_K, X @ W_V  # (B, n, d_k), (B, n, d_v)
-    ok = (np.ptp(K.reshape(BATCH, -1), axis=1) > 0) & np.any(V != 0, axis=2).all(axis=1) \
-        & (np.ptp(V, axis=1).max(axis=1) > 0) & _columns_differ(K) & _columns_differ(V)
-    for K_o, V_o in others:  # nor its mirror image (−K, −V): a group that only flips signs teaches less
-        ok &= (np.abs(K - K_o).max(axis=(1, 2)) > 0) & (np.abs(V - V_o).max(axis=(1, 2)) > 0)
-        ok &= (np.abs(K + K_o).max(axis=(1, 2)) > 0) & (np.abs(V + V_o).max(axis=(1, 2)) > 0)
-    good = np.flatnonzero(ok)
-    return None if not len(good) else (W_K[good[0]], W_V[good[0]])
+# The candidates of a batch are rows of the pool of all admissible weights (numbers.pooled_matrices), and
+# the pools are small (8 or 64 matrices): every check of a candidate is made once per pool row (and pair
+# of rows) for an X, met again and again, and read for the batch's rows. The same draws from the
+# generator, the same first candidate kept as checking the batch itself (tests/test_kinds_heads_fast.py holds
+# the draws equal to the batch checks written out).
 
 
-def _draw_head(rng: np.random.Generator, size: Size, X: np.ndarray, K: np.ndarray, taken: list) -> np.ndarray | None:
-    """One head's W_Q for its group's K: small scores, S ≠ Sᵀ (else K Qᵀ looks right), the last query
-    scoring its keys differently (else its weights are even and the scaling changes nothing), a nonzero
-    hidden score (else "mask with 0" is no mask), no column of Q repeated, and queries unlike the other
-    heads' of the group."""
-    n = X.shape[0]
-    W_Q = _weights(rng, (D_MODEL, size.d_k), BATCH)  # (B, d, d_k)
-    Q = X @ W_Q  # (B, n, d_k)
-    S = Q @ K.T  # (B, n, n)
-    ok = (np.abs(S).max(axis=(1, 2)) <= MAX_SCORE) & (np.abs(S - np.swapaxes(S, 1, 2)).max(axis=(1, 2)) > 0) \
-        & (np.ptp(S[:, -1, :], axis=1) > 0) & _columns_differ(Q)
+def _pool(shape: tuple[int, int]) -> np.ndarray:
+    """Every weight matrix of `shape` a batch draws from (numbers.pooled_matrices' pool, no zero column)."""
+    return numbers._pool(tuple(shape), tuple(float(v) for v in WEIGHT_VALUES), False, True, False)
+
+
+@dataclass(frozen=True)
+class _Table:
+    """For one X, over the pool rows p, q of W_K (= of W_Q: the same shape) and of W_V."""
+
+    key_ok: np.ndarray  # (P,): K = X W_K differs between tokens, no column repeated
+    value_ok: np.ndarray  # (P_V,): every token's value nonzero, not all alike, no column repeated
+    same_k: np.ndarray  # (P, P): X W_p = X W_q (keys, or queries)
+    mirror_k: np.ndarray  # (P, P): X W_p = −X W_q
+    same_v: np.ndarray  # (P_V, P_V)
+    mirror_v: np.ndarray  # (P_V, P_V)
+    query_ok: np.ndarray  # (P, P): [key row, query row]: _draw's checks of a head's scores
+
+
+def _frozen(a: np.ndarray) -> np.ndarray:
+    a.setflags(write=False)  # shared by every draw from this X (lru_cache): never written
+    return a
+
+
+def _equal(M: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(P, P) twice: M[p] = M[q] in every cell, and M[p] = −M[q]. M holds whole numbers (X and the weights
+    do), so each row is numbered exactly by its cells as digits in base 2·max|M| + 1."""
+    flat = M.reshape(len(M), -1)
+    base = 2.0 * np.abs(flat).max() + 1.0
+    digits = base ** np.arange(flat.shape[1])  # base^cells < 2^53: exact (|M| ≤ 4, at most 4 cells)
+    own, negated = (flat + (base - 1) / 2) @ digits, (-flat + (base - 1) / 2) @ digits
+    return own[:, None] == own[None, :], own[:, None] == negated[None, :]
+
+
+@functools.lru_cache(maxsize=1024)
+def _table(x: bytes, x_shape: tuple[int, int], d_k: int, d_v: int) -> _Table:
+    X = np.frombuffer(x).reshape(x_shape)
+    n = x_shape[0]
+    K, V = X @ _pool((D_MODEL, d_k)), X @ _pool((D_MODEL, d_v))  # (P, n, d_k), (P_V, n, d_v)
+    key_ok = (np.ptp(K.reshape(len(K), -1), axis=1) > 0) & _columns_differ(K)
+    value_ok = np.any(V != 0, axis=2).all(axis=1) & (np.ptp(V, axis=1).max(axis=1) > 0) & _columns_differ(V)
+    P = len(K)
+    flat = K.reshape(P * n, d_k)  # every row of every candidate's K (= of its Q: the same pool)
+    # S[a, b, k, q] = (Q_q K_kᵀ)[a, b], whole numbers, laid out with the cells first (fast reductions)
+    S = np.ascontiguousarray((flat @ flat.T).reshape(P, n, P, n).transpose(1, 3, 2, 0))  # (n, n, P_key, P_query)
+    query_ok = (np.abs(S).max(axis=(0, 1)) <= MAX_SCORE) & (np.abs(S - S.transpose(1, 0, 2, 3)).max(axis=(0, 1)) > 0) \
+        & (np.ptp(S[-1], axis=0) > 0) & _columns_differ(K)[None, :]
     if CAUSAL:
-        ok &= (S[:, ~np.tril(np.ones((n, n), dtype=bool))] != 0).any(axis=1)
-    for Q_o in taken:
-        ok &= np.abs(Q - Q_o).max(axis=(1, 2)) > 0
-    good = np.flatnonzero(ok)
-    return None if not len(good) else W_Q[good[0]]
+        query_ok &= (S[~np.tril(np.ones((n, n), dtype=bool))] != 0).any(axis=0)
+    return _Table(*(_frozen(a) for a in (key_ok, value_ok, *_equal(K), *_equal(V), query_ok)))
 
 
 def _draw(rng: np.random.Generator, size: Size) -> dict | None:
-    """X, the groups' W_K and W_V, the heads' W_Q, each piece from a checked batch; None to start again."""
+    """X, the groups' W_K and W_V, the heads' W_Q, each piece the first of a checked batch; None to start
+    again. A group's keys differ between tokens, its values are nonzero and different for every token, no
+    column of K or V is repeated, and both are unlike every earlier group's and its negative (else the
+    group a head reads changes nothing, or only its signs). A head's scores are small, S ≠ Sᵀ (else K Qᵀ
+    looks right), the last query scores its keys differently (else its weights are even and the scaling
+    changes nothing), a hidden score is nonzero (else "mask with 0" is no mask), no column of Q is
+    repeated, and its queries are unlike the other heads' of its group."""
     X = nonzero_matrix(rng, (size.n, D_MODEL), size.x_values)  # (n, d)
-    groups: list[tuple] = []
+    t = _table(X.tobytes(), X.shape, size.d_k, size.d_v)
+    pool_k, pool_v = _pool((D_MODEL, size.d_k)), _pool((D_MODEL, size.d_v))
+    groups: list[tuple[int, int]] = []  # pool rows of (W_K, W_V)
     for _ in range(size.g):
-        drawn = _draw_group(rng, size, X, [(X @ w_k, X @ w_v) for w_k, w_v in groups])
-        if drawn is None:
+        rows_k = rng.integers(len(pool_k), size=BATCH)  # the draws numbers.pooled_matrices makes: W_K's
+        rows_v = rng.integers(len(pool_v), size=BATCH)  # batch, then W_V's
+        ok = t.key_ok[rows_k] & t.value_ok[rows_v]
+        for k, v in groups:
+            ok &= ~t.same_k[k][rows_k] & ~t.mirror_k[k][rows_k] & ~t.same_v[v][rows_v] & ~t.mirror_v[v][rows_v]
+        good = np.flatnonzero(ok)
+        if not len(good):
             return None
-        groups.append(drawn)
-    heads: list[np.ndarray] = []
+        groups.append((int(rows_k[good[0]]), int(rows_v[good[0]])))
+    heads: list[int] = []  # pool rows of W_Q
     for i in range(1, size.h + 1):
         j = group(i, size.h, size.g)
-        same = [X @ w for k, w in enumerate(heads, start=1) if group(k, size.h, size.g) == j]
-        w_q = _draw_head(rng, size, X, X @ groups[j - 1][0], same)
-        if w_q is None:
+        rows = rng.integers(len(pool_k), size=BATCH)
+        ok = t.query_ok[groups[j - 1][0]][rows]
+        for m, q in enumerate(heads, start=1):
+            if group(m, size.h, size.g) == j:
+                ok = ok & ~t.same_k[q][rows]
+        good = np.flatnonzero(ok)
+        if not len(good):
             return None
-        heads.append(w_q)
+        heads.append(int(rows[good[0]]))
     given: dict = {"X": X}
-    given.update({f"W_Q{i}": w for i, w in enumerate(heads, start=1)})  # (d, d_k) each
-    given.update({f"W_K{j}": w_k for j, (w_k, _) in enumerate(groups, start=1)})  # (d, d_k)
-    given.update({f"W_V{j}": w_v for j, (_, w_v) in enumerate(groups, start=1)})  # (d, d_v)
+    given.update({f"W_Q{i}": pool_k[q].copy() for i, q in enumerate(heads, start=1)})  # (d, d_k) each
+    given.update({f"W_K{j}": pool_k[k].copy() for j, (k, _) in enumerate(groups, start=1)})  # (d, d_k)
+    given.update({f"W_V{j}": pool_v[v].copy() for j, (_, v) in enumerate(groups, start=1)})  # (d, d_v)
     given.update(groups=size.g, d_k=size.d_k, causal=CAUSAL)
     return given
 
 
 def _apart(given: dict, parts: list[Part]) -> bool:
     """Every part's mistakes differ from its answer, from what a careful student who rounds gets, and
-    from each other (to 2 decimals too); the heads' outputs differ, so every wrong order is told apart."""
+    from each other (to 2 decimals too); the heads' outputs differ, so every wrong order is told apart.
+    Through the pipeline, head by head: the rule _apart_fast (what generate asks) is held to."""
     stand_in = Exercise(kind=ID, seed=0, level=1, version=VERSION, given=given, parts=tuple(parts))
     heads = [p for p in parts if p.name.startswith("O")]
     alts: dict[str, dict[str, np.ndarray]] = {}
@@ -303,6 +343,121 @@ def _apart(given: dict, parts: list[Part]) -> bool:
     gap = misconceptions.separation(concat)
     return all(misconceptions.apart(wrong, target, gap) for target in (concat.reference, careful["concat"])
                for wrong in _concat_orders(given, [p.reference for p in heads]))
+
+
+# ---------------------------------------------------------------- the same checks, all heads at once
+# _apart asks the pipeline for every head's mistakes one by one (h × 14 runs, then h rounded runs) and
+# _operations counts through it head by head. The checks below compute the same values with numpy for
+# every head and every mistake at once, and decide as _apart and _operations do (tests/test_kinds_heads_fast.py
+# holds them equal over many drafts, the rejected ones too).
+
+
+class _Forward:
+    """Every head's forward pass at once, stacked (h, …): the values references_of and the pipeline give
+    (the same numpy operations, so the same floats: tests/test_kinds_heads_fast.py holds them equal)."""
+
+    def __init__(self, given: dict):
+        h, g = sizes_of(given)
+        X = np.asarray(given["X"], dtype=float)
+        self.h, self.g, self.X = h, g, X
+        self.Ks = [X @ np.asarray(given[f"W_K{j}"], dtype=float) for j in range(1, g + 1)]  # as _kv
+        self.Vs = [X @ np.asarray(given[f"W_V{j}"], dtype=float) for j in range(1, g + 1)]
+        self.W_Q = np.stack([np.asarray(given[f"W_Q{i}"], dtype=float) for i in range(1, h + 1)])  # (h, d, d_k)
+        self.right = [group(i, h, g) - 1 for i in range(1, h + 1)]  # 0-based group of each head
+        self.heads = heads = Heads(X @ self.W_Q, np.stack([self.Ks[j] for j in self.right]),
+                                   np.stack([self.Vs[j] for j in self.right]), bool(given["causal"]), X.shape[1])
+        self.Q, self.K, self.V, self.S, self.masked, self.A, self.O = (heads.Q, heads.K, heads.V, heads.S,
+                                                                       heads.masked, heads.A, heads.O)
+        self.d_k = heads.d_k
+
+
+def _head_alternatives(given: dict, fw: _Forward | None = None) -> tuple[list[str], np.ndarray]:
+    """The ids of head_mistakes, and (h, m, n·d_v) what each of those m mistakes gives for every head's O
+    (NaN where a mistake is not made for that head, or gives a value no one can write), comparable as
+    misconceptions.clashes compares them (±∞ as its stand-in)."""
+    fw = fw or _Forward(given)
+    ids, O = fw.heads.mistakes()  # (m, h, n, d_v)
+    wrong = np.full((1, *fw.V.shape), np.nan)  # gqa_wrong_group: head i with group i mod g's keys and values
+    later = wrong.copy()  # gqa_v_not_shared: the right keys, group 1's values
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        for i in range(1, fw.h + 1):
+            right, dealt = fw.right[i - 1] + 1, (i - 1) % fw.g + 1
+            if dealt != right:
+                scores = fw.heads.mask((fw.Q[i - 1] @ fw.Ks[dealt - 1].T) / math.sqrt(fw.d_k))
+                wrong[0, i - 1] = softmax_rows(scores) @ fw.Vs[dealt - 1]
+            if right != 1:
+                later[0, i - 1] = fw.A[i - 1] @ fw.Vs[0]
+    O = np.swapaxes(np.concatenate([O, wrong, later]), 0, 1)  # (h, m, n, d_v)
+    return [*ids, "gqa_wrong_group", "gqa_v_not_shared"], comparable(O)
+
+
+def _careful(given: dict, fw: _Forward | None = None) -> np.ndarray:
+    """(h, n, d_v): each head's O as chain(…, rounding=2) gives it (every step rounded, as the pipeline)."""
+    fw = fw or _Forward(given)
+
+    def r(M):
+        return round_half_up(M, 2)
+
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        # Q and S are whole numbers (X and the weights are): rounding them changes at most a zero's sign,
+        # which nothing after them sees (the O's are rounded, and 0.0 and −0.0 round alike)
+        masked = r(fw.heads.mask(r(fw.S / math.sqrt(fw.d_k))))
+        return r(r(softmax_rows(masked)) @ fw.V)
+
+
+@functools.lru_cache(maxsize=64)
+def _cache_clashes(h: int, g: int, d_k: int, d_v: int, decimals: int) -> bool:
+    """Whether the cache count's mistakes clash (they depend on the sizes alone)."""
+    given = {"groups": g, **{f"W_Q{i}": None for i in range(1, h + 1)}, "W_K1": np.zeros((D_MODEL, d_k)),
+             "W_V1": np.zeros((D_MODEL, d_v))}
+    reference = np.array([[kv_cache_floats(g, d_k, d_v)]], dtype=float)
+    cache = Part(name="cache_floats", shape=(1, 1), reference=reference, decimals=decimals_for(reference, decimals))
+    return bool(misconceptions.clashes(reference, cache_mistakes(given), misconceptions.separation(cache)))
+
+
+@functools.lru_cache(maxsize=16)
+def _separation(decimals: int) -> float:
+    """misconceptions.separation of a part graded to `decimals` places."""
+    return misconceptions.separation(Part(name="O1", shape=(1, 1), reference=np.zeros((1, 1)), decimals=decimals))
+
+
+def _apart_fast(given: dict, level: int, fw: _Forward | None = None) -> bool:
+    """_apart's decision on the parts _parts(given, level) makes, from every head's mistakes at once (and
+    the references computed here: the same values)."""
+    fw = fw or _Forward(given)
+    h = fw.h
+    decimals = spec(level).decimals
+    if _cache_clashes(h, fw.g, fw.d_k, fw.V.shape[2], decimals):
+        return False  # (the rounded chain carries the cache's reference: this is its only check)
+    # numbers.decimals_for of every head's O at once: 0 when every finite cell is whole
+    finite = np.isfinite(fw.O)
+    whole = np.round(np.where(finite, fw.O, 0.0))
+    close = np.abs(np.where(finite, fw.O, 0.0) - whole) <= 1e-12 + 1e-5 * np.abs(whole)
+    whole_heads = close.all(axis=(1, 2)).tolist()  # (h,)
+    gap = np.array([_separation(0 if w else decimals) for w in whole_heads])
+    _, alts = _head_alternatives(given, fw)  # (h, m, c)
+    if clash(alts, fw.O.reshape(h, -1), gap):
+        return False
+    careful = _careful(given, fw)  # (clashes against it: the pairs are the same as just checked)
+    if (like(alts, careful.reshape(h, -1), gap) & ~np.isnan(alts).any(axis=-1)).any():
+        return False
+    gap = _separation(0 if all(whole_heads) else decimals)  # the concatenation's: whole when every head is
+    for target in (fw.O, careful):  # block b of the concatenation is head b's output
+        # same[a, b]: head a's right output matches block b of the target in every cell
+        same = misconceptions.cell_matches(fw.O[:, None], target[None, :], gap).all(axis=(2, 3)).tolist()
+        if any(all(same[order[k]][k] for k in range(h)) for order in permutations(range(h))
+               if list(order) != list(range(h))):
+            return False
+    return True
+
+
+def _operations_fast(given: dict, parts: list[Part], fw: _Forward):
+    """_operations(given, parts), counted from the stacked heads (_shared.heads.operations): K and V once
+    per group, each head from X W_Q to O, every cell written."""
+    W_K = np.stack([np.asarray(given[f"W_K{j}"], dtype=float) for j in range(1, fw.g + 1)])
+    W_V = np.stack([np.asarray(given[f"W_V{j}"], dtype=float) for j in range(1, fw.g + 1)])
+    return head_operations(fw.heads, [(fw.X, W_K), (fw.X, W_V), (fw.X, fw.W_Q)],
+                           sum(int(np.prod(p.shape)) for p in parts))
 
 
 def _parts(given: dict, level: int) -> list[Part]:
@@ -330,8 +485,12 @@ def generate(rng: np.random.Generator, level: int) -> Draft:
         given = _draw(rng, size)
         if given is None:
             continue
+        # the same decision as _operations(…) <= budget and _apart(…) on _parts(…), the cheaper check first
+        fw = _Forward(given)
+        if not _apart_fast(given, level, fw):
+            continue
         parts = _parts(given, level)
-        if (_operations(given, parts).minutes <= budget.BUDGET_MINUTES[level] and _apart(given, parts)):
+        if _operations_fast(given, parts, fw).minutes <= budget.BUDGET_MINUTES[level]:
             return Draft(given=given, parts=parts, params=_params(given))
     raise RuntimeError(f"gqa: no variant within the time budget in {MAX_TRIES} draws")
 

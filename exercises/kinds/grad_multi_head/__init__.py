@@ -17,6 +17,7 @@ import sympy
 
 from attention_core.multi_head import head_output_backward, output_projection_backward, split_heads
 
+from ...core import misconceptions
 from ...core.contract import Formula, HomeStage, SheetSection
 from ...core.draft import Draft
 from ...core.levels import spec
@@ -75,15 +76,16 @@ def generate(rng: np.random.Generator, level: int) -> Draft:
     """Heads whose mistakes all differ from the answers and from each other (to 2 decimals too), and
     that fit the level's time budget."""
     from ...core import budget
-    from .._shared.hand import all_apart
 
     for _ in range(MAX_TRIES):
         draft = _draft(rng, level)
         g = draft.given
         if not all(np.abs(p.reference).max() > 0 for p in draft.parts):
             continue  # a part that is all zeros teaches nothing
-        if _operations(g, draft.parts).minutes <= budget.BUDGET_MINUTES[level] and \
-                all_apart(draft.parts, lambda p, g=g: mistakes_of(g, p.name)):
+        # _shared.hand.all_apart(parts, mistakes_of) and the budget, the same decision: the mistakes first
+        # (they reject the drafts that fail), from one G_concat, each part's clashes checked as
+        # misconceptions.clashes checks them
+        if _apart(g, draft.parts) and _operations(g, draft.parts).minutes <= budget.BUDGET_MINUTES[level]:
             return draft
     raise RuntimeError(f"grad_multi_head: no variant in {MAX_TRIES} draws")
 
@@ -91,13 +93,44 @@ def generate(rng: np.random.Generator, level: int) -> Draft:
 # ---------------------------------------------------------------- mistakes, diagnosis, carrying forward
 
 
-def mistakes_of(given: dict, name: str) -> dict[str, np.ndarray]:
-    """{mistake id: what it gives for part `name`} (only those of the part's shape can match)."""
+def _apart(given: dict, parts) -> bool:
+    """_shared.hand.all_apart(parts, lambda p: mistakes_of(given, p.name)): no part's mistakes within its
+    separation of its answer or of each other (misconceptions.clashes' rules: a value holding a NaN left
+    out, ±∞ as its stand-in), G_out W_Oᵀ and its split computed once for all the parts."""
+    heads = _heads_of(given)
+    for p in parts:
+        gap = misconceptions.separation(p)
+        values = [_comparable(alt) for alt in mistakes_of(given, p.name, p.shape, heads).values()
+                  if not np.isnan(alt).any()]
+        reference = _comparable(p.reference)
+        if any(np.abs(v - reference).max(initial=0.0) <= gap for v in values):
+            return False
+        if any(np.abs(a - b).max() <= gap for k, a in enumerate(values) for b in values[k + 1:]):
+            return False
+    return True
+
+
+def _comparable(value) -> np.ndarray:
+    value = np.asarray(value, dtype=float)
+    infinite = np.isinf(value)
+    return np.where(infinite, np.sign(value) * 1e15, value) if infinite.any() else value  # as clashes
+
+
+def _heads_of(given: dict) -> list[np.ndarray]:
+    """G_concat = G_out W_Oᵀ split into the heads' columns."""
+    h = head_count(given)
+    return split_heads(given["G_out"] @ given["W_O"].T, [given[f"V{i}"].shape[1] for i in range(1, h + 1)])
+
+
+def mistakes_of(given: dict, name: str, shape: tuple[int, int] | None = None,
+                heads: list[np.ndarray] | None = None) -> dict[str, np.ndarray]:
+    """{mistake id: what it gives for part `name`} (only those of the part's shape can match; `shape` and
+    `heads`, _heads_of(given), when the caller has them)."""
     concat, W_O, G_out = given["concat"], given["W_O"], given["G_out"]
     h = head_count(given)
     widths = [given[f"V{i}"].shape[1] for i in range(1, h + 1)]
     G_concat = G_out @ W_O.T  # (n, h·d_v)
-    heads = split_heads(G_concat, widths)
+    heads = split_heads(G_concat, widths) if heads is None else heads
     found: dict[str, np.ndarray] = {}
     if name == "G_concat":
         if W_O.shape[0] == W_O.shape[1]:
@@ -115,7 +148,8 @@ def mistakes_of(given: dict, name: str) -> dict[str, np.ndarray]:
         found["grad_v_no_transpose"] = A1 @ heads[0]
         if G_out.shape[1] >= widths[0]:
             found["grad_mh_skips_w_o"] = A1.T @ G_out[:, :widths[0]]
-    return {mid: alt for mid, alt in found.items() if alt.shape == _shape_of(given, name)}
+    shape = _shape_of(given, name) if shape is None else tuple(shape)
+    return {mid: alt for mid, alt in found.items() if alt.shape == shape}
 
 
 def _shape_of(given: dict, name: str) -> tuple[int, int]:

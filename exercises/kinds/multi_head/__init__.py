@@ -9,6 +9,7 @@ the catalogued mistakes (diagnosed per head through the pipeline), heads concate
 
 from __future__ import annotations
 
+import functools
 from dataclasses import replace
 from itertools import permutations
 
@@ -26,6 +27,8 @@ from ...core.numbers import choice, decimals_for, nonzero_matrix, round_half_up
 from ...i18n import msg
 from ...rendering import latex as L
 from .._shared.aids import softmax_aids
+from .._shared.heads import Heads, clash, comparable
+from .._shared.heads import operations as head_operations
 
 ID = "multi_head"
 ORDER = 80
@@ -92,39 +95,161 @@ def _weights(rng: np.random.Generator, shape: tuple[int, int], count: int | None
 
 
 HEAD_BATCH = 128  # candidate weights of one head drawn at once, checked together with numpy
+TABLED_TOKENS = 2  # up to this many tokens the checks are read from tables per X (few X's: at most 4⁴ of them,
+# each met again and again); with more (4⁶ X's, hardly one met twice) the batch is checked itself
+
+# The candidates of a batch are rows of the pools of all admissible weights (numbers.pooled_matrices), and
+# the pools are small (8 or 64 matrices): with few X's (TABLED_TOKENS) every check of a candidate is made
+# once per pool row (and per key × query pair of rows) for an X, met again and again, and read for the
+# batch's rows, and so is the hand work (budget.head_seconds in pieces that add up). The same draws from
+# the generator, the same first candidate kept as checking the whole batch (tests/test_kinds_heads_fast.py
+# holds them equal).
 
 
-def _draw_head(rng: np.random.Generator, d_k: int, d_v: int, X: np.ndarray, causal: bool,
-               seconds: float) -> dict[str, np.ndarray] | None:
-    """One head's weights, the first of a batch of candidates (checked together with numpy) with small,
-    not all equal scores, values that differ between tokens and hand work of at most `seconds`
-    (exercises.core.budget.head_seconds); None when the batch has none (X is drawn again)."""
+def _pool(shape: tuple[int, int]) -> np.ndarray:
+    """Every weight matrix of `shape` _weights draws from (numbers.pooled_matrices' pool, no zero column)."""
+    return numbers._pool(tuple(shape), tuple(float(v) for v in WEIGHT_VALUES), False, True, False)
+
+
+def _frozen(a: np.ndarray) -> np.ndarray:
+    a.setflags(write=False)  # shared by every draw from this X (lru_cache): never written
+    return a
+
+
+@functools.lru_cache(maxsize=1024)
+def _table(x: bytes, x_shape: tuple[int, int], d_k: int, d_v: int, causal: bool) -> tuple:
+    """For X: (pair_ok (P, P) [key row, query row]: the scores' checks, key_ok (P,), value_ok (P_V,))."""
+    X = np.frombuffer(x).reshape(x_shape)
+    n = x_shape[0]
+    K, V = X @ _pool((D_MODEL, d_k)), X @ _pool((D_MODEL, d_v))  # (P, n, d_k) (= the queries'), (P_V, n, d_v)
+    P = len(K)
+    flat = K.reshape(P * n, d_k)
+    # S[a, b, k, q] = (Q_q K_kᵀ)[a, b], whole numbers, laid out with the cells first (fast reductions)
+    S = np.ascontiguousarray((flat @ flat.T).reshape(P, n, P, n).transpose(1, 3, 2, 0))  # (n, n, P_key, P_query)
+    pair_ok = (np.abs(S).max(axis=(0, 1)) <= MAX_SCORE) & (np.abs(S - S.transpose(1, 0, 2, 3)).max(axis=(0, 1)) > 1e-9)
+    visible = np.tril(np.ones((n, n), dtype=bool)) if causal else np.ones((n, n), dtype=bool)
+    pair_ok &= np.any([np.ptp(S[i][visible[i]], axis=0) > 0 for i in range(n) if visible[i].sum() > 1], axis=0)
+    if causal:  # a hidden score of 0 makes "mask with 0" the same as no mask
+        pair_ok &= (S[~visible] != 0).any(axis=0)
+    key_ok = np.ptp(K.reshape(P, -1), axis=1) > 0
+    value_ok = np.any(V != 0, axis=2).all(axis=1) & (np.ptp(V, axis=1).max(axis=1) > 0)
+    return tuple(_frozen(a) for a in (pair_ok, key_ok, value_ok))
+
+
+@functools.lru_cache(maxsize=512)
+def _seconds_table(x: bytes, x_shape: tuple[int, int], d_k: int, d_v: int, causal: bool) -> tuple:
+    """For X, budget.head_seconds in pieces over the pool rows: (projection seconds of each W_Q/W_K row,
+    of each W_V row, per key × query pair of rows the seconds from S to the softmax, and per pair and per
+    key the products A V take: the nonzero weights and those not ±1 in each key's column; per W_V row and
+    key, the nonzero values and those not ±1 in its row). A product's seconds are its terms' (nothing with
+    a factor 0, an addition with a factor ±1, else a multiply-add), so A V's add up key by key."""
+    from ...core import budget
+
+    X = np.frombuffer(x).reshape(x_shape)
+    n = x_shape[0]
+    add, mul = budget.RATES["additions"], budget.RATES["multiply_adds"]
+
+    def nonzero(M):
+        return np.isfinite(M) & (np.abs(M) > 1e-12)  # budget's rules for a factor 0 …
+
+    def unit(M):
+        return np.abs(np.abs(M) - 1.0) < 1e-12  # … and ±1
+
+    def product(left, right):  # (B,) seconds of left[b] @ right[b]
+        lz, rz = nonzero(left).astype(float), nonzero(right).astype(float)
+        terms = (lz @ rz).sum(axis=(1, 2))
+        hard = ((lz * ~unit(left)) @ (rz * ~unit(right))).sum(axis=(1, 2))
+        return mul * hard + add * (terms - hard)
+
+    pool_qk, pool_v = _pool((D_MODEL, d_k)), _pool((D_MODEL, d_v))
+    P = len(pool_qk)
+    own_qk = product(np.broadcast_to(X, (P, *X.shape)), pool_qk)  # (P,)
+    own_v = product(np.broadcast_to(X, (len(pool_v), *X.shape)), pool_v)  # (P_V,)
+    QK = X @ pool_qk  # (P, n, d_k): the queries' (and the keys') of every row
+    Q = np.broadcast_to(QK[None], (P, P, n, d_k)).reshape(P * P, n, d_k)  # pair k·P + q: query row q,
+    Kt = np.swapaxes(np.broadcast_to(QK[:, None], (P, P, n, d_k)).reshape(P * P, n, d_k), 1, 2)  # key row k
+    S = Q @ Kt  # (P², n, n)
+    pair = product(Q, Kt)
+    if d_k != 1:
+        pair = pair + budget.RATES["divisions"] * nonzero(S).sum(axis=(1, 2))
+    visible = np.tril(np.ones((n, n), dtype=bool)) if causal else np.ones((n, n), dtype=bool)
+    Z = S / np.sqrt(d_k)
+    seen = visible.sum(axis=1)
+    rows = seen > 1
+    exps = ((np.abs(Z) > 1e-12) & visible).sum(axis=2)  # (P², n)
+    pair = pair + (budget.RATES["exponentials"] * exps[:, rows].sum(axis=1)
+                   + float(add * (seen[rows] - 1).sum() + budget.RATES["divisions"] * seen[rows].sum()))
+    with np.errstate(over="ignore", invalid="ignore"):
+        e = np.where(visible, np.exp(Z - Z.max(axis=2, keepdims=True)), 0.0)
+        A = e / e.sum(axis=2, keepdims=True)  # (P², n, n), as head_seconds makes it
+    weights = nonzero(A)
+    V = X @ pool_v  # (P_V, n, d_v)
+    values = nonzero(V)
+    return tuple(_frozen(np.array(a, dtype=float)) for a in (
+        own_qk, own_v, pair, weights.sum(axis=1), (weights & ~unit(A)).sum(axis=1), values.sum(axis=2),
+        (values & ~unit(V)).sum(axis=2)))
+
+
+def _head_seconds(t: tuple, rows_q: np.ndarray, rows_k: np.ndarray, rows_v: np.ndarray) -> np.ndarray:
+    """budget.head_seconds of the candidates (pool rows) from _seconds_table: the same seconds."""
+    from ...core import budget
+
+    own_qk, own_v, pair, weights, hard_weights, values, hard_values = t
+    kq = rows_k * len(own_qk) + rows_q
+    terms = (weights[kq] * values[rows_v]).sum(axis=1)  # A V: Σ over keys of (its weights) × (its values)
+    hard = (hard_weights[kq] * hard_values[rows_v]).sum(axis=1)
+    return own_qk[rows_q] + own_qk[rows_k] + own_v[rows_v] + pair[kq] \
+        + (budget.RATES["multiply_adds"] * hard + budget.RATES["additions"] * (terms - hard))
+
+
+def _checked(X: np.ndarray, W_Q: np.ndarray, W_K: np.ndarray, W_V: np.ndarray, causal: bool,
+             seconds: float) -> np.ndarray:
+    """The candidates of a batch (B, d, width) that pass _draw_head's checks and fit in `seconds`, in
+    order, checked on the batch itself."""
     from ...core import budget
 
     n = X.shape[0]
-    W_Q = _weights(rng, (D_MODEL, d_k), HEAD_BATCH)  # (B, d, d_k)
-    W_K = _weights(rng, (D_MODEL, d_k), HEAD_BATCH)  # (B, d, d_k)
-    W_V = _weights(rng, (D_MODEL, d_v), HEAD_BATCH)  # (B, d, d_v)
     K = X @ W_K  # (B, n, d_k)
     S = (X @ W_Q) @ np.swapaxes(K, 1, 2)  # (B, n, n)
     V = X @ W_V  # (B, n, d_v)
-    # keys that differ (else every query spreads evenly) and S ≠ Sᵀ (else K Qᵀ looks right)
     ok = ((np.abs(S).max(axis=(1, 2)) <= MAX_SCORE) & (np.ptp(K.reshape(len(K), -1), axis=1) > 0)
           & (np.abs(S - np.swapaxes(S, 1, 2)).max(axis=(1, 2)) > 1e-9))
-    # every token's value nonzero and not all alike: else a weight (masked or not) changes nothing in O
     ok &= np.any(V != 0, axis=2).all(axis=1) & (np.ptp(V, axis=1).max(axis=1) > 0)
-    # some query that sees two keys scores them differently (else the scaling changes nothing)
     visible = np.tril(np.ones((n, n), dtype=bool)) if causal else np.ones((n, n), dtype=bool)
     ok &= np.any([np.ptp(S[:, i, visible[i]], axis=1) > 0 for i in range(n) if visible[i].sum() > 1], axis=0)
-    if causal:  # a hidden score of 0 makes "mask with 0" the same as no mask
+    if causal:
         ok &= (S[:, ~visible] != 0).any(axis=1)
     good = np.flatnonzero(ok)
     if len(good):  # the hand work of the candidates left, at once
         good = good[budget.head_seconds(X, W_Q[good], W_K[good], W_V[good], causal) <= seconds]
-    if not len(good):
-        return None
-    b = good[0]
-    return {"W_Q": W_Q[b], "W_K": W_K[b], "W_V": W_V[b]}
+    return good
+
+
+def _draw_head(rng: np.random.Generator, d_k: int, d_v: int, X: np.ndarray, causal: bool,
+               seconds: float) -> dict[str, np.ndarray] | None:
+    """One head's weights, the first of a batch of candidates with small, not all equal scores (S ≠ Sᵀ,
+    else K Qᵀ looks right; keys that differ, else every query spreads evenly; some query that sees two
+    keys scoring them differently, else the scaling changes nothing; a nonzero hidden score, else "mask
+    with 0" is no mask), every token's value nonzero and not all alike (else a weight changes nothing in
+    O), and hand work of at most `seconds` (exercises.core.budget.head_seconds); None when the batch has
+    none (X is drawn again)."""
+    pool_qk, pool_v = _pool((D_MODEL, d_k)), _pool((D_MODEL, d_v))
+    rows_q = rng.integers(len(pool_qk), size=HEAD_BATCH)  # the draws _weights makes: W_Q's batch,
+    rows_k = rng.integers(len(pool_qk), size=HEAD_BATCH)  # W_K's,
+    rows_v = rng.integers(len(pool_v), size=HEAD_BATCH)  # W_V's
+    if X.shape[0] <= TABLED_TOKENS:
+        x = np.asarray(X, dtype=float).tobytes()
+        pair_ok, key_ok, value_ok = _table(x, X.shape, d_k, d_v, bool(causal))
+        good = np.flatnonzero(pair_ok[rows_k, rows_q] & key_ok[rows_k] & value_ok[rows_v])
+        if len(good):  # the hand work of the candidates left, from the table of its pieces
+            t = _seconds_table(x, X.shape, d_k, d_v, bool(causal))
+            good = good[_head_seconds(t, rows_q[good], rows_k[good], rows_v[good]) <= seconds]
+    else:
+        good = _checked(X, pool_qk[rows_q], pool_qk[rows_k], pool_v[rows_v], causal, seconds)
+    if len(good):
+        b = good[0]
+        return {"W_Q": pool_qk[rows_q[b]].copy(), "W_K": pool_qk[rows_k[b]].copy(), "W_V": pool_v[rows_v[b]].copy()}
+    return None
 
 
 def _differ(matrices: list[np.ndarray]) -> bool:
@@ -139,6 +264,37 @@ def _distinguishable(given: dict, h: int, weights: list[np.ndarray], outputs: li
     # every mistake apart from the head's right output and from each other (misconceptions.clashes)
     return not any(misconceptions.clashes(outputs[i - 1], _head_mistakes(head_given(given, i), GUARDS))
                    for i in range(1, h + 1))
+
+
+def _stacked(given: dict, h: int) -> Heads:
+    """Every head's forward pass at once (_shared.heads): the floats the pipeline gives each head."""
+    X = np.asarray(given["X"], dtype=float)
+    W_Q, W_K, W_V = (np.stack([np.asarray(given[head_names(i)[k]], dtype=float) for i in range(1, h + 1)])
+                     for k in range(3))  # (h, d, width) each
+    return Heads(X @ W_Q, X @ W_K, X @ W_V, bool(given.get("causal", False)), X.shape[1])
+
+
+def _mistakes_clash(given: dict, heads: Heads, outputs: list[np.ndarray]) -> bool:
+    """Whether misconceptions.clashes(outputs[i], _head_mistakes(head_given(given, i + 1), GUARDS)) names
+    anything for some head: every GUARDS mistake of every head at once (tests/test_kinds_heads_fast.py
+    hold the two equal)."""
+    ids, O = heads.mistakes()  # (m, h, n, d_v): the GUARDS the pipeline makes here, in its catalog order
+    reference = np.stack([np.asarray(o, dtype=float).reshape(-1) for o in outputs])  # (h, cells)
+    return clash(comparable(np.swapaxes(O, 0, 1)), reference, misconceptions.GAP)
+
+
+def _operations_fast(given: dict, parts, heads: Heads):
+    """_operations(given, parts), counted from the stacked heads (_shared.heads.operations)."""
+    from ...core import budget
+
+    h = heads.h
+    X = np.asarray(given["X"], dtype=float)
+    W = [np.stack([np.asarray(given[head_names(i)[k]], dtype=float) for i in range(1, h + 1)]) for k in range(3)]
+    total = head_operations(heads, [(X, w) for w in W], sum(int(np.prod(p.shape)) for p in parts))
+    if "W_O" in given:
+        concat = next(p.reference for p in parts if p.name == "concat")
+        total = total + budget.product_operations(concat, given["W_O"])
+    return total
 
 
 def _trace(given: dict, h: int) -> MultiHeadTrace:
@@ -195,9 +351,10 @@ def _draft(rng: np.random.Generator, level: int) -> Draft:
         if np.allclose(tr.out, 0) or not (_differ([hd.A for hd in tr.heads]) and _differ(outputs)):
             continue
         parts = _parts(tr, level)
-        # the time budget before the mistakes: it is the cheaper check
-        if (_operations(given, parts).minutes <= budget.BUDGET_MINUTES[level]
-                and _distinguishable(given, h, [hd.A for hd in tr.heads], outputs)):
+        # the same decision as _operations(…) within the budget and _distinguishable(…), every head at once
+        heads = _stacked(given, h)
+        if (_operations_fast(given, parts, heads).minutes <= budget.BUDGET_MINUTES[level]
+                and not _mistakes_clash(given, heads, outputs)):
             return Draft(given=given, parts=parts, params={"n": n, "h": h, "d_k": d_k, "d_v": d_v, "width": h * d_v})
     raise RuntimeError(f"multi_head: no distinguishable heads within the time budget in {MAX_TRIES} draws")
 

@@ -1,0 +1,144 @@
+"""Several attention heads at once: their forward pass and the catalogued mistakes of each, stacked.
+
+The kinds with several heads (multi_head, gqa) keep every head's mistakes apart when they draw. Asked
+head by head, that is 14 pipeline runs per head (pipeline.run_mistake); here the same values come from
+one pass of numpy over all heads and all mistakes: the same operations as the step registry's (so the
+same floats, which the kinds' tests check against the pipeline), with the same conditions for when a
+mistake is made.
+
+    S = Q Kᵀ,  Z = S / √d_k,  masked = mask(Z),  A = softmax(masked) row-wise,  O = A V    (h, …) each
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+# the catalogued mistakes that can change one head's output, as the kinds list them (GUARDS, HEAD_MISTAKES)
+CATALOGUED = ("transposed_scores", "no_scaling", "scaled_by_dk", "mask_diagonal", "mask_wrong_triangle", "no_mask",
+              "mask_after_softmax", "softmax_columns", "no_exp", "weights_transposed", "mask_zero_instead_of_inf",
+              "softmax_no_normalise", "scaled_times_sqrt_dk", "scaled_by_sqrt_d_model")
+
+
+def masked_at(Z: np.ndarray, cells: np.ndarray, fill: float) -> np.ndarray:
+    """A copy of Z (…, n_q, n_k) with `cells` (n_q, n_k) set to `fill`."""
+    out = np.array(Z, dtype=float)
+    out[..., cells] = fill
+    return out
+
+
+def softmax_rows(Z: np.ndarray) -> np.ndarray:
+    """ops.softmax along the rows of a stack (…, n_q, n_k): the same operations."""
+    e = np.exp(Z - np.max(Z, axis=-1, keepdims=True))
+    return e / np.sum(e, axis=-1, keepdims=True)
+
+
+class Heads:
+    """h self-attention heads from their stacked Q (h, n, d_k), K (h, n, d_k) and V (h, n, d_v)."""
+
+    def __init__(self, Q: np.ndarray, K: np.ndarray, V: np.ndarray, causal: bool, d_model: int):
+        self.Q, self.K, self.V, self.causal, self.d_model = Q, K, V, bool(causal), int(d_model)
+        self.h, n, self.d_k = Q.shape
+        self.upper = np.triu(np.ones((n, n), dtype=bool), k=1)  # ops.causal_mask(n)
+        self.S = Q @ np.swapaxes(K, 1, 2)  # (h, n, n)
+        self.Z = self.S / math.sqrt(self.d_k)  # ops.scale
+        self.masked = self.mask(self.Z)
+        self.A = softmax_rows(self.masked)
+        self.O = self.A @ V  # (h, n, d_v)
+
+    def mask(self, Z: np.ndarray) -> np.ndarray:
+        """ops.apply_mask of a stack."""
+        return masked_at(Z, self.upper, -np.inf) if self.causal else np.array(Z, dtype=float)
+
+    def mistakes(self) -> tuple[list[str], np.ndarray]:
+        """The CATALOGUED mistakes the pipeline makes for these heads (those whose conditions hold), and
+        (m, h, n, d_v) the O each gives every head: what pipeline.run_mistake(…, until={"O"}) gives."""
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            return self._mistakes()
+
+    def _mistakes(self) -> tuple[list[str], np.ndarray]:
+        Q, K, V, S, Z, masked, d_k = self.Q, self.K, self.V, self.S, self.Z, self.masked, self.d_k
+        n = Q.shape[1]
+        mask, root = self.mask, math.sqrt(d_k)
+        # the masked scores each mistake softmaxes row by row, and the weights of the softmax's own mistakes
+        rows, row_ids = [mask((K @ np.swapaxes(Q, 1, 2)) / root)], ["transposed_scores"]
+        if d_k != 1:
+            rows += [mask(S), mask(S / d_k), mask(S * np.sqrt(d_k))]
+            row_ids += ["no_scaling", "scaled_by_dk", "scaled_times_sqrt_dk"]
+        if self.d_model not in (0, d_k, d_k ** 2):
+            rows.append(mask(S / np.sqrt(self.d_model)))
+            row_ids.append("scaled_by_sqrt_d_model")
+        finite = np.where(np.isfinite(masked), masked, 0.0)
+        e = np.exp(masked - np.max(masked, axis=-2, keepdims=True))
+        columns = [np.exp(masked), finite / finite.sum(axis=-1, keepdims=True), e / np.sum(e, axis=-2, keepdims=True)]
+        column_ids = ["softmax_no_normalise", "no_exp", "softmax_columns"]
+        if self.causal:
+            rows += [np.array(Z, dtype=float), masked_at(Z, np.triu(np.ones((n, n), dtype=bool)), -np.inf),
+                     masked_at(Z, np.tril(np.ones((n, n), dtype=bool), k=-1), -np.inf)]
+            row_ids += ["no_mask", "mask_diagonal", "mask_wrong_triangle"]
+            if n > 1:
+                rows.append(masked_at(Z, self.upper, 0.0))
+                row_ids.append("mask_zero_instead_of_inf")
+            after = softmax_rows(Z)
+            after[..., self.upper] = 0.0
+            columns.append(after)
+            column_ids.append("mask_after_softmax")
+        A = np.concatenate([softmax_rows(np.stack(rows)), np.stack(columns)])  # (m, h, n, n)
+        O = np.concatenate([A @ V, (np.swapaxes(self.A, 1, 2) @ V)[None]])  # weights_transposed last
+        return [*row_ids, *column_ids, "weights_transposed"], O
+
+
+def comparable(O: np.ndarray) -> np.ndarray:
+    """(h, m, n, d_v) → (h, m, cells), ±∞ as misconceptions.clashes compares it (its stand-in)."""
+    O = O.reshape(*O.shape[:2], -1)
+    infinite = np.isinf(O)
+    return np.where(infinite, np.sign(O) * 1e15, O) if infinite.any() else O
+
+
+def like(values: np.ndarray, target: np.ndarray, gap: np.ndarray | float) -> np.ndarray:
+    """(h, m): value m of head i (h, m, cells) within gap (per head, or one) of the head's target (h, cells)
+    in every cell; NaN never is."""
+    gap = np.broadcast_to(np.asarray(gap, dtype=float), (values.shape[0],))
+    return np.abs(values - target[:, None, :]).max(axis=-1) <= gap[:, None]
+
+
+def clash(values: np.ndarray, reference: np.ndarray, gap: np.ndarray | float) -> bool:
+    """Whether misconceptions.clashes(reference[i], {id: values[i, m]}, gap) names anything for some head
+    i: a value within gap of the reference, or two within gap of each other; values holding a NaN (no one
+    can write them, or a mistake not made for that head) left out."""
+    usable = ~np.isnan(values).any(axis=-1)  # (h, m)
+    if (like(values, reference, gap) & usable).any():
+        return True
+    gap = np.broadcast_to(np.asarray(gap, dtype=float), (values.shape[0],))
+    pair = np.abs(values[:, :, None, :] - values[:, None, :, :]).max(axis=-1) <= gap[:, None, None]  # (h, m, m)
+    return bool((np.triu(pair & usable[:, :, None] & usable[:, None, :], k=1)).any())
+
+
+
+def operations(heads: Heads, projections: list[tuple[np.ndarray, np.ndarray]], cells: int):
+    """budget.count's operations for every head from its Q, K and V to its O, plus the products
+    `projections` [(left (…, r, k), right (…, k, c))] that made them, plus `cells` written: a product
+    term is nothing with a factor 0, an addition with a factor ±1, else a multiply-add; one division per
+    nonzero score when d_k ≠ 1; per softmax row with two or more visible keys, an exponential per finite
+    nonzero exponent, visible − 1 additions and visible divisions. The same counts, so the same seconds."""
+    from ...core import budget
+
+    def nonzero(M):
+        return np.isfinite(M) & (np.abs(M) > 1e-12)
+
+    def unit(M):
+        return np.abs(np.abs(M) - 1.0) < 1e-12
+
+    terms = hard = 0
+    for left, right in [*projections, (heads.Q, np.swapaxes(heads.K, 1, 2)), (heads.A, heads.V)]:
+        lz, rz = nonzero(left).astype(float), nonzero(right).astype(float)
+        terms += int((lz @ rz).sum())
+        hard += int(((lz * ~unit(left)) @ (rz * ~unit(right))).sum())
+    finite = np.isfinite(heads.masked)
+    visible = finite.sum(axis=-1)  # (h, n)
+    rows = visible > 1
+    exponentials = int(((finite & (np.abs(heads.masked) > 1e-12)).sum(axis=-1))[rows].sum())
+    divisions = int(visible[rows].sum()) + (int(nonzero(heads.S).sum()) if heads.d_k != 1 else 0)
+    return budget.Operations(multiply_adds=hard, additions=terms - hard + int((visible[rows] - 1).sum()),
+                             exponentials=exponentials, divisions=divisions, cells=int(cells))

@@ -69,7 +69,7 @@ def _params(given: dict) -> dict:
 def generate(rng: np.random.Generator, level: int) -> Draft:
     """Rows whose rotation changes something and whose mistakes all differ from the answers and from
     each other (to 2 decimals too)."""
-    from .._shared.clash import all_clash_free
+    from .._shared.fast import all_clash_free
 
     while True:
         draft = _draft(rng, level)

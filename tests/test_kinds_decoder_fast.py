@@ -187,3 +187,11 @@ def test_apart_from_is_misconceptions_apart_for_each():
         gap = misconceptions.GAP
         slow = all(misconceptions.apart(a, ref, gap) for a in alts.values() if np.shape(a) == ref.shape)
         assert apart_from(ref, alts, gap) == slow
+
+
+def test_kv_cache_most_minutes_bounds_the_count():
+    for level, given, params in _kv_drafts():
+        parts = kv_cache._parts(kv_cache.references_of(given, params), level)
+        ex = Exercise(kind="kv_cache", seed=0, level=level, version=kv_cache.VERSION, given=given,
+                      parts=tuple(parts), params=params)
+        assert kv_cache._operations(ex).minutes <= kv_cache._most_minutes(params)

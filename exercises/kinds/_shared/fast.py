@@ -35,6 +35,10 @@ def nonzero_matrix(rng: np.random.Generator, shape: tuple[int, int], values: tup
         M = options[rng.integers(len(options), size=shape)]
         if not has_zero:
             return M
+        if 1 in shape:  # a row or a column: no line all zeros is no zero at all
+            if M.all():
+                return M
+            continue
         nonzero = M != 0
         if nonzero.any(axis=1).all() and nonzero.any(axis=0).all():
             return M

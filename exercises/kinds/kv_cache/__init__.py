@@ -136,9 +136,22 @@ def generate(rng: np.random.Generator, level: int) -> Draft:
             continue
         ex = Exercise(kind=ID, seed=0, level=level, version=VERSION, given=given, parts=tuple(parts), params=params)
         if _apart_from_careful(ex, mistakes, apart_from_answers=True) \
-                and _operations(ex).minutes <= budget.BUDGET_MINUTES[level]:
+                and (_most_minutes(params) <= budget.BUDGET_MINUTES[level]
+                     or _operations(ex).minutes <= budget.BUDGET_MINUTES[level]):
             return Draft(given=given, parts=parts, params=params)
     raise RuntimeError(f"kv_cache: no variant in {MAX_TRIES} draws")
+
+
+def _most_minutes(params: dict) -> float:
+    """An upper bound of _operations(ex).minutes from the sizes alone (every product term a multiply-add,
+    every score nonzero): when it fits the budget, the exact count does too."""
+    from ...core import budget
+
+    t1, d_k, d_v = params["t1"], params["d_k"], params["d_v"]
+    worst = budget.Operations(multiply_adds=d_k * t1 + t1 * d_v + 4, divisions=(t1 if d_k != 1 else 0) + t1,
+                              exponentials=t1, additions=t1 - 1,
+                              cells=t1 * d_k + t1 * d_v + 2 * t1 + d_v + 1)  # K, V, scores, A, O, the size
+    return worst.minutes
 
 
 def _sizes_apart(params: dict) -> bool:
@@ -170,7 +183,9 @@ def _apart_from_careful(ex: Exercise, mistakes: dict[str, dict[str, np.ndarray]]
     from ...core.grading import declared_decimals
     from .._shared.fast import apart_from
 
-    careful = chain(ex, {}, declared_decimals(ex))
+    # K, V and the scores are whole, so a careful student writes them exactly: the references
+    known = {name: ex.part(name).reference for name in ("K", "V", "scores")} if apart_from_answers else {}
+    careful = chain(ex, known, declared_decimals(ex))
     mistakes = _mistakes(ex.given, ex.params) if mistakes is None else mistakes
     return all(apart_from(careful[part.name], mistakes.get(part.name, {}), misconceptions.separation(part))
                for part in ex.parts

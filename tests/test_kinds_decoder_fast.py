@@ -218,3 +218,8 @@ def test_cross_attention_no_exp_prefilter_only_rejects_what_the_checks_reject():
                 assert not apart_from_rounded(ex, cross_attention.GUARDS, engine.default_chain) \
                     or misconceptions.collisions(ex, guards=cross_attention.GUARDS)
     assert rejected > 20  # it does reject (level 1 above all)
+
+
+def test_rope_table_of_halves_is_sympys():
+    for degrees in range(-360, 721, 30):
+        assert rope.HALVES_30[degrees % 360] == rope._halves_of_sympy(degrees), degrees

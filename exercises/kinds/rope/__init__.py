@@ -163,9 +163,21 @@ def exact_rotated(X: np.ndarray, pos: np.ndarray, theta: np.ndarray, sign: int =
 # The references without sympy matrices: every cos and sin of the table is (A + B√3)/2 with whole A, B, so a
 # rotated entry is (A + B√3)/2 and a score (A + B√3)/4; the floats are those of the same sympy numbers
 # (cached by A, B), so the references are the ones the sympy product gives (tests/test_kinds_17b.py)
+# cos and sin of the multiples of 30° as (A, B): (A + B√3)/2, by the angle mod 360 (tested against sympy)
+HALVES_30 = {0: ((2, 0), (0, 0)), 30: ((0, 1), (1, 0)), 60: ((1, 0), (0, 1)), 90: ((0, 0), (2, 0)),
+             120: ((-1, 0), (0, 1)), 150: ((0, -1), (1, 0)), 180: ((-2, 0), (0, 0)), 210: ((0, -1), (-1, 0)),
+             240: ((-1, 0), (0, -1)), 270: ((0, 0), (-2, 0)), 300: ((1, 0), (0, -1)), 330: ((0, 1), (-1, 0))}
+
+
 @functools.lru_cache(maxsize=64)
 def _halves(degrees: int) -> tuple[tuple[int, int], tuple[int, int]]:
-    """cos and sin of `degrees` as (A, B): (A + B√3)/2."""
+    """cos and sin of `degrees` as (A, B): (A + B√3)/2 (the table's, else from sympy's exact values)."""
+    if degrees % 30 == 0:
+        return HALVES_30[degrees % 360]
+    return _halves_of_sympy(degrees)
+
+
+def _halves_of_sympy(degrees: int) -> tuple[tuple[int, int], tuple[int, int]]:
     out = []
     for x in _cos_sin(degrees):
         terms = sympy.expand(2 * x).as_coefficients_dict()

@@ -248,14 +248,21 @@ def chain(ex: Exercise, values: dict[str, np.ndarray], rounding: int | None) -> 
     env = {name: np.asarray(x, dtype=float) for name, x in values.items()}
     K_cache, V_cache, q, k, v = _given_rows(ex.given)
     root = math.sqrt(int(ex.given["d_k"]))
+    # each value computed only when the learner did not give it (setdefault would compute it anyway)
     with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
-        env.setdefault("K", np.vstack([K_cache, k]))
-        env.setdefault("V", np.vstack([V_cache, v]))
-        env.setdefault("scores", round_half_up(q @ env["K"].T, rounding))
-        env.setdefault("A", round_half_up(softmax(round_half_up(env["scores"] / root, rounding)), rounding))
-        env.setdefault("O", round_half_up(env["A"] @ env["V"], rounding))
+        if "K" not in env:
+            env["K"] = np.vstack([K_cache, k])
+        if "V" not in env:
+            env["V"] = np.vstack([V_cache, v])
+        if "scores" not in env:
+            env["scores"] = round_half_up(q @ env["K"].T, rounding)
+        if "A" not in env:
+            env["A"] = round_half_up(softmax(round_half_up(env["scores"] / root, rounding)), rounding)
+        if "O" not in env:
+            env["O"] = round_half_up(env["A"] @ env["V"], rounding)
     p = ex.params
-    env.setdefault("cache_floats", np.array([[float(cache_floats(p["layers"], p["heads"], p["t1"], p["d_head"]))]]))
+    if "cache_floats" not in env:
+        env["cache_floats"] = np.array([[float(cache_floats(p["layers"], p["heads"], p["t1"], p["d_head"]))]])
     return env
 
 

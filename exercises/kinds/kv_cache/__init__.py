@@ -30,7 +30,7 @@ from ...core.contract import Formula, HomeStage, SheetSection
 from ...core.draft import Draft
 from ...core.levels import spec
 from ...core.model import Exercise, Part
-from ...core.numbers import choice, decimals_for, nonzero_matrix, round_half_up
+from ...core.numbers import choice, decimals_for, round_half_up
 from ...i18n import msg
 
 ID = "kv_cache"
@@ -66,8 +66,11 @@ def references_of(given: dict, params: dict) -> dict[str, np.ndarray]:
             "cache_floats": np.array([[float(size)]])}
 
 
-def _draft(rng: np.random.Generator, level: int) -> Draft:
+def _draw(rng: np.random.Generator, level: int) -> tuple[dict, dict]:
+    """The given values and the prompt's params, in the order the generator draws them."""
     ts, widths, d_v, key_values, value_values = SIZES[level]
+    from .._shared.fast import nonzero_matrix  # numbers.nonzero_matrix's draws, faster
+
     t, d_k = int(choice(rng, ts)), int(choice(rng, widths))
     given = {"K_cache": nonzero_matrix(rng, (t, d_k), key_values),  # (t, d_k): keys of the tokens decoded so far
              "V_cache": nonzero_matrix(rng, (t, d_v), value_values),  # (t, d_v): their values
@@ -77,17 +80,31 @@ def _draft(rng: np.random.Generator, level: int) -> Draft:
              "d_k": d_k}
     params = {"t": t, "t1": t + 1, "d_k": d_k, "d_v": d_v, "layers": int(choice(rng, LAYERS)),
               "heads": int(choice(rng, HEADS)), "d_head": int(choice(rng, D_HEAD))}
+    return given, params
+
+
+WHOLE = ("K", "V", "scores", "cache_floats")  # whole numbers from whole entries: decimals_for gives 0
+
+
+def _parts(refs: dict[str, np.ndarray], level: int) -> list[Part]:
     decimals = spec(level).decimals
-    parts = [Part(name=name, shape=ref.shape, reference=ref, decimals=decimals_for(ref, decimals))
-             for name, ref in references_of(given, params).items()]
-    return Draft(given=given, parts=parts, params=params)
+    return [Part(name=name, shape=ref.shape, reference=ref,
+                 decimals=0 if name in WHOLE else decimals_for(ref, decimals)) for name, ref in refs.items()]
+
+
+def _draft(rng: np.random.Generator, level: int) -> Draft:
+    given, params = _draw(rng, level)
+    return Draft(given=given, parts=_parts(references_of(given, params), level), params=params)
 
 
 def _teaches(draft: Draft) -> bool:
+    return _teaches_refs({p.name: p.reference for p in draft.parts}, draft.given["d_k"])
+
+
+def _teaches_refs(refs: dict[str, np.ndarray], d_k: int) -> bool:
     """Small exponents; not all scores equal (uniform weights say nothing) and the new token's own score
     not equal to every other; values that differ; no part all zeros."""
-    refs = {p.name: p.reference for p in draft.parts}
-    Z = refs["scores"] / math.sqrt(draft.given["d_k"])
+    Z = refs["scores"] / math.sqrt(d_k)
     V = refs["V"]
     return bool(np.abs(Z).max() <= MAX_SCALED and np.ptp(Z) > 0 and np.all(np.ptp(V, axis=0) > 0)
                 and np.abs(refs["O"]).max() > 1e-9)
@@ -95,47 +112,96 @@ def _teaches(draft: Draft) -> bool:
 
 def generate(rng: np.random.Generator, level: int) -> Draft:
     """A decoding step whose mistakes all differ from the answers, from each other and from what a careful
-    student who rounds writes (to 2 decimals too), and that fits the level's time budget."""
-    from ...core import budget
-    from .._shared.hand import all_apart
+    student who rounds writes (to 2 decimals too), and that fits the level's time budget.
+
+    The checks are pure functions of the draw, so their order only sets the cost: the references
+    first (no parts for a draw that teaches nothing), every part's mistakes computed once for both
+    mistake checks, the time budget (which rarely fails) last."""
+    from ...core import budget, misconceptions
+    from .._shared.fast import all_clash_free, clash_free
 
     for _ in range(MAX_TRIES):
-        draft = _draft(rng, level)
-        if not _teaches(draft):
+        given, params = _draw(rng, level)
+        if not _sizes_apart(params):
             continue
-        g, params = draft.given, draft.params
-        ex = Exercise(kind=ID, seed=0, level=level, version=VERSION, given=g, parts=tuple(draft.parts), params=params)
-        if (_operations(ex).minutes <= budget.BUDGET_MINUTES[level]
-                and all_apart(draft.parts, lambda p, g=g, params=params: mistakes_of(g, params, p.name))
-                and _apart_from_careful(ex)):
-            return draft
+        refs = references_of(given, params)
+        if not _teaches_refs(refs, given["d_k"]):
+            continue
+        parts = _parts(refs, level)
+        K = parts[0]  # the cheapest of the mistakes' checks, and the one that fails most (q = k)
+        if not clash_free(K.reference, _key_mistakes(given), misconceptions.separation(K)):
+            continue
+        mistakes = _mistakes(given, params)
+        if not all_clash_free(parts[1:-1], mistakes):  # K and the cache size checked already
+            continue
+        ex = Exercise(kind=ID, seed=0, level=level, version=VERSION, given=given, parts=tuple(parts), params=params)
+        if _apart_from_careful(ex, mistakes, apart_from_answers=True) \
+                and (_most_minutes(params) <= budget.BUDGET_MINUTES[level]
+                     or _operations(ex).minutes <= budget.BUDGET_MINUTES[level]):
+            return Draft(given=given, parts=parts, params=params)
     raise RuntimeError(f"kv_cache: no variant in {MAX_TRIES} draws")
 
 
-def _apart_from_careful(ex: Exercise) -> bool:
+def _most_minutes(params: dict) -> float:
+    """An upper bound of _operations(ex).minutes from the sizes alone (every product term a multiply-add,
+    every score nonzero): when it fits the budget, the exact count does too."""
+    from ...core import budget
+
+    t1, d_k, d_v = params["t1"], params["d_k"], params["d_v"]
+    worst = budget.Operations(multiply_adds=d_k * t1 + t1 * d_v + 4, divisions=(t1 if d_k != 1 else 0) + t1,
+                              exponentials=t1, additions=t1 - 1,
+                              cells=t1 * d_k + t1 * d_v + 2 * t1 + d_v + 1)  # K, V, scores, A, O, the size
+    return worst.minutes
+
+
+def _sizes_apart(params: dict) -> bool:
+    """The cache-size part's check (hand.all_apart on it) without arrays: its answer and its four mistakes
+    are whole numbers, so two of them are within the part's separation (< 1) only when equal."""
+    n, h, d, t = params["layers"], params["heads"], params["d_head"], params["t"]
+    sizes = [cache_floats(n, h, t + 1, d), *_size_mistakes(n, h, d, t).values()]
+    return len(set(sizes)) == len(sizes)
+
+
+def _size_mistakes(n: int, h: int, d: int, t: int) -> dict[str, int]:
+    return {"kv_cache_size_one_of_k_v": n * h * (t + 1) * d, "kv_cache_size_before_step": 2 * n * h * t * d,
+            "kv_cache_size_one_layer": 2 * h * (t + 1) * d, "kv_cache_size_one_head": 2 * n * (t + 1) * d}
+
+
+def _key_mistakes(given: dict) -> dict[str, np.ndarray]:
+    """The mistakes of K alone (as _mistakes gives them)."""
+    K_cache, _, q, k, _ = _given_rows(given)
+    return {"kv_new_row_first": np.vstack([k, K_cache]), "kv_query_cached": np.vstack([K_cache, q])}
+
+
+def _apart_from_careful(ex: Exercise, mistakes: dict[str, dict[str, np.ndarray]] | None = None,
+                        apart_from_answers: bool = False) -> bool:
     """No mistake's value of a part is within the part's separation of that part as a careful student
-    computes it with every value rounded to the declared decimals (it would be graded right)."""
+    computes it with every value rounded to the declared decimals (it would be graded right).
+    `apart_from_answers`: the mistakes are known to be apart from the answers (all_clash_free), so a part
+    the careful student gets exactly right needs no second look."""
     from ...core import misconceptions
     from ...core.grading import declared_decimals
+    from .._shared.fast import apart_from
 
-    careful = chain(ex, {}, declared_decimals(ex))
-    for part in ex.parts:
-        gap = misconceptions.separation(part)
-        for alt in mistakes_of(ex.given, ex.params, part.name).values():
-            if np.shape(alt) == part.shape and not misconceptions.apart(alt, careful[part.name], gap):
-                return False
-    return True
+    # K, V and the scores are whole, so a careful student writes them exactly: the references
+    known = {name: ex.part(name).reference for name in ("K", "V", "scores")} if apart_from_answers else {}
+    careful = chain(ex, known, declared_decimals(ex))
+    mistakes = _mistakes(ex.given, ex.params) if mistakes is None else mistakes
+    return all(apart_from(careful[part.name], mistakes.get(part.name, {}), misconceptions.separation(part))
+               for part in ex.parts
+               if not (apart_from_answers and np.array_equal(careful[part.name], part.reference)))
 
 
 # ---------------------------------------------------------------- mistakes, diagnosis, carrying forward
 
 
-def _attend(q: np.ndarray, K: np.ndarray, V: np.ndarray, root: float) -> np.ndarray:
-    return softmax(q @ K.T / root) @ V  # (1, d_v)
-
-
 def mistakes_of(given: dict, params: dict, name: str) -> dict[str, np.ndarray]:
     """{mistake id: what it gives for part `name`} (only those of the part's shape can match)."""
+    return _mistakes(given, params).get(name, {})
+
+
+def _mistakes(given: dict, params: dict) -> dict[str, dict[str, np.ndarray]]:
+    """{part name: {mistake id: what it gives for that part}}, every part at once."""
     K_cache, V_cache, q, k, v = _given_rows(given)
     d_k = int(given["d_k"])
     root = math.sqrt(d_k)
@@ -145,38 +211,28 @@ def mistakes_of(given: dict, params: dict, name: str) -> dict[str, np.ndarray]:
     K_query = np.vstack([K_cache, q])  # the query cached in the place of the key
     S = q @ K.T  # (1, t+1)
     A = softmax(S / root)
-    found: dict[str, np.ndarray] = {}
-    if name == "K":
-        found = {"kv_new_row_first": K_first, "kv_query_cached": K_query}
-    elif name == "V":
-        found = {"kv_new_row_first": V_first}
-    elif name == "scores":
-        found = {"kv_new_row_first": q @ K_first.T, "kv_query_cached": q @ K_query.T}
-    elif name == "A":
-        own_masked = np.zeros_like(A)  # the new position hidden as if it were in the future
-        own_masked[:, :t] = softmax(S[:, :t] / root)
-        found = {"kv_new_row_masked": own_masked, "kv_new_row_first": softmax(q @ K_first.T / root),
-                 "kv_query_cached": softmax(q @ K_query.T / root)}
-        if d_k != 1:
-            found.update(no_scaling=softmax(S), scaled_by_dk=softmax(S / d_k),
-                         scaled_times_sqrt_dk=softmax(S * root))
-        total = (S / root).sum()
-        if abs(total) > 1e-9:
-            found["no_exp"] = S / root / total
-        found["softmax_no_normalise"] = np.exp(S / root)
-    elif name == "O":
-        # with the new position masked (A's last weight 0) the output is this same stale one
-        found = {"kv_new_key_left_out": _attend(q, K_cache, V_cache, root),
-                 "kv_stale_value": A[:, :t] @ V_cache,  # the new weight dropped with the missing row of V
-                 "kv_query_cached": _attend(q, K_query, V, root)}
-        if d_k != 1:
-            found.update(no_scaling=softmax(S) @ V, scaled_by_dk=softmax(S / d_k) @ V)
-    elif name == "cache_floats":
-        n, h, d = params["layers"], params["heads"], params["d_head"]
-        found = {"kv_cache_size_one_of_k_v": n * h * (t + 1) * d, "kv_cache_size_before_step": 2 * n * h * t * d,
-                 "kv_cache_size_one_layer": 2 * h * (t + 1) * d, "kv_cache_size_one_head": 2 * n * (t + 1) * d}
-        found = {mid: np.array([[float(x)]]) for mid, x in found.items()}
-    return found
+    S_first, S_query = q @ K_first.T, q @ K_query.T
+    # each softmax once, each used for A's mistake and O's: whole entries make q K_cacheᵀ exactly S's first t
+    seen = softmax(S[:, :t] / root)  # (1, t): the new position hidden as if it were in the future
+    A_found = {"kv_new_row_masked": np.zeros_like(A)}
+    A_found["kv_new_row_masked"][:, :t] = seen
+    A_found.update(kv_new_row_first=softmax(S_first / root), kv_query_cached=softmax(S_query / root))
+    if d_k != 1:
+        A_found.update(no_scaling=softmax(S), scaled_by_dk=softmax(S / d_k), scaled_times_sqrt_dk=softmax(S * root))
+    total = (S / root).sum()
+    if abs(total) > 1e-9:
+        A_found["no_exp"] = S / root / total
+    A_found["softmax_no_normalise"] = np.exp(S / root)
+    # with the new position masked (A's last weight 0) the output is this same stale one
+    O_found = {"kv_new_key_left_out": seen @ V_cache,  # attention over the cache alone
+               "kv_stale_value": A[:, :t] @ V_cache,  # the new weight dropped with the missing row of V
+               "kv_query_cached": A_found["kv_query_cached"] @ V}
+    if d_k != 1:
+        O_found.update(no_scaling=A_found["no_scaling"] @ V, scaled_by_dk=A_found["scaled_by_dk"] @ V)
+    sizes = _size_mistakes(params["layers"], params["heads"], params["d_head"], t)
+    return {"K": {"kv_new_row_first": K_first, "kv_query_cached": K_query}, "V": {"kv_new_row_first": V_first},
+            "scores": {"kv_new_row_first": S_first, "kv_query_cached": S_query}, "A": A_found,
+            "O": O_found, "cache_floats": {mid: np.array([[float(x)]]) for mid, x in sizes.items()}}
 
 
 def diagnose(ex: Exercise, part: Part, value: np.ndarray) -> str | None:
@@ -192,14 +248,21 @@ def chain(ex: Exercise, values: dict[str, np.ndarray], rounding: int | None) -> 
     env = {name: np.asarray(x, dtype=float) for name, x in values.items()}
     K_cache, V_cache, q, k, v = _given_rows(ex.given)
     root = math.sqrt(int(ex.given["d_k"]))
+    # each value computed only when the learner did not give it (setdefault would compute it anyway)
     with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
-        env.setdefault("K", np.vstack([K_cache, k]))
-        env.setdefault("V", np.vstack([V_cache, v]))
-        env.setdefault("scores", round_half_up(q @ env["K"].T, rounding))
-        env.setdefault("A", round_half_up(softmax(round_half_up(env["scores"] / root, rounding)), rounding))
-        env.setdefault("O", round_half_up(env["A"] @ env["V"], rounding))
+        if "K" not in env:
+            env["K"] = np.vstack([K_cache, k])
+        if "V" not in env:
+            env["V"] = np.vstack([V_cache, v])
+        if "scores" not in env:
+            env["scores"] = round_half_up(q @ env["K"].T, rounding)
+        if "A" not in env:
+            env["A"] = round_half_up(softmax(round_half_up(env["scores"] / root, rounding)), rounding)
+        if "O" not in env:
+            env["O"] = round_half_up(env["A"] @ env["V"], rounding)
     p = ex.params
-    env.setdefault("cache_floats", np.array([[float(cache_floats(p["layers"], p["heads"], p["t1"], p["d_head"]))]]))
+    if "cache_floats" not in env:
+        env["cache_floats"] = np.array([[float(cache_floats(p["layers"], p["heads"], p["t1"], p["d_head"]))]])
     return env
 
 

@@ -52,6 +52,16 @@ def flags(ex_or_given) -> np.ndarray:
 
 
 def _draft(rng: np.random.Generator, level: int) -> Draft:
+    given, params = _draw(rng, level)
+    return Draft(given=given, parts=_parts(given, level), params=params)
+
+
+def _parts(given: dict, level: int):
+    return reference_parts(given, SIZES[level][3], spec(level).decimals)
+
+
+def _draw(rng: np.random.Generator, level: int) -> tuple[dict, dict]:
+    """The given values and the prompt's params, in the order the generator draws them."""
     s = spec(level)
     n, pads, sides, names = SIZES[level]
     count, side = choice(rng, pads), choice(rng, sides)
@@ -61,15 +71,17 @@ def _draft(rng: np.random.Generator, level: int) -> Draft:
     causal = True if level > 1 else bool(rng.integers(2))
     scaled = matrix(rng, (n, n), s.values)  # (n, n)
     given = {"scaled": scaled, "pad": pad, "causal": causal}
-    return Draft(given=given, parts=reference_parts(given, names, s.decimals),
-                 params={"n": n, "pad": ", ".join(str(int(p)) for p in pad[0]),
-                         "padded": ", ".join(str(j + 1) for j in np.flatnonzero(pad[0]))})
+    return given, {"n": n, "pad": ", ".join(str(int(p)) for p in pad[0]),
+                   "padded": ", ".join(str(j + 1) for j in np.flatnonzero(pad[0]))}
 
 
 def _teaches(draft: Draft) -> bool:
+    return _teaches_given(draft.given)
+
+
+def _teaches_given(given: dict) -> bool:
     """At level 2+ no row of visible scores is all equal (its weights would be uniform whatever is
     masked) unless it is a single key or none."""
-    given = draft.given
     masked = given["scaled"] + padding_mask(given["pad"], given["causal"])  # (n, n)
     for row in masked:
         seen = row[np.isfinite(row)]
@@ -82,10 +94,13 @@ def generate(rng: np.random.Generator, level: int) -> Draft:
     from ...core import engine
 
     for _ in range(MAX_TRIES):
-        draft = _draft(rng, level)
+        given, params = _draw(rng, level)
+        if not _teaches_given(given):  # from the given alone: no parts for a draw that teaches nothing
+            continue
+        draft = Draft(given=given, parts=_parts(given, level), params=params)
         ex = Exercise(kind=ID, seed=0, level=level, version=VERSION, given=draft.given, parts=tuple(draft.parts),
                       params=draft.params)
-        if _teaches(draft) and apart_from_rounded(ex, GUARDS, engine.default_chain):
+        if apart_from_rounded(ex, GUARDS, engine.default_chain):
             return draft
     raise RuntimeError(f"padding_mask: no distinguishable variant in {MAX_TRIES} draws")
 

@@ -16,6 +16,7 @@ alone, so the kind keeps them apart itself (generate).
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 
@@ -26,8 +27,9 @@ from ...core.contract import Formula, HomeStage, SheetSection
 from ...core.draft import Draft
 from ...core.levels import spec
 from ...core.model import Exercise, Part
-from ...core.numbers import choice, decimals_for, nonzero_matrix, round_half_up
+from ...core.numbers import choice, decimals_for, round_half_up
 from ...i18n import msg
+from .._shared.fast import nonzero_matrix
 
 ID = "positional"
 ORDER = 86  # after rope
@@ -58,34 +60,42 @@ def _draft(rng: np.random.Generator, level: int) -> Draft:
     start = int(choice(rng, starts))
     pos = np.arange(start, start + n, dtype=float)  # (n,)
     while True:
-        X = nonzero_matrix(rng, (n, d), values)  # (n, d)
+        X = nonzero_matrix(rng, (n, d), values)  # (n, d); numbers.nonzero_matrix's draws, faster
         if len({tuple(r) for r in X}) == n:  # distinct tokens: permuting them changes something
             break
     P = sinusoidal(pos, d)  # (n, d)
     references = {"P": P, "X_P": X + P}
     given: dict = {"X": X, "pos": pos}
-    params = {"n": n, "d": d, "pos_text": ", ".join(str(int(p)) for p in pos),
-              "freq_text": ", ".join(_freq_text(w) for w in frequencies(d)), "table": trig_table(pos, d)}
     if perms:
         perm = np.array(choice(rng, perms), dtype=float)  # (n,) the new order of the tokens, 0-based
         given["perm"] = perm
         O = attend(X)
         references.update(O=O, O_perm=attend(X[perm.astype(int)]))
-        params["perm_text"] = ", ".join(str(int(k) + 1) for k in perm)
     decimals = spec(level).decimals
     parts = [Part(name=name, shape=ref.shape, reference=ref, decimals=decimals_for(ref, decimals))
              for name, ref in references.items()]
-    return Draft(given=given, parts=parts, params=params)
+    return Draft(given=given, parts=parts, params={})
+
+
+def _params(given: dict) -> dict:
+    """The prompt's placeholders (made once a draft is kept)."""
+    X, pos = given["X"], given["pos"]
+    n, d = X.shape
+    params = {"n": n, "d": d, "pos_text": ", ".join(str(int(p)) for p in pos),
+              "freq_text": ", ".join(_freq_text(w) for w in frequencies(d)), "table": trig_table(pos, d)}
+    if "perm" in given:
+        params["perm_text"] = ", ".join(str(int(k) + 1) for k in given["perm"])
+    return params
 
 
 def generate(rng: np.random.Generator, level: int) -> Draft:
     """Variants whose mistakes all differ from the answers and from each other (to 2 decimals too)."""
-    from .._shared.hand import all_apart
+    from .._shared.fast import all_clash_free
 
     while True:
         draft = _draft(rng, level)
-        if all_apart(draft.parts, lambda p, g=draft.given: mistakes_of(g, p.name)):
-            return draft
+        if all_clash_free(draft.parts, _mistakes(draft.given)):
+            return replace(draft, params=_params(draft.given))
 
 
 def _freq_text(w: float) -> str:
@@ -126,29 +136,32 @@ def _swapped(P: np.ndarray) -> np.ndarray:
 
 def mistakes_of(given: dict, name: str) -> dict[str, np.ndarray]:
     """{mistake id: what it gives for part `name`}."""
+    return _mistakes(given).get(name, {})
+
+
+def _mistakes(given: dict) -> dict[str, dict[str, np.ndarray]]:
+    """{part name: {mistake id: what it gives for that part}}, every part of the variant at once."""
     X, pos = np.asarray(given["X"], dtype=float), np.asarray(given["pos"], dtype=float)
     d = X.shape[1]
     P = sinusoidal(pos, d)
-    one_frequency = np.empty_like(P)
-    one_frequency[:, 0::2], one_frequency[:, 1::2] = np.sin(pos)[:, None], np.cos(pos)[:, None]
-    found: dict[str, np.ndarray] = {}
-    if name == "P":
-        found = {"positional_sin_cos_swapped": _swapped(P), "positional_from_one": sinusoidal(pos + 1, d)}
-        if d > 2:
-            found["positional_one_frequency"] = one_frequency
-    elif name == "X_P":
-        found = {"positional_sin_cos_swapped": X + _swapped(P), "positional_multiplied": X * P}
-    elif name == "O":
-        found = {"no_scaling": softmax(X @ X.T) @ X,
-                 "softmax_columns": softmax(X @ X.T / math.sqrt(d), axis=0) @ X}
-    elif name == "O_perm":
+    swapped = _swapped(P)
+    found = {"P": {"positional_sin_cos_swapped": swapped, "positional_from_one": sinusoidal(pos + 1, d)},
+             "X_P": {"positional_sin_cos_swapped": X + swapped, "positional_multiplied": X * P}}
+    if d > 2:
+        one_frequency = np.empty_like(P)
+        one_frequency[:, 0::2], one_frequency[:, 1::2] = np.sin(pos)[:, None], np.cos(pos)[:, None]
+        found["P"]["positional_one_frequency"] = one_frequency
+    if "perm" in given:
+        found["O"] = {"no_scaling": softmax(X @ X.T) @ X,
+                      "softmax_columns": softmax(X @ X.T / math.sqrt(d), axis=0) @ X}
         perm = np.asarray(given["perm"], dtype=int)
         O = attend(X)
         inverse = np.argsort(perm)
-        found = {"positional_not_permuted": O}
+        O_perm = {"positional_not_permuted": O}
         if not np.array_equal(inverse, perm):
-            found["positional_inverse_permutation"] = O[inverse]
-        found["positional_with_positions"] = attend(X[perm] + P)  # positions added: no longer a permutation
+            O_perm["positional_inverse_permutation"] = O[inverse]
+        O_perm["positional_with_positions"] = attend(X[perm] + P)  # positions added: no longer a permutation
+        found["O_perm"] = O_perm
     return found
 
 

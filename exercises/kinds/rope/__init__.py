@@ -16,6 +16,7 @@ Rotating V, which these parts cannot show, is asked in `concepts` at level 3 (it
 from __future__ import annotations
 
 import functools
+from dataclasses import replace
 
 import numpy as np
 import sympy
@@ -26,8 +27,9 @@ from ...core.contract import Formula, HomeStage, SheetSection
 from ...core.draft import Draft
 from ...core.levels import spec
 from ...core.model import Exercise, Part
-from ...core.numbers import choice, decimals_for, nonzero_matrix, round_half_up
+from ...core.numbers import choice, decimals_for, round_half_up
 from ...i18n import msg
+from .._shared.fast import nonzero_matrix  # numbers.nonzero_matrix's draws, faster
 
 ID = "rope"
 ORDER = 84  # after multi_head: where a token is, once attention is whole
@@ -51,26 +53,66 @@ def _draft(rng: np.random.Generator, level: int) -> Draft:
     pos = np.arange(start, start + n, dtype=float)  # (n,)
     Q = nonzero_matrix(rng, (n, 2 * m), VALUES[level])  # (n, 2m)
     K = nonzero_matrix(rng, (n, 2 * m), VALUES[level])  # (n, 2m)
-    Q_rot, K_rot = exact_rotated(Q, pos, theta), exact_rotated(K, pos, theta)
-    references = {"Q_rot": _floats(Q_rot), "K_rot": _floats(K_rot), "scores": _floats(Q_rot * K_rot.T)}
+    references = exact_references(Q, K, pos, theta)
     decimals = spec(level).decimals
     parts = [Part(name=name, shape=ref.shape, reference=ref, decimals=decimals_for(ref, decimals))
              for name, ref in references.items()]
-    params = {"n": n, "d": 2 * m, "pos_text": ", ".join(str(int(p)) for p in pos),
-              "theta_text": ", ".join(f"{int(t)}°" for t in theta), "table": angle_table(pos, theta)}
-    return Draft(given={"Q": Q, "K": K, "pos": pos, "theta": theta}, parts=parts, params=params)
+    return Draft(given={"Q": Q, "K": K, "pos": pos, "theta": theta}, parts=parts, params={})
+
+
+def _params(given: dict) -> dict:
+    """The prompt's placeholders (made once a draft is kept)."""
+    Q, pos, theta = given["Q"], given["pos"], given["theta"]
+    return {"n": Q.shape[0], "d": Q.shape[1], "pos_text": ", ".join(str(int(p)) for p in pos),
+            "theta_text": ", ".join(f"{int(t)}°" for t in theta), "table": angle_table(pos, theta)}
 
 
 def generate(rng: np.random.Generator, level: int) -> Draft:
     """Rows whose rotation changes something and whose mistakes all differ from the answers and from
     each other (to 2 decimals too)."""
-    from .._shared.hand import all_apart
+    from .._shared.fast import all_clash_free
 
     while True:
         draft = _draft(rng, level)
-        g = draft.given
-        if all_apart(draft.parts, lambda p, g=g: {**mistakes_of(g, p.name), **_plain_score_mistakes(g, p.name)}):
-            return draft
+        if all_clash_free(draft.parts, guarded_mistakes(draft.given)):
+            return replace(draft, params=_params(draft.given))
+
+
+@functools.lru_cache(maxsize=256)
+def _trig(pos: tuple[float, ...], theta: tuple[float, ...], sign: int) -> tuple[np.ndarray, np.ndarray]:
+    """cos and sin of pos_p · sign θ_i as attention_core.positions.rope computes them; (n, m) each."""
+    phi = np.deg2rad(rotation_angles(np.array(pos), sign * np.array(theta)))
+    c, s = np.cos(phi), np.sin(phi)
+    c.setflags(write=False)
+    s.setflags(write=False)
+    return c, s
+
+
+def _turned(X: np.ndarray, c: np.ndarray, s: np.ndarray) -> np.ndarray:
+    """rope(X, pos, θ) from its cos and sin (the same operations, so the same values)."""
+    even, odd = X[:, 0::2], X[:, 1::2]
+    out = np.empty_like(X)
+    out[:, 0::2] = even * c - odd * s
+    out[:, 1::2] = even * s + odd * c
+    return out
+
+
+def guarded_mistakes(given: dict) -> dict[str, dict[str, np.ndarray]]:
+    """{part: {mistake id: value}} as mistakes_of and _plain_score_mistakes give them, for every part at
+    once (each rotation computed once)."""
+    Q, K, pos, theta = (np.asarray(given[k], dtype=float) for k in ("Q", "K", "pos", "theta"))
+    key = (tuple(pos.tolist()), tuple(theta.tolist()))
+    turn, back, once = _trig(*key, 1), _trig(*key, -1), _trig((1.0,) * len(pos), key[1], 1)
+    Q_back, K_back = _turned(Q, *back), _turned(K, *back)
+    Q_rot, K_rot = _turned(Q, *turn), _turned(K, *turn)
+    found = {"Q_rot": {"rope_one_angle": _turned(Q, *once), "rope_sin_sign": Q_back, "rope_not_applied": Q},
+             "K_rot": {"rope_one_angle": _turned(K, *once), "rope_sin_sign": K_back, "rope_not_applied": K},
+             "scores": {"rope_not_applied": Q @ K.T, "rope_query_only": Q_rot @ K.T,
+                        "transposed_scores": K_rot @ Q_rot.T, "rope_sin_sign": Q_back @ K_back.T,
+                        "plain_transposed_scores": K @ Q.T}}
+    if Q.shape[1] == K.shape[0]:
+        found["scores"]["plain_scores_not_transposed"] = Q @ K
+    return found
 
 
 def _plain_score_mistakes(given: dict, name: str) -> dict[str, np.ndarray]:
@@ -116,6 +158,73 @@ def exact_rotated(X: np.ndarray, pos: np.ndarray, theta: np.ndarray, sign: int =
             out[p, 2 * i], out[p, 2 * i + 1] = _rotated_pair(int(X[p, 2 * i]), int(X[p, 2 * i + 1]),
                                                              int(round(sign * phi[p, i])))
     return out
+
+
+# The references without sympy matrices: every cos and sin of the table is (A + B√3)/2 with whole A, B, so a
+# rotated entry is (A + B√3)/2 and a score (A + B√3)/4; the floats are those of the same sympy numbers
+# (cached by A, B), so the references are the ones the sympy product gives (tests/test_kinds_17b.py)
+# cos and sin of the multiples of 30° as (A, B): (A + B√3)/2, by the angle mod 360 (tested against sympy)
+HALVES_30 = {0: ((2, 0), (0, 0)), 30: ((0, 1), (1, 0)), 60: ((1, 0), (0, 1)), 90: ((0, 0), (2, 0)),
+             120: ((-1, 0), (0, 1)), 150: ((0, -1), (1, 0)), 180: ((-2, 0), (0, 0)), 210: ((0, -1), (-1, 0)),
+             240: ((-1, 0), (0, -1)), 270: ((0, 0), (-2, 0)), 300: ((1, 0), (0, -1)), 330: ((0, 1), (-1, 0))}
+
+
+@functools.lru_cache(maxsize=64)
+def _halves(degrees: int) -> tuple[tuple[int, int], tuple[int, int]]:
+    """cos and sin of `degrees` as (A, B): (A + B√3)/2 (the table's, else from sympy's exact values)."""
+    if degrees % 30 == 0:
+        return HALVES_30[degrees % 360]
+    return _halves_of_sympy(degrees)
+
+
+def _halves_of_sympy(degrees: int) -> tuple[tuple[int, int], tuple[int, int]]:
+    out = []
+    for x in _cos_sin(degrees):
+        terms = sympy.expand(2 * x).as_coefficients_dict()
+        whole, root = terms.get(sympy.Integer(1), sympy.Integer(0)), terms.get(sympy.sqrt(3), sympy.Integer(0))
+        if set(terms) - {sympy.Integer(1), sympy.sqrt(3)} or not (whole.is_Integer and root.is_Integer) \
+                or sympy.expand(whole + root * sympy.sqrt(3) - 2 * x) != 0:
+            raise ValueError(f"rope: {degrees}° is not in the table")
+        out.append((int(whole), int(root)))
+    return out[0], out[1]
+
+
+@functools.lru_cache(maxsize=8192)
+def _float_of(whole: int, root: int, denominator: int) -> float:
+    """(whole + root √3) / denominator as a float, through the same sympy number as the exact forms."""
+    return float(sympy.Rational(whole, denominator) + sympy.Rational(root, denominator) * sympy.sqrt(3))
+
+
+@functools.lru_cache(maxsize=4096)
+def _rotated_row(row: tuple[int, ...], angles: tuple[int, ...]) -> tuple[tuple[int, int], ...]:
+    """One row with each pair rotated by its angle (degrees), each entry as (A, B): (A + B√3)/2."""
+    out: list[tuple[int, int]] = []
+    for i, degrees in enumerate(angles):
+        (ca, cb), (sa, sb) = _halves(degrees)
+        x, y = row[2 * i], row[2 * i + 1]
+        out += [(x * ca - y * sa, x * cb - y * sb), (x * sa + y * ca, x * sb + y * cb)]
+    return tuple(out)
+
+
+@functools.lru_cache(maxsize=8192)
+def _score(q: tuple[tuple[int, int], ...], k: tuple[tuple[int, int], ...]) -> float:
+    """q · k for two rotated rows: Σ (a + b√3)(c + d√3) / 4."""
+    return _float_of(sum(a * c + 3 * b * d for (a, b), (c, d) in zip(q, k)),
+                     sum(a * d + b * c for (a, b), (c, d) in zip(q, k)), 4)
+
+
+@functools.lru_cache(maxsize=4096)
+def _row_floats(row: tuple[tuple[int, int], ...]) -> tuple[float, ...]:
+    return tuple(_float_of(a, b, 2) for a, b in row)
+
+
+def exact_references(Q: np.ndarray, K: np.ndarray, pos: np.ndarray, theta: np.ndarray) -> dict[str, np.ndarray]:
+    """Q_rot, K_rot and Q_rot K_rotᵀ as floats of their exact values (the sympy product's, without it)."""
+    angles = [tuple(int(round(a)) for a in row) for row in rotation_angles(pos, theta).tolist()]  # (n, m)
+    q = [_rotated_row(tuple(int(x) for x in row), a) for row, a in zip(Q.tolist(), angles)]
+    k = [_rotated_row(tuple(int(x) for x in row), a) for row, a in zip(K.tolist(), angles)]
+    return {"Q_rot": np.array([_row_floats(row) for row in q]), "K_rot": np.array([_row_floats(row) for row in k]),
+            "scores": np.array([[_score(qr, kr) for kr in k] for qr in q])}
 
 
 @functools.lru_cache(maxsize=8192)

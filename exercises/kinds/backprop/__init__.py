@@ -22,6 +22,7 @@ from ...core.contract import HomeStage
 from ...core.draft import Draft, reference_parts
 from ...core.levels import spec
 from ...core.numbers import nonzero_matrix
+from .._shared import redraw
 from .._shared.values import whole_values
 
 ID = "backprop"
@@ -121,6 +122,11 @@ def _teaches(given: dict, parts) -> bool:
 
 
 def generate(rng: np.random.Generator, level: int) -> Draft:
+    """The first candidate of a batch that teaches every step and fits the time budget. At level 3 a
+    candidate the engine's redraw test would refuse because two mistakes give the same G_X (the most
+    common reason there) is refused here already, and a new batch drawn, as the engine's call of
+    generate again would: the same variants, without building a refused one's exercise and running
+    every guarded mistake on it."""
     from ...core import budget
 
     s = spec(level)
@@ -133,9 +139,30 @@ def generate(rng: np.random.Generator, level: int) -> Draft:
                 continue
             env = pipeline.run(given)
             parts = reference_parts(given, names, s.decimals, env)
-            if _teaches(given, parts) and budget.count(given, names, env).minutes <= budget.BUDGET_MINUTES[level]:
-                return Draft(given=given, parts=parts, params={"n": n, "d_k": d_k, "d_v": d_v})
+            if not _teaches(given, parts):
+                continue
+            # level 3 always fits (tests/test_kinds_backward_redraw.py counts its worst case)
+            if level < 3 and budget.count(given, names, env).minutes > budget.BUDGET_MINUTES[level]:
+                continue
+            if level == 3 and redraw.collides({p.name: p for p in parts}, {"G_X": _g_x_mistakes(env)}):
+                break  # the engine would refuse it and call generate again: a new batch
+            return Draft(given=given, parts=parts, params={"n": n, "d_k": d_k, "d_v": d_v})
     raise RuntimeError(f"backprop: no forward pass with simple-fraction weights in {MAX_BATCHES} batches")
+
+
+def _g_x_mistakes(env: dict) -> dict[str, np.ndarray]:
+    """{mistake: the G_X it gives} of the guarded mistakes made at G_Q, G_K or G_X, each computed as the
+    step registry computes it (exercises.core.steps: G_Q_MISTAKES, G_K_MISTAKES, G_X_MISTAKES)."""
+    Q, K, G_S = env["Q"], env["K"], env["G_scores"]
+    paths = {"Q": env["G_Q"] @ env["W_Q"].T, "K": env["G_K"] @ env["W_K"].T, "V": env["G_V"] @ env["W_V"].T}
+    v_path = env["G_V"] @ env["W_V"].T
+    out = {"grad_k_no_transpose": paths["Q"] + (G_S @ Q) @ env["W_K"].T + v_path,
+           "grad_q_transposed": (G_S.T @ K) @ env["W_Q"].T + paths["K"] + v_path}
+    for mid, kept in (("grad_x_no_value_path", "QK"), ("grad_x_no_key_path", "QV"), ("grad_x_no_query_path", "KV"),
+                      ("grad_x_query_path_only", "Q"), ("grad_x_key_path_only", "K"),
+                      ("grad_x_value_path_only", "V")):
+        out[mid] = sum(paths[m] for m in kept)
+    return out
 
 
 def loss_for(G_O: np.ndarray, from_x: bool):

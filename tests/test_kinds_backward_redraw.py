@@ -107,3 +107,20 @@ def test_backprop_loss_checks_decide_as_the_engine_and_the_rounding_check(level)
                 == apart_from_rounded(ex, backprop_loss.GUARDS, engine.default_chain))
         seen += 1
     assert seen > 5
+
+
+@pytest.mark.parametrize("level", backprop.LEVELS)
+def test_backprop_refuses_a_mute_candidate_only_where_teaches_does(level):
+    names = backprop.PARTS + (backprop.PROJECTION_PARTS if level == 3 else [])
+    verdicts = set()
+    for seed in range(25):
+        rng = engine.rng_for("backprop", seed, level)
+        for candidate in backprop._candidates(rng, level)[:6]:
+            given = backprop._forward(rng, level, candidate)
+            if given is None:
+                continue
+            mute = backprop._surely_mute(given)
+            teaches = backprop._teaches(given, reference_parts(given, names, spec(level).decimals))
+            assert not (mute and teaches), (level, seed)
+            verdicts.add(mute)
+    assert verdicts == {True, False}

@@ -118,6 +118,29 @@ def _plain_mean(n: int) -> np.ndarray:
     return _PLAIN_MEAN[n]
 
 
+MUTE = 1e-13  # far below _teaches' 1e-12: a cell this small by numpy's products is below it by the pipeline's
+
+
+def _surely_mute(given: dict) -> bool:
+    """True only where _teaches refuses the candidate: the backward pass done with a few products (no
+    pipeline run, no parts) leaves a later row of G_scaled, all of G_Q or of G_K, or at level 3 one of
+    G_X's paths, with no cell above MUTE. A cell between MUTE and 1e-12 is left to _teaches."""
+    A, G_O, V, Q, K = given["A"], given["G_O"], given["V"], given["Q"], given["K"]
+    G_A = G_O @ V.T  # (n, n)
+    G_Z = A * (G_A - np.sum(A * G_A, axis=1, keepdims=True))  # (n, n); 0 where A is (the masked keys)
+    G_S = G_Z / math.sqrt(given["d_k"])
+
+    def mute(M: np.ndarray) -> np.ndarray:
+        return np.all(np.abs(M) <= MUTE, axis=1)  # (rows,)
+    G_Q, G_K = G_S @ K, G_S.T @ Q
+    if mute(G_Z)[1:].any() or mute(G_Q).all() or mute(G_K).all():
+        return True
+    if "X" not in given:
+        return False
+    paths = (G_Q @ given["W_Q"].T, G_K @ given["W_K"].T, (A.T @ G_O) @ given["W_V"].T)  # (n, d) each
+    return any(mute(path).all() for path in paths)
+
+
 def _teaches(given: dict, parts) -> bool:
     """Every later row of G_scaled gets some gradient, so do the queries and the keys, and at level 3
     each of the three paths into G_X carries something."""
@@ -147,7 +170,7 @@ def generate(rng: np.random.Generator, level: int) -> Draft:
     for _ in range(MAX_BATCHES):
         for candidate in _candidates(rng, level):
             given = _forward(rng, level, candidate)
-            if given is None:
+            if given is None or _surely_mute(given):
                 continue
             env = pipeline.run(given)
             parts = reference_parts(given, names, s.decimals, env)

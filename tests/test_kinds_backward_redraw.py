@@ -49,7 +49,10 @@ def test_grad_weighted_sum_refuses_only_what_the_engine_refuses():
             given = grad_weighted_sum._given(A, V, G_O, bool(seed % 2))
             parts = reference_parts(given, grad_weighted_sum.PARTS, s.decimals)
             draft = grad_weighted_sum._draft(given, parts)
-            ours = redraw.collides({p.name: p for p in parts}, grad_weighted_sum._mistakes(given))
+            answers = grad_weighted_sum._answers(given, s.decimals)
+            assert all(np.array_equal(answers[p.name].reference, p.reference) and answers[p.name].decimals == p.decimals
+                       for p in parts)
+            ours = redraw.collides(answers, grad_weighted_sum._mistakes(given))
             theirs = bool(misconceptions.collisions(_exercise(grad_weighted_sum, level, draft),
                                                     guards=grad_weighted_sum.GUARDS))
             assert ours == theirs, (level, seed)

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from attention_core.ops import weighted_sum
+from attention_core.ops import weighted_sum, weighted_sum_backward
 
 from ...core.contract import Formula, HomeStage, SheetSection
 from ...core.draft import Draft, reference_parts
 from ...core.levels import spec
-from ...core.model import Exercise
-from ...core.numbers import choice, nonzero_matrix, simple_weights
+from ...core.model import Exercise, Part
+from ...core.numbers import choice, decimals_for, nonzero_matrix, simple_weights
 from .._shared import redraw
 from .._shared.values import whole_values
 from .._shared.weights import scores_behind
@@ -64,10 +64,17 @@ def generate(rng: np.random.Generator, level: int) -> Draft:
         V = nonzero_matrix(rng, (n, d_v), s.values)  # (n, d_v)
         G_O = nonzero_matrix(rng, (n, d_v), whole_values(level))  # (n, d_v), small integers
         given = _given(A, V, G_O, causal)
-        parts = reference_parts(given, PARTS, s.decimals)
-        if not redraw.collides({p.name: p for p in parts}, _mistakes(given)):
+        if not redraw.collides(_answers(given, s.decimals), _mistakes(given)):
             break
-    return _draft(given, parts)
+    return _draft(given, reference_parts(given, PARTS, s.decimals))
+
+
+def _answers(given: dict, decimals: int) -> dict[str, Part]:
+    """The parts as reference_parts makes them, from attention_core's backward of O = A V (the function
+    the pipeline's steps call) without a pipeline run: for the redraw test."""
+    G_A, G_V = weighted_sum_backward(given["A"], given["V"], given["G_O"])
+    return {name: Part(name=name, shape=ref.shape, reference=ref, decimals=decimals_for(ref, decimals))
+            for name, ref in (("G_A", np.asarray(G_A, dtype=float)), ("G_V", np.asarray(G_V, dtype=float)))}
 
 
 def _mistakes(given: dict) -> dict[str, dict[str, np.ndarray]]:

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from attention_core.ops import weighted_sum
+from attention_core.ops import weighted_sum, weighted_sum_backward
 
 from ...core.contract import Formula, HomeStage, SheetSection
 from ...core.draft import Draft, reference_parts
 from ...core.levels import spec
-from ...core.model import Exercise
-from ...core.numbers import choice, nonzero_matrix, simple_weights
+from ...core.model import Exercise, Part
+from ...core.numbers import choice, decimals_for, nonzero_matrix, simple_weights
+from .._shared import redraw
 from .._shared.values import whole_values
 from .._shared.weights import scores_behind
 
@@ -31,24 +32,61 @@ PARTS = ["G_A", "G_V"]
 
 def build(A, V, G_O, causal: bool = False, decimals: int = 2) -> Draft:
     """The exercise for given A (n_q, n), V (n, d_v) and G_O (n_q, d_v); references from the pipeline."""
-    given = {"A": np.asarray(A, dtype=float),  # (n_q, n), rows sum to 1
-             "V": np.asarray(V, dtype=float),  # (n, d_v)
-             "G_O": np.asarray(G_O, dtype=float),  # (n_q, d_v)
-             "causal": bool(causal)}
+    given = _given(A, V, G_O, causal)
+    return _draft(given, reference_parts(given, PARTS, decimals))
+
+
+def _given(A, V, G_O, causal: bool) -> dict:
+    return {"A": np.asarray(A, dtype=float),  # (n_q, n), rows sum to 1
+            "V": np.asarray(V, dtype=float),  # (n, d_v)
+            "G_O": np.asarray(G_O, dtype=float),  # (n_q, d_v)
+            "causal": bool(causal)}
+
+
+def _draft(given: dict, parts: list) -> Draft:
     n, d_v = given["V"].shape
-    return Draft(given=given, parts=reference_parts(given, PARTS, decimals),
-                 params={"n": n, "d_v": d_v, "scores_behind": scores_behind(given["A"])})
+    return Draft(given=given, parts=parts, params={"n": n, "d_v": d_v, "scores_behind": scores_behind(given["A"])})
 
 
 def generate(rng: np.random.Generator, level: int) -> Draft:
+    """A variant none of whose guarded mistakes gives the right answer or another's: the engine's
+    redraw test, answered here from the three products (its redraw would draw the next variant from
+    the same generator, as this loop does), so a refused variant costs no draft and no run of the
+    pipeline's mistakes."""
+    from ...core.engine import MAX_REDRAWS
+
     s = spec(level)
-    n = 2 if level == 1 else choice(rng, s.n)  # three tokens at level 1 take over its 5 minutes
-    d_v = 2 if level < 3 else choice(rng, (2, 3))
-    causal = bool(rng.integers(2))
-    A = simple_weights(rng, n, s.denominators, causal=causal)  # (n, n)
-    V = nonzero_matrix(rng, (n, d_v), s.values)  # (n, d_v)
-    G_O = nonzero_matrix(rng, (n, d_v), whole_values(level))  # (n, d_v), small integers
-    return build(A, V, G_O, causal, s.decimals)
+    for _ in range(MAX_REDRAWS):
+        n = 2 if level == 1 else choice(rng, s.n)  # three tokens at level 1 take over its 5 minutes
+        d_v = 2 if level < 3 else choice(rng, (2, 3))
+        causal = bool(rng.integers(2))
+        A = simple_weights(rng, n, s.denominators, causal=causal)  # (n, n)
+        V = nonzero_matrix(rng, (n, d_v), s.values)  # (n, d_v)
+        G_O = nonzero_matrix(rng, (n, d_v), whole_values(level))  # (n, d_v), small integers
+        given = _given(A, V, G_O, causal)
+        if not redraw.collides(_answers(given, s.decimals), _mistakes(given)):
+            break
+    return _draft(given, reference_parts(given, PARTS, s.decimals))
+
+
+def _answers(given: dict, decimals: int) -> dict[str, Part]:
+    """The parts as reference_parts makes them, from attention_core's backward of O = A V (the function
+    the pipeline's steps call) without a pipeline run: for the redraw test."""
+    G_A, G_V = weighted_sum_backward(given["A"], given["V"], given["G_O"])
+    return {name: Part(name=name, shape=ref.shape, reference=ref, decimals=decimals_for(ref, decimals))
+            for name, ref in (("G_A", np.asarray(G_A, dtype=float)), ("G_V", np.asarray(G_V, dtype=float)))}
+
+
+def _mistakes(given: dict) -> dict[str, dict[str, np.ndarray]]:
+    """{part: {guarded mistake: its value}}, each computed as the step registry computes it, where it applies."""
+    A, V, G_O = given["A"], given["V"], given["G_O"]
+    g_a = {"grad_a_transposed": V @ G_O.T}  # (n_k, d_v) @ (d_v, n_q)
+    if G_O.shape[1] == V.shape[0]:
+        g_a["grad_a_no_transpose"] = G_O @ V
+    by_part = {"G_A": g_a}
+    if A.shape[0] == A.shape[1]:
+        by_part["G_V"] = {"grad_v_no_transpose": A @ G_O}
+    return by_part
 
 
 def prompt_keys(ex: Exercise) -> tuple[str, ...]:

@@ -15,6 +15,7 @@ no_scaling, scaled_by_dk and no_exp, and the two rows swapped.
 
 from __future__ import annotations
 
+import copy
 import math
 from fractions import Fraction
 
@@ -60,13 +61,23 @@ def jacobian_of(a: np.ndarray) -> np.ndarray:
 
 
 def _draft(rng: np.random.Generator, level: int) -> Draft:
+    return _built(level, *_drawn(rng, level))
+
+
+def _drawn(rng: np.random.Generator, level: int) -> tuple[int, np.ndarray]:
+    """d_k and the counts c of a row, every draw a variant takes from the generator, in order."""
     n, widths, values = SIZES[level]
     d_k = int(choice(rng, widths))
-    root = math.isqrt(d_k)
     while True:
         counts = np.array([choice(rng, values) for _ in range(n)], dtype=int)
         if np.ptp(counts) > 0:
-            break
+            return d_k, counts
+
+
+def _built(level: int, d_k: int, counts: np.ndarray) -> Draft:
+    """The variant of the row z = √d_k ln c."""
+    n = SIZES[level][0]
+    root = math.isqrt(d_k)
     z = (root * np.log(counts.astype(float)))[None, :]  # (1, n)
     # the references from the exact fractions c^√d_k / Σ and c / Σ (attention_core agrees: tests)
     a, a_s = (exact_weights(counts, power) for power in (root, 1))
@@ -105,16 +116,35 @@ SHRINK = 0.02  # the unscaled row's largest |J| is visibly (to 2 decimals) below
 
 def generate(rng: np.random.Generator, level: int) -> Draft:
     """A row whose mistakes all differ from the answers and from each other (to 2 decimals too), and
-    whose sharper unscaled row has the visibly smaller largest Jacobian entry."""
+    whose sharper unscaled row has the visibly smaller largest Jacobian entry. Whether a row is taken
+    depends on (level, d_k, counts) only, a few hundred rows at most: each is decided once."""
+    while True:
+        d_k, counts = _drawn(rng, level)
+        key = (level, d_k, tuple(int(c) for c in counts))
+        if key not in _TAKEN:
+            if not _shrinks(counts, math.isqrt(d_k)):  # cheap, and refuses most rows: before the build
+                _TAKEN[key] = None
+                continue
+            draft = _built(level, d_k, counts)
+            _TAKEN[key] = draft if _takes(draft) else None
+        if _TAKEN[key] is not None:
+            return copy.deepcopy(_TAKEN[key])  # each exercise its own arrays
+
+
+_TAKEN: dict[tuple, Draft | None] = {}  # (level, d_k, counts) → the variant taken, or None: ≤ 2·3⁴ + 3³ + 2·3²
+
+
+def _shrinks(counts, root: int) -> bool:
+    """The sharper unscaled row's largest |J| is visibly below the scaled row's."""
+    return largest_entry(exact_weights(counts, 1)) - largest_entry(exact_weights(counts, root)) >= SHRINK
+
+
+def _takes(draft: Draft) -> bool:
     from .._shared.hand import all_apart
 
-    while True:
-        draft = _draft(rng, level)
-        z, d_k = draft.given["z"], draft.given["d_k"]
-        counts, root = draft.params["counts"], draft.params["root"]
-        shrinks = largest_entry(exact_weights(counts, 1)) - largest_entry(exact_weights(counts, root)) >= SHRINK
-        if shrinks and all_apart(draft.parts, lambda p, z=z, d_k=d_k: mistakes_of(z, d_k, p.name)):
-            return draft
+    z, d_k = draft.given["z"], draft.given["d_k"]
+    counts, root = draft.params["counts"], draft.params["root"]
+    return _shrinks(counts, root) and all_apart(draft.parts, lambda p, z=z, d_k=d_k: mistakes_of(z, d_k, p.name))
 
 
 def counts_of(ex: Exercise) -> np.ndarray:

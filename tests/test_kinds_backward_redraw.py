@@ -1,0 +1,129 @@
+"""The backward kinds answer the engine's redraw test early (exercises.kinds._shared.redraw): every variant
+they refuse themselves is one the engine would refuse (so the exercises stay those the pins hold), and a
+check they leave out is one that always passes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from exercises.core import budget, engine, misconceptions, pipeline
+from exercises.core.draft import Draft, reference_parts
+from exercises.core.levels import spec
+from exercises.core.model import Exercise
+from exercises.kinds import backprop, backprop_loss, grad_weighted_sum
+from exercises.kinds._shared import redraw
+
+
+def _exercise(kind, level: int, draft) -> Exercise:
+    return Exercise(kind=kind.ID, seed=0, level=level, version=kind.VERSION, given=draft.given,
+                    parts=tuple(draft.parts), params=draft.params)
+
+
+def test_clash_decides_as_clashes():
+    rng = np.random.default_rng(3)
+    for _ in range(400):
+        shape = (2, int(rng.integers(1, 4)))
+        ref = rng.integers(-2, 3, shape).astype(float)
+        values = [ref + rng.choice([0.0, 0.004, 0.02, 1.0], shape) for _ in range(int(rng.integers(1, 5)))]
+        if rng.random() < 0.2:
+            values[0] = np.where(rng.random(shape) < 0.5, -np.inf, values[0])
+        if rng.random() < 0.1:
+            values[-1] = np.full(shape, np.nan)
+        gap = misconceptions.GAP
+        alts = {str(i): v for i, v in enumerate(values)}
+        assert redraw.clash(ref, values, gap) == bool(misconceptions.clashes(ref, alts, gap))
+
+
+def test_grad_weighted_sum_refuses_only_what_the_engine_refuses():
+    refused = 0
+    for level in grad_weighted_sum.LEVELS:
+        s = spec(level)
+        for seed in range(60):
+            rng = engine.rng_for("grad_weighted_sum", seed, level)
+            n = 2 if level == 1 else int(rng.choice(s.n))
+            d_v = int(rng.integers(2, 4))
+            A = np.tril(np.ones((n, n))) / np.arange(1, n + 1)[:, None] if seed % 2 else np.full((n, n), 1 / n)
+            V = rng.integers(-2, 3, (n, d_v)).astype(float)
+            G_O = rng.integers(-2, 3, (n, d_v)).astype(float)
+            given = grad_weighted_sum._given(A, V, G_O, bool(seed % 2))
+            parts = reference_parts(given, grad_weighted_sum.PARTS, s.decimals)
+            draft = grad_weighted_sum._draft(given, parts)
+            answers = grad_weighted_sum._answers(given, s.decimals)
+            assert all(np.array_equal(answers[p.name].reference, p.reference) and answers[p.name].decimals == p.decimals
+                       for p in parts)
+            ours = redraw.collides(answers, grad_weighted_sum._mistakes(given))
+            theirs = bool(misconceptions.collisions(_exercise(grad_weighted_sum, level, draft),
+                                                    guards=grad_weighted_sum.GUARDS))
+            assert ours == theirs, (level, seed)
+            refused += ours
+    assert refused > 0  # the test sees refusals, not only variants that pass
+
+
+def test_backprop_refuses_at_level_3_only_what_the_engine_refuses():
+    refused = 0
+    for seed in range(40):
+        rng = engine.rng_for("backprop", seed, 3)
+        for candidate in backprop._candidates(rng, 3)[:4]:
+            given = backprop._forward(rng, 3, candidate)
+            if given is None:
+                continue
+            env = pipeline.run(given)
+            names = backprop.PARTS + backprop.PROJECTION_PARTS
+            parts = reference_parts(given, names, spec(3).decimals, env)
+            ours = redraw.collides({p.name: p for p in parts}, {"G_X": backprop._g_x_mistakes(env)})
+            if ours:
+                refused += 1
+                draft = Draft(given=given, parts=parts, params={})
+                assert misconceptions.collisions(_exercise(backprop, 3, draft), guards=backprop.GUARDS)
+    assert refused > 0
+
+
+def test_backprop_level_3_always_fits_its_budget():
+    """Its budget check is left out: the count with every cell a nonzero non-unit (the most work a
+    variant of its sizes can need; zeros and ±1 only save work) fits the level's minutes."""
+    rng = np.random.default_rng(0)
+    ex = engine.generate("backprop", 0, 3)
+    given = dict(ex.given)
+    for name, value in given.items():
+        if isinstance(value, np.ndarray) and name != "A":
+            given[name] = rng.uniform(1.5, 2.5, value.shape) * rng.choice([-1, 1], value.shape)
+    A = np.tril(rng.uniform(0.1, 0.5, ex.given["A"].shape))
+    given["A"] = A / A.sum(axis=1, keepdims=True)  # every visible weight positive, none 1 but the first row's
+    assert budget.count(given, ex.part_names).minutes <= budget.BUDGET_MINUTES[3]
+
+
+@pytest.mark.parametrize("level", backprop_loss.LEVELS)
+def test_backprop_loss_checks_decide_as_the_engine_and_the_rounding_check(level):
+    from exercises.kinds._shared.apart import apart_from_rounded
+
+    seen = 0
+    for seed in range(60):
+        rng = engine.rng_for("backprop_loss", seed, level)
+        found = backprop_loss._draft(rng, level)
+        if found is None:
+            continue
+        ex = _exercise(backprop_loss, level, found[0])
+        by_part = backprop_loss._mistakes_by_part(ex, backprop_loss.GUARDS)
+        assert backprop_loss._collides(ex, by_part) == bool(misconceptions.collisions(ex, backprop_loss.GUARDS))
+        assert (backprop_loss._apart(ex, by_part, engine.default_chain)
+                == apart_from_rounded(ex, backprop_loss.GUARDS, engine.default_chain))
+        seen += 1
+    assert seen > 5
+
+
+@pytest.mark.parametrize("level", backprop.LEVELS)
+def test_backprop_refuses_a_mute_candidate_only_where_teaches_does(level):
+    names = backprop.PARTS + (backprop.PROJECTION_PARTS if level == 3 else [])
+    verdicts = set()
+    for seed in range(25):
+        rng = engine.rng_for("backprop", seed, level)
+        for candidate in backprop._candidates(rng, level)[:6]:
+            given = backprop._forward(rng, level, candidate)
+            if given is None:
+                continue
+            mute = backprop._surely_mute(given)
+            teaches = backprop._teaches(given, reference_parts(given, names, spec(level).decimals))
+            assert not (mute and teaches), (level, seed)
+            verdicts.add(mute)
+    assert verdicts == {True, False}

@@ -261,12 +261,14 @@ def _statuses(right: np.ndarray) -> np.ndarray:
 
 def _cells_right(value: np.ndarray, part: Part) -> np.ndarray:
     """misconceptions.cell_matches(value, part.reference, part.tolerance), with a fast path: when every
-    cell of both is finite (their sums are: a NaN or an infinity would make a sum NaN or infinite) it is
-    the plain |value − reference| ≤ tolerance."""
-    reference = part.reference
-    if math.isfinite(value.sum()) and math.isfinite(reference.sum()):
-        return np.abs(value - reference) <= part.tolerance
-    return misconceptions.cell_matches(value, reference, part.tolerance)
+    cell of both is finite it is the plain |value − reference| ≤ tolerance."""
+    memo = part.__dict__.setdefault("_memo", {})  # a Part is frozen: its reference never changes
+    finite = memo.get("finite")
+    if finite is None:
+        finite = memo["finite"] = bool(np.isfinite(part.reference).all())
+    if finite and np.isfinite(value).all():
+        return np.abs(value - part.reference) <= part.tolerance
+    return misconceptions.cell_matches(value, part.reference, part.tolerance)
 
 
 def grade(ex: Exercise, answer: Any) -> Feedback:

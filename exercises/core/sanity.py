@@ -219,15 +219,24 @@ def rules(ex: Exercise, part: Part) -> list[Check]:
     return memo[part.name]
 
 
+def _matrix(value) -> np.ndarray:
+    """np.atleast_2d(np.asarray(value, dtype=float)), at once for what is that already."""
+    if type(value) is np.ndarray and value.ndim == 2 and value.dtype == np.float64:  # not a subclass
+        return value
+    return np.atleast_2d(np.asarray(value, dtype=float))
+
+
 def check(ex: Exercise, values: Mapping[str, np.ndarray]) -> list[Msg]:
     """Warnings for the learner's `values` ({part name: matrix}, any shape); [] when all is plausible.
 
     A part whose shape is wrong gets one warning when it is the transpose of the right shape and no
     other check (its cells do not line up with anything)."""
-    read = {name: np.atleast_2d(np.asarray(v, dtype=float)) for name, v in values.items()
-            if name in ex.part_names and not ex.part(name).is_choice}
+    by_name: dict[str, Part] = {}
+    for part in ex.parts:
+        by_name.setdefault(part.name, part)  # ex.part(name): the first of that name
+    read = {name: _matrix(v) for name, v in values.items() if name in by_name and not by_name[name].is_choice}
     # the learner's own matrices stand in for the reference ones a check leans on (V for O …)
-    env = {**pipeline.reference_env(ex), **{k: v for k, v in read.items() if v.shape == ex.part(k).shape}}
+    env = {**pipeline.reference_env(ex), **{k: v for k, v in read.items() if v.shape == by_name[k].shape}}
     warnings: list[Msg] = []
     for part in ex.parts:
         value = read.get(part.name)

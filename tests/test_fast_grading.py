@@ -12,7 +12,7 @@ import pytest
 
 import exercises
 from exercises.cli import selftest
-from exercises.core import grading, misconceptions, parser
+from exercises.core import grading, misconceptions, parser, pipeline, sanity
 from exercises.core.parser import AnswerError
 
 ALPHABET = list("0123456789") * 3 + list(".,,+-  \t\n\ninf") + ["inf", "-inf", ", ", "\n", ";", "[", "e", "1,5"]
@@ -105,3 +105,47 @@ def test_cells_right_is_cell_matches():
         status = grading._statuses(want)
         old = np.where(want, grading.RIGHT, grading.WRONG).astype(object)
         assert status.dtype == old.dtype and status.shape == old.shape and np.array_equal(status, old)
+
+
+def _check_as_before(ex, values):
+    """sanity.check as it was: every rule that holds for the reference (sanity.rules) put to the answer."""
+    read = {name: np.atleast_2d(np.asarray(v, dtype=float)) for name, v in values.items()
+            if name in ex.part_names and not ex.part(name).is_choice}
+    env = {**pipeline.reference_env(ex), **{k: v for k, v in read.items() if v.shape == ex.part(k).shape}}
+    warnings = []
+    for part in ex.parts:
+        value = read.get(part.name)
+        if value is None:
+            continue
+        if value.shape != part.shape:
+            if value.shape == part.shape[::-1]:
+                warnings.append(("transposed", part.name))
+            continue
+        if np.isnan(value).any():
+            continue
+        for rule in sanity.rules(ex, part):
+            warnings.extend(rule(ex, part, value, env))
+    return warnings
+
+
+@pytest.mark.parametrize("kind", list(exercises.KINDS))
+def test_sanity_puts_a_rule_to_the_reference_only_when_the_answer_fails_it(kind):
+    """check() tries every rule on the answer first and asks whether it holds for the reference only
+    when it warns: the same warnings, in the same order, as putting only the rules that hold."""
+    rng = np.random.default_rng(11)
+    for level in exercises.KINDS[kind].LEVELS:
+        for seed in range(2):
+            ex = exercises.generate(kind, seed, level)
+            before = exercises.Exercise.from_dict(ex.to_dict())  # the same exercise, nothing memoised
+            for _ in range(8):
+                values = {}
+                for part in ex.parts:
+                    value = np.array(part.reference, dtype=float)
+                    if rng.random() < 0.6:
+                        value = value + rng.choice([0.0, 0.004, -0.3, 1.0], size=part.shape)
+                    if rng.random() < 0.2:
+                        value[tuple(rng.integers(s) for s in part.shape)] = rng.choice([-np.inf, 2.0, -1.0])
+                    values[part.name] = value
+                got = [w.to_dict() for w in sanity.check(ex, values)]
+                want = [w if isinstance(w, tuple) else w.to_dict() for w in _check_as_before(before, values)]
+                assert [w for w in got if w["key"] != "sanity.transposed_shape"] == want

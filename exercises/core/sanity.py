@@ -211,12 +211,16 @@ def rules(ex: Exercise, part: Part) -> list[Check]:
     """The checks that hold for `part`'s own reference: only those are put to the learner's answer,
     so a right answer never gets a warning and a part that merely shares a name (the shapes kind's
     "A" is a shape, not weights) is left alone."""
-    memo = ex.__dict__.setdefault("_memo", {}).setdefault("sanity_rules", {})
-    if part.name not in memo:
-        env = pipeline.reference_env(ex)
-        memo[part.name] = [rule for rule in _checks_for(part.name)
-                           if not rule(ex, part, np.asarray(part.reference, dtype=float), env)]
-    return memo[part.name]
+    return [rule for rule in _checks(part.name) if _holds(ex, part, rule)]
+
+
+def _holds(ex: Exercise, part: Part, rule: Check) -> bool:
+    """Does `rule` hold for `part`'s own reference (no warning)? Worked out once per exercise."""
+    memo = ex.__dict__.setdefault("_memo", {}).setdefault("sanity_holds", {})
+    key = (part.name, rule)
+    if key not in memo:
+        memo[key] = not rule(ex, part, np.asarray(part.reference, dtype=float), pipeline.reference_env(ex))
+    return memo[key]
 
 
 def _matrix(value) -> np.ndarray:
@@ -249,6 +253,10 @@ def check(ex: Exercise, values: Mapping[str, np.ndarray]) -> list[Msg]:
             continue
         if np.isnan(value).any():
             continue
-        for rule in rules(ex, part):
-            warnings.extend(rule(ex, part, value, env))
+        # the warnings of the rules that hold for the reference (rules(ex, part)), in their order; a rule
+        # is put to the reference only when the answer fails it: a right answer costs no reference check
+        for rule in _checks(part.name):
+            found = rule(ex, part, value, env)
+            if found and _holds(ex, part, rule):
+                warnings.extend(found)
     return warnings

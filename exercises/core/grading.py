@@ -261,12 +261,13 @@ def _statuses(right: np.ndarray) -> np.ndarray:
 
 def _cells_right(value: np.ndarray, part: Part) -> np.ndarray:
     """misconceptions.cell_matches(value, part.reference, part.tolerance), with a fast path: when every
-    cell of both is finite it is the plain |value − reference| ≤ tolerance."""
+    cell of the reference is finite it is the plain |value − reference| ≤ tolerance (an infinite or NaN
+    cell of the value then gives ∞ or NaN, not within any tolerance, as cell_matches says)."""
     memo = part.__dict__.setdefault("_memo", {})  # a Part is frozen: its reference never changes
     finite = memo.get("finite")
     if finite is None:
         finite = memo["finite"] = bool(np.isfinite(part.reference).all())
-    if finite and np.isfinite(value).all():
+    if finite:
         return np.abs(value - part.reference) <= part.tolerance
     return misconceptions.cell_matches(value, part.reference, part.tolerance)
 

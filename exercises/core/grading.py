@@ -20,7 +20,7 @@ import numpy as np
 from ..i18n import DEFAULT_LANG, Msg, msg, t
 from . import misconceptions, sanity
 from .model import Exercise, Part
-from .parser import AnswerError, parse_answer, parse_grid
+from .parser import AnswerError, fast_matrix, parse_answer, parse_grid
 
 RIGHT, WRONG, CONSISTENT = "right", "wrong", "consistent"
 
@@ -83,7 +83,9 @@ def read_part(part: Part, answer: Any) -> tuple[np.ndarray | None, PartFeedback]
         if part.is_choice:
             value = _read_choice(part, answer)
         elif isinstance(answer, str):
-            value = parse_answer(answer, msg("where.part", part=_label(part)))
+            value = fast_matrix(answer)  # (a fast path) a plain matrix of decimals: no message to build
+            if value is None:
+                value = parse_answer(answer, msg("where.part", part=_label(part)))
         elif _is_text_grid(answer):
             value, errors = parse_grid(answer, _label(part))
             if errors:
@@ -249,6 +251,27 @@ def _best_match(value: np.ndarray, candidates: list[np.ndarray], tolerance: floa
     return best
 
 
+_STATUS = np.array([WRONG, RIGHT], dtype=object)
+
+
+def _statuses(right: np.ndarray) -> np.ndarray:
+    """Per cell "right" or "wrong" (an object array, as np.where(right, RIGHT, WRONG).astype(object))."""
+    return _STATUS.take(right.view(np.int8))
+
+
+def _cells_right(value: np.ndarray, part: Part) -> np.ndarray:
+    """misconceptions.cell_matches(value, part.reference, part.tolerance), with a fast path: when every
+    cell of the reference is finite it is the plain |value − reference| ≤ tolerance (an infinite or NaN
+    cell of the value then gives ∞ or NaN, not within any tolerance, as cell_matches says)."""
+    memo = part.__dict__.setdefault("_memo", {})  # a Part is frozen: its reference never changes
+    finite = memo.get("finite")
+    if finite is None:
+        finite = memo["finite"] = bool(np.isfinite(part.reference).all())
+    if finite:
+        return np.abs(value - part.reference) <= part.tolerance
+    return misconceptions.cell_matches(value, part.reference, part.tolerance)
+
+
 def grade(ex: Exercise, answer: Any) -> Feedback:
     """Grade `answer` (text, array, grid of texts, or {part name: any of those}) against `ex`."""
     answers, problem = _split_answer(ex, answer)
@@ -274,34 +297,40 @@ def grade(ex: Exercise, answer: Any) -> Feedback:
     # the exact reference or of the part recomputed from the learner's earlier parts that are entirely
     # right (unasked intermediates exact or rounded half-up); "consistent" only for a cell that follows
     # from all the learner's earlier values once one of them had a cell that is not right.
-    candidates = _Candidates(ex)
+    candidates: _Candidates | None = None  # built the first time a part is not right as written
     earlier: dict[str, np.ndarray] = {}  # every earlier part, as the learner wrote it
     earlier_right: dict[str, np.ndarray] = {}  # the earlier parts with every cell right
+    total = right_count = 0
     for part in ex.parts:
         fb, value = parts[part.name], values[part.name]
-        right = misconceptions.cell_matches(value, part.reference, part.tolerance)
-        status = np.where(right, RIGHT, WRONG).astype(object)
-        if not right.all() and not part.is_choice:
+        right = _cells_right(value, part)
+        all_right = bool(right.all())
+        status = _statuses(right)
+        if not all_right and not part.is_choice:
+            candidates = candidates or _Candidates(ex)
             right = _best_match(value, [part.reference, *candidates.of(part, earlier_right)], part.tolerance)
-            status = np.where(right, RIGHT, WRONG).astype(object)
-            if not right.all() and len(earlier) != len(earlier_right):
+            all_right = bool(right.all())
+            status = _statuses(right)
+            if not all_right and len(earlier) != len(earlier_right):
                 status[_best_match(value, candidates.of(part, earlier), part.tolerance, among=~right)] = CONSISTENT
-        if not right.all():
+        if not all_right:
             fb.misconception = _kind_hook(ex, "diagnose", part, value) or (
                 None if part.is_choice else misconceptions.diagnose(ex, part, value))
             fb.explanation = _kind_hook(ex, "explain", part, value)
         fb.cells = right
         fb.status = status
-        fb.score = float(np.mean(status != WRONG))
+        fb.score = 1.0 if all_right else float(np.mean(status != WRONG))  # (the mean of all True is 1.0)
+        total += right.size
+        right_count += right.size if all_right else int(right.sum())
         earlier[part.name] = value
-        if right.all():
+        if all_right:
             earlier_right[part.name] = value
 
     # `score` credits consistent cells in full (their part score counts status != WRONG) while
     # `correct` and the message count right cells only: a consistent cell is credited, not right.
-    score = float(np.mean([p.score for p in parts.values()]))
-    total = sum(p.cells.size for p in parts.values())
-    not_right = total - sum(int(p.cells.sum()) for p in parts.values())
+    scores = [p.score for p in parts.values()]
+    score = 1.0 if scores and all(s == 1.0 for s in scores) else float(np.mean(scores))
+    not_right = total - right_count
     correct = not_right == 0  # exactly when every cell of every part is right
     found = next((p.misconception for p in parts.values() if p.misconception), None)
     message = msg("grade.all_right") if correct else msg("grade.some_wrong", wrong=not_right, total=total)

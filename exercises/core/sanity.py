@@ -12,6 +12,7 @@ cells (1-based rows and columns) and the rule, never a reference value.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping
 
 import numpy as np
@@ -50,13 +51,21 @@ def _is_causal(ex: Exercise) -> bool:
     return bool(ex.given.get("causal", False))
 
 
+_MASKS: dict[tuple[bool, int, int], np.ndarray] = {}  # (causal, rows, cols) -> read-only mask
+
+
 def _hidden(ex: Exercise, value: np.ndarray) -> np.ndarray:
     """Cells a causal query may not see: keys after it (the n_q queries are the last of the n_k
-    positions); none when there is no mask or more queries than keys."""
+    positions); none when there is no mask or more queries than keys. Read-only, made once a shape."""
     rows, cols = value.shape
-    if _is_causal(ex) and rows <= cols:
-        return causal_mask(rows, cols)
-    return np.zeros(value.shape, dtype=bool)
+    causal = _is_causal(ex) and rows <= cols
+    key = (causal, rows, cols)
+    mask = _MASKS.get(key)
+    if mask is None:
+        mask = causal_mask(rows, cols) if causal else np.zeros(value.shape, dtype=bool)
+        mask.setflags(write=False)
+        mask = _MASKS.setdefault(key, mask)
+    return mask
 
 
 def _row_slack(part: Part, count: int) -> float:
@@ -70,7 +79,7 @@ def _row_slack(part: Part, count: int) -> float:
 def _infinities(ex: Exercise, part: Part, value: np.ndarray, env: Mapping) -> list[Msg]:
     """−∞ only in the masked scores (the step whose rules say "mask_infinities"), and there exactly
     above the diagonal of a causal mask."""
-    neg_inf = np.isneginf(value)
+    neg_inf = value == -np.inf  # np.isneginf, without its wrapper
     if "mask_infinities" not in _step_rules(part.name):
         return [msg("sanity.inf_outside_mask", part=_label(part), cells=_places(neg_inf))] if neg_inf.any() else []
     hidden = _hidden(ex, value)
@@ -129,7 +138,7 @@ def _grad_v(ex: Exercise, part: Part, value: np.ndarray, env: Mapping) -> list[M
     G_O, A = env.get("G_O"), env.get("A")
     if G_O is None or A is None or np.shape(G_O)[1] != value.shape[1] or not np.isfinite(value).all():
         return []
-    if not np.allclose(np.sum(A, axis=1), 1):
+    if not _all_near_one(np.sum(A, axis=1)):
         return []
     off = np.abs(value.sum(axis=0) - np.sum(G_O, axis=0)) > _row_slack(part, value.shape[0])
     return [msg("sanity.grad_v_columns", columns=_numbers(off, "columns"))] if off.any() else []
@@ -154,9 +163,16 @@ def _grad_embedding(ex: Exercise, part: Part, value: np.ndarray, env: Mapping) -
     return found
 
 
+def _all_near_one(a: np.ndarray) -> bool:
+    """np.allclose(a, 1) without its wrapper: |a − 1| ≤ atol + rtol·1 in every cell (NaN and ±∞ are
+    not close; a cell equal to 1 is within the tolerance already)."""
+    return bool(np.all(np.abs(a - 1.0) <= 1e-08 + 1e-05 * 1.0))
+
+
 Check = Callable[[Exercise, Part, np.ndarray, Mapping], list[Msg]]
 
 
+@functools.lru_cache(maxsize=512)  # part names: a few dozen
 def _registry_name(name: str) -> str:
     """The registry step a part's values are of: A_scaled, A1 … are softmax weights too."""
     if name.startswith("A_") or (name[:1] == "A" and name[1:].isdigit()):
@@ -164,6 +180,7 @@ def _registry_name(name: str) -> str:
     return name
 
 
+@functools.lru_cache(maxsize=512)  # part names: a few dozen
 def _step_rules(name: str) -> tuple[str, ...]:
     """The sanity rules the step registry gives a part of this name (none for a kind's own parts)."""
     step = registry.STEP_BY_NAME.get(_registry_name(name))
@@ -179,7 +196,12 @@ RULES: dict[str, Check] = {
 
 def _checks_for(name: str) -> list[Check]:
     """The properties a part of this name has: where −∞ may be, then its step's own rules."""
-    return [_infinities] + [RULES[rule] for rule in _step_rules(name) if RULES[rule] is not _infinities]
+    return list(_checks(name))
+
+
+@functools.lru_cache(maxsize=512)  # part names: a few dozen
+def _checks(name: str) -> tuple[Check, ...]:
+    return (_infinities, *[RULES[rule] for rule in _step_rules(name) if RULES[rule] is not _infinities])
 
 
 # ---------------------------------------------------------------- entry point
@@ -189,12 +211,23 @@ def rules(ex: Exercise, part: Part) -> list[Check]:
     """The checks that hold for `part`'s own reference: only those are put to the learner's answer,
     so a right answer never gets a warning and a part that merely shares a name (the shapes kind's
     "A" is a shape, not weights) is left alone."""
-    memo = ex.__dict__.setdefault("_memo", {}).setdefault("sanity_rules", {})
-    if part.name not in memo:
-        env = pipeline.reference_env(ex)
-        memo[part.name] = [rule for rule in _checks_for(part.name)
-                           if not rule(ex, part, np.asarray(part.reference, dtype=float), env)]
-    return memo[part.name]
+    return [rule for rule in _checks(part.name) if _holds(ex, part, rule)]
+
+
+def _holds(ex: Exercise, part: Part, rule: Check) -> bool:
+    """Does `rule` hold for `part`'s own reference (no warning)? Worked out once per exercise."""
+    memo = ex.__dict__.setdefault("_memo", {}).setdefault("sanity_holds", {})
+    key = (part.name, rule)
+    if key not in memo:
+        memo[key] = not rule(ex, part, np.asarray(part.reference, dtype=float), pipeline.reference_env(ex))
+    return memo[key]
+
+
+def _matrix(value) -> np.ndarray:
+    """np.atleast_2d(np.asarray(value, dtype=float)), at once for what is that already."""
+    if type(value) is np.ndarray and value.ndim == 2 and value.dtype == np.float64:  # not a subclass
+        return value
+    return np.atleast_2d(np.asarray(value, dtype=float))
 
 
 def check(ex: Exercise, values: Mapping[str, np.ndarray]) -> list[Msg]:
@@ -202,11 +235,14 @@ def check(ex: Exercise, values: Mapping[str, np.ndarray]) -> list[Msg]:
 
     A part whose shape is wrong gets one warning when it is the transpose of the right shape and no
     other check (its cells do not line up with anything)."""
-    read = {name: np.atleast_2d(np.asarray(v, dtype=float)) for name, v in values.items()
-            if name in ex.part_names and not ex.part(name).is_choice}
+    by_name: dict[str, Part] = {}
+    for part in ex.parts:
+        by_name.setdefault(part.name, part)  # ex.part(name): the first of that name
+    read = {name: _matrix(v) for name, v in values.items() if name in by_name and not by_name[name].is_choice}
     # the learner's own matrices stand in for the reference ones a check leans on (V for O …)
-    env = {**pipeline.reference_env(ex), **{k: v for k, v in read.items() if v.shape == ex.part(k).shape}}
+    env = {**pipeline.reference_env(ex), **{k: v for k, v in read.items() if v.shape == by_name[k].shape}}
     warnings: list[Msg] = []
+    holds = ex.__dict__.setdefault("_memo", {}).setdefault("sanity_holds", {})  # as _holds keeps it
     for part in ex.parts:
         value = read.get(part.name)
         if value is None:
@@ -218,6 +254,12 @@ def check(ex: Exercise, values: Mapping[str, np.ndarray]) -> list[Msg]:
             continue
         if np.isnan(value).any():
             continue
-        for rule in rules(ex, part):
-            warnings.extend(rule(ex, part, value, env))
+        # the warnings of the rules that hold for the reference (rules(ex, part)), in their order; a rule
+        # is put to the reference only when the answer fails it: a right answer costs no reference check
+        for rule in _checks(part.name):
+            if holds.get((part.name, rule)) is False:
+                continue  # known not to hold for the reference: not put to the answer
+            found = rule(ex, part, value, env)
+            if found and _holds(ex, part, rule):
+                warnings.extend(found)
     return warnings

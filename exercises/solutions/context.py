@@ -20,8 +20,8 @@ class Context:
 
     values: dict[str, Any]
     exact_source: dict[str, Any] | Callable[[], dict[str, Any]]  # the exact values, or how to make them
-    places: dict[str, int]
-    symbols: dict[str, str]
+    places_source: dict[str, int] | Callable[[], dict[str, int]]  # decimals by name, or how to make them
+    symbols_source: dict[str, str] | Callable[[], dict[str, str]]  # symbols by name, or how to make them
     shown: list[str]  # the steps shown, in pipeline order
     needed: set[str]  # every computed value on the way to the targets
     causal: bool
@@ -34,6 +34,21 @@ class Context:
         if callable(self.exact_source):
             self.exact_source = self.exact_source()
         return self.exact_source
+
+    @property
+    def places(self) -> dict[str, int]:
+        """Decimals by value name, worked out on first use (as the exact values: a solution never
+        shown needs none)."""
+        if callable(self.places_source):
+            self.places_source = self.places_source()
+        return self.places_source
+
+    @property
+    def symbols(self) -> dict[str, str]:
+        """LaTeX symbols by value name, made on first use; a kind may change them (ctx.symbols[…] = …)."""
+        if callable(self.symbols_source):
+            self.symbols_source = self.symbols_source()
+        return self.symbols_source
 
     def sym(self, name: str) -> str:
         return self.symbols.get(name) or L.symbol(name, self.tag)

@@ -36,6 +36,19 @@ def _needed(given: Mapping[str, Any], targets: Iterable[str], env: Mapping[str, 
     return found
 
 
+def _shape_of(value: Any) -> tuple[int, ...]:
+    """np.shape(value), without its dispatch for an array."""
+    return value.shape if isinstance(value, np.ndarray) else np.shape(value)
+
+
+@functools.lru_cache(maxsize=1024)
+def _order(given: tuple[str, ...], targets: tuple[str, ...], env: tuple[str, ...]) -> tuple[str, ...]:
+    """The computed values on the way from `given` to `targets`, in pipeline order: a function of the
+    names alone (given, targets and the names the pipeline computed), so worked out once for them."""
+    needed = _needed(dict.fromkeys(given), targets, dict.fromkeys(env))
+    return tuple(s.output for s in pipeline.STEPS if s.output in needed)
+
+
 def build_context(given: Mapping[str, Any], targets: Sequence[str], places: Mapping[str, int] | int = 2,
                   values: Mapping[str, np.ndarray] | None = None, tag: str | None = None,
                   env: Mapping[str, np.ndarray] | None = None) -> Context:
@@ -43,23 +56,32 @@ def build_context(given: Mapping[str, Any], targets: Sequence[str], places: Mapp
     pipeline's, e.g. the parts' own references), exact values, decimals per value, symbols.
     `env`: pipeline.run(given) when the caller has it already."""
     env = pipeline.run(given) if env is None else env
-    needed = _needed(given, targets, env)
+    order = list(_order(tuple(given), tuple(targets), tuple(env)))
     overrides = {k: v for k, v in (values or {}).items()
-                 if k not in env or np.shape(v) == np.shape(env[k])}  # a same-named answer of another kind stays out
+                 if k not in env or _shape_of(v) == _shape_of(env[k])}  # a same-named answer of another kind stays out
     merged = {**env, **overrides}
-    order = [s.output for s in pipeline.STEPS if s.output in needed]
     causal = bool(given.get("causal", False))
     default = places if isinstance(places, int) else max(places.values(), default=2) or 2
     own = {} if isinstance(places, int) else dict(places)
-    place_map: dict[str, int] = {}
-    for name, value in merged.items():
-        if isinstance(value, np.ndarray) and value.dtype.kind == "f":
-            place_map[name] = own.get(name, decimals_for(value, default))
-    symbols = {name: L.symbol(name, tag) for name in set(merged) | set(L.SYMBOLS)}
+
+    def place_map() -> dict[str, int]:  # the decimals of every value: only when some step is built
+        found: dict[str, int] = {}
+        for name, value in merged.items():
+            if isinstance(value, np.ndarray) and value.dtype.kind == "f":
+                found[name] = own.get(name, decimals_for(value, default))
+        return found
+
     shown = list(order)
-    if "masked" in shown and not causal and "masked" not in targets:
+    reads_scaled = "masked" in shown and not causal and "masked" not in targets
+    if reads_scaled:
         shown.remove("masked")  # no mask: the softmax reads the scaled scores themselves
-        symbols["masked"] = symbols["scaled"]
+
+    def symbols() -> dict[str, str]:  # made on first use, as the decimals
+        found = {name: L.symbol(name, tag) for name in set(merged) | set(L.SYMBOLS)}
+        if reads_scaled:
+            found["masked"] = found["scaled"]
+        return found
+
     def exact_values() -> dict[str, Any]:  # sympy work: only when some exact form is asked for
         exact: dict[str, Any] = {name: _exact_given(v) for name, v in given.items()}
         for name in order:
@@ -70,8 +92,8 @@ def build_context(given: Mapping[str, Any], targets: Sequence[str], places: Mapp
             exact[name] = _agreeing(xm, np.atleast_2d(np.asarray(merged[name], dtype=float)))
         return exact
 
-    return Context(values=merged, exact_source=exact_values, places=place_map, symbols=symbols, shown=shown,
-                   needed=set(order), causal=causal, tag=tag)
+    return Context(values=merged, exact_source=exact_values, places_source=place_map, symbols_source=symbols,
+                   shown=shown, needed=set(order), causal=causal, tag=tag)
 
 
 def pipeline_steps(given: Mapping[str, Any], targets: Sequence[str], places: Mapping[str, int] | int = 2,
@@ -116,11 +138,18 @@ def generic_solve(ex: Exercise) -> list[Step]:
     """Pipeline steps from ex.given to the parts; parts outside the pipeline as plain answers."""
     ctx = exercise_context(ex)
     # each step is built when first used (DeferredStep): a solution never shown costs only the walk
-    steps = [DeferredStep(name, ctx.val(name).shape, functools.partial(BUILDERS.get(name, _value_step), ctx, name))
+    steps = [DeferredStep(name, _shape(ctx, name), functools.partial(BUILDERS.get(name, _value_step), ctx, name))
              for name in ctx.shown] if ctx is not None else []
-    steps = [s for s in steps if s.name not in ex.part_names or s.shape == ex.part(s.name).shape]
+    parts = {p.name: p for p in reversed(ex.parts)}  # ex.part(name): the first of that name
+    steps = [s for s in steps if s.name not in parts or s.shape == parts[s.name].shape]
     shown = {s.name for s in steps}
     return steps + [_answer_step(ex, p) for p in ex.parts if p.name not in shown]
+
+
+def _shape(ctx: Context, name: str) -> tuple[int, ...]:
+    """ctx.val(name).shape, without the copy for a value that is a 2-D array already."""
+    value = ctx.values[name]
+    return value.shape if isinstance(value, np.ndarray) and value.ndim == 2 else ctx.val(name).shape
 
 
 def solve(ex: Exercise) -> list[Step]:

@@ -1,4 +1,4 @@
-"""The backward kinds answer the engine's redraw test early (exercises.kinds._shared.redraw): every variant
+"""The backward kinds answer the engine's redraw test early (misconceptions.clash_by_part): every variant
 they refuse themselves is one the engine would refuse (so the exercises stay those the pins hold), and a
 check they leave out is one that always passes."""
 
@@ -12,7 +12,6 @@ from exercises.core.draft import Draft, reference_parts
 from exercises.core.levels import spec
 from exercises.core.model import Exercise
 from exercises.kinds import backprop, backprop_loss, grad_weighted_sum
-from exercises.kinds._shared import redraw
 
 
 def _exercise(kind, level: int, draft) -> Exercise:
@@ -32,7 +31,8 @@ def test_clash_decides_as_clashes():
             values[-1] = np.full(shape, np.nan)
         gap = misconceptions.GAP
         alts = {str(i): v for i, v in enumerate(values)}
-        assert redraw.clash(ref, values, gap) == bool(misconceptions.clashes(ref, alts, gap))
+        assert misconceptions.any_clash(ref, values, gap) == bool(misconceptions.clashes(ref, alts, gap))
+        assert misconceptions.any_clash(ref, alts, gap) == bool(misconceptions.clashes(ref, alts, gap))
 
 
 def test_grad_weighted_sum_refuses_only_what_the_engine_refuses():
@@ -52,7 +52,7 @@ def test_grad_weighted_sum_refuses_only_what_the_engine_refuses():
             answers = grad_weighted_sum._answers(given, s.decimals)
             assert all(np.array_equal(answers[p.name].reference, p.reference) and answers[p.name].decimals == p.decimals
                        for p in parts)
-            ours = redraw.collides(answers, grad_weighted_sum._mistakes(given))
+            ours = misconceptions.clash_by_part(answers, grad_weighted_sum._mistakes(given))
             theirs = bool(misconceptions.collisions(_exercise(grad_weighted_sum, level, draft),
                                                     guards=grad_weighted_sum.GUARDS))
             assert ours == theirs, (level, seed)
@@ -71,7 +71,7 @@ def test_backprop_refuses_at_level_3_only_what_the_engine_refuses():
             env = pipeline.run(given)
             names = backprop.PARTS + backprop.PROJECTION_PARTS
             parts = reference_parts(given, names, spec(3).decimals, env)
-            ours = redraw.collides({p.name: p for p in parts}, {"G_X": backprop._g_x_mistakes(env)})
+            ours = misconceptions.clash_by_part({p.name: p for p in parts}, {"G_X": backprop._g_x_mistakes(env)})
             if ours:
                 refused += 1
                 draft = Draft(given=given, parts=parts, params={})
@@ -105,7 +105,7 @@ def test_backprop_loss_checks_decide_as_the_engine_and_the_rounding_check(level)
             continue
         ex = _exercise(backprop_loss, level, found[0])
         by_part = backprop_loss._mistakes_by_part(ex, backprop_loss.GUARDS)
-        assert backprop_loss._collides(ex, by_part) == bool(misconceptions.collisions(ex, backprop_loss.GUARDS))
+        assert misconceptions.clash_by_part(misconceptions.parts_by_name(ex), by_part) == bool(misconceptions.collisions(ex, backprop_loss.GUARDS))
         assert (backprop_loss._apart(ex, by_part, engine.default_chain)
                 == apart_from_rounded(ex, backprop_loss.GUARDS, engine.default_chain))
         seen += 1

@@ -9,7 +9,7 @@ is in the message catalog under ``misconception.<id>``.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Literal
 
 import numpy as np
@@ -69,7 +69,7 @@ def _candidate_ids(ex: Exercise) -> tuple[str, ...]:
     return memo["alternative_ids"]
 
 
-def _parts_by_name(ex: Exercise) -> dict[str, Part]:
+def parts_by_name(ex: Exercise) -> dict[str, Part]:
     """The exercise's parts by name (memoised: ex.part is a walk over the parts)."""
     memo = ex.__dict__.setdefault("_memo", {})
     if "parts_by_name" not in memo:
@@ -80,7 +80,7 @@ def _parts_by_name(ex: Exercise) -> dict[str, Part]:
 def _alternative(ex: Exercise, mid: str) -> dict[str, np.ndarray] | None:
     """{part name: the value mistake `mid` gives} (None when it changes no part, or none writably).
     Called inside np.errstate(divide, invalid, over = "ignore") (alternatives)."""
-    parts = _parts_by_name(ex)
+    parts = parts_by_name(ex)
     env = pipeline.run_mistake(ex.given, pipeline.reference_env(ex), mid, until=parts.keys(), ignoring_errors=True,
                                only_if_made=True)
     if not env.used:
@@ -158,8 +158,11 @@ def clashes(reference: np.ndarray, alts: dict[str, np.ndarray], gap: float = GAP
     return _clashes_by_shape(reference, alts, gap)
 
 
-def any_clash(reference: np.ndarray, alts: dict[str, np.ndarray], gap: float = GAP) -> bool:
-    """bool(clashes(reference, alts, gap)), stopping at the first clash it finds."""
+def any_clash(reference: np.ndarray, alts: Mapping[str, np.ndarray] | Iterable[np.ndarray], gap: float = GAP) -> bool:
+    """bool(clashes(reference, alts, gap)), stopping at the first clash it finds. `alts`: {id: value}, or
+    the values alone (a kind's redraw asks whether, not which)."""
+    if not isinstance(alts, Mapping):
+        alts = dict(enumerate(alts))
     block = _one_block(reference, alts)
     if block is None:
         return bool(_clashes_by_shape(reference, alts, gap))
@@ -262,13 +265,25 @@ def collisions(ex: Exercise, guards: Iterable[str] | None = None) -> list[tuple[
     """(misconception, part) pairs that cannot be told apart: the mistake gives the right answer,
     or the same answer as another mistake (then the id is "first+second"). Such a variant is
     redrawn by the generator. `guards`: only these mistakes (the kind's GUARDS), else the catalog."""
-    parts = _parts_by_name(ex)
+    parts = parts_by_name(ex)
     return [(mid, name) for name, alts in _by_part(ex, guards).items()
             for mid in clashes(parts[name].reference, alts, separation(parts[name]))]
 
 
 def collides(ex: Exercise, guards: Iterable[str] | None = None) -> bool:
     """bool(collisions(ex, guards)), stopping at the first part with a clash (the redraw's question)."""
-    parts = _parts_by_name(ex)
-    return any(any_clash(parts[name].reference, alts, separation(parts[name]))
-               for name, alts in _by_part(ex, guards).items())
+    return clash_by_part(parts_by_name(ex), _by_part(ex, guards))
+
+
+def clash_by_part(parts: Mapping[str, Part], by_part: Mapping[str, Mapping[str, np.ndarray]]) -> bool:
+    """collides() from mistakes' values a kind computed itself ({part name: {id: value}}; `parts`: the
+    Parts by name): some part's mistake, of the part's shape, within its separation of its reference or
+    of another's. A kind that computes some guarded mistakes itself (the registry's expressions) can so
+    refuse a variant early and draw the next, as the engine's redraw would: every mistake it checks
+    must apply as the registry says, or it refuses a variant the engine keeps."""
+    for name, alts in by_part.items():
+        part = parts[name]
+        same = {mid: value for mid, value in alts.items() if np.shape(value) == part.shape}
+        if any_clash(part.reference, same, separation(part)):
+            return True
+    return False

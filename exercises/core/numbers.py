@@ -26,11 +26,28 @@ def matrix(rng: np.random.Generator, shape: tuple[int, int], values) -> np.ndarr
 
 
 def nonzero_matrix(rng: np.random.Generator, shape: tuple[int, int], values) -> np.ndarray:
-    """Like `matrix`, redrawn until no row and no column is all zeros (those teach nothing)."""
+    """Like `matrix`, redrawn until no row and no column is all zeros (those teach nothing). Without 0
+    among `values` the first draw is kept; a single row or column must then be all nonzero."""
+    options, has_zero = _options(tuple(values))
     while True:
-        M = matrix(rng, shape, values)
-        if np.all(np.any(M != 0, axis=1)) and np.all(np.any(M != 0, axis=0)):
+        M = options[rng.integers(len(options), size=shape)]
+        if not has_zero:
             return M
+        if 1 in shape:
+            if M.all():
+                return M
+            continue
+        nonzero = M != 0
+        if nonzero.any(axis=1).all() and nonzero.any(axis=0).all():
+            return M
+
+
+@functools.lru_cache(maxsize=64)
+def _options(values: tuple) -> tuple[np.ndarray, bool]:
+    """`values` as a read-only float array, and whether 0 is among them (made once per tuple)."""
+    options = np.asarray(values, dtype=float)
+    options.setflags(write=False)
+    return options, bool((options == 0).any())
 
 
 def matrices(rng: np.random.Generator, count: int, shape: tuple[int, int], values) -> np.ndarray:

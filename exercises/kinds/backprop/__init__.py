@@ -17,12 +17,11 @@ import numpy as np
 
 from attention_core import scaled_dot_product, self_attention
 
-from ...core import numbers, pipeline
+from ...core import misconceptions, numbers, pipeline
 from ...core.contract import HomeStage
 from ...core.draft import Draft, reference_parts
 from ...core.levels import spec
 from ...core.numbers import nonzero_matrix
-from .._shared import redraw
 from .._shared.values import whole_values
 
 ID = "backprop"
@@ -179,7 +178,7 @@ def generate(rng: np.random.Generator, level: int) -> Draft:
             # level 3 always fits (tests/test_kinds_backward_redraw.py counts its worst case)
             if level < 3 and budget.count(given, names, env).minutes > budget.BUDGET_MINUTES[level]:
                 continue
-            if level == 3 and redraw.collides({p.name: p for p in parts}, {"G_X": _g_x_mistakes(env)}):
+            if level == 3 and misconceptions.clash_by_part({p.name: p for p in parts}, {"G_X": _g_x_mistakes(env)}):
                 break  # the engine would refuse it and call generate again: a new batch
             return Draft(given=given, parts=parts, params={"n": n, "d_k": d_k, "d_v": d_v})
     raise RuntimeError(f"backprop: no forward pass with simple-fraction weights in {MAX_BATCHES} batches")

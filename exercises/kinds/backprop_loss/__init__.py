@@ -166,7 +166,8 @@ def generate(rng: np.random.Generator, level: int) -> Draft:
                 by_part = _mistakes_by_part(ex, GUARDS)
                 # the engine's test here too where it refuses variants (level 3: 1 in 12) or is decided
                 # once (level 1, remembered); level 2's variants pass it: the engine's own check is enough
-                ok = _apart(ex, by_part, engine.default_chain) and (level == 2 or not _collides(ex, by_part))
+                ok = _apart(ex, by_part, engine.default_chain) and (
+                    level == 2 or not misconceptions.clash_by_part(misconceptions.parts_by_name(ex), by_part))
         if key is not None and len(_DECIDED) < MAX_DECIDED:
             _DECIDED[key] = ok
         if ok:
@@ -214,34 +215,6 @@ def _apart(ex: Exercise, by_part: dict[str, dict[str, np.ndarray]], chain) -> bo
         if same.all(axis=1).any():
             return False
     return True
-
-
-def _collides(ex: Exercise, by_part: dict[str, dict[str, np.ndarray]]) -> bool:
-    """bool(misconceptions.collisions(ex, GUARDS)), each part's mistakes compared at once: some guarded
-    mistake's value of a part is within the part's separation of its reference, or of another's."""
-    for name, alts in by_part.items():
-        part = ex.part(name)
-        ref = np.asarray(part.reference, dtype=float)
-        if any(np.shape(a) != ref.shape for a in alts.values()):
-            return bool(misconceptions.clashes(part.reference, alts, misconceptions.separation(part)))
-        block = np.array(list(alts.values()), dtype=float).reshape(len(alts), -1)  # (mistakes, cells)
-        block = block[~np.isnan(block).any(axis=1)]  # a value no one can write names nothing
-        if len(block) == 0:
-            continue
-        if block.shape[1] == 0:
-            return True  # an empty value is never far from the reference
-        ref = ref.reshape(-1)
-        infinite, ref_infinite = np.isinf(block), np.isinf(ref)
-        if infinite.any() or ref_infinite.any():  # −∞ as clashes compares it: equal to −∞, far from any number
-            block = np.where(infinite, np.sign(block) * misconceptions._INFINITY_STAND_IN, block)
-            ref = np.where(ref_infinite, np.sign(ref) * misconceptions._INFINITY_STAND_IN, ref)
-        gap = misconceptions.separation(part)
-        if (np.abs(block - ref).max(axis=1) <= gap).any():
-            return True
-        widest = np.abs(block[:, None, :] - block[None, :, :]).max(axis=-1)  # (mistakes, mistakes)
-        if (np.triu(widest <= gap, k=1)).any():
-            return True
-    return False
 
 
 def operations(ex: Exercise):

@@ -21,8 +21,8 @@ from ...core.contract import Formula, HomeStage, SheetSection
 from ...core.draft import Draft, reference_parts
 from ...core.levels import spec
 from ...core.model import Exercise
+from ...core.numbers import nonzero_matrix
 from .._shared.apart import apart_from_rounded
-from .._shared.fast import nonzero_matrix  # numbers.nonzero_matrix's draws, faster
 
 ID = "cross_attention"
 ORDER = 75

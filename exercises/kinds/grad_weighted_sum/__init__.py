@@ -11,12 +11,12 @@ import numpy as np
 
 from attention_core.ops import weighted_sum, weighted_sum_backward
 
+from ...core import misconceptions
 from ...core.contract import Formula, HomeStage, SheetSection
 from ...core.draft import Draft, reference_parts
 from ...core.levels import spec
 from ...core.model import Exercise, Part
 from ...core.numbers import choice, decimals_for, nonzero_matrix, simple_weights
-from .._shared import redraw
 from .._shared.values import whole_values
 from .._shared.weights import scores_behind
 
@@ -64,7 +64,7 @@ def generate(rng: np.random.Generator, level: int) -> Draft:
         V = nonzero_matrix(rng, (n, d_v), s.values)  # (n, d_v)
         G_O = nonzero_matrix(rng, (n, d_v), whole_values(level))  # (n, d_v), small integers
         given = _given(A, V, G_O, causal)
-        if not redraw.collides(_answers(given, s.decimals), _mistakes(given)):
+        if not misconceptions.clash_by_part(_answers(given, s.decimals), _mistakes(given)):
             break
     return _draft(given, reference_parts(given, PARTS, s.decimals))
 

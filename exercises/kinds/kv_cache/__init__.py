@@ -69,7 +69,7 @@ def references_of(given: dict, params: dict) -> dict[str, np.ndarray]:
 def _draw(rng: np.random.Generator, level: int) -> tuple[dict, dict]:
     """The given values and the prompt's params, in the order the generator draws them."""
     ts, widths, d_v, key_values, value_values = SIZES[level]
-    from .._shared.fast import nonzero_matrix  # numbers.nonzero_matrix's draws, faster
+    from ...core.numbers import nonzero_matrix
 
     t, d_k = int(choice(rng, ts)), int(choice(rng, widths))
     given = {"K_cache": nonzero_matrix(rng, (t, d_k), key_values),  # (t, d_k): keys of the tokens decoded so far

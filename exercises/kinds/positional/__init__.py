@@ -27,9 +27,8 @@ from ...core.contract import Formula, HomeStage, SheetSection
 from ...core.draft import Draft
 from ...core.levels import spec
 from ...core.model import Exercise, Part
-from ...core.numbers import choice, decimals_for, round_half_up
+from ...core.numbers import choice, decimals_for, nonzero_matrix, round_half_up
 from ...i18n import msg
-from .._shared.fast import nonzero_matrix
 
 ID = "positional"
 ORDER = 86  # after rope
@@ -60,7 +59,7 @@ def _draft(rng: np.random.Generator, level: int) -> Draft:
     start = int(choice(rng, starts))
     pos = np.arange(start, start + n, dtype=float)  # (n,)
     while True:
-        X = nonzero_matrix(rng, (n, d), values)  # (n, d); numbers.nonzero_matrix's draws, faster
+        X = nonzero_matrix(rng, (n, d), values)  # (n, d)
         if len({tuple(r) for r in X}) == n:  # distinct tokens: permuting them changes something
             break
     P = sinusoidal(pos, d)  # (n, d)

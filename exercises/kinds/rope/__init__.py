@@ -27,9 +27,8 @@ from ...core.contract import Formula, HomeStage, SheetSection
 from ...core.draft import Draft
 from ...core.levels import spec
 from ...core.model import Exercise, Part
-from ...core.numbers import choice, decimals_for, round_half_up
+from ...core.numbers import choice, decimals_for, nonzero_matrix, round_half_up
 from ...i18n import msg
-from .._shared.fast import nonzero_matrix  # numbers.nonzero_matrix's draws, faster
 
 ID = "rope"
 ORDER = 84  # after multi_head: where a token is, once attention is whole

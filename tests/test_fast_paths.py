@@ -326,3 +326,26 @@ def test_attentions_chain_leaves_what_it_does_not_cover_to_the_generic_walk(monk
     assert distinct.alternatives(given_scores, exercises.KINDS["attention"].GUARDS) is None
     monkeypatch.setattr(pipeline, "STEPS", pipeline.STEPS[:-1] + pipeline.STEPS[-1:])  # equal, not the same
     assert distinct.alternatives(ex, exercises.KINDS["attention"].GUARDS) is None
+
+
+@pytest.mark.parametrize("kind", ["cross_attention", "padding_mask", "backprop_loss"])
+def test_a_mistake_the_kind_computed_for_its_check_is_not_computed_again_by_the_engine(kind, monkeypatch):
+    """Issue 14: a kind that checks its draft on an exercise hands that exercise's memo to the engine
+    (Draft.memo), so each guarded mistake of a draft is run once, not once in the kind and again in the redraw."""
+    runs: list[tuple[bytes, str]] = []
+    original = pipeline.run_mistake
+
+    def content(given) -> bytes:  # an exercise holds its own copy of the given values: compare them
+        return repr(sorted((name, np.asarray(value).tobytes()) for name, value in given.items())).encode()
+
+    def counted(given, reference, mistake, *args, **kwargs):
+        runs.append((content(given), mistake))
+        return original(given, reference, mistake, *args, **kwargs)
+
+    monkeypatch.setattr(pipeline, "run_mistake", counted)
+    for level in exercises.KINDS[kind].LEVELS:
+        for seed in range(4):
+            runs.clear()
+            ex = exercises.generate(kind, 900 + seed, level)
+            mine = [mistake for given, mistake in runs if given == content(ex.given)]
+            assert mine and len(mine) == len(set(mine)), (kind, level, seed, sorted(mine))

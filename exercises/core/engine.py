@@ -208,6 +208,8 @@ def generate(kind_id: str, seed: int = 0, level: int = 1) -> Exercise:
         draft = kind.generate(rng, level)
         ex = Exercise(kind=kind_id, seed=seed, level=level, version=kind.VERSION,
                       given=draft.given, parts=tuple(draft.parts), params=draft.params)
+        if draft.memo:  # the kind checked an exercise of this very draft: what it computed is not computed again
+            ex.__dict__.setdefault("_memo", {}).update(draft.memo)
         if draft.env is not None:  # the kind ran the pipeline on these given values already
             pipeline.seed_reference_env(ex, draft.env)
         if not (kind.collides(ex, kind.GUARDS) if kind.collides is not None

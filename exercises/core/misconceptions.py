@@ -253,7 +253,8 @@ def _far(a: np.ndarray, b: np.ndarray, gap: float) -> bool:
     return a.size > 0 and bool(np.abs(a - b).max() > gap)
 
 
-def _by_part(ex: Exercise, guards: Iterable[str] | None) -> dict[str, dict[str, np.ndarray]]:
+def by_part(ex: Exercise, guards: Iterable[str] | None) -> dict[str, dict[str, np.ndarray]]:
+    """{part name: {mistake id: the value it gives}} of the mistakes that apply (`guards` only, if given)."""
     by_part: dict[str, dict[str, np.ndarray]] = {}
     for mid, values in alternatives(ex, guards).items():
         for name, alt in values.items():
@@ -266,13 +267,18 @@ def collisions(ex: Exercise, guards: Iterable[str] | None = None) -> list[tuple[
     or the same answer as another mistake (then the id is "first+second"). Such a variant is
     redrawn by the generator. `guards`: only these mistakes (the kind's GUARDS), else the catalog."""
     parts = parts_by_name(ex)
-    return [(mid, name) for name, alts in _by_part(ex, guards).items()
+    return [(mid, name) for name, alts in by_part(ex, guards).items()
             for mid in clashes(parts[name].reference, alts, separation(parts[name]))]
 
 
 def collides(ex: Exercise, guards: Iterable[str] | None = None) -> bool:
-    """bool(collisions(ex, guards)), stopping at the first part with a clash (the redraw's question)."""
-    return clash_by_part(parts_by_name(ex), _by_part(ex, guards))
+    """bool(collisions(ex, guards)), stopping at the first part with a clash (the redraw's question);
+    memoised on the exercise (a kind that asked it hands its memo to the engine, which asks again)."""
+    memo = ex.__dict__.setdefault("_memo", {})
+    key = ("collides", None if guards is None else tuple(guards))
+    if key not in memo:
+        memo[key] = clash_by_part(parts_by_name(ex), by_part(ex, guards))
+    return memo[key]
 
 
 def clash_by_part(parts: Mapping[str, Part], by_part: Mapping[str, Mapping[str, np.ndarray]]) -> bool:

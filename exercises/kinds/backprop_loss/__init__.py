@@ -146,6 +146,7 @@ def generate(rng: np.random.Generator, level: int) -> Draft:
     from ...core import budget, engine
 
     for _ in range(MAX_TRIES):
+        ex = None  # the exercise this candidate is checked on, if it is (its memo goes to the engine)
         given = _drawn(rng, level)
         if given is None:
             continue
@@ -163,7 +164,7 @@ def generate(rng: np.random.Generator, level: int) -> Draft:
                           parts=tuple(draft.parts), params=draft.params)
             ok = _operations(ex, env).minutes <= budget.BUDGET_MINUTES[level]
             if ok:
-                by_part = _mistakes_by_part(ex, GUARDS)
+                by_part = misconceptions.by_part(ex, GUARDS)
                 # the engine's test here too where it refuses variants (level 3: 1 in 12) or is decided
                 # once (level 1, remembered); level 2's variants pass it: the engine's own check is enough
                 ok = _apart(ex, by_part, engine.default_chain) and (
@@ -171,7 +172,7 @@ def generate(rng: np.random.Generator, level: int) -> Draft:
         if key is not None and len(_DECIDED) < MAX_DECIDED:
             _DECIDED[key] = ok
         if ok:
-            return found[0]
+            return found[0] if ex is None else replace(found[0], memo=ex.__dict__.get("_memo"))
     raise RuntimeError(f"backprop_loss: no variant within the time budget in {MAX_TRIES} draws")
 
 
@@ -187,15 +188,6 @@ def _key(given: dict, level: int) -> bytes | None:
     if level == 3:
         return None
     return bytes([level]) + given["X"].tobytes() + given["T"].tobytes()
-
-
-def _mistakes_by_part(ex: Exercise, guards) -> dict[str, dict[str, np.ndarray]]:
-    """{part: {mistake: the value it gives}} of the guarded mistakes, in catalog order."""
-    by_part: dict[str, dict[str, np.ndarray]] = {}
-    for mid, values in misconceptions.alternatives(ex, guards).items():
-        for name, alt in values.items():
-            by_part.setdefault(name, {})[mid] = alt
-    return by_part
 
 
 def _apart(ex: Exercise, by_part: dict[str, dict[str, np.ndarray]], chain) -> bool:

@@ -11,6 +11,8 @@ a causal mask (j > i) applied where nothing lies in the future.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from attention_core import cross_attention, scaled_dot_product
@@ -104,9 +106,9 @@ def generate(rng: np.random.Generator, level: int) -> Draft:
         # mistakes are computed once for both; the budget, which rarely fails, last (the order of pure
         # checks changes no decision: the same draws are kept)
         if (apart_from_rounded(ex, GUARDS, lambda *_, known=careful: known)
-                and not misconceptions.collisions(ex, guards=GUARDS)
+                and not misconceptions.collides(ex, guards=GUARDS)
                 and _operations(draft.given, draft.parts).minutes <= budget.BUDGET_MINUTES[level]):
-            return draft
+            return replace(draft, memo=ex.__dict__.get("_memo"))  # the engine reuses the mistakes computed
     raise RuntimeError(f"cross_attention: no variant within the time budget in {MAX_TRIES} draws")
 
 

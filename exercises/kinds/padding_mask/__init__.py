@@ -101,7 +101,7 @@ def generate(rng: np.random.Generator, level: int) -> Draft:
         ex = Exercise(kind=ID, seed=0, level=level, version=VERSION, given=draft.given, parts=tuple(draft.parts),
                       params=draft.params)
         if apart_from_rounded(ex, GUARDS, engine.default_chain):
-            return draft
+            return replace(draft, memo=ex.__dict__.get("_memo"))  # the engine reuses the mistakes computed
     raise RuntimeError(f"padding_mask: no distinguishable variant in {MAX_TRIES} draws")
 
 

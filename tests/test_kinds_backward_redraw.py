@@ -104,8 +104,9 @@ def test_backprop_loss_checks_decide_as_the_engine_and_the_rounding_check(level)
         if found is None:
             continue
         ex = _exercise(backprop_loss, level, found[0])
-        by_part = backprop_loss._mistakes_by_part(ex, backprop_loss.GUARDS)
-        assert misconceptions.clash_by_part(misconceptions.parts_by_name(ex), by_part) == bool(misconceptions.collisions(ex, backprop_loss.GUARDS))
+        by_part = misconceptions.by_part(ex, backprop_loss.GUARDS)
+        assert (misconceptions.clash_by_part(misconceptions.parts_by_name(ex), by_part)
+                == bool(misconceptions.collisions(ex, backprop_loss.GUARDS)))
         assert (backprop_loss._apart(ex, by_part, engine.default_chain)
                 == apart_from_rounded(ex, backprop_loss.GUARDS, engine.default_chain))
         seen += 1

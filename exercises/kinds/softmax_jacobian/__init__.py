@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import copy
 import math
+from dataclasses import replace
 from fractions import Fraction
 
 import numpy as np
@@ -127,8 +128,10 @@ def generate(rng: np.random.Generator, level: int) -> Draft:
                 continue
             draft = _built(level, d_k, counts)
             _TAKEN[key] = draft if _takes(draft) else None
-        if _TAKEN[key] is not None:
-            return copy.deepcopy(_TAKEN[key])  # each exercise its own arrays
+        taken = _TAKEN[key]
+        if taken is not None:  # each exercise its own arrays; a Part made anew freezes its copy (read-only)
+            return Draft(given=copy.deepcopy(taken.given), parts=[replace(part) for part in taken.parts],
+                         params=copy.deepcopy(taken.params))
 
 
 _TAKEN: dict[tuple, Draft | None] = {}  # (level, d_k, counts) → the variant taken, or None: ≤ 2·3⁴ + 3³ + 2·3²

@@ -13,15 +13,12 @@ from collections.abc import Iterable
 from ...core import misconceptions
 from ...core.grading import declared_decimals
 from ...core.model import Exercise
+from .fast import apart_from
 
 
 def apart_from_rounded(ex: Exercise, guards: Iterable[str], chain) -> bool:
     """No guarded mistake's value of a part is within the part's separation of that part as computed
     with every value rounded to the declared decimals (`chain`: the kind's chain(ex, values, rounding))."""
     careful = chain(ex, {}, declared_decimals(ex))
-    for values in misconceptions.alternatives(ex, guards).values():
-        for name, alt in values.items():
-            gap = misconceptions.separation(ex.part(name))
-            if name in careful and not misconceptions.apart(alt, careful[name], gap):
-                return False
-    return True
+    return all(apart_from(careful[name], alts, misconceptions.separation(ex.part(name)))
+               for name, alts in misconceptions.by_part(ex, guards).items() if name in careful)

@@ -28,7 +28,6 @@ from ... import solutions
 from ...core import misconceptions, pipeline
 from ...core.contract import Formula, HomeStage, SheetSection
 from ...core.draft import Draft, reference_parts
-from ...core.grading import declared_decimals
 from ...core.levels import spec
 from ...core.model import Exercise, Part
 from ...core.numbers import matrix, nonzero_matrix, round_half_up
@@ -167,7 +166,7 @@ def generate(rng: np.random.Generator, level: int) -> Draft:
                 by_part = misconceptions.by_part(ex, GUARDS)
                 # the engine's test here too where it refuses variants (level 3: 1 in 12) or is decided
                 # once (level 1, remembered); level 2's variants pass it: the engine's own check is enough
-                ok = _apart(ex, by_part, engine.default_chain) and (
+                ok = apart_from_rounded(ex, GUARDS, engine.default_chain) and (
                     level == 2 or not misconceptions.clash_by_part(misconceptions.parts_by_name(ex), by_part))
         if key is not None and len(_DECIDED) < MAX_DECIDED:
             _DECIDED[key] = ok
@@ -188,25 +187,6 @@ def _key(given: dict, level: int) -> bytes | None:
     if level == 3:
         return None
     return bytes([level]) + given["X"].tobytes() + given["T"].tobytes()
-
-
-def _apart(ex: Exercise, by_part: dict[str, dict[str, np.ndarray]], chain) -> bool:
-    """apart_from_rounded(ex, GUARDS, chain) with each part's mistakes compared at once: no guarded
-    mistake's value of a part is within the part's separation of that part as computed with every
-    value rounded to the declared decimals."""
-    careful = chain(ex, {}, declared_decimals(ex))
-    for name, alts in by_part.items():
-        if name not in careful:
-            continue
-        target = np.asarray(careful[name], dtype=float)
-        values = [np.asarray(a, dtype=float) for a in alts.values()]
-        if any(v.shape != target.shape for v in values):
-            return apart_from_rounded(ex, GUARDS, chain)  # a value of another shape: compare one by one
-        gap = misconceptions.separation(ex.part(name))
-        same = misconceptions.cell_matches(np.stack(values), target[None], gap).reshape(len(values), -1)
-        if same.all(axis=1).any():
-            return False
-    return True
 
 
 def operations(ex: Exercise):

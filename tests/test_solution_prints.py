@@ -72,7 +72,7 @@ PRINTS = {
     "concepts": "e17f48465788df82",  # VERSION 3: level 3 asks what RoPE rotates
     "grad_weighted_sum": "98df4d597122974b",
     "grad_value_proj": "b71d89644859e9b9",
-    "grad_softmax": "18df5ee1a0a73019",
+    "grad_softmax": "8162f999606339dd",  # VERSION 3: constructive generator (issue 14)
     "grad_scores": "b1584ddbaafd0102",
     "grad_projections": "f86bb91a87ba766d",
     "grad_embedding": "7fb08ecbb98f2959",

@@ -16,3 +16,9 @@ def scores_behind(A: np.ndarray) -> str:
     """The (masked) scores whose row-wise softmax is A, one row after another: "[0, ln 2; 0, −∞]"."""
     rows = ["[" + ", ".join(score_text(c) for c in row) + "]" for row in softmax_counts(A)]
     return "[" + "; ".join(r[1:-1] for r in rows) + "]"
+
+
+def scores_text(counts: np.ndarray) -> str:
+    """scores_behind(A) from A's whole counts in lowest terms row by row (softmax_counts(A)), when a kind
+    built A from them: the same text without recovering the fractions."""
+    return "[" + "; ".join(", ".join(score_text(c) for c in row) for row in np.asarray(counts)) + "]"

@@ -78,7 +78,7 @@ PRINTS = {
     "grad_embedding": "7fb08ecbb98f2959",
     "backprop": "a607da2a1f38896b",
     "backprop_loss": "3e6a6df5641b3ac0",
-    "grad_multi_head": "27c71eb133c81771",
+    "grad_multi_head": "d52889418b084825",  # VERSION 2: constructive generator (issue 14)
     "kv_cache": "32715a0480a27adf",  # issue 17's last two kinds, from when they were merged
     "gqa": "76ed2a2e6b1390ed",
 }

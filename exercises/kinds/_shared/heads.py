@@ -28,6 +28,14 @@ def masked_at(Z: np.ndarray, cells: np.ndarray, fill: float) -> np.ndarray:
     return out
 
 
+def _largest(parts: list[np.ndarray]) -> np.ndarray:
+    """The elementwise maximum of same-shaped arrays, NaN wherever one of them is NaN."""
+    out = parts[0]
+    for p in parts[1:]:
+        out = np.maximum(out, p)  # (np.maximum keeps a NaN)
+    return out
+
+
 def softmax_rows(Z: np.ndarray) -> np.ndarray:
     """ops.softmax along the rows of a stack (…, n_q, n_k): the same operations."""
     e = np.exp(Z - np.max(Z, axis=-1, keepdims=True))
@@ -192,18 +200,16 @@ class ColumnTable:
         first, second = np.triu_indices(M, k=1)
         both = usable[:, first] & usable[:, second]  # (B, pairs)
         cells = [np.ascontiguousarray(alts[:, :, a]) for a in range(n)]  # (B, M) each
+        # the largest difference over the cells (NaN where a mistake is not usable: never within a gap)
+        apart = [np.where(usable, _largest([np.abs(cells[a] - t[:, a:a + 1]) for a in range(n)]), np.nan)
+                 for t in targets]  # (B, M) each
+        apart.append(np.where(both, _largest([np.abs(cells[a][:, first] - cells[a][:, second]) for a in range(n)]),
+                              np.nan))  # (B, pairs)
+        apart = np.concatenate(apart, axis=1)
         bits = []
         for gap in gaps:
-            near = []
-            for t in targets:
-                ok = usable.copy()
-                for a in range(n):
-                    ok &= np.abs(cells[a] - t[:, a:a + 1]) <= gap
-                near.append(ok)
-            pair = both.copy()
-            for a in range(n):
-                pair &= np.abs(cells[a][:, first] - cells[a][:, second]) <= gap
-            bits.append(np.packbits(np.concatenate([*near, pair], axis=1), axis=1))
+            with np.errstate(invalid="ignore"):
+                bits.append(np.packbits(apart <= gap, axis=1))
         self.bits = np.stack(bits, axis=1)  # (B, G, bytes)
         self.A = np.full((nS, n, n), np.nan)
         self.A[s_of] = heads.A

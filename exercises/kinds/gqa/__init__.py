@@ -346,7 +346,9 @@ def _level(level: int) -> _Level:
                         (_separation(0), _separation(spec(level).decimals)), careful=True)
     codes_k, codes_v = _signed_codes(K, bound), _signed_codes(V, bound)
     good = _good_groups(size, key_ok, value_ok, query_ok, scores, columns, heads)
-    usable = np.flatnonzero([_groups_fit(size, good[x], lambda x=x: (_alike_all(codes_k, x), _alike_all(codes_v, x)))
+    count = good.reshape(NX, -1).sum(axis=1)
+    usable = np.flatnonzero([bool(count[x]) if size.g == 1 or count[x] > 512 or not count[x] else  # (_groups_fit's)
+                             _groups_fit(size, good[x], lambda x=x: (_alike_all(codes_k, x), _alike_all(codes_v, x)))
                              for x in range(NX)])
     weights = np.cumsum(good[usable].sum(axis=(1, 2)), dtype=float)
     tables = [K, V, good, value_ok, codes_k, codes_v, scores, columns, usable, weights]

@@ -80,7 +80,7 @@ PRINTS = {
     "backprop_loss": "3e6a6df5641b3ac0",
     "grad_multi_head": "d52889418b084825",  # VERSION 2: constructive generator (issue 14)
     "kv_cache": "32715a0480a27adf",  # issue 17's last two kinds, from when they were merged
-    "gqa": "76ed2a2e6b1390ed",
+    "gqa": "d9ff2fbc28ef4447",  # VERSION 2: constructive generator (issue 14)
 }
 
 

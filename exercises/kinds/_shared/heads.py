@@ -28,6 +28,14 @@ def masked_at(Z: np.ndarray, cells: np.ndarray, fill: float) -> np.ndarray:
     return out
 
 
+def _largest(parts: list[np.ndarray]) -> np.ndarray:
+    """The elementwise maximum of same-shaped arrays, NaN wherever one of them is NaN."""
+    out = parts[0]
+    for p in parts[1:]:
+        out = np.maximum(out, p)  # (np.maximum keeps a NaN)
+    return out
+
+
 def softmax_rows(Z: np.ndarray) -> np.ndarray:
     """ops.softmax along the rows of a stack (…, n_q, n_k): the same operations."""
     e = np.exp(Z - np.max(Z, axis=-1, keepdims=True))
@@ -142,3 +150,86 @@ def operations(heads: Heads, projections: list[tuple[np.ndarray, np.ndarray]], c
     divisions = int(visible[rows].sum()) + (int(nonzero(heads.S).sum()) if heads.d_k != 1 else 0)
     return budget.Operations(multiply_adds=hard, additions=terms - hard + int((visible[rows] - 1).sum()),
                              exponentials=exponentials, divisions=divisions, cells=int(cells))
+
+
+# ---------------------------------------------------------------- one head's checks, from a table
+# A head's catalogued mistakes depend on its scores S (whole numbers) and its values V alone, and each
+# column of V is computed on its own (O = A V column by column): "within the gap in every cell" is "within
+# the gap in every column". So the checks of every head a kind can draw are read from one small table over
+# the scores it can meet × the value columns it can meet (column_table), and a head's decision is the AND
+# over its value columns (head_clashes): no pipeline run, no stacked mistakes, when a kind draws.
+
+
+class ColumnTable:
+    """For the heads b = (scores s, one value column c) a kind can meet, given as `pairs` (B, 2) of rows of
+    the scores' representatives Q, K (nS, n, d_k) and of `columns` (nC, n): the weights A[s], the right
+    output column O[b], the careful student's (every step rounded to 2 places, as the pipeline's chain),
+    the catalogued mistakes' columns alts[b] (M, n) (comparable: ±∞ as its stand-in, NaN where no one can
+    write it), whether O[b] is whole, and per gap g the clash bits bits[b, g]: mistake m within g of O,
+    mistake m within g of the careful value (when asked), mistakes m < m' within g of each other, each
+    bit set only where the mistakes are usable in this column (np.packbits). index[s, c] is b (−1: not
+    met)."""
+
+    def __init__(self, Q: np.ndarray, K: np.ndarray, columns: np.ndarray, pairs: np.ndarray, causal: bool,
+                 d_model: int, gaps: tuple[float, ...], careful: bool):
+        from ...core.numbers import round_half_up
+
+        nS, n, _ = Q.shape
+        s_of, c_of = pairs[:, 0], pairs[:, 1]
+        B = len(pairs)
+        V = np.asarray(columns, dtype=float)[c_of][:, :, None]  # (B, n, 1)
+        heads = Heads(np.asarray(Q, dtype=float)[s_of], np.asarray(K, dtype=float)[s_of], V, causal, d_model)
+        self.gaps = tuple(gaps)
+        self.ids, O = heads.mistakes()  # (M, B, n, 1)
+        alts = comparable(np.swapaxes(O, 0, 1))  # (B, M, n)
+        ref = heads.O.reshape(B, n)
+        usable = ~np.isnan(alts).any(axis=-1)  # (B, M)
+        finite = np.isfinite(ref)
+        whole = np.round(np.where(finite, ref, 0.0))
+        self.whole = (np.abs(np.where(finite, ref, 0.0) - whole) <= 1e-12 + 1e-5 * np.abs(whole)).all(axis=1)
+        targets = [ref]
+        if careful:
+            def r(M):
+                return round_half_up(M, 2)
+
+            with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+                masked = r(heads.mask(r(heads.S / math.sqrt(heads.d_k))))
+                targets.append(r(r(softmax_rows(masked)) @ V).reshape(B, n))
+        self.careful = targets[1] if careful else None
+        M = alts.shape[1]
+        first, second = np.triu_indices(M, k=1)
+        both = usable[:, first] & usable[:, second]  # (B, pairs)
+        cells = [np.ascontiguousarray(alts[:, :, a]) for a in range(n)]  # (B, M) each
+        # the largest difference over the cells (NaN where a mistake is not usable: never within a gap)
+        apart = [np.where(usable, _largest([np.abs(cells[a] - t[:, a:a + 1]) for a in range(n)]), np.nan)
+                 for t in targets]  # (B, M) each
+        apart.append(np.where(both, _largest([np.abs(cells[a][:, first] - cells[a][:, second]) for a in range(n)]),
+                              np.nan))  # (B, pairs)
+        apart = np.concatenate(apart, axis=1)
+        bits = []
+        for gap in gaps:
+            with np.errstate(invalid="ignore"):
+                bits.append(np.packbits(apart <= gap, axis=1))
+        self.bits = np.stack(bits, axis=1)  # (B, G, bytes)
+        self.A = np.full((nS, n, n), np.nan)
+        self.A[s_of] = heads.A
+        self.O, self.alts = ref, alts
+        self.index = np.full((nS, len(columns)), -1)
+        self.index[s_of, c_of] = np.arange(B)
+        for a in (self.bits, self.A, self.O, self.alts, self.whole, self.index,
+                  *(() if self.careful is None else (self.careful,))):
+            a.setflags(write=False)
+
+    def head_clashes(self, s: np.ndarray, columns: np.ndarray, gap_of_whole: bool) -> np.ndarray:
+        """(R,) whether heads with scores s (R,) and value columns `columns` (R, d_v) or (d_v,) clash: some
+        mistake within the gap of the right output or the careful value, or two within the gap of each other
+        (as clash and like decide on the whole head). gap_of_whole: gap 0 for a head whose output is whole
+        in every cell, gap 1 otherwise (else gap 0 always)."""
+        s = np.asarray(s)
+        b = self.index[s[:, None], np.broadcast_to(np.asarray(columns), (len(s), np.shape(columns)[-1]))]  # (R, d_v)
+        return self.head_clashes_at(b, gap_of_whole)
+
+    def head_clashes_at(self, b: np.ndarray, gap_of_whole: bool) -> np.ndarray:
+        """head_clashes of the heads whose columns are the table's rows b (R, d_v)."""
+        g = (~self.whole[b].all(axis=1)).astype(int) if gap_of_whole else np.zeros(len(b), int)
+        return np.bitwise_and.reduce(self.bits[b, g[:, None]], axis=1).any(axis=1)

@@ -33,16 +33,19 @@ from ...core.contract import Formula, HomeStage, SheetSection
 from ...core.draft import Draft
 from ...core.levels import spec
 from ...core.model import Exercise, Part
-from ...core.numbers import decimals_for, nonzero_matrix, round_half_up
+from ...core.numbers import decimals_for, round_half_up
 from ...i18n import msg
 from ...rendering import latex as L
 from .._shared.aids import softmax_aids
-from .._shared.heads import Heads, clash, comparable, like, softmax_rows
+from .._shared.heads import ColumnTable, Heads, clash, comparable, like, softmax_rows
 from .._shared.heads import operations as head_operations
 
 ID = "gqa"
 ORDER = 82  # after multi_head (80): the same heads, sharing their keys and values; before rope (84)
-VERSION = 1
+VERSION = 2  # 2: constructive (issue 14): X among the admissible ones, each group's W_K and W_V and each head's
+# W_Q chosen among the rows that keep every check (a head's own mistakes read from a table over its scores and
+# value columns, _shared.heads.ColumnTable), so about one draft is made per exercise; only what pairs the
+# heads (the wrong group, group 1's values, the order of the heads) is checked on the whole draft
 LEVELS = (1, 2, 3)
 GUARDS = ()  # no pipeline step makes these parts: the kind keeps its own mistakes apart (generate)
 
@@ -210,118 +213,332 @@ def chain(ex: Exercise, values: dict[str, np.ndarray], rounding: int | None) -> 
 # ---------------------------------------------------------------- generation
 
 
-BATCH = 64  # candidate weights drawn at once (rows of the pool of all admissible weights), checked together
-
-
 def _columns_differ(M: np.ndarray) -> np.ndarray:
-    """(B,) whether no two columns of each M[b] (n, width) are equal: a repeated column is work that
+    """(…,) whether no two columns of each M[…] (…, n, width) are equal: a repeated column is work that
     teaches nothing (a value's second column the copy of its first)."""
-    width = M.shape[2]
-    ok = np.ones(len(M), dtype=bool)
+    width = M.shape[-1]
+    ok = np.ones(M.shape[:-2], dtype=bool)
     for a in range(width):
         for b in range(a + 1, width):
-            ok &= np.abs(M[:, :, a] - M[:, :, b]).max(axis=1) > 0
+            ok &= np.abs(M[..., a] - M[..., b]).max(axis=-1) > 0
     return ok
 
 
-# The candidates of a batch are rows of the pool of all admissible weights (numbers.pooled_matrices), and
-# the pools are small (8 or 64 matrices): every check of a candidate is made once per pool row (and pair
-# of rows) for an X, met again and again, and read for the batch's rows. The same draws from the
-# generator, the same first candidate kept as checking the batch itself (tests/test_kinds_heads_fast.py holds
-# the draws equal to the batch checks written out).
-
-
 def _pool(shape: tuple[int, int]) -> np.ndarray:
-    """Every weight matrix of `shape` a batch draws from (numbers.pooled_matrices' pool, no zero column)."""
+    """Every weight matrix of `shape` (entries WEIGHT_VALUES, no zero column: numbers.pooled_matrices' pool)."""
     return numbers._pool(tuple(shape), tuple(float(v) for v in WEIGHT_VALUES), False, True, False)
 
 
+# ---------------------------------------------------------------- the constructive draw
+# Every piece is chosen from those already known to be admissible (issue 14): X among every admissible
+# X, each group's (W_K, W_V) among the pairs whose keys differ between tokens, whose values are nonzero
+# and not alike, and which are unlike every earlier group's (and its negative), each head's W_Q among the
+# rows whose scores are small, not symmetric, hide a nonzero score, score the last query's keys unequally
+# and whose catalogued mistakes stay apart from the answer, from the careful student's and from each other
+# (read from _shared.heads.ColumnTable: a head's checks depend on its scores and its value columns
+# alone). What is left to check on the whole draft is what pairs the heads: a head read with the wrong
+# group, group 1's values, the heads out of order; it fails rarely (about 1.0 draft per exercise).
+
+
+def _codes(M: np.ndarray, bound: int) -> np.ndarray:
+    """Whole-number cells of M (…, cells), |cell| ≤ bound, numbered exactly as digits in base 2·bound + 1."""
+    base = 2 * bound + 1
+    return ((np.rint(M).astype(np.int64) + bound) * base ** np.arange(M.shape[-1])).sum(axis=-1)
+
+
 @dataclass(frozen=True)
-class _Table:
-    """For one X, over the pool rows p, q of W_K (= of W_Q: the same shape) and of W_V."""
+class _Level:
+    """Everything a level draws from, enumerated once (_level): x indexes X, k/q rows of the W_K/W_Q
+    pool, v rows of the W_V pool."""
 
-    key_ok: np.ndarray  # (P,): K = X W_K differs between tokens, no column repeated
-    value_ok: np.ndarray  # (P_V,): every token's value nonzero, not all alike, no column repeated
-    same_k: np.ndarray  # (P, P): X W_p = X W_q (keys, or queries)
-    mirror_k: np.ndarray  # (P, P): X W_p = −X W_q
-    same_v: np.ndarray  # (P_V, P_V)
-    mirror_v: np.ndarray  # (P_V, P_V)
-    query_ok: np.ndarray  # (P, P): [key row, query row]: _draw's checks of a head's scores
-
-
-def _frozen(a: np.ndarray) -> np.ndarray:
-    a.setflags(write=False)  # shared by every draw from this X (lru_cache): never written
-    return a
-
-
-def _equal(M: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(P, P) twice: M[p] = M[q] in every cell, and M[p] = −M[q]. M holds whole numbers (X and the weights
-    do), so each row is numbered exactly by its cells as digits in base 2·max|M| + 1."""
-    flat = M.reshape(len(M), -1)
-    base = 2.0 * np.abs(flat).max() + 1.0
-    digits = base ** np.arange(flat.shape[1])  # base^cells < 2^53: exact (|M| ≤ 4, at most 4 cells)
-    own, negated = (flat + (base - 1) / 2) @ digits, (-flat + (base - 1) / 2) @ digits
-    return own[:, None] == own[None, :], own[:, None] == negated[None, :]
+    X: np.ndarray  # (NX, n, d): every X of the level's values with no zero row or column
+    pool_k: np.ndarray  # (P, d, d_k) (also W_Q's)
+    pool_v: np.ndarray  # (P_V, d, d_v)
+    K: np.ndarray  # (NX, P, n, d_k): X W for every row (the keys', and the queries')
+    V: np.ndarray  # (NX, P_V, n, d_v)
+    good: np.ndarray  # (NX, P, P_V): a group's admissible (W_K, W_V), with enough heads (_good_groups)
+    value_ok: np.ndarray  # (NX, P_V): every token's value nonzero, not all alike, no column repeated
+    codes_k: np.ndarray  # (2, NX, P): X W numbered by its cells (_codes), and −X W (keys, or queries)
+    codes_v: np.ndarray  # (2, NX, P_V)
+    scores: np.ndarray  # (NX, P, P) [x, key row, query row]: the scores' row in `heads`, −1 where the
+    # head's scores are not admissible (too large, symmetric, no hidden score, the last query's even)
+    columns: np.ndarray  # (NX, P_V, d_v): each value column's column in `heads` (−1: value not admissible)
+    heads: ColumnTable  # every admissible scores × every value column
+    usable: np.ndarray  # (U,): the x's with admissible groups
+    weights: np.ndarray  # (U,): cumulative, each x's good groups (an X with more variants drawn more often)
 
 
-@functools.lru_cache(maxsize=1024)
-def _table(x: bytes, x_shape: tuple[int, int], d_k: int, d_v: int) -> _Table:
-    X = np.frombuffer(x).reshape(x_shape)
-    n = x_shape[0]
-    K, V = X @ _pool((D_MODEL, d_k)), X @ _pool((D_MODEL, d_v))  # (P, n, d_k), (P_V, n, d_v)
-    key_ok = (np.ptp(K.reshape(len(K), -1), axis=1) > 0) & _columns_differ(K)
-    value_ok = np.any(V != 0, axis=2).all(axis=1) & (np.ptp(V, axis=1).max(axis=1) > 0) & _columns_differ(V)
-    P = len(K)
-    flat = K.reshape(P * n, d_k)  # every row of every candidate's K (= of its Q: the same pool)
-    # S[a, b, k, q] = (Q_q K_kᵀ)[a, b], whole numbers, laid out with the cells first (fast reductions)
-    S = np.ascontiguousarray((flat @ flat.T).reshape(P, n, P, n).transpose(1, 3, 2, 0))  # (n, n, P_key, P_query)
-    query_ok = (np.abs(S).max(axis=(0, 1)) <= MAX_SCORE) & (np.abs(S - S.transpose(1, 0, 2, 3)).max(axis=(0, 1)) > 0) \
-        & (np.ptp(S[-1], axis=0) > 0) & _columns_differ(K)[None, :]
-    if CAUSAL:
-        query_ok &= (S[~np.tril(np.ones((n, n), dtype=bool))] != 0).any(axis=0)
-    return _Table(*(_frozen(a) for a in (key_ok, value_ok, *_equal(K), *_equal(V), query_ok)))
+def _enumerate_x(size: Size) -> np.ndarray:
+    from itertools import product
+
+    X = np.array(list(product(size.x_values, repeat=size.n * D_MODEL)), dtype=float).reshape(-1, size.n, D_MODEL)
+    nonzero = X != 0
+    return X[nonzero.any(axis=2).all(axis=1) & nonzero.any(axis=1).all(axis=1)]
 
 
-def _draw(rng: np.random.Generator, size: Size) -> dict | None:
-    """X, the groups' W_K and W_V, the heads' W_Q, each piece the first of a checked batch; None to start
-    again. A group's keys differ between tokens, its values are nonzero and different for every token, no
-    column of K or V is repeated, and both are unlike every earlier group's and its negative (else the
-    group a head reads changes nothing, or only its signs). A head's scores are small, S ≠ Sᵀ (else K Qᵀ
-    looks right), the last query scores its keys differently (else its weights are even and the scaling
-    changes nothing), a hidden score is nonzero (else "mask with 0" is no mask), no column of Q is
-    repeated, and its queries are unlike the other heads' of its group."""
-    X = nonzero_matrix(rng, (size.n, D_MODEL), size.x_values)  # (n, d)
-    t = _table(X.tobytes(), X.shape, size.d_k, size.d_v)
+def _signed_codes(M: np.ndarray, bound: int) -> np.ndarray:
+    """(2, NX, P): M[x, p] (whole numbers) numbered exactly by its cells, and −M[x, p]: M[x, p] = M[x, r]
+    in every cell when their first codes are equal, M[x, p] = −M[x, r] when p's first is r's second."""
+    flat = M.reshape(*M.shape[:2], -1)
+    return np.stack([_codes(flat, bound), _codes(-flat, bound)])
+
+
+def same(codes: np.ndarray, x: int, r: int) -> np.ndarray:
+    """(P,): the rows equal to row r for X number x (from _signed_codes)."""
+    return codes[0, x] == codes[0, x, r]
+
+
+def alike(codes: np.ndarray, x: int, r: int) -> np.ndarray:
+    """(P,): the rows equal to row r or to its negative."""
+    return (codes[0, x] == codes[0, x, r]) | (codes[0, x] == codes[1, x, r])
+
+
+@functools.lru_cache(maxsize=4)
+def _level(level: int) -> _Level:
+    """The level's tables, built once per process (measured on a loaded 2-core machine: level 1 about 6 ms
+    and 0.1 MB, level 2 about 20 ms and 0.3 MB, level 3 about 130 ms and 5.6 MB; the size is held by
+    tests/test_kinds_gqa_constructive.py)."""
+    size = SIZES[level]
+    n, d_v = size.n, size.d_v
+    X = _enumerate_x(size)
     pool_k, pool_v = _pool((D_MODEL, size.d_k)), _pool((D_MODEL, size.d_v))
-    groups: list[tuple[int, int]] = []  # pool rows of (W_K, W_V)
+    K, V = X[:, None] @ pool_k[None], X[:, None] @ pool_v[None]  # (NX, P, n, d_k), (NX, P_V, n, d_v)
+    NX, P = K.shape[:2]
+    bound = int(np.abs(X).max()) * D_MODEL  # |x · w| with |w| ≤ 1
+    key_ok = (np.ptp(K.reshape(NX, P, -1), axis=2) > 0) & _columns_differ(K)
+    value_ok = np.any(V != 0, axis=3).all(axis=2) & (np.ptp(V, axis=2).max(axis=2) > 0) & _columns_differ(V)
+    # S[a][b][x, k, q] = (Q_q K_kᵀ)[a, b]: query a of row q against key b of row k
+    rows = [np.ascontiguousarray(K[:, :, a, :]) for a in range(n)]  # (NX, P, d_k): token a of every row
+    S = [[rows[b] @ np.swapaxes(rows[a], 1, 2) for b in range(n)] for a in range(n)]
+    cells = [(a, b) for a in range(n) for b in range(n)]
+    query_ok = _columns_differ(K)[:, None, :] & np.ones((NX, P, P), dtype=bool)
+    asymmetric = np.zeros((NX, P, P), dtype=bool)
+    hidden = np.zeros((NX, P, P), dtype=bool)
+    last = np.zeros((NX, P, P), dtype=bool)
+    for a, b in cells:
+        query_ok &= np.abs(S[a][b]) <= MAX_SCORE
+        if a < b:
+            asymmetric |= S[a][b] != S[b][a]
+            hidden |= S[a][b] != 0  # (causal: the cells above the diagonal are hidden)
+        if a == n - 1 and b > 0:
+            last |= S[a][b] != S[a][0]  # the last query scores its keys differently
+    query_ok &= asymmetric & last
+    if CAUSAL:
+        query_ok &= hidden
+    base = 2 * MAX_SCORE + 1
+    where = np.nonzero(query_ok)
+    codes = sum((S[a][b][where] + MAX_SCORE) * float(base ** (a * n + b)) for a, b in cells)  # exact: < 2^53
+    found, first, inverse = np.unique(codes, return_index=True, return_inverse=True)
+    scores = np.full((NX, P, P), -1, dtype=np.int16)  # (at most (2·MAX_SCORE + 1)^(n²) scores)
+    scores[query_ok] = inverse.reshape(-1)
+    x_, k_, q_ = (a[first] for a in where)  # one head with each admissible scores
+    column_codes = _codes(np.swapaxes(V, 2, 3), bound)  # (NX, P_V, d_v)
+    kept, col_inverse = np.unique(column_codes[value_ok], return_inverse=True)
+    columns = np.full((NX, len(pool_v), d_v), -1, dtype=np.int16)
+    columns[value_ok] = col_inverse.reshape(-1, d_v)
+    base = 2 * bound + 1
+    column_values = (kept[:, None] // base ** np.arange(n)) % base - bound  # (nC, n): the columns decoded
+    # the (scores, column) pairs some X meets: its admissible scores × its admissible values' columns
+    s_met = np.zeros((NX, len(found)), dtype=np.int32)
+    s_met[where[0], inverse.reshape(-1)] = 1
+    c_met = np.zeros((NX, len(kept)), dtype=np.int32)
+    c_met[np.repeat(np.nonzero(value_ok)[0], d_v), col_inverse.reshape(-1)] = 1
+    pairs = np.argwhere(s_met.T @ c_met > 0)
+    heads = ColumnTable(K[x_, q_], K[x_, k_], column_values.astype(float), pairs, CAUSAL, D_MODEL,
+                        (_separation(0), _separation(spec(level).decimals)), careful=True)
+    codes_k, codes_v = _signed_codes(K, bound), _signed_codes(V, bound)
+    good = _good_groups(size, key_ok, value_ok, query_ok, scores, columns, heads)
+    count = good.reshape(NX, -1).sum(axis=1)
+    usable = np.flatnonzero([bool(count[x]) if size.g == 1 or count[x] > 512 or not count[x] else  # (_groups_fit's)
+                             _groups_fit(size, good[x], lambda x=x: (_alike_all(codes_k, x), _alike_all(codes_v, x)))
+                             for x in range(NX)])
+    weights = np.cumsum(good[usable].sum(axis=(1, 2)), dtype=float)
+    tables = [K, V, good, value_ok, codes_k, codes_v, scores, columns, usable, weights]
+    for a in tables:
+        a.setflags(write=False)
+    return _Level(X, pool_k, pool_v, *tables[:8], heads, *tables[8:])
+
+
+def _alike_all(codes: np.ndarray, x: int) -> np.ndarray:
+    """(P, P): alike(codes, x, r) for every row r."""
+    own, negated = codes[0, x], codes[1, x]
+    return (own[:, None] == own[None, :]) | (own[None, :] == negated[:, None])
+
+
+SMALL = 4096  # pools of W_K × W_V × W_Q rows up to this size have their groups' heads counted ahead
+
+
+def _good_groups(size: Size, key_ok, value_ok, query_ok, scores, columns, heads: ColumnTable) -> np.ndarray:
+    """(NX, P, P_V): the keys differ between tokens (no column repeated), the values are nonzero and not
+    alike, some query makes admissible scores, and (for small pools: SMALL) two of the query rows whose
+    head keeps its mistakes apart give outputs apart (the group's two heads; size.h / size.g ≤ 2)."""
+    assert size.h // size.g <= 2
+    good = key_ok[:, :, None] & value_ok[:, None, :] & query_ok.any(axis=2)[:, :, None]
+    NX, P, P_V = good.shape
+    if P * P * P_V > SMALL:
+        return good  # (too many to count ahead: a draw tries another group instead, _draw)
+    x, k, v = np.nonzero(good)
+    s = scores[x, k]  # (G, P): every query row's scores with this key
+    b = heads.index[np.maximum(s, 0)[:, :, None], columns[x, v][:, None, :]]  # (G, P, d_v)
+    fits = (s >= 0) & ~heads.head_clashes_at(b.reshape(-1, b.shape[2]), True).reshape(s.shape)  # (G, P)
+    O = heads.O[b]  # (G, P, d_v, n)
+    high = np.where(fits[:, :, None, None], O, -np.inf).max(axis=1)
+    low = np.where(fits[:, :, None, None], O, np.inf).min(axis=1)
+    good[x, k, v] = (high - low > max(heads.gaps)).any(axis=(1, 2))
+    return good
+
+
+def _groups_fit(size: Size, good: np.ndarray, alikes) -> bool:
+    """Whether size.g good groups exist whose keys and values are unlike each other's (g ≤ 2; alikes():
+    (P, P) and (P_V, P_V), which keys and which values are alike)."""
+    assert size.g <= 2
+    pairs = np.argwhere(good)
+    if size.g == 1 or not len(pairs) or len(pairs) > 512:  # (so many: surely, else a draw starts again)
+        return bool(len(pairs))
+    alike_k, alike_v = alikes()
+    k, v = pairs[:, 0], pairs[:, 1]
+    return bool((~alike_k[k][:, k] & ~alike_v[v][:, v]).any())
+
+
+def _pick(rng: np.random.Generator, ok: np.ndarray) -> int | None:
+    """A uniformly chosen index where `ok` holds (flattened), None when none does."""
+    where = np.flatnonzero(ok)
+    return int(where[rng.integers(len(where))]) if len(where) else None
+
+
+GROUP_TRIES = 12  # a group's (W_K, W_V) chosen again, the pairs tried left out, before the draft starts again
+
+
+def _draw(rng: np.random.Generator, level: int) -> tuple[int, list[tuple[int, int]], list[int]] | None:
+    """(x, [(k, v) per group], [q per head]): every piece chosen among the admissible ones (_Level),
+    every head's own mistakes apart (its ColumnTable bits), its queries unlike its group's other heads'
+    and its output apart from every earlier head's (else two heads could be swapped unseen); None when
+    the groups tried admit too few heads."""
+    lv, size = _level(level), SIZES[level]
+    t = lv.heads
+    x = int(lv.usable[np.searchsorted(lv.weights, rng.random() * lv.weights[-1], side="right")])
+    share = size.h // size.g
+    apart = max(t.gaps)  # the concatenation's gap, whichever it is
+    groups: list[tuple[int, int]] = []
+    heads: list[int] = []
+    outputs: list[np.ndarray] = []  # (d_v, n) each: the heads' outputs so far, by column
+    ok = lv.good[x]  # (P, P_V)
     for _ in range(size.g):
-        rows_k = rng.integers(len(pool_k), size=BATCH)  # the draws numbers.pooled_matrices makes: W_K's
-        rows_v = rng.integers(len(pool_v), size=BATCH)  # batch, then W_V's
-        ok = t.key_ok[rows_k] & t.value_ok[rows_v]
         for k, v in groups:
-            ok &= ~t.same_k[k][rows_k] & ~t.mirror_k[k][rows_k] & ~t.same_v[v][rows_v] & ~t.mirror_v[v][rows_v]
-        good = np.flatnonzero(ok)
-        if not len(good):
+            ok = ok & ~alike(lv.codes_k, x, k)[:, None] & ~alike(lv.codes_v, x, v)[None, :]
+        for _ in range(GROUP_TRIES):
+            kv = _pick(rng, ok)
+            if kv is None:
+                return None
+            k, v = divmod(kv, ok.shape[1])
+            rows = np.flatnonzero(lv.scores[x, k] >= 0)  # the query rows whose scores are admissible
+            b = t.index[lv.scores[x, k, rows][:, None], lv.columns[x, v][None, :]]  # (R, d_v)
+            fits = ~t.head_clashes_at(b, True)
+            O = t.O[b]  # (R, d_v, n)
+            chosen = []
+            for _ in range(share):
+                for o in outputs + [O[c] for c in chosen]:
+                    fits &= np.abs(O - o).max(axis=(1, 2)) > apart
+                c = _pick(rng, fits)
+                if c is None:
+                    break
+                chosen.append(c)
+                fits &= ~same(lv.codes_k, x, rows[c])[rows]  # the group's heads query differently
+            if len(chosen) == share:
+                break
+            ok = ok.copy()
+            ok[k, v] = False
+        else:
             return None
-        groups.append((int(rows_k[good[0]]), int(rows_v[good[0]])))
-    heads: list[int] = []  # pool rows of W_Q
-    for i in range(1, size.h + 1):
-        j = group(i, size.h, size.g)
-        rows = rng.integers(len(pool_k), size=BATCH)
-        ok = t.query_ok[groups[j - 1][0]][rows]
-        for m, q in enumerate(heads, start=1):
-            if group(m, size.h, size.g) == j:
-                ok = ok & ~t.same_k[q][rows]
-        good = np.flatnonzero(ok)
-        if not len(good):
-            return None
-        heads.append(int(rows[good[0]]))
-    given: dict = {"X": X}
-    given.update({f"W_Q{i}": pool_k[q].copy() for i, q in enumerate(heads, start=1)})  # (d, d_k) each
-    given.update({f"W_K{j}": pool_k[k].copy() for j, (k, _) in enumerate(groups, start=1)})  # (d, d_k)
-    given.update({f"W_V{j}": pool_v[v].copy() for j, (_, v) in enumerate(groups, start=1)})  # (d, d_v)
+        groups.append((k, v))
+        heads += [int(rows[c]) for c in chosen]
+        outputs += [O[c] for c in chosen]
+    return x, groups, heads
+
+
+def _given(lv: _Level, size: Size, x: int, groups: list[tuple[int, int]], heads: list[int]) -> dict:
+    given: dict = {"X": lv.X[x].copy()}
+    given.update({f"W_Q{i}": lv.pool_k[q].copy() for i, q in enumerate(heads, start=1)})  # (d, d_k) each
+    given.update({f"W_K{j}": lv.pool_k[k].copy() for j, (k, _) in enumerate(groups, start=1)})  # (d, d_k)
+    given.update({f"W_V{j}": lv.pool_v[v].copy() for j, (_, v) in enumerate(groups, start=1)})  # (d, d_v)
     given.update(groups=size.g, d_k=size.d_k, causal=CAUSAL)
     return given
+
+
+class _Drawn:
+    """A draft's heads read from the level's tables: every head's scores row s, its group's value columns,
+    and from them its weights, output, careful value and catalogued mistakes (h, …)."""
+
+    def __init__(self, level: int, x: int, groups: list[tuple[int, int]], heads: list[int]):
+        lv, size = _level(level), SIZES[level]
+        self.level, self.x, self.groups, self.heads, self.size = level, x, groups, heads, size
+        self.right = [group(i, size.h, size.g) - 1 for i in range(1, size.h + 1)]  # 0-based group of each head
+        self.s = np.array([lv.scores[x, groups[j][0], q] for q, j in zip(heads, self.right)])  # (h,)
+        self.cols = np.array([lv.columns[x, groups[j][1]] for j in self.right])  # (h, d_v)
+        t = lv.heads
+        self.A = t.A[self.s]  # (h, n, n)
+        self.V = np.stack([lv.V[x, groups[j][1]] for j in self.right])  # (h, n, d_v)
+        self.O = self.A @ self.V  # (h, n, d_v): the stacked heads' floats (as _Forward, as references_of)
+        self.b = t.index[self.s[:, None], self.cols]  # (h, d_v): each head's columns in the table
+        self.whole = t.whole[self.b].all(axis=1)  # (h,)
+
+    def own_clash(self) -> bool:
+        """Whether some head's catalogued mistakes clash (what _draw has kept apart)."""
+        return bool(_level(self.level).heads.head_clashes(self.s, self.cols, True).any())
+
+
+def _cross_apart(d: _Drawn) -> bool:
+    """What _apart_fast decides beyond each head's own catalogued mistakes: the kind's own mistakes (a
+    head with the dealt-out group's keys and values, a head with group 1's values) apart from the head's
+    answer, its careful value, its catalogued mistakes and each other, and no other order of the heads'
+    outputs (or of the careful ones) their concatenation."""
+    lv, size = _level(d.level), d.size
+    t = lv.heads
+    h, g = size.h, size.g
+    gaps = t.gaps  # (a whole head's, any other's)
+    careful = np.swapaxes(t.careful[d.b], 1, 2)  # (h, n, d_v)
+    extra, owner = [], []  # the kind's own mistakes' outputs, and whose head each is
+    for i in range(h):
+        right, dealt = d.right[i], i % g
+        if dealt != right:  # gqa_wrong_group
+            k_d, v_d = d.groups[dealt]
+            Z = (lv.K[d.x, d.heads[i]] @ lv.K[d.x, k_d].T) / math.sqrt(size.d_k)
+            extra.append(softmax_rows(np.where(_hidden(Z.shape[-1]), -np.inf, Z)) @ lv.V[d.x, v_d])
+            owner.append(i)
+        if right != 0:  # gqa_v_not_shared
+            extra.append(d.A[i] @ lv.V[d.x, d.groups[0][1]])
+            owner.append(i)
+    if extra:
+        E, owner = np.stack(extra), np.array(owner)  # (e, n, d_v), (e,)
+        gap = np.where(d.whole[owner], gaps[0], gaps[1])  # (e,)
+        alts = np.swapaxes(t.alts[d.b[owner]], 1, 3)  # (e, d_v, M, n) → (e, n, M, d_v)
+        targets = np.concatenate([d.O[owner][:, None], careful[owner][:, None], np.swapaxes(alts, 1, 2)], axis=1)
+        with np.errstate(invalid="ignore"):  # (NaN: a mistake no one can write, never near)
+            if (np.abs(E[:, None] - targets).max(axis=(2, 3)) <= gap[:, None]).any():
+                return False
+        same = owner[:, None] == owner[None, :]
+        near = np.abs(E[:, None] - E[None, :]).max(axis=(2, 3)) <= gap[:, None]
+        if (np.triu(same & near, k=1)).any():
+            return False
+    gap = gaps[0] if d.whole.all() else gaps[1]  # the concatenation's: whole when every head is
+    off = ~np.eye(h, dtype=bool)
+    for target in (d.O, careful):  # block b of the concatenation is head b's output
+        same = np.abs(d.O[:, None] - target[None, :]).max(axis=(2, 3)) <= gap  # [a, b]
+        if not (same & off).any():
+            continue  # only the heads' own order gives the concatenation
+        same = same.tolist()
+        if any(all(same[order[k]][k] for k in range(h)) for order in permutations(range(h))
+               if list(order) != list(range(h))):
+            return False
+    return True
+
+
+@functools.lru_cache(maxsize=8)
+def _hidden(n: int) -> np.ndarray:
+    """(n, n): the cells a causal mask hides (above the diagonal)."""
+    hidden = np.triu(np.ones((n, n), dtype=bool), k=1)
+    hidden.setflags(write=False)
+    return hidden
 
 
 def _apart(given: dict, parts: list[Part]) -> bool:
@@ -476,23 +693,119 @@ def _params(given: dict) -> dict:
             "mha_floats": kv_cache_floats(h, d_k, d_v)}
 
 
-def generate(rng: np.random.Generator, level: int) -> Draft:
-    """Heads that differ, groups that differ, every mistake apart, within the level's time budget."""
+@functools.lru_cache(maxsize=4)
+def worst_minutes(level: int) -> float:
+    """An upper bound of any draft's hand work at `level` (what _operations counts, at most): the
+    projections are additions (the weights are −1, 0, 1), every score a full product, a division per
+    score when d_k ≠ 1, every visible key of a row with two or more an exponential, an addition and a
+    division, every visible weight but the first query's (exactly 1) a multiply-add per value column."""
     from ...core import budget
 
     size = SIZES[level]
+    n, h, g, d_k, d_v = size.n, size.h, size.g, size.d_k, size.d_v
+    seen = np.arange(1, n + 1) if CAUSAL else np.full(n, n)
+    rows = seen[seen > 1]
+    worst = budget.Operations(
+        multiply_adds=h * (n * n * d_k + int(rows.sum()) * d_v),
+        additions=n * D_MODEL * (g * (d_k + d_v) + h * d_k)
+        + h * (int((rows - 1).sum()) + int((seen == 1).sum()) * d_v),
+        exponentials=h * int(rows.sum()), divisions=h * (int(rows.sum()) + (n * n if d_k != 1 else 0)),
+        cells=2 * h * n * d_v + 1)
+    return worst.minutes
+
+
+@functools.lru_cache(maxsize=4)
+def _seconds(level: int) -> tuple[np.ndarray, np.ndarray]:
+    """For a level whose worst case does not fit its budget: (NX, P, P_V) the seconds of a group's K = X W_K
+    and V = X W_V, and (NX, P, P_V, P) [x, k, v, q] a head's from Q = X W_Q to O with that group's K and V
+    (budget.head_seconds without the group's two products): what _operations counts, in pieces."""
+    from ...core import budget
+
+    lv = _level(level)
+    NX, P, P_V = lv.good.shape
+
+    def product(W):  # (NX, rows) budget.product_operations(X, W[row]).seconds: per term, 0, ±1 or other
+        lz = (lv.X != 0).astype(float)[:, None]  # (NX, 1, n, d)
+        rz, hard_r = (W != 0).astype(float)[None], ((W != 0) & (np.abs(W) != 1)).astype(float)[None]
+        terms = (lz @ rz).sum(axis=(2, 3))
+        hard = ((lz * ((lv.X != 0) & (np.abs(lv.X) != 1))[:, None]) @ hard_r).sum(axis=(2, 3))
+        return budget.RATES["multiply_adds"] * hard + budget.RATES["additions"] * (terms - hard)
+
+    own_k, own_v = product(lv.pool_k), product(lv.pool_v)  # (NX, P), (NX, P_V)
+    # a head from its Q to its O: Q = X W_Q, S = Q Kᵀ, the scaling, the softmax rows, A V (head_seconds' rules)
+    n, d_k = lv.K.shape[2], lv.K.shape[3]
+    Q, K, V = lv.K[:, None, None, :], lv.K[:, :, None, None], lv.V[:, None, :, None]  # [x, k, v, q] broadcast
+
+    def terms(left, right):  # left @ right's seconds, per term as product_operations counts it
+        lz, rz = (left != 0).astype(float), (right != 0).astype(float)
+        lh, rh = lz * (np.abs(left) != 1), rz * (np.abs(right) != 1)
+        all_, hard = (lz @ rz).sum(axis=(-2, -1)), (lh @ rh).sum(axis=(-2, -1))
+        return budget.RATES["multiply_adds"] * hard + budget.RATES["additions"] * (all_ - hard)
+
+    Kt = np.swapaxes(K, -1, -2)
+    S = Q @ Kt  # (NX, P, 1, P, n, n)
+    head = own_k[:, None, None, :] + terms(Q, Kt)  # Q's projection (W_Q is a W_K pool row) and the scores
+    if d_k != 1:
+        head = head + budget.RATES["divisions"] * (np.abs(S) > 1e-12).sum(axis=(-2, -1))
+    visible = np.tril(np.ones((n, n), dtype=bool))
+    seen = visible.sum(axis=1)
+    rows = seen > 1
+    Z = S / np.sqrt(d_k)
+    exps = ((np.abs(Z) > 1e-12) & visible).sum(axis=-1)[..., rows].sum(axis=-1)
+    head = head + budget.RATES["exponentials"] * exps + float(budget.RATES["additions"] * (seen[rows] - 1).sum()
+                                                            + budget.RATES["divisions"] * seen[rows].sum())
+    with np.errstate(over="ignore", invalid="ignore"):
+        e = np.where(visible, np.exp(Z - Z.max(axis=-1, keepdims=True)), 0.0)
+        A = e / e.sum(axis=-1, keepdims=True)
+    head = head + terms(A, V)  # (NX, P, P_V, P)
+    head = np.ascontiguousarray(np.broadcast_to(head, (NX, P, P_V, P)))
+    group = own_k[:, :, None] + own_v[:, None, :]
+    for a in (head, group):
+        a.setflags(write=False)
+    return group, head
+
+
+def _fits(level: int, x: int, groups: list[tuple[int, int]], heads: list[int]) -> bool:
+    """_operations(…).minutes within the level's budget, from the _seconds tables (or the worst case)."""
+    from ...core import budget
+
+    if worst_minutes(level) <= budget.BUDGET_MINUTES[level]:
+        return True
+    size = SIZES[level]
+    group, head = _seconds(level)
+    cells = 2 * size.h * size.n * size.d_v + 1  # O1 … Oh, concat, cache_floats
+    seconds = sum(float(group[x, k, v]) for k, v in groups) + budget.RATES["cells"] * cells
+    for i, q in enumerate(heads, start=1):
+        k, v = groups[group_of(i - 1, size.h, size.g)]
+        seconds += float(head[x, k, v, q])
+    return seconds / 60.0 <= budget.BUDGET_MINUTES[level]
+
+
+def generate(rng: np.random.Generator, level: int) -> Draft:
+    """Heads that differ, groups that differ, every mistake apart, within the level's time budget: each
+    piece chosen among the admissible ones (_draw), then what pairs the heads checked (_cross_apart)."""
+    size = SIZES[level]
+    lv = _level(level)
     for _ in range(MAX_TRIES):
-        given = _draw(rng, size)
-        if given is None:
+        drawn = _draw(rng, level)
+        if drawn is None or not _fits(level, *drawn):
             continue
-        # the same decision as _operations(…) <= budget and _apart(…) on _parts(…), the cheaper check first
-        fw = _Forward(given)
-        if not _apart_fast(given, level, fw):
+        d = _Drawn(level, *drawn)
+        if not _cross_apart(d):
             continue
-        parts = _parts(given, level)
-        if _operations_fast(given, parts, fw).minutes <= budget.BUDGET_MINUTES[level]:
-            return Draft(given=given, parts=parts, params=_params(given))
+        given = _given(lv, size, *drawn)
+        return Draft(given=given, parts=_parts_of(d, given, level), params=_params(given))
     raise RuntimeError(f"gqa: no variant within the time budget in {MAX_TRIES} draws")
+
+
+def _parts_of(d: _Drawn, given: dict, level: int) -> list[Part]:
+    """_parts(given, level) from the drawn heads' outputs (the same floats as references_of)."""
+    decimals = spec(level).decimals
+    refs = {f"O{i}": d.O[i - 1] for i in range(1, d.size.h + 1)}
+    refs["concat"] = np.concatenate(list(d.O), axis=1)
+    refs["cache_floats"] = np.array([[kv_cache_floats(d.size.g, d.size.d_k, d.size.d_v)]], dtype=float)
+    return [Part(name=name, shape=ref.shape, reference=ref, decimals=decimals_for(ref, decimals))
+            for name, ref in refs.items()]
 
 
 def prompt_keys(ex: Exercise) -> tuple[str, ...]:

@@ -62,7 +62,7 @@ PRINTS = {
     "softmax": "92bb9cd06871174c",
     "weighted_sum": "3ba28ef0b11745ae",
     "attention": "52c9483fdd5fcc52",
-    "cross_attention": "c380dafe6aee7792",
+    "cross_attention": "e0ea666ce3e51b13",  # VERSION 2: constructive generator (issue 14)
     "multi_head": "c61d9845ea25490b",
     "rope": "4770403698ccea6d",
     "positional": "e62ab97a2d3c2682",

@@ -328,7 +328,7 @@ def test_attentions_chain_leaves_what_it_does_not_cover_to_the_generic_walk(monk
     assert distinct.alternatives(ex, exercises.KINDS["attention"].GUARDS) is None
 
 
-CLOSED_FORM_CHECKS = {"cross_attention"}  # their checks are closed forms (tests/test_kinds_<kind>_constructive.py)
+CLOSED_FORM_CHECKS = {"cross_attention", "padding_mask"}  # their checks are closed forms (tests/test_kinds_<kind>_constructive.py)
 
 
 @pytest.mark.parametrize("kind", ["cross_attention", "padding_mask", "backprop_loss"])

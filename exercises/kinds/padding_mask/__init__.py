@@ -14,6 +14,8 @@ the mask applied after the softmax (weights zeroed, not renormalised).
 
 from __future__ import annotations
 
+import functools
+import itertools
 from dataclasses import replace
 
 import numpy as np
@@ -21,6 +23,7 @@ import numpy as np
 from attention_core.ops import padding_mask, softmax_visible
 
 from ... import solutions
+from ...core import pipeline
 from ...core.contract import Formula, HomeStage, SheetSection
 from ...core.draft import Draft, reference_parts
 from ...core.levels import spec
@@ -28,11 +31,14 @@ from ...core.model import Exercise
 from ...core.numbers import choice, matrix
 from ...i18n import msg
 from ...rendering import latex as L
-from .._shared.apart import apart_from_rounded
+from . import distinct
 
 ID = "padding_mask"
 ORDER = 45
-VERSION = 1
+# 2: constructive generator (issue 14): each query's visible scores drawn from the tuples that are not all
+# equal (no draw refused for teaching nothing), the mistakes of M decided once per padding pattern and those
+# of A by closed forms (distinct.py) instead of the pipeline's mistake runs
+VERSION = 2
 LEVELS = (1, 2, 3)
 # every catalogued mistake that can apply to this kind's parts: the redraw keeps them apart
 GUARDS = ("no_mask", "no_exp", "mask_zero_instead_of_inf", "softmax_no_normalise", "padding_on_queries",
@@ -61,18 +67,45 @@ def _parts(given: dict, level: int):
 
 
 def _draw(rng: np.random.Generator, level: int) -> tuple[dict, dict]:
-    """The given values and the prompt's params, in the order the generator draws them."""
+    """The given values and the prompt's params, in the order the generator draws them: the padding, the
+    causal flag, every score, then each query's visible scores again from the tuples of the level's
+    values that are not all equal (a query that sees two keys or more: else its weights are uniform
+    whatever is masked, _teaches_given)."""
     s = spec(level)
     n, pads, sides, names = SIZES[level]
-    count, side = choice(rng, pads), choice(rng, sides)
+    count = pads[0] if len(pads) == 1 else choice(rng, pads)  # a single option is not drawn
+    side = sides[0] if len(sides) == 1 else choice(rng, sides)
     pad = np.zeros((1, n))  # (1, n): one flag per token, over the keys
     pad[0, n - count:] = 1 if side == "right" else 0
     pad[0, :count] = 1 if side == "left" else pad[0, :count]
     causal = True if level > 1 else bool(rng.integers(2))
     scaled = matrix(rng, (n, n), s.values)  # (n, n)
+    rows, tables = _uneven_rows(tuple(int(p) for p in pad[0]), causal, tuple(s.values))
+    if rows:
+        picks = rng.integers([len(table) for _, table in tables]).tolist()
+        for i, (visible, table), pick in zip(rows, tables, picks, strict=True):
+            scaled[i, visible] = table[pick]
     given = {"scaled": scaled, "pad": pad, "causal": causal}
     return given, {"n": n, "pad": ", ".join(str(int(p)) for p in pad[0]),
                    "padded": ", ".join(str(j + 1) for j in np.flatnonzero(pad[0]))}
+
+
+@functools.cache
+def _uneven_rows(pad: tuple[int, ...], causal: bool, values: tuple) -> tuple[list[int], list[tuple]]:
+    """The queries that see two keys or more, and per query (its visible cells, _uneven's table)."""
+    visible = ~np.isneginf(padding_mask(np.array(pad), causal))  # (n, n)
+    rows = [i for i in range(len(pad)) if visible[i].sum() > 1]
+    return rows, [(visible[i], _uneven(values, int(visible[i].sum()))) for i in rows]
+
+
+@functools.cache
+def _uneven(values: tuple, size: int) -> np.ndarray:
+    """Every tuple of `size` entries from `values` that are not all equal, in order: (m^size − m, size)."""
+    options = np.asarray(values, dtype=float)
+    grid = options[np.array(list(itertools.product(range(len(options)), repeat=size)))]
+    out = np.ascontiguousarray(grid[grid.max(axis=1) > grid.min(axis=1)])
+    out.setflags(write=False)
+    return out
 
 
 def _teaches(draft: Draft) -> bool:
@@ -90,19 +123,38 @@ def _teaches_given(given: dict) -> bool:
     return True
 
 
-def generate(rng: np.random.Generator, level: int) -> Draft:
-    from ...core import engine
+_MEMO_KEY = "padding_mask.collides"  # the kind's own answer to the redraw's question, in an exercise's memo
 
+
+def generate(rng: np.random.Generator, level: int) -> Draft:
+    """A padded variant whose guarded mistakes are all told apart: the padding pattern's mistakes at M
+    and Z̃ decided once per pattern, those at A by distinct's closed forms (about 1 in 100 drafts at
+    level 2 and 1 in 35 at level 3 are drawn again; level 1 asks no A)."""
     for _ in range(MAX_TRIES):
         given, params = _draw(rng, level)
-        if not _teaches_given(given):  # from the given alone: no parts for a draw that teaches nothing
+        key = (tuple(int(p) for p in given["pad"][0]), bool(given["causal"]))
+        if not distinct.pattern_apart(*key, GUARDS):
             continue
-        draft = Draft(given=given, parts=_parts(given, level), params=params)
-        ex = Exercise(kind=ID, seed=0, level=level, version=VERSION, given=draft.given, parts=tuple(draft.parts),
-                      params=draft.params)
-        if apart_from_rounded(ex, GUARDS, engine.default_chain):
-            return replace(draft, memo=ex.__dict__.get("_memo"))  # the engine reuses the mistakes computed
+        env = pipeline.run(given)
+        parts = reference_parts(given, SIZES[level][3], spec(level).decimals, env=env)
+        if "A" in SIZES[level][3]:
+            collides, apart = distinct.check_weights(env, GUARDS, key=key)  # A's separation is distinct.GAP
+            if collides or not apart:
+                continue
+        return Draft(given=given, parts=parts, params=params, env=dict(env), memo={(_MEMO_KEY, GUARDS): False})
     raise RuntimeError(f"padding_mask: no distinguishable variant in {MAX_TRIES} draws")
+
+
+def collides(ex: Exercise, guards: tuple[str, ...]) -> bool:
+    """misconceptions.collides(ex, guards): the generator's own answer when it made the exercise (its
+    memo), else misconceptions itself."""
+    from ...core import misconceptions
+
+    memo = ex.__dict__.setdefault("_memo", {})
+    key = (_MEMO_KEY, tuple(guards))
+    if key not in memo:
+        memo[key] = misconceptions.collides(ex, guards=guards)
+    return memo[key]
 
 
 def empty_rows(ex: Exercise) -> np.ndarray:

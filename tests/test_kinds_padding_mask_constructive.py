@@ -66,6 +66,22 @@ def _patterns():
                     yield pad, causal
 
 
+@pytest.mark.parametrize("level", (1, 2, 3))
+def test_the_kinds_references_are_the_pipelines_run(level):
+    """generate hands the engine its own values as Draft.env: exactly pipeline.run(given)'s, bit for bit."""
+    rng = np.random.default_rng(5000 + level)
+    for _ in range(100):
+        given, _ = P._draw(rng, level)
+        key = (tuple(int(p) for p in given["pad"][0]), bool(given["causal"]))
+        for with_mistakes in (False, True):
+            mine = P.references(given, key, with_mistakes)[0]
+            theirs = pipeline.run(given)
+            assert list(mine) == list(theirs)
+            for name, value in theirs.items():
+                assert np.array_equal(np.asarray(mine[name]), np.asarray(value)) and \
+                    np.asarray(mine[name]).dtype == np.asarray(value).dtype, name
+
+
 def test_every_padding_pattern_keeps_the_mistakes_of_m_apart():
     """pattern_apart is True for every pattern the levels draw: M's mistakes never clash, so no draw is
     refused for them (and at M and Z̃ the scores change nothing)."""

@@ -58,7 +58,7 @@ PRINTS = {
     "scores": "4756a9e3b123a2ab",
     "scaling": "86a0afeb3b063a13",
     "masking": "e159e53aef68d5ca",
-    "padding_mask": "d3d22f665a19fb29",  # VERSION 2: constructive generator (issue 14)
+    "padding_mask": "fd5797f565a20e4d",  # VERSION 2: constructive generator (issue 14)
     "softmax": "92bb9cd06871174c",
     "weighted_sum": "3ba28ef0b11745ae",
     "attention": "52c9483fdd5fcc52",

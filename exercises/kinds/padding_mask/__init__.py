@@ -23,12 +23,10 @@ import numpy as np
 from attention_core.ops import padding_mask, softmax_visible
 
 from ... import solutions
-from ...core import pipeline
 from ...core.contract import Formula, HomeStage, SheetSection
 from ...core.draft import Draft, reference_parts
 from ...core.levels import spec
 from ...core.model import Exercise
-from ...core.numbers import choice, matrix
 from ...i18n import msg
 from ...rendering import latex as L
 from . import distinct
@@ -67,35 +65,51 @@ def _parts(given: dict, level: int):
 
 
 def _draw(rng: np.random.Generator, level: int) -> tuple[dict, dict]:
-    """The given values and the prompt's params, in the order the generator draws them: the padding, the
-    causal flag, every score, then each query's visible scores again from the tuples of the level's
-    values that are not all equal (a query that sees two keys or more: else its weights are uniform
-    whatever is masked, _teaches_given)."""
-    s = spec(level)
-    n, pads, sides, names = SIZES[level]
-    count = pads[0] if len(pads) == 1 else choice(rng, pads)  # a single option is not drawn
-    side = sides[0] if len(sides) == 1 else choice(rng, sides)
-    pad = np.zeros((1, n))  # (1, n): one flag per token, over the keys
-    pad[0, n - count:] = 1 if side == "right" else 0
-    pad[0, :count] = 1 if side == "left" else pad[0, :count]
-    causal = True if level > 1 else bool(rng.integers(2))
-    scaled = matrix(rng, (n, n), s.values)  # (n, n)
-    rows, tables = _uneven_rows(tuple(int(p) for p in pad[0]), causal, tuple(s.values))
+    """The given values and the prompt's params, in the order the generator draws them: the padding and
+    the causal flag (one of the level's patterns), every score, then each query's visible scores again
+    from the tuples of the level's values that are not all equal (a query that sees two keys or more:
+    else its weights are uniform whatever is masked, _teaches_given)."""
+    patterns = _patterns(level)
+    pad, causal, params, rows = patterns[int(rng.integers(len(patterns)))] if len(patterns) > 1 else patterns[0]
+    values = _values(level)
+    n = pad.shape[1]
+    scaled = values[rng.integers(len(values), size=(n, n))]  # (n, n): numbers.matrix
     if rows:
-        picks = rng.integers([len(table) for _, table in tables]).tolist()
-        for i, (visible, table), pick in zip(rows, tables, picks, strict=True):
+        picks = rng.integers([len(table) for _, _, table in rows]).tolist()
+        for (i, visible, table), pick in zip(rows, picks, strict=True):
             scaled[i, visible] = table[pick]
-    given = {"scaled": scaled, "pad": pad, "causal": causal}
-    return given, {"n": n, "pad": ", ".join(str(int(p)) for p in pad[0]),
-                   "padded": ", ".join(str(j + 1) for j in np.flatnonzero(pad[0]))}
+    return {"scaled": scaled, "pad": np.array(pad), "causal": causal}, dict(params)
 
 
 @functools.cache
-def _uneven_rows(pad: tuple[int, ...], causal: bool, values: tuple) -> tuple[list[int], list[tuple]]:
-    """The queries that see two keys or more, and per query (its visible cells, _uneven's table)."""
-    visible = ~np.isneginf(padding_mask(np.array(pad), causal))  # (n, n)
-    rows = [i for i in range(len(pad)) if visible[i].sum() > 1]
-    return rows, [(visible[i], _uneven(values, int(visible[i].sum()))) for i in rows]
+def _values(level: int) -> np.ndarray:
+    values = np.asarray(spec(level).values, dtype=float)
+    values.setflags(write=False)
+    return values
+
+
+@functools.cache
+def _patterns(level: int) -> tuple[tuple, ...]:
+    """The level's paddings × causal flags: (pad (1, n), causal, the prompt's params, per query that sees
+    two keys or more (its row, its visible cells, _uneven's table of its scores)), in draw order."""
+    n, pads, sides, _ = SIZES[level]
+    found = []
+    for count in pads:
+        for side in sides:
+            pad = np.zeros((1, n))  # (1, n): one flag per token, over the keys
+            if side == "right":
+                pad[0, n - count:] = 1
+            else:
+                pad[0, :count] = 1
+            pad.setflags(write=False)
+            for causal in ((False, True) if level == 1 else (True,)):
+                visible = ~np.isneginf(padding_mask(pad, causal))  # (n, n)
+                rows = tuple((i, visible[i], _uneven(tuple(spec(level).values), int(visible[i].sum())))
+                             for i in range(n) if visible[i].sum() > 1)
+                params = {"n": n, "pad": ", ".join(str(int(p)) for p in pad[0]),
+                          "padded": ", ".join(str(j + 1) for j in np.flatnonzero(pad[0]))}
+                found.append((pad, causal, params, rows))
+    return tuple(found)
 
 
 @functools.cache
@@ -128,21 +142,36 @@ _MEMO_KEY = "padding_mask.collides"  # the kind's own answer to the redraw's que
 
 def generate(rng: np.random.Generator, level: int) -> Draft:
     """A padded variant whose guarded mistakes are all told apart: the padding pattern's mistakes at M
-    and Z̃ decided once per pattern, those at A by distinct's closed forms (about 1 in 100 drafts at
-    level 2 and 1 in 35 at level 3 are drawn again; level 1 asks no A)."""
+    decided once per pattern, those at A by distinct's closed forms (about 1 in 100 drafts at level 2
+    and 1 in 35 at level 3 are drawn again; level 1 asks no A). The pipeline's values are the kind's
+    own (references): Z + M and the row softmax, the same operations on the same values."""
+    names = SIZES[level][3]
     for _ in range(MAX_TRIES):
         given, params = _draw(rng, level)
-        key = (tuple(int(p) for p in given["pad"][0]), bool(given["causal"]))
+        key = (tuple(int(p) for p in given["pad"][0].tolist()), bool(given["causal"]))
         if not distinct.pattern_apart(*key, GUARDS):
             continue
-        env = pipeline.run(given)
-        parts = reference_parts(given, SIZES[level][3], spec(level).decimals, env=env)
-        if "A" in SIZES[level][3]:
-            collides, apart = distinct.check_weights(env, GUARDS, key=key)  # A's separation is distinct.GAP
+        env, table = references(given, key, with_mistakes="A" in names)
+        if table is not None:
+            collides, apart = distinct.decide_table(table)  # A's separation is distinct.GAP
             if collides or not apart:
                 continue
-        return Draft(given=given, parts=parts, params=params, env=dict(env), memo={(_MEMO_KEY, GUARDS): False})
+        parts = reference_parts(given, names, spec(level).decimals, env=env)
+        return Draft(given=given, parts=parts, params=params, env=env, memo={(_MEMO_KEY, GUARDS): False})
     raise RuntimeError(f"padding_mask: no distinguishable variant in {MAX_TRIES} draws")
+
+
+def references(given: dict, key: tuple, with_mistakes: bool = True) -> tuple[dict, np.ndarray | None]:
+    """(pipeline.run(given) computed as its steps compute it: M, Z̃ = Z + M, A = the visible softmax of
+    Z̃; with_mistakes: the table of the guarded mistakes' A too, distinct.weights_table, else None)."""
+    M = np.array(distinct.pattern(*key, GUARDS)[0][0])
+    env = {**given, "M": M, "masked": np.asarray(given["scaled"], dtype=float) + M}
+    if not with_mistakes:
+        env["A"] = softmax_visible(env["masked"])
+        return env, None
+    table = distinct.weights_table(env, GUARDS, key)
+    env["A"] = table[0].reshape(M.shape)
+    return env, table
 
 
 def collides(ex: Exercise, guards: tuple[str, ...]) -> bool:

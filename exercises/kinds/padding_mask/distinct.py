@@ -101,12 +101,18 @@ def weights_table(env: dict, guards, key: tuple | None = None) -> np.ndarray:
 
 def check_weights(env: dict, guards, reference: np.ndarray | None = None,
                   key: tuple | None = None) -> tuple[bool, bool]:
-    """(collides, apart) at A: some guarded mistake's A within GAP of the reference in every cell, or of
-    another's; every one apart from the careful A (the reference rounded to 2 places). `reference`:
-    the part's own reference (the same values as the pipeline's)."""
+    """(collides, apart) at A from the pipeline's values `env`; `reference`: the part's own reference
+    (the same values as the pipeline's)."""
     table = weights_table(env, guards, key)
     if reference is not None:
         table[0] = np.asarray(reference).reshape(-1)
+    return decide_table(table)
+
+
+def decide_table(table: np.ndarray) -> tuple[bool, bool]:
+    """(collides, apart) of weights_table's rows: some guarded mistake's A within GAP of the reference
+    (row 0) in every cell, or of another's; every one apart from the careful A (the reference rounded
+    to 2 places)."""
     with np.errstate(invalid="ignore"):
         widest = np.abs(table[:, None] - table[None]).max(axis=-1)  # NaN and ∞ are never close
     if (widest[_clash(len(table) - 1)] <= GAP).any():

@@ -108,6 +108,21 @@ def test_mistake_values_are_the_pipelines(level):
             np.testing.assert_array_equal(careful[name][0], rounded[name])
 
 
+@pytest.mark.parametrize("level", (1, 2, 3))
+def test_the_kinds_references_are_the_pipelines_run(level):
+    """generate hands the engine its own values as Draft.env: exactly pipeline.run(given)'s, bit for bit."""
+    rng = np.random.default_rng(6000 + level)
+    for _ in range(100):
+        given = None
+        while given is None:
+            given = C._pieces(rng, level)
+        mine, theirs = C.references(given), pipeline.run(given)
+        assert list(mine) == list(theirs)
+        for name, value in theirs.items():
+            assert np.array_equal(np.asarray(mine[name]), np.asarray(value)) and \
+                np.asarray(mine[name]).dtype == np.asarray(value).dtype, name
+
+
 def test_tables_hold_what_nonzero_matrix_draws():
     rng = np.random.default_rng(5)
     for shape, values in (((3, 4), (0, 1)), ((2, 2), (-1, 0, 1)), ((3, 2), (-1, 0, 1)), ((3, 2), C.INPUTS),

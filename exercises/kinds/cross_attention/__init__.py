@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import functools
 import itertools
+import math
 from dataclasses import replace
 
 import numpy as np
 
-from attention_core import cross_attention, scaled_dot_product
+from attention_core import cross_attention, ops, scaled_dot_product
 
 from ... import solutions
 from ...core import pipeline
@@ -182,11 +183,24 @@ def _draft(rng: np.random.Generator, level: int) -> Draft:
     for _ in range(MAX_TRIES):
         given = _pieces(rng, level)
         if given is not None:
-            env = pipeline.run(given)
+            env = references(given)
             names = list(PARTS) if d == 0 else [*FROM_X, *PARTS]
             return Draft(given=given, parts=reference_parts(given, names, spec(level).decimals, env=env),
-                         params={"n_q": n_q, "n_k": n_k, "d_k": d_k}, env=dict(env))
+                         params={"n_q": n_q, "n_k": n_k, "d_k": d_k}, env=env)
     raise RuntimeError(f"cross_attention: no hand-friendly variant in {MAX_TRIES} draws")
+
+
+def references(given: dict) -> dict:
+    """pipeline.run(given), computed as its steps compute it (the projections, S = Q Kᵀ, S / √d_k, no
+    mask, the row softmax, A V: the same operations on the same values, tested against pipeline.run)."""
+    env = dict(given)
+    if "H" in given:
+        env.update(Q=given["X"] @ given["W_Q"], K=given["H"] @ given["W_K"], V=given["H"] @ given["W_V"])
+    S = env["Q"] @ env["K"].T
+    scaled = S / math.sqrt(given["d_k"])
+    A = ops.softmax(scaled, axis=-1)
+    env.update(scores=S, scaled=scaled, masked=np.array(scaled), A=A, O=A @ env["V"])
+    return env
 
 
 def generate(rng: np.random.Generator, level: int) -> Draft:

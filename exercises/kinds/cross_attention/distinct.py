@@ -146,7 +146,8 @@ def check(env: dict, guards: Iterable[str], parts: dict | None = None) -> tuple[
     by name (their separations; GAP when not given, the separation of every part of this kind).
 
     The careful values are rounded only when a mistake is near the reference: they are within `_drift`
-    of it, so a mistake farther than gap + _drift from the reference in some cell is apart from them."""
+    of it, so a mistake farther than gap + _drift from the reference in some cell is apart from them.
+    With a clash the careful values are not looked at: (True, True), the variant is refused anyway."""
     guards = set(guards)
     if parts is not None and any(misconceptions.separation(parts[name]) != GAP for name in CHECKED):
         return _check_by_blocks(env, guards, parts)

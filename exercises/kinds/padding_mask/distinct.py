@@ -112,7 +112,7 @@ def check_weights(env: dict, guards, reference: np.ndarray | None = None,
 def decide_table(table: np.ndarray) -> tuple[bool, bool]:
     """(collides, apart) of weights_table's rows: some guarded mistake's A within GAP of the reference
     (row 0) in every cell, or of another's; every one apart from the careful A (the reference rounded
-    to 2 places)."""
+    to 2 places). With a clash the careful A is not looked at: (True, True)."""
     with np.errstate(invalid="ignore"):
         widest = np.abs(table[:, None] - table[None]).max(axis=-1)  # NaN and ∞ are never close
     if (widest[_clash(len(table) - 1)] <= GAP).any():

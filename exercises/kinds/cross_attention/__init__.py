@@ -12,7 +12,6 @@ a causal mask (j > i) applied where nothing lies in the future.
 from __future__ import annotations
 
 import functools
-import itertools
 import math
 from dataclasses import replace
 
@@ -82,8 +81,9 @@ def matrices(shape: tuple[int, int], values: tuple) -> np.ndarray:
     """Every matrix of `shape` with entries from `values` that numbers.nonzero_matrix can give (no row
     and no column all zeros; with a single row or column, no zero at all): (m, *shape), read-only."""
     options = np.asarray(values, dtype=float)
-    grid = options[np.array(list(itertools.product(range(len(options)), repeat=shape[0] * shape[1])))]
-    grid = grid.reshape(-1, *shape)
+    cells = shape[0] * shape[1]
+    digits = np.indices((len(options),) * cells).reshape(cells, -1).T  # every index tuple, in product order
+    grid = options[digits].reshape(-1, *shape)
     nonzero = grid != 0
     if 1 in shape:
         keep = nonzero.all(axis=(1, 2))
@@ -134,8 +134,10 @@ def level_2_pairs() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     equal to each other (|S| ≤ 2 always)."""
     n_q, n_k, d_k, _, _ = SIZES[2]
     Qs, Ks = matrices((n_q, d_k), (-1, 0, 1)), matrices((n_k, d_k), (-1, 0, 1))
-    S = Qs[:, None] @ Ks.transpose(0, 2, 1)[None]  # (q, k, 2, 3)
-    teaches = (S.max(axis=3) > S.min(axis=3)).all(axis=2) & (S[:, :, 0] != S[:, :, 1]).any(axis=2)
+    S = np.tensordot(Qs, Ks, axes=([2], [2]))  # (q, 2, k, 3): S = Q Kᵀ of every pair, exact (whole numbers)
+    uneven = (S[..., 0] != S[..., 1]) | (S[..., 1] != S[..., 2])  # (q, 2, k): a row of 3 scores not constant
+    differ = (S[:, 0] != S[:, 1]).any(axis=-1)  # (q, k): the two queries' rows differ
+    teaches = uneven[:, 0] & uneven[:, 1] & differ
     q_index, k_index = np.nonzero(teaches)
     for table in (q_index, k_index):
         table.setflags(write=False)

@@ -207,29 +207,6 @@ def test_kv_cache_most_minutes_bounds_the_count():
         assert kv_cache._operations(ex).minutes <= kv_cache._most_minutes(params)
 
 
-# ---------------------------------------------------------------- cross_attention
-
-
-def test_cross_attention_no_exp_prefilter_only_rejects_what_the_checks_reject():
-    from exercises.core.grading import declared_decimals
-    from exercises.kinds import cross_attention
-    from exercises.kinds._shared.apart import apart_from_rounded
-
-    rejected = 0
-    for level in cross_attention.LEVELS:
-        rng = engine.rng_for("cross_attention", 1, level)
-        for _ in range(120):
-            draft = cross_attention._draft(rng, level)
-            ex = Exercise(kind="cross_attention", seed=0, level=level, version=cross_attention.VERSION,
-                          given=draft.given, parts=tuple(draft.parts), params=draft.params)
-            careful = engine.default_chain(ex, {}, declared_decimals(ex))
-            if cross_attention._no_exp_clashes(ex, careful):
-                rejected += 1
-                assert not apart_from_rounded(ex, cross_attention.GUARDS, engine.default_chain) \
-                    or misconceptions.collisions(ex, guards=cross_attention.GUARDS)
-    assert rejected > 20  # it does reject (level 1 above all)
-
-
 def test_rope_table_of_halves_is_sympys():
     for degrees in range(-360, 721, 30):
         assert rope.HALVES_30[degrees % 360] == rope._halves_of_sympy(degrees), degrees

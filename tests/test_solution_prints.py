@@ -58,11 +58,11 @@ PRINTS = {
     "scores": "4756a9e3b123a2ab",
     "scaling": "86a0afeb3b063a13",
     "masking": "e159e53aef68d5ca",
-    "padding_mask": "854372c69481a071",
+    "padding_mask": "fd5797f565a20e4d",  # VERSION 2: constructive generator (issue 14)
     "softmax": "92bb9cd06871174c",
     "weighted_sum": "3ba28ef0b11745ae",
     "attention": "52c9483fdd5fcc52",
-    "cross_attention": "c380dafe6aee7792",
+    "cross_attention": "e0ea666ce3e51b13",  # VERSION 2: constructive generator (issue 14)
     "multi_head": "c61d9845ea25490b",
     "rope": "4770403698ccea6d",
     "positional": "e62ab97a2d3c2682",

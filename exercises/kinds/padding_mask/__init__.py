@@ -14,6 +14,8 @@ the mask applied after the softmax (weights zeroed, not renormalised).
 
 from __future__ import annotations
 
+import functools
+import itertools
 from dataclasses import replace
 
 import numpy as np
@@ -25,14 +27,16 @@ from ...core.contract import Formula, HomeStage, SheetSection
 from ...core.draft import Draft, reference_parts
 from ...core.levels import spec
 from ...core.model import Exercise
-from ...core.numbers import choice, matrix
 from ...i18n import msg
 from ...rendering import latex as L
-from .._shared.apart import apart_from_rounded
+from . import distinct
 
 ID = "padding_mask"
 ORDER = 45
-VERSION = 1
+# 2: constructive generator (issue 14): each query's visible scores drawn from the tuples that are not all
+# equal (no draw refused for teaching nothing), the mistakes of M decided once per padding pattern and those
+# of A by closed forms (distinct.py) instead of the pipeline's mistake runs
+VERSION = 2
 LEVELS = (1, 2, 3)
 # every catalogued mistake that can apply to this kind's parts: the redraw keeps them apart
 GUARDS = ("no_mask", "no_exp", "mask_zero_instead_of_inf", "softmax_no_normalise", "padding_on_queries",
@@ -61,18 +65,61 @@ def _parts(given: dict, level: int):
 
 
 def _draw(rng: np.random.Generator, level: int) -> tuple[dict, dict]:
-    """The given values and the prompt's params, in the order the generator draws them."""
-    s = spec(level)
-    n, pads, sides, names = SIZES[level]
-    count, side = choice(rng, pads), choice(rng, sides)
-    pad = np.zeros((1, n))  # (1, n): one flag per token, over the keys
-    pad[0, n - count:] = 1 if side == "right" else 0
-    pad[0, :count] = 1 if side == "left" else pad[0, :count]
-    causal = True if level > 1 else bool(rng.integers(2))
-    scaled = matrix(rng, (n, n), s.values)  # (n, n)
-    given = {"scaled": scaled, "pad": pad, "causal": causal}
-    return given, {"n": n, "pad": ", ".join(str(int(p)) for p in pad[0]),
-                   "padded": ", ".join(str(j + 1) for j in np.flatnonzero(pad[0]))}
+    """The given values and the prompt's params, in the order the generator draws them: the padding and
+    the causal flag (one of the level's patterns), every score, then each query's visible scores again
+    from the tuples of the level's values that are not all equal (a query that sees two keys or more:
+    else its weights are uniform whatever is masked, _teaches_given)."""
+    patterns = _patterns(level)
+    pad, causal, params, rows = patterns[int(rng.integers(len(patterns)))] if len(patterns) > 1 else patterns[0]
+    values = _values(level)
+    n = pad.shape[1]
+    scaled = values[rng.integers(len(values), size=(n, n))]  # (n, n): numbers.matrix
+    if rows:
+        picks = rng.integers([len(table) for _, _, table in rows]).tolist()
+        for (i, visible, table), pick in zip(rows, picks, strict=True):
+            scaled[i, visible] = table[pick]
+    return {"scaled": scaled, "pad": np.array(pad), "causal": causal}, dict(params)
+
+
+@functools.cache
+def _values(level: int) -> np.ndarray:
+    values = np.asarray(spec(level).values, dtype=float)
+    values.setflags(write=False)
+    return values
+
+
+@functools.cache
+def _patterns(level: int) -> tuple[tuple, ...]:
+    """The level's paddings × causal flags: (pad (1, n), causal, the prompt's params, per query that sees
+    two keys or more (its row, its visible cells, _uneven's table of its scores)), in draw order."""
+    n, pads, sides, _ = SIZES[level]
+    found = []
+    for count in pads:
+        for side in sides:
+            pad = np.zeros((1, n))  # (1, n): one flag per token, over the keys
+            if side == "right":
+                pad[0, n - count:] = 1
+            else:
+                pad[0, :count] = 1
+            pad.setflags(write=False)
+            for causal in ((False, True) if level == 1 else (True,)):
+                visible = ~np.isneginf(padding_mask(pad, causal))  # (n, n)
+                rows = tuple((i, visible[i], _uneven(tuple(spec(level).values), int(visible[i].sum())))
+                             for i in range(n) if visible[i].sum() > 1)
+                params = {"n": n, "pad": ", ".join(str(int(p)) for p in pad[0]),
+                          "padded": ", ".join(str(j + 1) for j in np.flatnonzero(pad[0]))}
+                found.append((pad, causal, params, rows))
+    return tuple(found)
+
+
+@functools.cache
+def _uneven(values: tuple, size: int) -> np.ndarray:
+    """Every tuple of `size` entries from `values` that are not all equal, in order: (m^size − m, size)."""
+    options = np.asarray(values, dtype=float)
+    grid = options[np.array(list(itertools.product(range(len(options)), repeat=size)))]
+    out = np.ascontiguousarray(grid[grid.max(axis=1) > grid.min(axis=1)])
+    out.setflags(write=False)
+    return out
 
 
 def _teaches(draft: Draft) -> bool:
@@ -90,19 +137,53 @@ def _teaches_given(given: dict) -> bool:
     return True
 
 
-def generate(rng: np.random.Generator, level: int) -> Draft:
-    from ...core import engine
+_MEMO_KEY = "padding_mask.collides"  # the kind's own answer to the redraw's question, in an exercise's memo
 
+
+def generate(rng: np.random.Generator, level: int) -> Draft:
+    """A padded variant whose guarded mistakes are all told apart: the padding pattern's mistakes at M
+    decided once per pattern, those at A by distinct's closed forms (about 1 in 100 drafts at level 2
+    and 1 in 35 at level 3 are drawn again; level 1 asks no A). The pipeline's values are the kind's
+    own (references): Z + M and the row softmax, the same operations on the same values."""
+    names = SIZES[level][3]
     for _ in range(MAX_TRIES):
         given, params = _draw(rng, level)
-        if not _teaches_given(given):  # from the given alone: no parts for a draw that teaches nothing
+        key = (tuple(int(p) for p in given["pad"][0].tolist()), bool(given["causal"]))
+        if not distinct.pattern_apart(*key, GUARDS):
             continue
-        draft = Draft(given=given, parts=_parts(given, level), params=params)
-        ex = Exercise(kind=ID, seed=0, level=level, version=VERSION, given=draft.given, parts=tuple(draft.parts),
-                      params=draft.params)
-        if apart_from_rounded(ex, GUARDS, engine.default_chain):
-            return replace(draft, memo=ex.__dict__.get("_memo"))  # the engine reuses the mistakes computed
+        env, table = references(given, key, with_mistakes="A" in names)
+        if table is not None:
+            collides, apart = distinct.decide_table(table)  # A's separation is distinct.GAP
+            if collides or not apart:
+                continue
+        parts = reference_parts(given, names, spec(level).decimals, env=env)
+        return Draft(given=given, parts=parts, params=params, env=env, memo={(_MEMO_KEY, GUARDS): False})
     raise RuntimeError(f"padding_mask: no distinguishable variant in {MAX_TRIES} draws")
+
+
+def references(given: dict, key: tuple, with_mistakes: bool = True) -> tuple[dict, np.ndarray | None]:
+    """(pipeline.run(given) computed as its steps compute it: M, Z̃ = Z + M, A = the visible softmax of
+    Z̃; with_mistakes: the table of the guarded mistakes' A too, distinct.weights_table, else None)."""
+    M = np.array(distinct.pattern(*key, GUARDS)[0][0])
+    env = {**given, "M": M, "masked": np.asarray(given["scaled"], dtype=float) + M}
+    if not with_mistakes:
+        env["A"] = softmax_visible(env["masked"])
+        return env, None
+    table = distinct.weights_table(env, GUARDS, key)
+    env["A"] = table[0].reshape(M.shape)
+    return env, table
+
+
+def collides(ex: Exercise, guards: tuple[str, ...]) -> bool:
+    """misconceptions.collides(ex, guards): the generator's own answer when it made the exercise (its
+    memo), else misconceptions itself."""
+    from ...core import misconceptions
+
+    memo = ex.__dict__.setdefault("_memo", {})
+    key = (_MEMO_KEY, tuple(guards))
+    if key not in memo:
+        memo[key] = misconceptions.collides(ex, guards=guards)
+    return memo[key]
 
 
 def empty_rows(ex: Exercise) -> np.ndarray:

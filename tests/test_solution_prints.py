@@ -79,7 +79,7 @@ PRINTS = {
     "backprop": "a607da2a1f38896b",
     "backprop_loss": "3e6a6df5641b3ac0",
     "grad_multi_head": "27c71eb133c81771",
-    "kv_cache": "32715a0480a27adf",  # issue 17's last two kinds, from when they were merged
+    "kv_cache": "2fb25d71245a4493",  # VERSION 2: constructive generator (issue 14)
     "gqa": "76ed2a2e6b1390ed",
 }
 

@@ -64,7 +64,7 @@ PRINTS = {
     "attention": "52c9483fdd5fcc52",
     "cross_attention": "c380dafe6aee7792",
     "multi_head": "c61d9845ea25490b",
-    "rope": "4770403698ccea6d",
+    "rope": "e637214b2262953d",  # VERSION 2: constructive generator (issue 14)
     "positional": "e62ab97a2d3c2682",
     "shapes": "80afe069bdf3cfbb",
     "variance": "4f7798883f285f4e",

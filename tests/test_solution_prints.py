@@ -64,7 +64,7 @@ PRINTS = {
     "attention": "52c9483fdd5fcc52",
     "cross_attention": "e0ea666ce3e51b13",  # VERSION 2: constructive generator (issue 14)
     "multi_head": "c61d9845ea25490b",
-    "rope": "4770403698ccea6d",
+    "rope": "e637214b2262953d",  # VERSION 2: constructive generator (issue 14)
     "positional": "e62ab97a2d3c2682",
     "shapes": "80afe069bdf3cfbb",
     "variance": "4f7798883f285f4e",
@@ -79,7 +79,7 @@ PRINTS = {
     "backprop": "a607da2a1f38896b",
     "backprop_loss": "3e6a6df5641b3ac0",
     "grad_multi_head": "d52889418b084825",  # VERSION 2: constructive generator (issue 14)
-    "kv_cache": "32715a0480a27adf",  # issue 17's last two kinds, from when they were merged
+    "kv_cache": "2fb25d71245a4493",  # VERSION 2: constructive generator (issue 14)
     "gqa": "d9ff2fbc28ef4447",  # VERSION 2: constructive generator (issue 14)
 }
 

@@ -12,14 +12,18 @@ full causal attention over the t+1 tokens (the solution says so, the tests check
 this kind's own (kv_* in its locales: the new key left out, the new position masked, the stale V, the
 new row put first, the query cached in the place of the key, a cache size of K or V alone, before the
 step, of one layer or one head) and the catalogued scaling and softmax ones on this row; no pipeline step
-makes these parts, so the kind keeps them apart itself (generate), from the answers and from what a
-careful student who rounds each value writes.
+makes these parts, so the kind keeps them apart itself, from the answers and from what a careful
+student who rounds each value writes: since VERSION 2 by construction (_draw picks each piece among
+admissible ones, made by rule on first use), generate checks only A's and O's mistakes.
 """
 
 from __future__ import annotations
 
+import functools
+import itertools
 import math
 from dataclasses import replace
+from typing import NamedTuple
 
 import numpy as np
 
@@ -35,7 +39,8 @@ from ...i18n import msg
 
 ID = "kv_cache"
 ORDER = 78  # after cross_attention, before multi_head: the decoder at inference time
-VERSION = 1
+VERSION = 2  # 2: constructive (issue 14): q, k, the cached keys near k's score, V and the sizes drawn from
+# admissible pieces (_draw); only A's and O's mistakes are checked (was: draw five matrices, check everything)
 LEVELS = (1, 2, 3)
 GUARDS = ()  # no pipeline step makes these parts: the kind keeps its own mistakes apart (generate)
 
@@ -67,20 +72,166 @@ def references_of(given: dict, params: dict) -> dict[str, np.ndarray]:
 
 
 def _draw(rng: np.random.Generator, level: int) -> tuple[dict, dict]:
-    """The given values and the prompt's params, in the order the generator draws them."""
-    ts, widths, d_v, key_values, value_values = SIZES[level]
-    from ...core.numbers import nonzero_matrix
+    """The given values and the prompt's params, built from admissible pieces (VERSION 2, issue 14):
 
+    - the model's sizes: h never equal to n, the only way two of the cache-size answers meet (t ≥ 2);
+    - q with every entry nonzero, then the new key k (every entry nonzero) among the rows whose score
+      q·k is within MAX_SCALED·√d_k and not q·q (the query cached in the place of the key then changes
+      the scores, and k ≠ q);
+    - the cached keys among the rows (not all zeros) whose score is within SPREAD·√d_k of the new one:
+      the new token's weight is never negligible and no weight saturates; one of them is drawn again
+      among the other scores when every score came out equal (uniform weights teach nothing);
+    - no row of K_cache all zeros (a column may be: K's never is, k having no zero entry);
+    - the values: no row of V_cache all zeros, v with every entry nonzero, every column of V not
+      constant (V alone is drawn again, a few times at most); with one column (d_v = 1: O is one
+      number, and its six values crowd) V is drawn among the columns that keep O's answer, its
+      mistakes and the careful student's O apart (_value_column).
+
+    Whole-entry K, V and scores then keep K's, V's, the scores' and the size's mistakes apart from
+    their answers and from each other by construction (tests/test_kinds_kv_cache_constructive.py);
+    generate checks A's and O's."""
+    ts, widths, d_v, key_values, value_values = SIZES[level]
     t, d_k = int(choice(rng, ts)), int(choice(rng, widths))
-    given = {"K_cache": nonzero_matrix(rng, (t, d_k), key_values),  # (t, d_k): keys of the tokens decoded so far
-             "V_cache": nonzero_matrix(rng, (t, d_v), value_values),  # (t, d_v): their values
-             "q": nonzero_matrix(rng, (1, d_k), key_values),  # (1, d_k): the new token's query
-             "k": nonzero_matrix(rng, (1, d_k), key_values),  # (1, d_k): its key
-             "v": nonzero_matrix(rng, (1, d_v), value_values),  # (1, d_v): its value
+    keys, values = _key_table(key_values, d_k), _value_table(value_values, d_v)
+    q = keys.nonzero[int(rng.integers(len(keys.nonzero)))]
+    key = tuple(q.tolist())
+    table = _scores_for(key_values, d_k, key)
+    new = table.new_rows[int(rng.integers(len(table.new_rows)))]
+    s_new = int(new @ q)
+    window, scores = _window(table, s_new)  # the rows whose score is near the new one's
+    picks = rng.integers(len(window), size=t)
+    if (scores[picks] == s_new).all():  # every score equal: one of them drawn among the others
+        others = np.flatnonzero(scores != s_new)
+        picks[int(rng.integers(t))] = others[int(rng.integers(len(others)))]
+    K_cache = window[picks].copy()
+    column = _value_column(rng, level, K_cache, q, new) if d_v == 1 else None
+    if column is not None:
+        V_cache, v = column[:t, None].copy(), column[t:].copy()
+    else:
+        while True:
+            V_cache = values.rows[rng.integers(len(values.rows), size=t)]
+            v = values.nonzero[int(rng.integers(len(values.nonzero)))]
+            if (np.ptp(np.vstack([V_cache, v]), axis=0) > 0).all():
+                break
+    layers = int(choice(rng, LAYERS))
+    given = {"K_cache": K_cache,  # (t, d_k): keys of the tokens decoded so far
+             "V_cache": V_cache,  # (t, d_v): their values
+             "q": q[None, :].copy(),  # (1, d_k): the new token's query
+             "k": new[None, :].copy(),  # (1, d_k): its key
+             "v": v[None, :].copy(),  # (1, d_v): its value
              "d_k": d_k}
-    params = {"t": t, "t1": t + 1, "d_k": d_k, "d_v": d_v, "layers": int(choice(rng, LAYERS)),
-              "heads": int(choice(rng, HEADS)), "d_head": int(choice(rng, D_HEAD))}
+    params = {"t": t, "t1": t + 1, "d_k": d_k, "d_v": d_v, "layers": layers,
+              "heads": int(choice(rng, _HEADS_APART[layers])), "d_head": int(choice(rng, D_HEAD))}
     return given, params
+
+
+def _value_column(rng: np.random.Generator, level: int, K_cache: np.ndarray, q: np.ndarray,
+                  k: np.ndarray) -> np.ndarray | None:
+    """V as one column (t+1,) for these keys, drawn among every column of nonzero entries, not constant,
+    whose O = A V and O's mistakes (each a weight row times V, as _weight_mistakes makes them) are all
+    apart (more than O's separation) and O ≠ 0; None if none is. generate checks the kept draft
+    exactly all the same (and the careful student's O, which is rarely within reach of a mistake)."""
+    d_k, t = q.shape[0], K_cache.shape[0]
+    root = math.sqrt(d_k)
+    cached, s_new = K_cache @ q, float(k @ q)  # (t,): whole numbers, so these are S's cells exactly
+    S = np.append(cached, s_new)  # (t+1,)
+    rows = [S / root, np.append(cached, float(q @ q)) / root]  # the answer's, the query cached's
+    if d_k != 1:
+        rows += [S, S / d_k]  # no_scaling's, scaled_by_dk's
+    W = softmax(np.vstack(rows))  # (2 or 4, t+1)
+    seen = softmax(cached / root)  # (t,)
+    columns = _value_columns(SIZES[level][4], t + 1)  # (n, t+1)
+    O = W[0] @ columns.T  # (n,)
+    mistaken = np.vstack([seen @ columns[:, :t].T, W[0, :t] @ columns[:, :t].T,  # left out, stale
+                          W[1:] @ columns.T])  # (k, n): query cached, no_scaling, scaled_by_dk
+    gap = _separation(spec(level).decimals)
+    ordered = np.sort(mistaken, axis=0)
+    ok = (np.abs(O) > 1e-9) & (np.abs(mistaken - O).min(axis=0) > gap) & (np.diff(ordered, axis=0).min(axis=0) > gap)
+    admissible = np.flatnonzero(ok)
+    if not len(admissible):
+        return None
+    return columns[admissible[int(rng.integers(len(admissible)))]]
+
+
+@functools.cache
+def _value_columns(entries: tuple, length: int) -> np.ndarray:
+    """Every column of `length` nonzero entries that is not constant, read-only (at most 4⁴ of them)."""
+    nonzero = tuple(x for x in entries if x != 0)
+    every = np.array(list(itertools.product(nonzero, repeat=length)), dtype=float)
+    columns = every[np.ptp(every, axis=1) > 0]
+    columns.setflags(write=False)
+    return columns
+
+
+@functools.cache
+def _separation(decimals: int) -> float:
+    """misconceptions.separation of a part graded to `decimals` places."""
+    from ...core import misconceptions
+
+    return misconceptions.separation(Part(name="O", shape=(1, 1), reference=np.ones((1, 1)), decimals=decimals))
+
+
+SPREAD = 2.0  # |s_j − s_new| / √d_k: the new token's weight at least e⁻²-ish of any other's
+# the heads drawn for each number of layers: never as many heads as layers ("one head" and "one layer" meet)
+_HEADS_APART = {n: tuple(h for h in HEADS if h != n) for n in LAYERS}
+
+
+class _Rows(NamedTuple):
+    rows: np.ndarray  # every row over the entries that is not all zeros
+    nonzero: np.ndarray  # every row with no entry zero
+
+
+@functools.cache
+def _key_table(entries: tuple, width: int) -> _Rows:
+    return _rows_of(entries, width)
+
+
+@functools.cache
+def _value_table(entries: tuple, width: int) -> _Rows:
+    return _rows_of(entries, width)
+
+
+def _rows_of(entries: tuple, width: int) -> _Rows:
+    """Every row of `width` entries (at most 4⁴ of them), read-only."""
+    every = np.array(list(itertools.product(entries, repeat=width)), dtype=float)
+    rows, nonzero = every[(every != 0).any(axis=1)], every[(every != 0).all(axis=1)]
+    for a in (rows, nonzero):
+        a.setflags(write=False)
+    return _Rows(rows, nonzero)
+
+
+class _Scores(NamedTuple):
+    new_rows: np.ndarray  # the admissible new keys k for this q
+    rows: np.ndarray  # the admissible cached keys (|q·row| within MAX_SCALED·√d_k)
+    scores: np.ndarray  # their scores q·row, whole numbers
+    near: float  # SPREAD·√d_k
+
+
+@functools.cache
+def _scores_for(entries: tuple, d_k: int, q: tuple) -> _Scores:
+    """The admissible keys for the query q (made once per q: ~0.1 ms each, ~10 ms for all 103 queries of
+    the three levels)."""
+    keys = _key_table(entries, d_k)
+    root, qv = math.sqrt(d_k), np.array(q, dtype=float)
+    limit, near = MAX_SCALED * root + 1e-9, SPREAD * root + 1e-9
+    every = keys.rows @ qv
+    inside = np.abs(every) <= limit
+    rows, scores = keys.rows[inside], every[inside].astype(int)
+    distinct = sorted(set(scores.tolist()))  # (np.unique would import numpy.ma on first use: ~50 ms)
+    # a score with some other score near it: when every cached score came out equal, one is drawn again
+    drawable = {s for s in distinct if any(r != s and abs(r - s) <= near for r in distinct)}
+    qq = int(qv @ qv)
+    usable = np.array([s in drawable and s != qq for s in (keys.nonzero @ qv).astype(int).tolist()], dtype=bool)
+    new_rows = keys.nonzero[usable]
+    for a in (rows, scores, new_rows):
+        a.setflags(write=False)
+    return _Scores(new_rows, rows, scores, near)
+
+
+def _window(table: _Scores, s_new: int) -> tuple[np.ndarray, np.ndarray]:
+    """The cached-key rows whose score is within SPREAD·√d_k of the new key's score, and their scores."""
+    inside = np.abs(table.scores - s_new) <= table.near
+    return table.rows[inside], table.scores[inside]
 
 
 WHOLE = ("K", "V", "scores", "cache_floats")  # whole numbers from whole entries: decimals_for gives 0
@@ -92,13 +243,8 @@ def _parts(refs: dict[str, np.ndarray], level: int) -> list[Part]:
                  decimals=0 if name in WHOLE else decimals_for(ref, decimals)) for name, ref in refs.items()]
 
 
-def _draft(rng: np.random.Generator, level: int) -> Draft:
-    given, params = _draw(rng, level)
-    return Draft(given=given, parts=_parts(references_of(given, params), level), params=params)
-
-
-def _teaches(draft: Draft) -> bool:
-    return _teaches_refs({p.name: p.reference for p in draft.parts}, draft.given["d_k"])
+# The checks of VERSION 1's generate, drawn-and-refused: the construction is held to them
+# (tests/test_kinds_kv_cache_constructive.py: _teaches_refs, _sizes_apart, _apart_from_careful).
 
 
 def _teaches_refs(refs: dict[str, np.ndarray], d_k: int) -> bool:
@@ -114,32 +260,75 @@ def generate(rng: np.random.Generator, level: int) -> Draft:
     """A decoding step whose mistakes all differ from the answers, from each other and from what a careful
     student who rounds writes (to 2 decimals too), and that fits the level's time budget.
 
-    The checks are pure functions of the draw, so their order only sets the cost: the references
-    first (no parts for a draw that teaches nothing), every part's mistakes computed once for both
-    mistake checks, the time budget (which rarely fails) last."""
-    from ...core import budget, misconceptions
-    from .._shared.fast import all_clash_free, clash_free
-
+    _draw builds K, V, the scores and the sizes so that their mistakes are apart and the step teaches
+    (small exponents, scores not all equal, values that differ) and the worst case of the sizes fits
+    the budget; what is left to check is A's and O's mistakes, exactly (about 1 draw in 15 fails)."""
     for _ in range(MAX_TRIES):
         given, params = _draw(rng, level)
-        if not _sizes_apart(params):
-            continue
-        refs = references_of(given, params)
-        if not _teaches_refs(refs, given["d_k"]):
+        refs, mistakes = _built(given, params)
+        if np.abs(refs["O"]).max() <= 1e-9:  # an output of zeros says nothing
             continue
         parts = _parts(refs, level)
-        K = parts[0]  # the cheapest of the mistakes' checks, and the one that fails most (q = k)
-        if not clash_free(K.reference, _key_mistakes(given), misconceptions.separation(K)):
-            continue
-        mistakes = _mistakes(given, params)
-        if not all_clash_free(parts[1:-1], mistakes):  # K and the cache size checked already
-            continue
-        ex = Exercise(kind=ID, seed=0, level=level, version=VERSION, given=given, parts=tuple(parts), params=params)
-        if _apart_from_careful(ex, mistakes, apart_from_answers=True) \
-                and (_most_minutes(params) <= budget.BUDGET_MINUTES[level]
-                     or _operations(ex).minutes <= budget.BUDGET_MINUTES[level]):
+        if _weights_apart(parts, mistakes, given, level):
             return Draft(given=given, parts=parts, params=params)
     raise RuntimeError(f"kv_cache: no variant in {MAX_TRIES} draws")
+
+
+def _built(given: dict, params: dict) -> tuple[dict[str, np.ndarray], dict[str, dict[str, np.ndarray]]]:
+    """references_of and _mistakes at once, each row stacked once: the same values
+    (tests/test_kinds_kv_cache_constructive.py)."""
+    K_cache, V_cache, q, k, v = _given_rows(given)
+    d_k = int(given["d_k"])
+    t = K_cache.shape[0]
+    K, V = np.concatenate([K_cache, k]), np.concatenate([V_cache, v])  # (t+1, d_k), (t+1, d_v)
+    K_first, V_first = np.concatenate([k, K_cache]), np.concatenate([v, V_cache])  # the new row put first
+    K_query = np.concatenate([K_cache, q])  # the query cached in the place of the key
+    S, S_first, S_query = q @ K.T, q @ K_first.T, q @ K_query.T  # (1, t+1) each
+    A_found, O_found, A = _weight_mistakes(S, S_first, S_query, V_cache, V, d_k, with_answer=True)
+    n, h, d = params["layers"], params["heads"], params["d_head"]
+    size = np.array([[float(cache_floats(n, h, t + 1, d))]])
+    refs = {"K": K, "V": V, "scores": S, "A": A, "O": A @ V, "cache_floats": size}
+    mistakes = {"K": {"kv_new_row_first": K_first, "kv_query_cached": K_query}, "V": {"kv_new_row_first": V_first},
+                "scores": {"kv_new_row_first": S_first, "kv_query_cached": S_query}, "A": A_found, "O": O_found,
+                "cache_floats": {mid: np.array([[float(x)]]) for mid, x in _size_mistakes(n, h, d, t).items()}}
+    return refs, mistakes
+
+
+def _weights_apart(parts: list[Part], mistakes: dict, given: dict, level: int) -> bool:
+    """A's and O's mistakes apart from their answers, from each other and from the careful student's
+    values: what all_clash_free and _apart_from_careful decide for those two parts (the other parts are
+    apart by construction; tests/test_kinds_kv_cache_constructive.py holds the two to each other)."""
+    from ...core import misconceptions
+    from .._shared.fast import rounded
+
+    A, O = parts[3], parts[4]
+    rounding = max([p.decimals for p in parts] + [0]) or 2  # grading.declared_decimals
+    # chain's careful student (round_half_up as `rounded`): the whole K, V and scores are written exactly
+    careful_A = rounded(softmax(rounded(parts[2].reference / math.sqrt(int(given["d_k"])), rounding)), rounding)
+    careful_O = rounded(careful_A @ parts[1].reference, rounding)
+    return (_clear(A.reference, careful_A, mistakes["A"], misconceptions.separation(A))
+            and _clear(O.reference, careful_O, mistakes["O"], misconceptions.separation(O)))
+
+
+def _clear(reference: np.ndarray, careful: np.ndarray, alts: dict[str, np.ndarray], gap: float) -> bool:
+    """fast.clash_free(reference, alts, gap) and fast.apart_from(careful, alts, gap) in one block, for
+    mistakes of the reference's shape with every cell finite (A's and O's here: |s/√d_k| ≤ 4)."""
+    block = np.array(list(alts.values())).reshape(len(alts), -1)  # (k, cells)
+    targets = np.array([reference.ravel(), careful.ravel()])  # (2, cells)
+    if (np.abs(block[:, None, :] - targets[None, :, :]).max(axis=-1) <= gap).any():
+        return False
+    widest = np.abs(block[:, None, :] - block[None, :, :]).max(axis=-1)  # (k, k), 0 on the diagonal
+    return np.count_nonzero(widest <= gap) == len(block)
+
+
+def collides(ex: Exercise, guards: tuple[str, ...]) -> bool:
+    """misconceptions.collides(ex, guards): with no guards (GUARDS: this kind keeps its mistakes apart
+    itself) there is no mistake to collide, and nothing to compute."""
+    if not guards:
+        return False
+    from ...core import misconceptions
+
+    return misconceptions.collides(ex, guards=guards)
 
 
 def _most_minutes(params: dict) -> float:
@@ -165,12 +354,6 @@ def _sizes_apart(params: dict) -> bool:
 def _size_mistakes(n: int, h: int, d: int, t: int) -> dict[str, int]:
     return {"kv_cache_size_one_of_k_v": n * h * (t + 1) * d, "kv_cache_size_before_step": 2 * n * h * t * d,
             "kv_cache_size_one_layer": 2 * h * (t + 1) * d, "kv_cache_size_one_head": 2 * n * (t + 1) * d}
-
-
-def _key_mistakes(given: dict) -> dict[str, np.ndarray]:
-    """The mistakes of K alone (as _mistakes gives them)."""
-    K_cache, _, q, k, _ = _given_rows(given)
-    return {"kv_new_row_first": np.vstack([k, K_cache]), "kv_query_cached": np.vstack([K_cache, q])}
 
 
 def _apart_from_careful(ex: Exercise, mistakes: dict[str, dict[str, np.ndarray]] | None = None,
@@ -202,37 +385,40 @@ def mistakes_of(given: dict, params: dict, name: str) -> dict[str, np.ndarray]:
 
 def _mistakes(given: dict, params: dict) -> dict[str, dict[str, np.ndarray]]:
     """{part name: {mistake id: what it gives for that part}}, every part at once."""
-    K_cache, V_cache, q, k, v = _given_rows(given)
-    d_k = int(given["d_k"])
+    return _built(given, params)[1]
+
+
+def _weight_mistakes(S: np.ndarray, S_first: np.ndarray, S_query: np.ndarray, V_cache: np.ndarray, V: np.ndarray,
+                     d_k: int, with_answer: bool = False):
+    """A's and O's mistakes from the scores as they are, with the new row first and with the query
+    cached: every softmax row of them at once (a row's softmax is the same numbers alone or stacked).
+    `with_answer`: A itself as a third value."""
     root = math.sqrt(d_k)
-    t = K_cache.shape[0]
-    K, V = np.vstack([K_cache, k]), np.vstack([V_cache, v])  # (t+1, d_k), (t+1, d_v)
-    K_first, V_first = np.vstack([k, K_cache]), np.vstack([v, V_cache])  # the new row put first
-    K_query = np.vstack([K_cache, q])  # the query cached in the place of the key
-    S = q @ K.T  # (1, t+1)
-    A = softmax(S / root)
-    S_first, S_query = q @ K_first.T, q @ K_query.T
-    # each softmax once, each used for A's mistake and O's: whole entries make q K_cacheᵀ exactly S's first t
-    seen = softmax(S[:, :t] / root)  # (1, t): the new position hidden as if it were in the future
-    A_found = {"kv_new_row_masked": np.zeros_like(A)}
-    A_found["kv_new_row_masked"][:, :t] = seen
-    A_found.update(kv_new_row_first=softmax(S_first / root), kv_query_cached=softmax(S_query / root))
+    t = V_cache.shape[0]
+    Z = S / root
+    rows = [Z, S_first / root, S_query / root]
     if d_k != 1:
-        A_found.update(no_scaling=softmax(S), scaled_by_dk=softmax(S / d_k), scaled_times_sqrt_dk=softmax(S * root))
-    total = (S / root).sum()
+        rows += [S, S / d_k, S * root]
+    weights = softmax(np.concatenate(rows))  # (3 or 6, t+1)
+    A = weights[0:1]
+    # whole entries make q K_cacheᵀ exactly S's first t
+    seen = softmax(S[:, :t] / root)  # (1, t): the new position hidden as if it were in the future
+    masked = np.zeros_like(A)
+    masked[:, :t] = seen
+    A_found = {"kv_new_row_masked": masked, "kv_new_row_first": weights[1:2], "kv_query_cached": weights[2:3]}
+    if d_k != 1:
+        A_found.update(no_scaling=weights[3:4], scaled_by_dk=weights[4:5], scaled_times_sqrt_dk=weights[5:6])
+    total = Z.sum()
     if abs(total) > 1e-9:
-        A_found["no_exp"] = S / root / total
-    A_found["softmax_no_normalise"] = np.exp(S / root)
+        A_found["no_exp"] = Z / total
+    A_found["softmax_no_normalise"] = np.exp(Z)
     # with the new position masked (A's last weight 0) the output is this same stale one
     O_found = {"kv_new_key_left_out": seen @ V_cache,  # attention over the cache alone
                "kv_stale_value": A[:, :t] @ V_cache,  # the new weight dropped with the missing row of V
-               "kv_query_cached": A_found["kv_query_cached"] @ V}
+               "kv_query_cached": weights[2:3] @ V}
     if d_k != 1:
-        O_found.update(no_scaling=A_found["no_scaling"] @ V, scaled_by_dk=A_found["scaled_by_dk"] @ V)
-    sizes = _size_mistakes(params["layers"], params["heads"], params["d_head"], t)
-    return {"K": {"kv_new_row_first": K_first, "kv_query_cached": K_query}, "V": {"kv_new_row_first": V_first},
-            "scores": {"kv_new_row_first": S_first, "kv_query_cached": S_query}, "A": A_found,
-            "O": O_found, "cache_floats": {mid: np.array([[float(x)]]) for mid, x in sizes.items()}}
+        O_found.update(no_scaling=weights[3:4] @ V, scaled_by_dk=weights[4:5] @ V)
+    return (A_found, O_found, A) if with_answer else (A_found, O_found)
 
 
 def diagnose(ex: Exercise, part: Part, value: np.ndarray) -> str | None:

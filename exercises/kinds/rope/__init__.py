@@ -11,12 +11,17 @@ Angles are multiples of 90° (level 1 and 2) or 30° (level 3 and some of level 
 one angle for every position, the sign of sin, the rotation applied to q only or not at all) and
 K_rot Q_rotᵀ; the pipeline's score mistakes on the unrotated Q and K are guarded too (GUARDS).
 Rotating V, which these parts cannot show, is asked in `concepts` at level 3 (its rope_rotates question).
+Since VERSION 2 level 1 (whole numbers only: turns of 90°) is drawn from the table of its admissible
+variants (_level_one, by rule on first use); levels 2 and 3 draw and check (1 draw in 200 refused).
 """
 
 from __future__ import annotations
 
 import functools
+import itertools
+import math
 from dataclasses import replace
+from fractions import Fraction
 
 import numpy as np
 import sympy
@@ -32,7 +37,9 @@ from ...i18n import msg
 
 ID = "rope"
 ORDER = 84  # after multi_head: where a token is, once attention is whole
-VERSION = 1
+VERSION = 2  # 2: constructive (issue 14): level 1 drawn from the table of its admissible variants (_level_one:
+# a third of VERSION 1's draws were refused there); generate evaluates no sympy (references and the prompt's
+# table from the whole-number forms (A + B√3)/2), and the engine's redraw test is the collides hook
 LEVELS = (1, 2, 3)
 # the pipeline's own score mistakes, made on the unrotated Q and K (misconceptions.alternatives)
 GUARDS = ("transposed_scores", "scores_not_transposed")
@@ -68,13 +75,108 @@ def _params(given: dict) -> dict:
 
 def generate(rng: np.random.Generator, level: int) -> Draft:
     """Rows whose rotation changes something and whose mistakes all differ from the answers and from
-    each other (to 2 decimals too)."""
+    each other (to 2 decimals too). Level 1: one of its admissible variants, none refused (the table is
+    every variant the check below accepts: tests/test_kinds_rope_constructive.py); levels 2 and 3 draw
+    and check (about 1 draw in 200 is refused)."""
     from .._shared.fast import all_clash_free
 
+    if level == 1:
+        return _level_one_draft(rng)
     while True:
         draft = _draft(rng, level)
         if all_clash_free(draft.parts, guarded_mistakes(draft.given)):
-            return replace(draft, params=_params(draft.given))
+            return replace(draft, params=_params(draft.given), memo=dict(_CHECKED))
+
+
+# the engine's redraw test answered by generate's own check: its plain_* mistakes are the registry's two
+# (GUARDS, the same values), kept apart from the scores and from each other; misconceptions.collides and
+# the collides hook read it from the exercise's memo
+_CHECKED = {("collides", GUARDS): False}
+
+
+def collides(ex: Exercise, guards: tuple[str, ...]) -> bool:
+    """misconceptions.collides(ex, guards) for this kind's GUARDS without the pipeline: the registry's two
+    score mistakes on the unrotated Q and K are K Qᵀ and (when Q K is defined) Q K, put to the scores as
+    clash_by_part does (tests/test_kinds_rope_constructive.py holds the two to each other)."""
+    from ...core import misconceptions
+
+    if tuple(guards) != GUARDS:
+        return misconceptions.collides(ex, guards=guards)
+    memo = ex.__dict__.get("_memo", {})
+    if ("collides", GUARDS) in memo:  # generate's check answered it (_CHECKED)
+        return memo[("collides", GUARDS)]
+    Q, K = np.asarray(ex.given["Q"], dtype=float), np.asarray(ex.given["K"], dtype=float)
+    alts = {"transposed_scores": K @ Q.T}
+    if Q.shape[1] == K.shape[0]:
+        alts["scores_not_transposed"] = Q @ K
+    part = ex.part("scores")
+    return misconceptions.any_clash(part.reference, alts, misconceptions.separation(part))
+
+
+def _level_one_draft(rng: np.random.Generator) -> Draft:
+    starts, Qs, Ks, table = _level_one()
+    start, q, k = table[int(rng.integers(len(table)))].tolist()
+    n, _, thetas, _ = SIZES[1]
+    given = {"Q": Qs[q].copy(), "K": Ks[k].copy(), "pos": np.arange(starts[start], starts[start] + n, dtype=float),
+             "theta": np.array(thetas[0], dtype=float)}
+    decimals = spec(1).decimals
+    parts = [Part(name=name, shape=ref.shape, reference=ref, decimals=decimals_for(ref, decimals))
+             for name, ref in exact_references(given["Q"], given["K"], given["pos"], given["theta"]).items()]
+    return Draft(given=given, parts=parts, params=_params(given), memo=dict(_CHECKED))
+
+
+@functools.cache
+def _level_one() -> tuple[tuple[int, ...], np.ndarray, np.ndarray, np.ndarray]:
+    """Level 1's admissible variants, enumerated by rule (~3 ms once, 2172 of them): (the first positions,
+    the matrices Q may be, those K may be, every admissible (first position, Q, K) as a row of indices).
+
+    Level 1 turns 2 × 2 rows of whole entries by multiples of 90°: cos and sin are 0 and ±1, every part
+    and every mistake is a whole matrix, and two of them are within a part's separation (< 1) only when
+    equal. So the check of generate is: Q_rot, its three mistakes (one angle, the sign of sin, not
+    rotated) all different; the same for K_rot; and the scores Q_rot K_rotᵀ, Q Kᵀ, Q_rot Kᵀ, K_rot Q_rotᵀ,
+    Q_back K_backᵀ, K Qᵀ and Q K all different. Q and K: nonzero_matrix's (no row, no column all zeros)."""
+    n, m, thetas, starts = SIZES[1]
+    (theta,) = thetas[0]
+    every = np.array(list(itertools.product(VALUES[1], repeat=n * 2 * m)), dtype=float).reshape(-1, n, 2 * m)
+    X = every[(every != 0).any(axis=2).all(axis=1) & (every != 0).any(axis=1).all(axis=1)]  # (N, n, 2)
+
+    def turned(M: np.ndarray, degrees) -> np.ndarray:  # each row p by degrees[p] (multiples of 90°)
+        c = np.array([_halves(int(d) % 360)[0][0] / 2 for d in degrees])  # (n,): cos as (A + 0·√3)/2
+        s = np.array([_halves(int(d) % 360)[1][0] / 2 for d in degrees])
+        out = np.empty_like(M)
+        out[..., 0] = M[..., 0] * c - M[..., 1] * s
+        out[..., 1] = M[..., 0] * s + M[..., 1] * c
+        return out
+
+    def distinct(*values: np.ndarray) -> np.ndarray:  # no two equal, along the leading axes
+        # each matrix as one number: its whole entries (|x| < 32) as digits in base 64, exact in a float
+        codes = [(v.reshape(*v.shape[:-2], -1) + 32) @ 64.0 ** np.arange(v.shape[-2] * v.shape[-1]) for v in values]
+        ok = np.ones(codes[0].shape, dtype=bool)
+        for a, b in itertools.combinations(codes, 2):
+            ok &= a != b
+        return ok
+
+    table = []
+    for index, start in enumerate(starts):
+        phi = [(start + p) * theta for p in range(n)]
+        rot, back, once = turned(X, phi), turned(X, [-a for a in phi]), turned(X, [theta] * n)
+        good = np.flatnonzero(distinct(rot, once, back, X))  # Q_rot's (and K_rot's) check
+        R, B, P = rot[good], back[good], X[good]  # (g, n, 2)
+        Rt, Bt, Pt = R.transpose(0, 2, 1), B.transpose(0, 2, 1), P.transpose(0, 2, 1)
+
+        def pair(A: np.ndarray, Bm: np.ndarray) -> np.ndarray:  # A[i] @ Bm[j] for every (i, j): (g, g, n, n)
+            return A[:, None] @ Bm[None, :]  # whole numbers: exact
+
+        S = pair(R, Rt)
+        plain = pair(P, Pt)  # Q Kᵀ; its transpose per pair is K Qᵀ (and S's is K_rot Q_rotᵀ)
+        ok = distinct(S, plain, pair(R, Pt), S.transpose(0, 1, 3, 2), pair(B, Bt), plain.transpose(0, 1, 3, 2),
+                      pair(P, P))  # (g, g): Q index, K index
+        i, j = np.nonzero(ok)
+        table.append(np.stack([np.full(len(i), index), good[i], good[j]], axis=1))
+    table = np.concatenate(table)
+    for a in (X, table):
+        a.setflags(write=False)
+    return tuple(starts), X, X, table
 
 
 @functools.lru_cache(maxsize=256)
@@ -188,10 +290,26 @@ def _halves_of_sympy(degrees: int) -> tuple[tuple[int, int], tuple[int, int]]:
     return out[0], out[1]
 
 
+# the whole-number forms whose float is taken from an unevaluated sympy sum (the same floats as the
+# evaluated one: tests/test_kinds_rope_constructive.py over this whole box); the evaluated sum's first
+# use imports sympy.tensor and more (~80-170 ms once), which generate no longer pays
+FLOAT_BOX = (60, 24)  # |whole|, |root|; with denominators 2 and 4 (rotated entries, scores)
+
+
 @functools.lru_cache(maxsize=8192)
 def _float_of(whole: int, root: int, denominator: int) -> float:
     """(whole + root √3) / denominator as a float, through the same sympy number as the exact forms."""
+    if abs(whole) <= FLOAT_BOX[0] and abs(root) <= FLOAT_BOX[1] and denominator in (2, 4):
+        if root == 0:
+            return float(sympy.Rational(whole, denominator))
+        term = sympy.Mul(sympy.Rational(root, denominator), _SQRT3, evaluate=False)
+        if whole == 0:
+            return float(term)
+        return float(sympy.Add(sympy.Rational(whole, denominator), term, evaluate=False))
     return float(sympy.Rational(whole, denominator) + sympy.Rational(root, denominator) * sympy.sqrt(3))
+
+
+_SQRT3 = sympy.sqrt(3)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -246,12 +364,26 @@ def _trig_text(x: sympy.Expr) -> str:
 
 def angle_table(pos: np.ndarray, theta: np.ndarray) -> str:
     """cos and sin of every angle pos_p θ_i that appears, in the prompt's words."""
-    angles = sorted({int(round(a)) for a in rotation_angles(pos, theta).ravel()})
+    return _angle_table(tuple(np.asarray(pos, dtype=float).tolist()), tuple(np.asarray(theta, dtype=float).tolist()))
+
+
+@functools.lru_cache(maxsize=256)
+def _angle_table(pos: tuple[float, ...], theta: tuple[float, ...]) -> str:
+    angles = sorted({int(round(a)) for a in rotation_angles(np.array(pos), np.array(theta)).ravel()})
     rows = []
     for a in angles:
-        c, s = exact_cos_sin(a)
-        rows.append(f"cos {a}° = {_trig_text(c)}, sin {a}° = {_trig_text(s)}")
+        c, s = (_halves_text(*x) for x in _halves(a))
+        rows.append(f"cos {a}° = {c}, sin {a}° = {s}")
     return "; ".join(rows)
+
+
+def _halves_text(whole: int, root: int) -> str:
+    """(whole + root √3)/2 of the table as _trig_text writes it: 1, −1/2, √3/2 ≈ 0.866 (no sympy)."""
+    if root == 0:
+        return str(Fraction(whole, 2))
+    if whole == 0 and abs(root) == 1:
+        return f"{'-' if root < 0 else ''}√3/2 ≈ {root * math.sqrt(3) / 2:.3f}"
+    return _trig_text(sympy.Rational(whole, 2) + sympy.Rational(root, 2) * sympy.sqrt(3))
 
 
 # ---------------------------------------------------------------- mistakes, diagnosis, carrying forward

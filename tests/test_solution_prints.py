@@ -76,7 +76,7 @@ PRINTS = {
     "grad_scores": "b1584ddbaafd0102",
     "grad_projections": "f86bb91a87ba766d",
     "grad_embedding": "7fb08ecbb98f2959",
-    "backprop": "a607da2a1f38896b",
+    "backprop": "0fc6367de58914b2",  # VERSION 4: constructive generator (issue 14)
     "backprop_loss": "3e6a6df5641b3ac0",
     "grad_multi_head": "27c71eb133c81771",
     "kv_cache": "32715a0480a27adf",  # issue 17's last two kinds, from when they were merged

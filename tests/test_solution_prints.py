@@ -77,7 +77,7 @@ PRINTS = {
     "grad_projections": "f86bb91a87ba766d",
     "grad_embedding": "7fb08ecbb98f2959",
     "backprop": "0fc6367de58914b2",  # VERSION 4: constructive generator (issue 14)
-    "backprop_loss": "3e6a6df5641b3ac0",
+    "backprop_loss": "b49756a0eb4129fe",  # VERSION 2: constructive generator (issue 14)
     "grad_multi_head": "27c71eb133c81771",
     "kv_cache": "32715a0480a27adf",  # issue 17's last two kinds, from when they were merged
     "gqa": "76ed2a2e6b1390ed",

@@ -141,7 +141,9 @@ def _product(left: np.ndarray, right: np.ndarray) -> tuple[np.ndarray, np.ndarra
 
 def seconds(fwd: Mapping[str, np.ndarray], ref: Mapping[str, np.ndarray], names) -> np.ndarray:
     """Per candidate: budget.count(given, names, env).seconds of the backward steps from G_O to `names`
-    (every one of them asked and written), at budget.RATES."""
+    (those of them that are steps, every one asked and written: G_O's cells too when it is among them),
+    at budget.RATES."""
+    names = set(names)
     A, G_A = fwd["A"], ref["G_A"]
     k = len(G_A)
     mult = np.zeros(k)
@@ -156,17 +158,20 @@ def seconds(fwd: Mapping[str, np.ndarray], ref: Mapping[str, np.ndarray], names)
 
     product(ref["G_O"], fwd["V"].T)  # G_A
     product(A.T, ref["G_O"])  # G_V
-    a_nz, a_hard = _factors(A)
-    g_nz, g_hard = _factors(G_A)
-    weights = int(a_nz.sum())
-    terms = (a_nz & g_nz).sum(axis=(1, 2))
-    hard = (a_hard & g_hard).sum(axis=(1, 2))
-    mult = mult + hard + weights
-    add = add + terms - hard + weights
-    if int(fwd["d_k"]) != 1:
+    if "G_scaled" in names:
+        a_nz, a_hard = _factors(A)
+        g_nz, g_hard = _factors(G_A)
+        weights = int(a_nz.sum())
+        terms = (a_nz & g_nz).sum(axis=(1, 2))
+        hard = (a_hard & g_hard).sum(axis=(1, 2))
+        mult = mult + hard + weights
+        add = add + terms - hard + weights
+    if "G_scores" in names and int(fwd["d_k"]) != 1:
         divisions = divisions + _factors(ref["G_scaled"])[0].sum(axis=(1, 2))
-    product(ref["G_scores"], fwd["K"])  # G_Q
-    product(_t(ref["G_scores"]), fwd["Q"])  # G_K
+    if "G_Q" in names:
+        product(ref["G_scores"], fwd["K"])
+    if "G_K" in names:
+        product(_t(ref["G_scores"]), fwd["Q"])
     if "G_X" in names:
         X = fwd["X"]
         for g in ("G_Q", "G_K", "G_V"):
@@ -178,3 +183,56 @@ def seconds(fwd: Mapping[str, np.ndarray], ref: Mapping[str, np.ndarray], names)
     r = budget.RATES
     return (r["multiply_adds"] * mult + r["divisions"] * divisions + r["additions"] * add
             + r["cells"] * cells)
+
+
+def careful(fwd: Mapping[str, np.ndarray], G_O: np.ndarray, names, places: int) -> dict[str, np.ndarray]:
+    """{part: (k, …)}: what a careful student writes under "round what you write, then compute" for the
+    stack G_O (k, n, d_v), G_O itself given exactly: every step from the values before it as rounded to
+    `places` (decimal half up), as pipeline.run(given, rounding=places) computes it."""
+    def round_half_up(values: np.ndarray, places: int) -> np.ndarray:
+        return _round(values, places)
+
+    A, V = fwd["A"], fwd["V"]
+    out = {"G_O": round_half_up(G_O, places)}
+    out["G_A"] = round_half_up(out["G_O"] @ V.T, places)
+    out["G_V"] = round_half_up(A.T @ out["G_O"], places)
+    if "G_scaled" not in names:
+        return out
+    G_A = out["G_A"]
+    out["G_scaled"] = round_half_up(A * (G_A - np.sum(A * G_A, axis=-1, keepdims=True)), places)
+    out["G_scores"] = round_half_up(out["G_scaled"] / math.sqrt(int(fwd["d_k"])), places)
+    if "G_Q" not in names:
+        return out
+    G_S = out["G_scores"]
+    out["G_Q"], out["G_K"] = round_half_up(G_S @ fwd["K"], places), round_half_up(_t(G_S) @ fwd["Q"], places)
+    X = fwd["X"]
+    for g in ("Q", "K", "V"):
+        out[f"G_W_{g}"] = round_half_up(X.T @ out[f"G_{g}"], places)
+    out["G_X"] = round_half_up(out["G_Q"] @ fwd["W_Q"].T + out["G_K"] @ fwd["W_K"].T + out["G_V"] @ fwd["W_V"].T,
+                               places)
+    return out
+
+
+def _round(values: np.ndarray, places: int) -> np.ndarray:
+    """numbers.round_half_up of finite values (these are): the same float per cell, numpy's arithmetic for
+    every cell not on (or a float's breadth from) a half, numbers.round_half_up's decimal rule if one is."""
+    scale = 10.0 ** places
+    scaled = np.abs(values) * scale
+    floor = np.floor(scaled)
+    if (np.abs(scaled - floor - 0.5) < 1e-6).any():
+        from ...core.numbers import round_half_up
+
+        return round_half_up(values, places)
+    return np.sign(values) * np.floor(scaled + 0.5) / scale + 0.0
+
+
+def near(values: Mapping[str, np.ndarray], alt: Mapping[str, np.ndarray], names, separation: float) -> np.ndarray:
+    """Per candidate (k,): some part's mistake within `separation` of `values` (k, …) in every cell of it
+    (the rounding check's question: _shared/apart.apart_from_rounded refuses such a variant)."""
+    found = None
+    for name in names:
+        V = values[name].reshape(len(values[name]), 1, -1)  # (k, 1, cells)
+        M = alt[name].reshape(*alt[name].shape[:2], -1)  # (k, m, cells)
+        hit = (np.abs(M - V).max(axis=-1) <= separation).any(axis=1)
+        found = hit if found is None else found | hit
+    return found

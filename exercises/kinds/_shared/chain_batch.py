@@ -102,7 +102,7 @@ def clashes(ref: Mapping[str, np.ndarray], alt: Mapping[str, np.ndarray], names,
     """Per candidate (k,): some part's mistake within `separation` of the part's reference in every cell, or
     of another mistake's (misconceptions.clash_by_part's rule; every value here is finite). Every part is
     tested at once: its answer and mistakes are the rows of one slice of a block padded to the widest
-    part, and the pairs still alike are narrowed cell by cell (most are apart after the first cell)."""
+    part; the pairs alike in its first cell (few) are compared in the others."""
     names = list(names)
     k = len(ref[names[0]])
     rows = 1 + max(alt[name].shape[1] for name in names)
@@ -111,15 +111,17 @@ def clashes(ref: Mapping[str, np.ndarray], alt: Mapping[str, np.ndarray], names,
     block[:] = FAR * np.arange(rows)
     for p, name in enumerate(names):
         m, cells = alt[name].shape[1], ref[name][0].size
-        block[:cells, :, p, 0] = ref[name].reshape(k, cells).T
-        block[:cells, :, p, 1:1 + m] = alt[name].reshape(k, m, cells).transpose(2, 0, 1)
+        # the cells last to first: a causal part's first cells (row 1, the hidden keys) are 0 in every row
+        block[:cells, :, p, 0] = ref[name].reshape(k, cells)[:, ::-1].T
+        block[:cells, :, p, 1:1 + m] = alt[name].reshape(k, m, cells)[:, :, ::-1].transpose(2, 0, 1)
         block[cells:, :, p, :1 + m] = 0.0  # the padding: alike in the rows the part fills
-    near = ~np.eye(rows, dtype=bool)  # the pairs still alike in every cell so far, off the diagonal
-    for cell in block:  # (k, parts, rows)
-        near = near & (np.abs(cell[:, :, :, None] - cell[:, :, None, :]) <= separation)
-        if not near.any():
-            break
-    return near.any(axis=(1, 2, 3))
+    first = block[0]  # (k, parts, rows)
+    near = (np.abs(first[:, :, :, None] - first[:, :, None, :]) <= separation) & ~np.eye(rows, dtype=bool)
+    c, p, i, j = np.nonzero(near)  # the pairs alike in the first cell: the rest of their cells at once
+    alike = (np.abs(block[1:, c, p, i] - block[1:, c, p, j]) <= separation).all(axis=0)  # (pairs,)
+    found = np.zeros(k, dtype=bool)
+    found[c[alike]] = True
+    return found
 
 
 def _factors(M: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -233,13 +233,9 @@ def _off_target(O: np.ndarray) -> np.ndarray:
 
 def _ties(refs) -> np.ndarray:
     """_tie per candidate of stacks (k, …): some cell a float's breadth from a half of the last place."""
-    found = None
-    for M in refs:
-        scaled = np.abs(M.reshape(len(M), -1)) * 100
-        near = np.abs(scaled - np.floor(scaled) - 0.5) < 1e-6
-        hit = (near & (scaled * 2 != np.round(scaled * 2))).any(axis=1)
-        found = hit if found is None else found | hit
-    return found
+    scaled = np.abs(np.concatenate([M.reshape(len(M), -1) for M in refs], axis=1)) * 100  # (k, cells)
+    near = np.abs(scaled - np.floor(scaled) - 0.5) < 1e-6
+    return (near & (scaled * 2 != np.round(scaled * 2))).any(axis=1)
 
 
 def admissible(given: dict, level: int, which: np.ndarray, every: bool = False) -> dict[str, np.ndarray]:

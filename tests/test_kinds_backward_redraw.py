@@ -1,17 +1,18 @@
 """The backward kinds answer the engine's redraw test early (misconceptions.clash_by_part): every variant
 they refuse themselves is one the engine would refuse (so the exercises stay those the pins hold), and a
-check they leave out is one that always passes."""
+check they leave out is one that always passes. (backprop's own tests of this, since its constructive
+generator of VERSION 4: tests/test_kinds_backprop_constructive.py.)"""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from exercises.core import budget, engine, misconceptions, pipeline
-from exercises.core.draft import Draft, reference_parts
+from exercises.core import budget, engine, misconceptions
+from exercises.core.draft import reference_parts
 from exercises.core.levels import spec
 from exercises.core.model import Exercise
-from exercises.kinds import backprop, backprop_loss, grad_weighted_sum
+from exercises.kinds import backprop_loss, grad_weighted_sum
 
 
 def _exercise(kind, level: int, draft) -> Exercise:
@@ -60,25 +61,6 @@ def test_grad_weighted_sum_refuses_only_what_the_engine_refuses():
     assert refused > 0  # the test sees refusals, not only variants that pass
 
 
-def test_backprop_refuses_at_level_3_only_what_the_engine_refuses():
-    refused = 0
-    for seed in range(40):
-        rng = engine.rng_for("backprop", seed, 3)
-        for candidate in backprop._candidates(rng, 3)[:4]:
-            given = backprop._forward(rng, 3, candidate)
-            if given is None:
-                continue
-            env = pipeline.run(given)
-            names = backprop.PARTS + backprop.PROJECTION_PARTS
-            parts = reference_parts(given, names, spec(3).decimals, env)
-            ours = misconceptions.clash_by_part({p.name: p for p in parts}, {"G_X": backprop._g_x_mistakes(env)})
-            if ours:
-                refused += 1
-                draft = Draft(given=given, parts=parts, params={})
-                assert misconceptions.collisions(_exercise(backprop, 3, draft), guards=backprop.GUARDS)
-    assert refused > 0
-
-
 def test_backprop_level_3_always_fits_its_budget():
     """Its budget check is left out: the count with every cell a nonzero non-unit (the most work a
     variant of its sizes can need; zeros and ±1 only save work) fits the level's minutes."""
@@ -120,20 +102,3 @@ def test_backprop_loss_checks_decide_as_the_engine_and_the_rounding_check(level)
                 == _apart_value_by_value(ex, by_part))
         seen += 1
     assert seen > 5
-
-
-@pytest.mark.parametrize("level", backprop.LEVELS)
-def test_backprop_refuses_a_mute_candidate_only_where_teaches_does(level):
-    names = backprop.PARTS + (backprop.PROJECTION_PARTS if level == 3 else [])
-    verdicts = set()
-    for seed in range(25):
-        rng = engine.rng_for("backprop", seed, level)
-        for candidate in backprop._candidates(rng, level)[:6]:
-            given = backprop._forward(rng, level, candidate)
-            if given is None:
-                continue
-            mute = backprop._surely_mute(given)
-            teaches = backprop._teaches(given, reference_parts(given, names, spec(level).decimals))
-            assert not (mute and teaches), (level, seed)
-            verdicts.add(mute)
-    assert verdicts == {True, False}

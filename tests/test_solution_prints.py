@@ -76,8 +76,8 @@ PRINTS = {
     "grad_scores": "b1584ddbaafd0102",
     "grad_projections": "f86bb91a87ba766d",
     "grad_embedding": "7fb08ecbb98f2959",
-    "backprop": "a607da2a1f38896b",
-    "backprop_loss": "3e6a6df5641b3ac0",
+    "backprop": "0fc6367de58914b2",  # VERSION 4: constructive generator (issue 14)
+    "backprop_loss": "b49756a0eb4129fe",  # VERSION 2: constructive generator (issue 14)
     "grad_multi_head": "d52889418b084825",  # VERSION 2: constructive generator (issue 14)
     "kv_cache": "2fb25d71245a4493",  # VERSION 2: constructive generator (issue 14)
     "gqa": "d9ff2fbc28ef4447",  # VERSION 2: constructive generator (issue 14)

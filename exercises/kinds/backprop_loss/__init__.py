@@ -14,10 +14,17 @@ and every gradient is computed from exactly the numbers shown. Level 1 is the no
 (T drawn, G_O, G_A, G_V); level 2 draws X around it (G_O down to G_S); level 3 draws the weights too and
 goes down to G_W_Q, G_W_K, G_W_V and G_X (within 25 minutes). The mistakes of the loss: the
 sign of O − T, and the ½ forgotten (2(O − T)).
+
+Built from admissible pieces (issue 14): level 2's X from the table of those whose rounded weights sum
+to 1, level 3's forward pass the first of a small batch that does; then T drawn from the targets no cell
+of O sits on whose backward pass passes every test (teaches every step, no tie, within the budget, every
+guarded mistake apart from the answer, from each other and from what a careful student writes), tested
+for several targets at once (_shared/chain_batch), so the draft handed to the engine is the one it keeps.
 """
 
 from __future__ import annotations
 
+import functools
 from dataclasses import replace
 
 import numpy as np
@@ -25,7 +32,7 @@ import numpy as np
 from attention_core import self_attention
 
 from ... import solutions
-from ...core import misconceptions, pipeline
+from ...core import budget, misconceptions, numbers, pipeline
 from ...core.contract import Formula, HomeStage, SheetSection
 from ...core.draft import Draft, reference_parts
 from ...core.levels import spec
@@ -33,11 +40,13 @@ from ...core.model import Exercise, Part
 from ...core.numbers import matrix, nonzero_matrix, round_half_up
 from ...i18n import msg
 from ...rendering import latex as L
-from .._shared.apart import apart_from_rounded
+from .._shared import chain_batch
 
 ID = "backprop_loss"
 ORDER = 275
-VERSION = 1
+VERSION = 2  # 2: constructive (issue 14): level 2's X from a table of the admissible ones, level 3's forward
+# pass the first of a batch that passes, T from the admissible targets tested several at once (the engine's
+# redraw and the rounding check answered for them: _shared/chain_batch); the 50,000-decision cache is gone
 LEVELS = (1, 2, 3)
 # every catalogued mistake that can apply to this kind's parts: the redraw keeps them apart
 GUARDS = ("grad_a_transposed", "grad_v_no_transpose",
@@ -136,57 +145,195 @@ def _tie(M: np.ndarray) -> bool:
     return bool(np.any(near & (scaled * 2 != np.round(scaled * 2))))
 
 
-def generate(rng: np.random.Generator, level: int) -> Draft:
-    """The first candidate within the time budget whose guarded mistakes stay apart from the answer as
-    a careful student rounds it, and apart from the exact answer and from each other (what the
-    engine's redraw asks, misconceptions.collisions: checked here on the mistakes' values computed
-    once, so a variant it would refuse costs no second draft and no second run of its mistakes; the
-    engine's redraw would take the next candidate from the same generator, as this loop does)."""
-    from ...core import budget, engine
+def _forward_given(rng: np.random.Generator, level: int) -> dict | None:
+    """The forward pass of a candidate as given (X, the weights, A and O to 2 decimals): level 1's is the
+    notes' example, level 2's X is drawn from the table of those that pass (_level_two), level 3's the
+    first of a batch of draws that passes (_level_three); None, rarely, when none of the batch does."""
+    d = 2
+    eye = np.eye(d)
+    if level == 1:
+        given = {"X": NOTES_X.copy(), "W_Q": eye, "W_K": eye.copy(), "W_V": eye.copy()}
+    elif level == 2:
+        table = _level_two()
+        given = {"X": np.array(table[rng.integers(len(table))]), "W_Q": eye, "W_K": eye.copy(), "W_V": eye.copy()}
+    else:
+        given = _level_three(rng)
+        if given is None:
+            return None
+    X = given["X"]
+    A, O = _forward_of(level, X, given)  # the reference forward pass, as given
+    if not np.allclose(A.sum(axis=1), 1.0, atol=1e-12):
+        return None  # (the batch's own test said it does: never, tests/test_kinds_backprop_loss_constructive.py)
+    given.update(A=A.copy(), O=O.copy(), d_k=int(X.shape[1]) if level < 3 else 2, causal=True)
+    return given
 
+
+def _passing(X: np.ndarray, W_Q: np.ndarray, W_K: np.ndarray, W_V: np.ndarray) -> np.ndarray:
+    """Per candidate of a batch (B, n, d) with its weights (B, d, d): distinct token rows, and the
+    causal forward pass's A to FORWARD_PLACES decimals sums to 1 in every row (as `forward` rounds it)."""
+    n = X.shape[1]
+    distinct = np.ones(len(X), dtype=bool)
+    for i in range(n):
+        for j in range(i):
+            distinct &= (X[:, i] != X[:, j]).any(axis=1)
+    Q, K = X @ W_Q, X @ W_K
+    scaled = Q @ np.swapaxes(K, 1, 2) / np.sqrt(K.shape[2])  # (B, n, n)
+    scaled = np.where(np.tril(np.ones((n, n), dtype=bool)), scaled, -np.inf)
+    e = np.exp(scaled - scaled.max(axis=2, keepdims=True))
+    A = round_half_up(e / e.sum(axis=2, keepdims=True), FORWARD_PLACES)
+    return distinct & (np.abs(A.sum(axis=2) - 1.0) <= 1e-12).all(axis=1)
+
+
+@functools.cache
+def _level_two() -> np.ndarray:
+    """Every X of level 2 (entries 0, 1, 2, no zero row or column, as nonzero_matrix draws them) whose
+    tokens differ and whose rounded weights sum to 1 in every row, W_* = I: (count, 3, 2), read-only,
+    found once with one batched forward pass (729 matrices, a few ms)."""
+    values = np.asarray((0.0, 1.0, 2.0))
+    n, d = TOKENS[2], 2
+    grids = np.meshgrid(*([values] * (n * d)), indexing="ij")
+    every = np.stack([g.ravel() for g in grids], axis=1).reshape(-1, n, d)
+    every = every[numbers.no_zero_lines(every)]
+    eye = np.broadcast_to(np.eye(d), (len(every), d, d))
+    table = every[_passing(every, eye, eye, eye)]
+    table.setflags(write=False)
+    return table
+
+
+LEVEL_THREE_BATCH = 8  # draws at once (about half pass)
+
+
+def _level_three(rng: np.random.Generator) -> dict | None:
+    """The first of a batch of level-3 draws (X of -1 … 2, the weights of -1, 0, 1, none with a zero
+    row or column: numbers.pooled_matrices) that passes _passing, or None."""
+    n, d, B = TOKENS[3], 2, LEVEL_THREE_BATCH
+    X = numbers.pooled_matrices(rng, B, (n, d), (-1, 0, 1, 2))
+    W = [numbers.pooled_matrices(rng, B, (d, d), (-1, 0, 1)) for _ in range(3)]
+    ok = np.flatnonzero(_passing(X, *W))
+    if not len(ok):
+        return None
+    b = ok[0]
+    return {"X": np.array(X[b]), "W_Q": np.array(W[0][b]), "W_K": np.array(W[1][b]), "W_V": np.array(W[2][b])}
+
+
+@functools.cache
+def _targets() -> np.ndarray:
+    """Every target T of TARGETS entries: (2⁶, n, d_v), read-only."""
+    n, d_v = TOKENS[1], 2
+    grids = np.meshgrid(*([np.asarray(TARGETS, dtype=float)] * (n * d_v)), indexing="ij")
+    stack = np.stack([g.ravel() for g in grids], axis=1).reshape(-1, n, d_v)
+    stack.setflags(write=False)
+    return stack
+
+
+def _off_target(O: np.ndarray) -> np.ndarray:
+    """Per target of _targets(): no cell of O on its target (its gradient would be 0 whatever the sign)."""
+    return (np.abs(O - _targets()) >= 1e-9).reshape(len(_targets()), -1).all(axis=1)
+
+
+def _ties(refs) -> np.ndarray:
+    """_tie per candidate of stacks (k, …): some cell a float's breadth from a half of the last place."""
+    scaled = np.abs(np.concatenate([M.reshape(len(M), -1) for M in refs], axis=1)) * 100  # (k, cells)
+    near = np.abs(scaled - np.floor(scaled) - 0.5) < 1e-6
+    return (near & (scaled * 2 != np.round(scaled * 2))).any(axis=1)
+
+
+def admissible(given: dict, level: int, which: np.ndarray, every: bool = False) -> dict[str, np.ndarray]:
+    """For the targets `which` (indices into _targets()) with the forward pass `given`, each test
+    generate puts the variant to, as (k,) booleans (True: refused for that reason): a cell of O on its
+    target, a step passing (almost) nothing back, a reference on a float's breadth from a tie, over
+    the time budget (operations()), a guarded mistake not apart from the answer or another mistake
+    (misconceptions.collides) or from what a careful student writes (apart_from_rounded). The budget,
+    which refuses nothing at level 2 (over its whole space), is left out there unless `every`."""
+    names = PARTS[level]
+    backward = names[1:]  # G_O has no guarded mistake (the loss's own are diagnosed on it alone)
+    X = given["X"]
+    fwd = {**given, "Q": X @ given["W_Q"], "K": X @ given["W_K"], "V": X @ given["W_V"]}
+    T = _targets()[which]
+    G_O = given["O"] - T  # (k, n, d_v): ∂L/∂O
+    ref, alt = chain_batch.backward(fwd, G_O, level == 3)
+    refs = [ref[name] for name in names]
+    mute = np.zeros(len(T), dtype=bool)
+    if "G_scaled" in names:
+        mute |= ~(np.abs(ref["G_scaled"]).reshape(len(T), -1) > 0.05).any(axis=1)
+    if "G_X" in names:
+        for g in ("G_Q", "G_K", "G_V"):
+            mute |= ~(np.abs(ref[g]).reshape(len(T), -1) > 0.05).any(axis=1)
+    found = {"on_target": (np.abs(G_O) < 1e-9).reshape(len(T), -1).any(axis=1), "mute": mute, "tie": _ties(refs)}
+    separation = chain_batch.gap(spec(level).decimals)
+    found["clash"] = chain_batch.clashes(ref, alt, backward, separation)
+    found["rounding"] = chain_batch.near(chain_batch.careful(fwd, G_O, names, spec(level).decimals), alt,
+                                         backward, separation)
+    # every level-2 variant fits its budget (all 212 × 64 of them: tests/test_kinds_backprop_loss_constructive.py)
+    if every or level != 2:
+        seconds = chain_batch.seconds(fwd, ref, names) + _forward_seconds(given, level)
+        found["over_budget"] = seconds / 60.0 > budget.BUDGET_MINUTES[level]
+    return found
+
+
+def _forward_seconds(given: dict, level: int) -> float:
+    """What operations() counts besides the backward steps: the projections to V (and Q, K at level 3)
+    and the subtraction O − T per cell."""
+    X = given["X"]
+    ops = budget.product_operations(X, given["W_V"]) + budget.Operations(additions=int(np.size(given["O"])))
+    if level == 3:
+        ops = ops + budget.product_operations(X, given["W_Q"]) + budget.product_operations(X, given["W_K"])
+    return ops.seconds
+
+
+CHUNK = 6  # targets tested at once, in a random order: the first that passes is drawn uniformly among those that do
+MAX_CHUNKS = 1  # then a new forward pass: 1 in 8 at level 3 has no admissible target at all (a mistake alike
+# whatever T is), and where they pass, 8 in 10 do: six failing are hardly ever a bad draw
+
+
+@functools.cache
+def _notes_targets() -> np.ndarray:
+    """Level 1's forward pass is the notes' example: the targets that pass every test there, found
+    once (64 candidates, one batch)."""
+    given = _forward_given(np.random.default_rng(0), 1)  # level 1 draws nothing
+    every = np.arange(len(_targets()))
+    refused = np.logical_or.reduce(list(admissible(given, 1, every).values()))
+    found = every[~refused]
+    found.setflags(write=False)
+    return found
+
+
+def generate(rng: np.random.Generator, level: int) -> Draft:
+    """A forward pass (the notes' at level 1, drawn at levels 2 and 3), then its target T drawn from
+    those that pass every test (admissible): the engine's redraw test and the rounding check answered
+    for several targets at once, so the draft handed to the engine is the one it keeps."""
     for _ in range(MAX_TRIES):
-        ex = None  # the exercise this candidate is checked on, if it is (its memo goes to the engine)
-        given = _drawn(rng, level)
+        given = _forward_given(rng, level)
         if given is None:
             continue
-        key = _key(given, level)
-        if _DECIDED.get(key) is False:
-            continue  # refused before: the same drawn values decide the same way
-        found = _built(given, level)
-        if found is None:
-            ok = False
-        elif _DECIDED.get(key):
-            ok = True
+        if level == 1:
+            options = _notes_targets()
+            chosen = int(options[rng.integers(len(options))])
         else:
-            draft, env = found
-            ex = Exercise(kind=ID, seed=0, level=level, version=VERSION, given=draft.given,
-                          parts=tuple(draft.parts), params=draft.params)
-            ok = _operations(ex, env).minutes <= budget.BUDGET_MINUTES[level]
-            if ok:
-                by_part = misconceptions.by_part(ex, GUARDS)
-                # the engine's test here too where it refuses variants (level 3: 1 in 12) or is decided
-                # once (level 1, remembered); level 2's variants pass it: the engine's own check is enough
-                ok = apart_from_rounded(ex, GUARDS, engine.default_chain) and (
-                    level == 2 or not misconceptions.clash_by_part(misconceptions.parts_by_name(ex), by_part))
-        if key is not None and len(_DECIDED) < MAX_DECIDED:
-            _DECIDED[key] = ok
-        if ok:
-            return found[0] if ex is None else replace(found[0], memo=ex.__dict__.get("_memo"))
+            off = np.flatnonzero(_off_target(given["O"]))  # the targets no cell of O sits on
+            chosen = _first_admissible(given, level, off[rng.permutation(len(off))])
+            if chosen is None:
+                continue
+        given = {**given, "T": np.array(_targets()[chosen])}
+        given = {k: given[k] for k in ("X", "W_Q", "W_K", "W_V", "A", "O", "T", "d_k", "causal")}
+        env = pipeline.run(given)
+        parts = reference_parts(given, PARTS[level], spec(level).decimals, env)
+        # the engine's redraw question, answered above for every target tried
+        # (tests/test_kinds_backprop_loss_constructive.py holds it to misconceptions.collisions)
+        return Draft(given=given, parts=parts, params={"n": given["X"].shape[0], "d_k": given["d_k"]}, env=env,
+                     memo={("collides", GUARDS): False})
     raise RuntimeError(f"backprop_loss: no variant within the time budget in {MAX_TRIES} draws")
 
 
-MAX_DECIDED = 50_000  # levels 1–2 draw X from at most 3⁶ matrices and T from 2⁶: every candidate fits
-
-
-_DECIDED: dict[bytes, bool] = {}  # (level, X, T) → whether generate takes that candidate, at levels 1–2
-
-
-def _key(given: dict, level: int) -> bytes | None:
-    """What decides a candidate of levels 1 and 2 (the weights are I there): its level, X and T; None
-    at level 3, whose drawn weights make a repeat too rare to remember."""
-    if level == 3:
-        return None
-    return bytes([level]) + given["X"].tobytes() + given["T"].tobytes()
+def _first_admissible(given: dict, level: int, order: np.ndarray) -> int | None:
+    """The first target in `order` that passes every test of admissible(), a few at a time, or None."""
+    for start in range(0, min(len(order), CHUNK * MAX_CHUNKS), CHUNK):
+        which = order[start:start + CHUNK]
+        refused = np.logical_or.reduce(list(admissible(given, level, which).values()))
+        passing = np.flatnonzero(~refused)
+        if len(passing):
+            return int(which[passing[0]])
+    return None
 
 
 def operations(ex: Exercise):

@@ -1,28 +1,34 @@
 """The whole forward pass, one part per step: (Q, K, V,) S = Q Kᵀ, S / √d_k, (mask,) A = softmax, O = A V.
 
 Level 1 starts from Q, K, V (d_k = 4); levels 2-3 from X and the three weight matrices (d_model = 2 and 4,
-projected down to d_k = 2). Candidates are drawn in a batch and filtered at once (numpy), keeping
-those where every score is a small whole number (a multiple of ½ at level 3), so the softmax only needs
-e^x for a handful of exponents. Errors carry forward: grading recomputes each step from the
-learner's own earlier parts.
+projected down to d_k = 2). Every score is a small whole number (a multiple of ½ at level 3), so the
+softmax only needs e^x for a handful of exponents. The given data is built from admissible pieces, not
+drawn in batches and filtered: level 1 picks (Q, K) from the table of every pair of 0/1 matrices whose
+scores fit (enumerated once), levels 2-3 draw the weights and then the tokens of X one at a time, each
+from the rows whose scores with itself and with the tokens before it fit (the grid and the bound hold by
+construction). Errors carry forward: grading recomputes each step from the learner's own earlier parts.
 """
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
-from ...core import numbers, pipeline
+from ...core import budget, numbers, pipeline
 from ...core.contract import HomeStage
 from ...core.draft import Draft, reference_parts
 from ...core.levels import spec
 
 ID = "attention"
 ORDER = 70
-VERSION = 4  # 4: drawn in batches filtered at once with numpy (weights and level-1 Q, K from the set of
-# all admissible matrices), S ≠ Sᵀ and unequal scores in a row with two visible keys up front, level-1 V of
-# distinct tokens; 3: d_k ≥ 2 at every level (d_k = 4 from Q, K, V; X of width 2 → d_k = 2, width 4 → 2),
-# sizes within the time budget (exercises.core.budget); 2: the larger misconception catalog redraws variants
-# where two mistakes look alike
+VERSION = 5  # 5: constructive (issue 14): level-1 (Q, K) from the table of every pair whose scores fit,
+# levels 2-3 X token by token from the rows whose scores fit with the weights drawn first (no candidate
+# batch, about one draft per exercise); 4: drawn in batches filtered at once with numpy (weights and
+# level-1 Q, K from the set of all admissible matrices), S ≠ Sᵀ and unequal scores in a row with two
+# visible keys up front, level-1 V of distinct tokens; 3: d_k ≥ 2 at every level (d_k = 4 from Q, K, V;
+# X of width 2 → d_k = 2, width 4 → 2), sizes within the time budget (exercises.core.budget); 2: the
+# larger misconception catalog redraws variants where two mistakes look alike
 LEVELS = (1, 2, 3)
 # every catalogued mistake that can apply to this kind's parts: the redraw keeps them apart
 GUARDS = ("transposed_scores", "no_scaling", "scaled_by_dk", "mask_diagonal", "mask_wrong_triangle",
@@ -37,19 +43,10 @@ SIZES = {1: (2, 0, 4, 1), 2: (3, 2, 2, 1), 3: (3, 4, 2, 2)}
 MAX_SCORE = {1: 4, 2: 4, 3: 6}  # |S| bound: the exponents S/√d_k come from a small set
 SCORE_STEP = {1: 1.0, 2: 1.0, 3: 0.5}  # every score is a multiple of this
 WEIGHT_VALUES = (-1, 0, 1)  # entries of W_Q, W_K, W_V at levels 2-3: projections are sums, not products
-MAX_BATCHES = 50  # batches looked at before giving up (a batch without a candidate is rare)
-
-
-# candidates drawn at once per level (about 1 in 30, 10 and 250 meets every condition): the conditions are
-# checked on the whole batch with numpy
-BATCH = {1: 128, 2: 64, 3: 1024}
-
-
-def _transposed(M: np.ndarray) -> np.ndarray:
-    """Each matrix of a batch (B, r, c) transposed, as a contiguous (B, c, r): a batched matmul with it
-    takes numpy's fast path (a strided transpose does not). The values are whole numbers and halves, so
-    the products are exact either way."""
-    return np.ascontiguousarray(np.swapaxes(M, 1, 2))
+MAX_TRIES = 200  # pieces drawn before giving up (a draw whose last conditions fail is rare)
+# levels whose every variant fits the time budget whatever the draw (tests/test_kinds_attention_constructive.py
+# holds budget.count to this bound): ternary weights make every projection term an addition
+SURE_WITHIN_BUDGET = {3}
 
 
 def _scores_fit(S: np.ndarray, level: int, causal: bool) -> np.ndarray:
@@ -84,40 +81,144 @@ def _scores_fit(S: np.ndarray, level: int, causal: bool) -> np.ndarray:
     return ok
 
 
-def _candidates(rng: np.random.Generator, level: int, causal: bool) -> list[dict[str, np.ndarray]]:
-    """A batch of candidate given data for the level, those meeting every condition first-drawn first:
-    level 1 Q and K of 0/1 (every score a count of shared ones) and V of the level's values; levels 2-3
-    X of the level's values and weights of −1, 0, 1 with distinct columns."""
-    n, d, d_k, d_v = SIZES[level]
-    batch = BATCH[level]
-    if d == 0:
-        Q = numbers.pooled_matrices(rng, batch, (n, d_k), (0, 1))  # (B, n, d_k), no zero row or column
-        K = numbers.pooled_matrices(rng, batch, (n, d_k), (0, 1))  # (B, n, d_k)
-        V = numbers.matrices(rng, batch, (n, d_v), spec(1).values)  # (B, n, d_v)
-        S = Q @ _transposed(K)  # (B, n, n)
-        ok = numbers.no_zero_lines(V)
-        # tokens with different values: equal values make every weighting give the same output
-        ok &= numbers.distinct_rows(V) & _scores_fit(S, level, causal)
-        return [{"Q": Q[b], "K": K[b], "V": V[b]} for b in np.flatnonzero(ok)]
-    X = numbers.matrices(rng, batch, (n, d), spec(level).values)  # (B, n, d)
-    # weights with no zero row or column and distinct columns, drawn from the set of all such (B, d, width)
-    W = {name: numbers.pooled_matrices(rng, batch, (d, width), WEIGHT_VALUES, distinct=True)
-         for name, width in (("W_Q", d_k), ("W_K", d_k), ("W_V", d_v))}
-    S = (X @ W["W_Q"]) @ _transposed(X @ W["W_K"])  # (B, n, n)
-    ok = numbers.no_zero_lines(X) & _scores_fit(S, level, causal)
-    # every token's value nonzero: a weight on a zero value would change nothing in O (looked at only
-    # for the candidates left)
-    kept = np.flatnonzero(ok)
-    kept = kept[numbers.all_along(numbers.any_along(X[kept] @ W["W_V"][kept] != 0, 2), 1)]
-    return [{"X": X[b], **{name: M[b] for name, M in W.items()}} for b in kept]
+def _fits(S: np.ndarray, causal: bool) -> bool:
+    """_scores_fit's conditions past the grid and the bound (which the draw guarantees) for one score
+    matrix: not all equal, S ≠ Sᵀ, and a query that sees two keys scoring them differently."""
+    if not (S != S.T).any():
+        return False  # symmetric (then also every score could be equal)
+    n = len(S)
+    for i in range(1 if causal else 0, n):  # causal: row 0 sees one key
+        seen = S[i, :i + 1] if causal else S[i]
+        if seen.max() > seen.min():
+            return True
+    return False
+
+
+# ---------------------------------------------------------------- the admissible pieces, enumerated once
+
+
+@functools.cache
+def _level1_table(causal: bool) -> tuple[np.ndarray, np.ndarray]:
+    """(every 2 × 4 matrix of 0/1 with no zero row or column (79), the indices a·79 + b of the pairs
+    (Q, K) = (pool[a], pool[b]) whose scores fit): 6241 score matrices checked once (~2 ms)."""
+    n, _, d_k, _ = SIZES[1]
+    pool = numbers._pool((n, d_k), (0.0, 1.0), True, True, False)
+    S = np.einsum("aik,bjk->abij", pool, pool).reshape(-1, n, n)  # (79·79, 2, 2), whole counts ≤ 4: exact
+    pairs = np.flatnonzero(_scores_fit(S, 1, causal))
+    pairs.setflags(write=False)
+    return pool, pairs
+
+
+@functools.cache
+def _values_table(level: int) -> np.ndarray:
+    """Level 1's V: every n × d_v matrix of the level's values with no zero line and distinct tokens (equal
+    values make every weighting give the same output): [1; 2] and [2; 1]."""
+    n, _, _, d_v = SIZES[level]
+    pool = numbers._pool((n, d_v), tuple(float(v) for v in spec(level).values), True, True, False)
+    pool = pool[numbers.distinct_rows(pool)]
+    pool.setflags(write=False)
+    return pool
+
+
+@functools.cache
+def _rows(level: int) -> tuple[np.ndarray, np.ndarray]:
+    """Every nonzero token row of width d_model with entries of the level's values (24 at level 2,
+    11⁴ − 1 = 14640 at level 3, ~0.5 MB), and the same rows as columns in float32 ((d_model, N): the
+    layout and width in which one product gives every row's query and key fastest; halves and their
+    small sums and products are exact in float32)."""
+    d = SIZES[level][1]
+    values = np.asarray(spec(level).values, dtype=float)
+    grids = np.meshgrid(*([values] * d), indexing="ij")
+    rows = np.stack([g.ravel() for g in grids], axis=1)
+    rows = rows[(rows != 0).any(axis=1)]
+    columns = np.ascontiguousarray(rows.T, dtype=np.float32)
+    rows.setflags(write=False)
+    columns.setflags(write=False)
+    return rows, columns
+
+
+def _weights(level: int, width: int) -> np.ndarray:
+    """Every d_model × width matrix of −1, 0, 1 with no zero row or column and distinct columns."""
+    return numbers._pool((SIZES[level][1], width), tuple(float(v) for v in WEIGHT_VALUES), True, True, True)
+
+
+@functools.cache
+def _weight_pairs(level: int) -> np.ndarray | None:
+    """Level 2: the indices a·P + b of the pairs (W_Q, W_K) = (pool[a], pool[b]) whose W_Q W_Kᵀ is not
+    symmetric (else every S = X W_Q W_Kᵀ Xᵀ is: 712 of the 2704 pairs); None at level 3 (4048² pairs,
+    few of them symmetric: the draw's last check refuses those)."""
+    if level != 2:
+        return None
+    W = _weights(level, SIZES[level][2])
+    M = np.einsum("aik,bjk->abij", W, W)  # (P, P, d, d)
+    pairs = np.flatnonzero((M != np.swapaxes(M, 2, 3)).any(axis=(2, 3)).ravel())
+    pairs.setflags(write=False)
+    return pairs
+
+
+# ---------------------------------------------------------------- the draws
+
+
+def _draw_level1(rng: np.random.Generator, causal: bool) -> dict[str, np.ndarray]:
+    pool, pairs = _level1_table(causal)
+    index = int(pairs[rng.integers(len(pairs))])
+    values = _values_table(1)
+    V = values[rng.integers(len(values))]
+    return {"Q": np.array(pool[index // len(pool)]), "K": np.array(pool[index % len(pool)]), "V": np.array(V)}
+
+
+def _on_grid(s: np.ndarray, level: int) -> np.ndarray:
+    """Per score (a sum of products of halves, exact in float32): within the level's bound and on its grid."""
+    ok = np.abs(s) <= MAX_SCORE[level]
+    if SCORE_STEP[level] != 1.0:
+        on = s * (1.0 / SCORE_STEP[level])  # exact: the step is ½
+        ok &= on == np.rint(on)
+    return ok
+
+
+def _draw_projected(rng: np.random.Generator, level: int, causal: bool) -> dict[str, np.ndarray] | None:
+    """Levels 2-3: W_Q and W_K drawn from every admissible matrix, then the n tokens of X one at a time,
+    each from the rows whose scores with itself and with every token before it (both ways) are on the
+    level's grid and within its bound; W_V from those that give every token a nonzero value. None when
+    a condition on the whole draw fails (no zero column of X, S ≠ Sᵀ, a row of unequal visible scores)."""
+    n, _, d_k, d_v = SIZES[level]
+    W = _weights(level, d_k)
+    pairs = _weight_pairs(level)
+    if pairs is None:
+        W_Q, W_K = W[rng.integers(len(W))], W[rng.integers(len(W))]
+    else:
+        index = int(pairs[rng.integers(len(pairs))])
+        W_Q, W_K = W[index // len(W)], W[index % len(W)]
+    rows, columns = _rows(level)
+    q0, q1, k0, k1 = np.concatenate([W_Q, W_K], axis=1).T.astype(np.float32) @ columns  # (N,) each
+    ok = _on_grid(q0 * k0 + q1 * k1, level)  # every row's score with itself (d_k = 2)
+    chosen: list[int] = []
+    for token in range(n):
+        left = np.flatnonzero(ok)
+        if not left.size:
+            return None
+        r = int(left[rng.integers(len(left))])
+        chosen.append(r)
+        if token < n - 1:  # the rows whose scores with this token fit, both ways
+            ok &= _on_grid(q0 * k0[r] + q1 * k1[r], level)
+            ok &= _on_grid(k0 * q0[r] + k1 * q1[r], level)
+    X = np.array(rows[chosen])  # (n, d)
+    if not (X != 0).any(axis=0).all():
+        return None  # a zero column: a feature no token has
+    if not _fits((X @ W_Q) @ (X @ W_K).T, causal):
+        return None
+    W_V_all = _weights(level, d_v)
+    for _ in range(8):  # nearly every W_V gives each token a nonzero value
+        W_V = W_V_all[rng.integers(len(W_V_all))]
+        if (X @ W_V != 0).any(axis=1).all():
+            return {"X": X, "W_Q": np.array(W_Q), "W_K": np.array(W_K), "W_V": np.array(W_V)}
+    return None
 
 
 def generate(rng: np.random.Generator, level: int) -> Draft:
-    """A forward pass built from a batch of candidates: the first that fits the level's time budget
-    (exercises.core.budget). The pipeline runs once per candidate looked at; the engine then keeps the
-    catalogued mistakes apart (a variant where two look alike is drawn again)."""
-    from ...core import budget
-
+    """A forward pass built from admissible pieces (see the module's docstring), within the level's time
+    budget (exercises.core.budget); the engine then keeps the catalogued mistakes apart (a variant where
+    two look alike is drawn again)."""
     s = spec(level)
     n, d, d_k, _ = SIZES[level]
     causal = bool(rng.integers(2))
@@ -125,14 +226,16 @@ def generate(rng: np.random.Generator, level: int) -> Draft:
              else ["Q", "K", "V", "scores", "scaled", "masked", "A", "O"])
     if not causal:
         names.remove("masked")
-    for _ in range(MAX_BATCHES):
-        for given in _candidates(rng, level, causal):
-            given.update(d_k=int(d_k), causal=causal)
-            env = pipeline.run(given)
-            if budget.count(given, names, env).minutes <= budget.BUDGET_MINUTES[level]:
-                return Draft(given=given, parts=reference_parts(given, names, s.decimals, env),
-                             params={"n": n, "d_k": d_k, "causal": causal}, env=dict(env))
-    raise RuntimeError(f"attention: no hand-friendly variant within the time budget in {MAX_BATCHES} batches")
+    for _ in range(MAX_TRIES):
+        given = _draw_level1(rng, causal) if d == 0 else _draw_projected(rng, level, causal)
+        if given is None:
+            continue
+        given.update(d_k=int(d_k), causal=causal)
+        env = pipeline.run(given)
+        if level in SURE_WITHIN_BUDGET or budget.count(given, names, env).minutes <= budget.BUDGET_MINUTES[level]:
+            return Draft(given=given, parts=reference_parts(given, names, s.decimals, env),
+                         params={"n": n, "d_k": d_k, "causal": causal}, env=dict(env))
+    raise RuntimeError(f"attention: no hand-friendly variant within the time budget in {MAX_TRIES} draws")
 
 
 def collides(ex, guards) -> bool:

@@ -11,6 +11,7 @@ this chain does not cover (a mistake made at another step, or made twice) is lef
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterable
 
@@ -109,6 +110,71 @@ def _chain(ex: Exercise, guards: Iterable[str]) -> tuple | None:
     return levels, parts
 
 
+# (causal, d_k, n, the parts' names, the guards) -> ((position in CHAIN, mistake id, its Mistake), ...) in
+# the order _chain finds them, or None when _chain cannot compute that shape
+_PLANS: dict[tuple, tuple | None] = {}
+
+
+def _plan_key(ex: Exercise, guards: tuple[str, ...]) -> tuple | None:
+    """What decides, for an exercise of this kind, at which step of the chain each guarded mistake is first
+    made (the registry's `applies` read d_k, the mask, the shapes and which values are there: nothing
+    else), or None when the plan would not hold (a patched registry, a chain step given, a padding mask)."""
+    if pipeline.STEPS is not steps.STEPS:
+        return None
+    given = ex.given
+    if any(name in given for name in CHAIN) or "M" in given or "pad" in given:
+        return None
+    d_k = given.get("d_k")
+    return (bool(given.get("causal", False)), d_k if isinstance(d_k, int) else None, tuple(sorted(given)),
+            tuple((p.name, p.shape) for p in ex.parts), guards)
+
+
+def _plan(ex: Exercise, guards: tuple[str, ...], key: tuple) -> tuple | None:
+    """The plan of key's shape, found once by _chain's own walk on this exercise: each mistake's position
+    and Mistake (_made_at), none made again later (_made_again)."""
+    if key in _PLANS:
+        return _PLANS[key]
+    plan = None
+    if key[1] is not None and _chain(ex, guards) is not None:
+        values = pipeline.reference_env(ex)
+        wanted = frozenset(p.name for p in ex.parts)
+        kept = [mid for mid in guards if pipeline.AFFECTED.get(mid, frozenset()) & wanted]
+        envs: dict = {}
+        found = []
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            for mid in kept:
+                made = _made_at(mid, values, envs)
+                if made is not None:
+                    position = made[0]
+                    found.append((position, mid, MAKERS[mid][CHAIN[position]]))
+        plan = tuple(found)
+    _PLANS[key] = plan
+    return plan
+
+
+def _planned_chain(ex: Exercise, guards: Iterable[str]) -> tuple | None:
+    """_chain(ex, guards) from the plan of the exercise's shape: each guarded mistake computed by its
+    Mistake at its step from the reference values (what _made_at hands it: the values before that step,
+    the same), without looking up where each is made; None when there is no plan (then ask _chain)."""
+    guards = tuple(guards)
+    key = _plan_key(ex, guards)
+    if key is None:
+        return None
+    plan = _plan(ex, guards, key)
+    if plan is None:
+        return None
+    values = pipeline.reference_env(ex)
+    made: list[list[tuple[str, np.ndarray]]] = [[] for _ in CHAIN]
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        for position, mid, mistake in plan:
+            made[position].append((mid, np.asarray(mistake.compute(values), dtype=float)))
+        try:
+            levels = _run_chain(made, values)
+        except ValueError:
+            return None
+    return levels, {p.name: p for p in ex.parts}
+
+
 def _writable(block: np.ndarray) -> np.ndarray:
     """Per mistaken value of a block (k, ...): no NaN and no +∞ (misconceptions._alternative's test)."""
     if block.size == 0:
@@ -116,10 +182,13 @@ def _writable(block: np.ndarray) -> np.ndarray:
     return block.reshape(len(block), -1).max(axis=1) < np.inf
 
 
-def alternatives(ex: Exercise, guards: Iterable[str]) -> dict[str, dict[str, np.ndarray]] | None:
+def alternatives(ex: Exercise, guards: Iterable[str], planned: bool = True) -> dict[str, dict[str, np.ndarray]] | None:
     """misconceptions.alternatives(ex, guards) computed along the chain at once, in the chain's order (not
-    memoised on ex); None when the chain cannot compute it (then ask misconceptions)."""
-    found = _chain(ex, guards)
+    memoised on ex); None when the chain cannot compute it (then ask misconceptions). `planned`: from the
+    plan of its shape when there is one (_planned_chain), else found mistake by mistake (_chain)."""
+    found = _planned_chain(ex, guards) if planned else None
+    if found is None:
+        found = _chain(ex, guards)
     if found is None:
         return None
     levels, parts = found
@@ -137,20 +206,70 @@ def alternatives(ex: Exercise, guards: Iterable[str]) -> dict[str, dict[str, np.
 
 def collides(ex: Exercise, guards: Iterable[str]) -> bool:
     """misconceptions.collides(ex, guards), from the chain's blocks when it can compute them: per part, the
-    values of every mistake that reaches it, stacked already."""
-    found = _chain(ex, guards)
+    values of every mistake that reaches it, stacked already, all parts compared in one table (_clash)."""
+    found = _planned_chain(ex, guards)
+    if found is None:
+        found = _chain(ex, guards)
     if found is None:
         return misconceptions.collides(ex, guards)
     levels, parts = found
+    asked = []  # (reference, the mistakes' values, the part's separation) of each part a mistake reaches
     for position, (_, block) in enumerate(levels):
         part = parts.get(CHAIN[position])
-        if part is None or block is None or block.shape[1:] != part.shape:
-            continue
-        keep = _writable(block)
-        if keep.any() and misconceptions.any_clash_in(part.reference, block if keep.all() else block[keep],
-                                                      misconceptions.separation(part)):
-            return True
-    return False
+        if part is not None and block is not None and block.shape[1:] == part.shape:
+            asked.append((part.reference, block, misconceptions.separation(part)))
+    return _clash(asked)
+
+
+@functools.lru_cache(maxsize=64)
+def _pairs(sizes: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """The row indices (i, j), i < j, of every two rows of the same part in a table of parts of `sizes`
+    rows each, one after the other."""
+    first, second = [], []
+    start = 0
+    for size in sizes:
+        i, j = np.triu_indices(size, k=1)
+        first.append(i + start)
+        second.append(j + start)
+        start += size
+    return np.concatenate(first), np.concatenate(second)
+
+
+def _clash(asked: list[tuple[np.ndarray, np.ndarray, float]]) -> bool:
+    """Whether some part's writable mistaken value (no NaN, no +∞) is within the part's gap of its
+    reference or of another's: misconceptions.any_clash_in(reference, the writable values, gap) of each
+    part, decided for all parts at once. Every part's reference and values are columns of one table
+    (cells × rows, padded with zeros to the widest part: a zero difference never widens a maximum), −∞
+    replaced by the stand-in misconceptions compares, and the widest cell difference of every two
+    columns of the same part is held to that part's gap (the same differences of the same numbers: the
+    same decision). A reference with NaN or a gap that is not positive is left to misconceptions."""
+    if not asked:
+        return False
+    if any(np.isnan(ref).any() or not gap > 0 for ref, _, gap in asked):
+        return any(misconceptions.any_clash_in(ref, block[_writable(block)], gap) for ref, block, gap in asked
+                   if _writable(block).any())
+    width = max(ref.size for ref, _, _ in asked)
+    sizes = tuple(1 + len(block) for _, block, _ in asked)
+    table = np.zeros((width, sum(sizes)))  # (cells, rows): a part's reference, then its mistakes' values
+    gaps = []
+    start = 0
+    for (ref, block, gap), size in zip(asked, sizes):
+        cells = ref.size
+        table[:cells, start] = ref.reshape(-1)
+        table[:cells, start + 1:start + size] = block.reshape(size - 1, cells).T
+        gaps += [gap] * size
+        start += size
+    kept = table.max(axis=0) < np.inf  # writable: no NaN (a NaN makes the largest NaN), no +∞
+    hidden = np.isneginf(table)
+    if hidden.any():
+        table[hidden] = -misconceptions._INFINITY_STAND_IN
+    first, second = _pairs(sizes)
+    with np.errstate(invalid="ignore"):  # an unwritable column's NaN differences are never close (and not kept)
+        widest = np.abs(table[:, first] - table[:, second]).max(axis=0)  # (pairs,)
+    close = widest <= np.asarray(gaps)[first]
+    if not kept.all():
+        close &= kept[first] & kept[second]
+    return bool(close.any())
 
 
 def _run_chain(made: list[list[tuple[str, np.ndarray]]], values: dict) -> list[tuple[list[str], np.ndarray | None]]:
@@ -173,7 +292,7 @@ def _run_chain(made: list[list[tuple[str, np.ndarray]]], values: dict) -> list[t
             elif name == "A":
                 carried = ops.softmax(carried, axis=-1)  # the row softmax of each, as steps._softmax_rows
             elif name == "O":
-                carried = np.array([ops.weighted_sum(A, V) for A in carried])  # A V, one product each
+                carried = carried @ V  # A V of each: numpy's product matrix by matrix, as ops.weighted_sum's
         new = made[position]
         if new:
             stacked = np.stack([value for _, value in new])

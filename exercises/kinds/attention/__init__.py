@@ -98,15 +98,99 @@ def _fits(S: np.ndarray, causal: bool) -> bool:
 
 
 @functools.cache
-def _level1_table(causal: bool) -> tuple[np.ndarray, np.ndarray]:
+def _level1_table(causal: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(every 2 × 4 matrix of 0/1 with no zero row or column (79), the indices a·79 + b of the pairs
-    (Q, K) = (pool[a], pool[b]) whose scores fit): 6241 score matrices checked once (~2 ms)."""
+    (Q, K) = (pool[a], pool[b]) whose scores fit and keep the guarded mistakes apart up to A
+    (_level1_apart), and per pair whether its hand work surely fits the
+    level's budget whatever V (_level1_seconds_bound)): 6241 score matrices checked once (~5 ms)."""
     n, _, d_k, _ = SIZES[1]
     pool = numbers._pool((n, d_k), (0.0, 1.0), True, True, False)
     S = np.einsum("aik,bjk->abij", pool, pool).reshape(-1, n, n)  # (79·79, 2, 2), whole counts ≤ 4: exact
-    pairs = np.flatnonzero(_scores_fit(S, 1, causal))
-    pairs.setflags(write=False)
-    return pool, pairs
+    fit = _scores_fit(S, 1, causal)
+    distinct, inverse = np.unique(S[fit].reshape(-1, n * n), axis=0, return_inverse=True)  # a few hundred
+    fit[fit] = _level1_apart(distinct.reshape(-1, n, n), causal)[inverse.ravel()]
+    pairs = np.flatnonzero(fit)
+    sure = _level1_seconds_bound(S[pairs], causal) <= 60 * budget.BUDGET_MINUTES[1]
+    for table in (pairs, sure):
+        table.setflags(write=False)
+    return pool, pairs, sure
+
+
+GAP = 0.0101  # misconceptions.separation of a part graded to 2 decimals (or exactly, as the scores)
+
+
+def _level1_apart(S: np.ndarray, causal: bool) -> np.ndarray:
+    """Per score matrix of a batch (count, 2, 2) of level 1 (d_k = 4): whether the guarded mistakes' values
+    up to A (the scores, the scaled and masked scores, the weights; not O, which V decides) are apart
+    from the right ones and from each other, the engine's redraw question asked of all pairs at once
+    (the same mistakes as the step registry's, written for a batch). Only a filter of the table: the
+    engine's own check on each exercise decides, so a variant this keeps and the check refuses is drawn
+    again (level 1 had a third of its drafts refused, two thirds of them already at A)."""
+    n = S.shape[1]
+    hidden = np.triu(np.ones((n, n), dtype=bool), k=1)
+    T = np.swapaxes(S, 1, 2)
+
+    def masked(Z, cells=hidden, fill=-np.inf):
+        Z = np.array(Z, dtype=float)
+        if causal:
+            Z[:, cells] = fill
+        return Z
+
+    def rows(Z, axis=-1):
+        with np.errstate(invalid="ignore"):
+            e = np.exp(Z - Z.max(axis=axis, keepdims=True))
+            return e / e.sum(axis=axis, keepdims=True)
+
+    Z = S / 2.0
+    M = masked(Z)
+    scaled = [T / 2.0, S * 1.0, S / 4.0, S * 2.0]  # transposed_scores, no_scaling, scaled_by_dk, ×√d_k
+    parts = [(S, [T]), (Z, scaled)]
+    carried = [masked(z) for z in scaled]
+    if causal:
+        ones = np.ones((n, n), dtype=bool)
+        wrong = [Z, masked(Z, np.triu(ones)), masked(Z, np.tril(ones, -1)),
+                 masked(Z, hidden, 0.0)]  # no_mask, mask_diagonal, mask_wrong_triangle, mask_zero_instead_of_inf
+        carried += wrong
+        parts.append((M, carried))
+    finite = np.where(np.isfinite(M), M, 0.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        weights = [rows(z) for z in carried] + [rows(M, 1), finite / finite.sum(axis=2, keepdims=True), np.exp(M)]
+    if causal:
+        late = rows(Z)
+        late[:, hidden] = 0.0
+        weights.append(late)  # mask_after_softmax
+    parts.append((rows(M), weights))
+    apart = np.ones(len(S), dtype=bool)
+    for reference, values in parts:
+        block = np.stack([reference, *values], axis=1).reshape(len(S), len(values) + 1, -1)  # (B, k + 1, cells)
+        writable = ~np.isnan(block).any(axis=2) & ~np.isposinf(block).any(axis=2)
+        block = np.where(np.isneginf(block), -1e15, block)
+        with np.errstate(invalid="ignore"):
+            widest = np.abs(block[:, :, None, :] - block[:, None, :, :]).max(axis=3)  # (B, k + 1, k + 1)
+        close = (widest <= GAP) & writable[:, :, None] & writable[:, None, :]
+        apart &= close.sum(axis=(1, 2)) == writable.sum(axis=1)  # only each value with itself
+    return apart
+
+
+def _level1_seconds_bound(S: np.ndarray, causal: bool) -> np.ndarray:
+    """Per score matrix of a batch (count, 2, 2) of level 1 (Q, K of 0/1, d_k = 4, V of 1 and 2): at least
+    the seconds budget.count gives for any V (tests/test_kinds_attention_constructive.py holds it to the
+    count). Q Kᵀ: a term 1·1 per shared one, an addition each (the sum of S); S/2: a division per nonzero
+    score; the softmax of a row seeing more than one key: an exponential per nonzero visible score, its
+    sum's additions, a division per weight; A V: a multiply-add at most per visible weight; 5 s per cell
+    written."""
+    n = S.shape[1]
+    rates = budget.RATES
+    visible = np.tril(np.ones((n, n), dtype=bool)) if causal else np.ones((n, n), dtype=bool)
+    worked = visible.sum(axis=1) > 1  # the rows whose softmax is work
+    nonzero = S != 0
+    seconds = rates["additions"] * S.sum(axis=(1, 2)) + rates["divisions"] * nonzero.sum(axis=(1, 2))
+    seconds = seconds + rates["exponentials"] * (nonzero & visible)[:, worked].sum(axis=(1, 2))
+    seen = visible.sum(axis=1)[worked]
+    seconds = seconds + rates["additions"] * (seen - 1).sum() + rates["divisions"] * seen.sum()
+    seconds = seconds + rates["multiply_adds"] * visible.sum()  # A V with d_v = 1
+    cells = 4 * n * n + n * SIZES[1][3] - (0 if causal else n * n)  # scores, scaled, (masked,) A; O
+    return seconds + rates["cells"] * cells
 
 
 @functools.cache
@@ -120,21 +204,25 @@ def _values_table(level: int) -> np.ndarray:
     return pool
 
 
+GROUPS = {2: 1, 3: 121}  # token rows by their first entries: level 3 draws the first two, then the last two
+
+
 @functools.cache
-def _rows(level: int) -> tuple[np.ndarray, np.ndarray]:
-    """Every nonzero token row of width d_model with entries of the level's values (24 at level 2,
-    11⁴ − 1 = 14640 at level 3, ~0.5 MB), and the same rows as columns in float32 ((d_model, N): the
-    layout and width in which one product gives every row's query and key fastest; halves and their
-    small sums and products are exact in float32)."""
+def _rows(level: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Every token row of width d_model with entries of the level's values (5² at level 2, 11⁴ = 14641 at
+    level 3, the zero row included), in GROUPS[level] groups of the rows sharing their first entries
+    ((G, N, d): level 3's 121 groups of 121 rows), the same rows as columns in float32 ((G, d, N): one
+    small product gives a group's queries and keys; halves and their small sums and products are exact
+    in float32), and which rows are not zero ((G, N))."""
     d = SIZES[level][1]
     values = np.asarray(spec(level).values, dtype=float)
     grids = np.meshgrid(*([values] * d), indexing="ij")
-    rows = np.stack([g.ravel() for g in grids], axis=1)
-    rows = rows[(rows != 0).any(axis=1)]
-    columns = np.ascontiguousarray(rows.T, dtype=np.float32)
-    rows.setflags(write=False)
-    columns.setflags(write=False)
-    return rows, columns
+    rows = np.stack([g.ravel() for g in grids], axis=1).reshape(GROUPS[level], -1, d)  # first entries first
+    columns = np.ascontiguousarray(np.swapaxes(rows, 1, 2), dtype=np.float32)
+    nonzero = (rows != 0).any(axis=2)
+    for table in (rows, columns, nonzero):
+        table.setflags(write=False)
+    return rows, columns, nonzero
 
 
 def _weights(level: int, width: int) -> np.ndarray:
@@ -159,12 +247,30 @@ def _weight_pairs(level: int) -> np.ndarray | None:
 # ---------------------------------------------------------------- the draws
 
 
-def _draw_level1(rng: np.random.Generator, causal: bool) -> dict[str, np.ndarray]:
-    pool, pairs = _level1_table(causal)
-    index = int(pairs[rng.integers(len(pairs))])
+def _draw_level1(rng: np.random.Generator, causal: bool) -> tuple[dict[str, np.ndarray], bool]:
+    """Level 1's Q, K (a pair of the table) and V, and whether they surely fit the budget."""
+    pool, pairs, sure = _level1_table(causal)
+    pick = int(rng.integers(len(pairs)))
+    index = int(pairs[pick])
     values = _values_table(1)
     V = values[rng.integers(len(values))]
-    return {"Q": np.array(pool[index // len(pool)]), "K": np.array(pool[index % len(pool)]), "V": np.array(V)}
+    return {"Q": np.array(pool[index // len(pool)]), "K": np.array(pool[index % len(pool)]), "V": np.array(V)}, \
+        bool(sure[pick])
+
+
+@functools.cache
+def _level2_scores() -> np.ndarray:
+    """Level 2: per pair of _weight_pairs(2) and per two of its 25 token rows (i, j), the score of query i
+    with key j ((1992, 25, 25) small whole numbers as int8, ~1.2 MB, ~10 ms once): the token draw then
+    only reads it."""
+    rows = _rows(2)[0][0]  # (25, 2)
+    W = _weights(2, SIZES[2][2])
+    pairs = _weight_pairs(2)
+    projected = np.einsum("nd,wdk->wnk", rows, W)  # (P, 25, d_k): every row's query (or key) by weights
+    S = projected[pairs // len(W)] @ np.swapaxes(projected[pairs % len(W)], 1, 2)  # (pairs, 25, 25), whole
+    S = S.astype(np.int8)  # |S| ≤ 2·2·2·2 = 16
+    S.setflags(write=False)
+    return S
 
 
 def _on_grid(s: np.ndarray, level: int) -> np.ndarray:
@@ -174,6 +280,33 @@ def _on_grid(s: np.ndarray, level: int) -> np.ndarray:
         on = s * (1.0 / SCORE_STEP[level])  # exact: the step is ½
         ok &= on == np.rint(on)
     return ok
+
+
+def _draw_tokens(rng: np.random.Generator, level: int, W_Q: np.ndarray, W_K: np.ndarray) -> np.ndarray | None:
+    """The n tokens of X one at a time: a group of rows (their first entries), then a row of it whose
+    scores with itself and with every token before it (both ways) fit the level's grid and bound (a group
+    without such a row is drawn again); None when none is found."""
+    n = SIZES[level][0]
+    rows, columns, nonzero = _rows(level)
+    WT = np.concatenate([W_Q, W_K], axis=1).T.astype(np.float32)  # (2 d_k, d)
+    X = np.empty((n, rows.shape[2]))
+    before: list[tuple[float, float, float, float]] = []  # the query and key of each token drawn (d_k = 2)
+    for token in range(n):
+        for _ in range(4 * len(rows)):
+            group = int(rng.integers(len(rows)))
+            q0, q1, k0, k1 = WT @ columns[group]  # (N,) each: the group's queries and keys
+            ok = nonzero[group] & _on_grid(q0 * k0 + q1 * k1, level)  # its score with itself
+            for a0, a1, b0, b1 in before:  # its scores with every token before it, both ways
+                ok &= _on_grid(q0 * b0 + q1 * b1, level) & _on_grid(k0 * a0 + k1 * a1, level)
+            left = np.flatnonzero(ok)
+            if left.size:
+                r = int(left[rng.integers(len(left))])
+                X[token] = rows[group, r]
+                before.append((float(q0[r]), float(q1[r]), float(k0[r]), float(k1[r])))
+                break
+        else:
+            return None
+    return X
 
 
 def _draw_projected(rng: np.random.Generator, level: int, causal: bool) -> dict[str, np.ndarray] | None:
@@ -187,22 +320,32 @@ def _draw_projected(rng: np.random.Generator, level: int, causal: bool) -> dict[
     if pairs is None:
         W_Q, W_K = W[rng.integers(len(W))], W[rng.integers(len(W))]
     else:
-        index = int(pairs[rng.integers(len(pairs))])
+        pair = int(rng.integers(len(pairs)))
+        index = int(pairs[pair])
         W_Q, W_K = W[index // len(W)], W[index % len(W)]
-    rows, columns = _rows(level)
-    q0, q1, k0, k1 = np.concatenate([W_Q, W_K], axis=1).T.astype(np.float32) @ columns  # (N,) each
-    ok = _on_grid(q0 * k0 + q1 * k1, level)  # every row's score with itself (d_k = 2)
-    chosen: list[int] = []
-    for token in range(n):
-        left = np.flatnonzero(ok)
-        if not left.size:
+    rows, columns, nonzero = _rows(level)
+    if pairs is not None:  # level 2: the scores of every two rows, read from the table
+        scores = _level2_scores()[pair]  # (25, 25)
+        fits = np.abs(scores) <= MAX_SCORE[level]
+        ok = nonzero[0] & np.diagonal(fits)  # its score with itself
+        chosen = []
+        for _ in range(n):
+            left = np.flatnonzero(ok)
+            if not left.size:
+                return None
+            if chosen and not causal:
+                # without a mask every score is an exponential to look up: a token that scores 0 (e⁰ = 1)
+                # with one before it when there is one, so that the nine fit the time budget more often
+                zero = np.flatnonzero(ok & ((scores[:, chosen] == 0).any(axis=1) | (scores[chosen] == 0).any(axis=0)))
+                left = zero if zero.size else left
+            r = int(left[rng.integers(len(left))])
+            chosen.append(r)
+            ok = ok & fits[:, r] & fits[r, :]  # its scores with this token, both ways
+        X = np.array(rows[0, chosen])  # (n, d)
+    else:
+        X = _draw_tokens(rng, level, W_Q, W_K)
+        if X is None:
             return None
-        r = int(left[rng.integers(len(left))])
-        chosen.append(r)
-        if token < n - 1:  # the rows whose scores with this token fit, both ways
-            ok &= _on_grid(q0 * k0[r] + q1 * k1[r], level)
-            ok &= _on_grid(k0 * q0[r] + k1 * q1[r], level)
-    X = np.array(rows[chosen])  # (n, d)
     if not (X != 0).any(axis=0).all():
         return None  # a zero column: a feature no token has
     if not _fits((X @ W_Q) @ (X @ W_K).T, causal):
@@ -227,12 +370,15 @@ def generate(rng: np.random.Generator, level: int) -> Draft:
     if not causal:
         names.remove("masked")
     for _ in range(MAX_TRIES):
-        given = _draw_level1(rng, causal) if d == 0 else _draw_projected(rng, level, causal)
-        if given is None:
-            continue
+        if d == 0:
+            given, sure = _draw_level1(rng, causal)
+        else:
+            given, sure = _draw_projected(rng, level, causal), level in SURE_WITHIN_BUDGET
+            if given is None:
+                continue
         given.update(d_k=int(d_k), causal=causal)
         env = pipeline.run(given)
-        if level in SURE_WITHIN_BUDGET or budget.count(given, names, env).minutes <= budget.BUDGET_MINUTES[level]:
+        if sure or budget.count(given, names, env).minutes <= budget.BUDGET_MINUTES[level]:
             return Draft(given=given, parts=reference_parts(given, names, s.decimals, env),
                          params={"n": n, "d_k": d_k, "causal": causal}, env=dict(env))
     raise RuntimeError(f"attention: no hand-friendly variant within the time budget in {MAX_TRIES} draws")

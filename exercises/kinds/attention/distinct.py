@@ -175,6 +175,70 @@ def _planned_chain(ex: Exercise, guards: Iterable[str]) -> tuple | None:
     return levels, {p.name: p for p in ex.parts}
 
 
+# the guards of the attention kind whose every computation _closed_chain writes out
+CLOSED = frozenset(("transposed_scores", "no_scaling", "scaled_by_dk", "mask_diagonal", "mask_wrong_triangle",
+                    "no_mask", "mask_after_softmax", "softmax_columns", "no_exp", "weights_transposed",
+                    "mask_zero_instead_of_inf", "softmax_no_normalise", "scaled_times_sqrt_dk"))
+
+
+def _closed_chain(ex: Exercise, guards: Iterable[str]) -> tuple | None:
+    """_planned_chain(ex, guards) for the attention kind's own guards on its own exercises (Q, K, V given
+    or projected from X, S square, d_k ≥ 2, the causal mask or none), each mistake written out with the
+    very numpy operations of its Mistake in the step registry (steps.SCORES_MISTAKES … OUTPUT_MISTAKES:
+    the same values bit for bit, tests/test_fast_paths.py and tests/test_kinds_attention_constructive.py
+    hold them to the registry's walk) and those of one step stacked; None for anything else."""
+    given = ex.given
+    d_k, causal = given.get("d_k"), given.get("causal")
+    if (pipeline.STEPS is not steps.STEPS or frozenset(guards) != CLOSED or not isinstance(d_k, int) or d_k < 2
+            or not isinstance(causal, bool) or any(name in given for name in CHAIN) or "M" in given
+            or "pad" in given):
+        return None
+    names = [p.name for p in ex.parts]
+    expected = (["Q", "K", "V"] if "X" in given else []) + ["scores", "scaled"] + (["masked"] if causal else []) \
+        + ["A", "O"]
+    if names != expected:
+        return None
+    values = pipeline.reference_env(ex)
+    S, Z, M, A, V = (values[k] for k in ("scores", "scaled", "masked", "A", "V"))
+    n = S.shape[0]
+    if S.shape != (n, n) or n < 2 or V.ndim != 2 or V.shape[0] != n:
+        return None
+    root = math.sqrt(d_k)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        T = ops.scores(values["K"], values["Q"])[None]  # transposed_scores: K Qᵀ
+        ids = ["transposed_scores"]
+        levels = [(list(ids), T)]
+        # S/√d_k carried; no_scaling (a copy of S), scaled_by_dk (S / d_k), scaled_times_sqrt_dk (S √d_k)
+        scaled = np.stack([T[0] / root, np.array(S, dtype=float), S / d_k, S * np.sqrt(d_k)])
+        ids += ["no_scaling", "scaled_by_dk", "scaled_times_sqrt_dk"]
+        levels.append((list(ids), scaled))
+        if causal:
+            hidden = ops.hidden_cells(n, n)
+            masked = np.concatenate([scaled, np.broadcast_to(Z, (4, n, n))])  # (8, n, n), a copy
+            masked[:4, hidden] = -np.inf  # the mask on the four carried
+            masked[5][np.triu(np.ones((n, n), dtype=bool))] = -np.inf  # mask_diagonal: itself hidden too
+            masked[6][np.tril(np.ones((n, n), dtype=bool), k=-1)] = -np.inf  # mask_wrong_triangle: the past
+            masked[7][hidden] = 0.0  # mask_zero_instead_of_inf (masked[4] is no_mask: Z as it is)
+            ids += ["no_mask", "mask_diagonal", "mask_wrong_triangle", "mask_zero_instead_of_inf"]
+        else:
+            masked = np.array(scaled, dtype=float)
+        levels.append((list(ids), masked))
+        finite = np.where(np.isfinite(M), M, 0.0)
+        new = [ops.softmax(M, axis=0), finite / finite.sum(axis=1, keepdims=True), np.exp(M)]
+        ids += ["softmax_columns", "no_exp", "softmax_no_normalise"]
+        if causal:
+            late = ops.softmax(Z, axis=-1)
+            late[ops.hidden_cells(*late.shape)] = 0.0
+            new.append(late)
+            ids.append("mask_after_softmax")
+        weights = np.concatenate([ops.softmax(masked, axis=-1), np.stack(new)])
+        levels.append((list(ids), weights))
+        out = np.concatenate([weights @ V, (A.T @ V)[None]])
+        ids.append("weights_transposed")
+        levels.append((list(ids), out))
+    return levels, {p.name: p for p in ex.parts}
+
+
 def _writable(block: np.ndarray) -> np.ndarray:
     """Per mistaken value of a block (k, ...): no NaN and no +∞ (misconceptions._alternative's test)."""
     if block.size == 0:
@@ -186,7 +250,7 @@ def alternatives(ex: Exercise, guards: Iterable[str], planned: bool = True) -> d
     """misconceptions.alternatives(ex, guards) computed along the chain at once, in the chain's order (not
     memoised on ex); None when the chain cannot compute it (then ask misconceptions). `planned`: from the
     plan of its shape when there is one (_planned_chain), else found mistake by mistake (_chain)."""
-    found = _planned_chain(ex, guards) if planned else None
+    found = (_closed_chain(ex, guards) or _planned_chain(ex, guards)) if planned else None
     if found is None:
         found = _chain(ex, guards)
     if found is None:
@@ -207,9 +271,7 @@ def alternatives(ex: Exercise, guards: Iterable[str], planned: bool = True) -> d
 def collides(ex: Exercise, guards: Iterable[str]) -> bool:
     """misconceptions.collides(ex, guards), from the chain's blocks when it can compute them: per part, the
     values of every mistake that reaches it, stacked already, all parts compared in one table (_clash)."""
-    found = _planned_chain(ex, guards)
-    if found is None:
-        found = _chain(ex, guards)
+    found = _closed_chain(ex, guards) or _planned_chain(ex, guards) or _chain(ex, guards)
     if found is None:
         return misconceptions.collides(ex, guards)
     levels, parts = found
@@ -238,38 +300,38 @@ def _pairs(sizes: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
 def _clash(asked: list[tuple[np.ndarray, np.ndarray, float]]) -> bool:
     """Whether some part's writable mistaken value (no NaN, no +∞) is within the part's gap of its
     reference or of another's: misconceptions.any_clash_in(reference, the writable values, gap) of each
-    part, decided for all parts at once. Every part's reference and values are columns of one table
-    (cells × rows, padded with zeros to the widest part: a zero difference never widens a maximum), −∞
-    replaced by the stand-in misconceptions compares, and the widest cell difference of every two
-    columns of the same part is held to that part's gap (the same differences of the same numbers: the
-    same decision). A reference with NaN or a gap that is not positive is left to misconceptions."""
-    if not asked:
-        return False
-    if any(np.isnan(ref).any() or not gap > 0 for ref, _, gap in asked):
-        return any(misconceptions.any_clash_in(ref, block[_writable(block)], gap) for ref, block, gap in asked
-                   if _writable(block).any())
-    width = max(ref.size for ref, _, _ in asked)
-    sizes = tuple(1 + len(block) for _, block, _ in asked)
-    table = np.zeros((width, sum(sizes)))  # (cells, rows): a part's reference, then its mistakes' values
-    gaps = []
-    start = 0
-    for (ref, block, gap), size in zip(asked, sizes):
-        cells = ref.size
-        table[:cells, start] = ref.reshape(-1)
-        table[:cells, start + 1:start + size] = block.reshape(size - 1, cells).T
-        gaps += [gap] * size
-        start += size
-    kept = table.max(axis=0) < np.inf  # writable: no NaN (a NaN makes the largest NaN), no +∞
-    hidden = np.isneginf(table)
-    if hidden.any():
-        table[hidden] = -misconceptions._INFINITY_STAND_IN
-    first, second = _pairs(sizes)
-    with np.errstate(invalid="ignore"):  # an unwritable column's NaN differences are never close (and not kept)
-        widest = np.abs(table[:, first] - table[:, second]).max(axis=0)  # (pairs,)
-    close = widest <= np.asarray(gaps)[first]
-    if not kept.all():
-        close &= kept[first] & kept[second]
-    return bool(close.any())
+    part, decided for all parts at once. The parts of the same number of cells are rows of one table
+    (each part's reference, then its mistakes' values), −∞ replaced by the stand-in misconceptions
+    compares, and the widest cell difference of every two rows of the same part is held to that part's
+    gap (the same differences of the same numbers: the same decision). A reference with NaN or a gap
+    that is not positive is left to misconceptions."""
+    by_size: dict[int, list[tuple[np.ndarray, np.ndarray, float]]] = {}
+    for ref, block, gap in asked:
+        if np.isnan(ref).any() or not gap > 0:
+            keep = _writable(block)
+            if keep.any() and misconceptions.any_clash_in(ref, block[keep], gap):
+                return True
+            continue
+        by_size.setdefault(ref.size, []).append((ref, block, gap))
+    for cells, group in by_size.items():
+        sizes = tuple(1 + len(block) for _, block, _ in group)
+        pieces = []
+        for ref, block, _ in group:
+            pieces += [ref.reshape(1, cells), block.reshape(len(block), cells)]
+        table = np.concatenate(pieces).T  # (cells, rows): a part's reference, then its mistakes' values
+        kept = table.max(axis=0) < np.inf  # writable: no NaN (a NaN makes the largest NaN), no +∞
+        hidden = np.isneginf(table)
+        if hidden.any():
+            table = np.where(hidden, -misconceptions._INFINITY_STAND_IN, table)
+        first, second = _pairs(sizes)
+        with np.errstate(invalid="ignore"):  # an unwritable row's NaN differences are never close (and not kept)
+            widest = np.abs(table[:, first] - table[:, second]).max(axis=0)  # (pairs,)
+        close = widest <= (group[0][2] if len(group) == 1 else np.repeat([g for _, _, g in group], sizes)[first])
+        if not kept.all():
+            close &= kept[first] & kept[second]
+        if close.any():
+            return True
+    return False
 
 
 def _run_chain(made: list[list[tuple[str, np.ndarray]]], values: dict) -> list[tuple[list[str], np.ndarray | None]]:

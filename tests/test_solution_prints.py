@@ -61,7 +61,7 @@ PRINTS = {
     "padding_mask": "854372c69481a071",
     "softmax": "92bb9cd06871174c",
     "weighted_sum": "3ba28ef0b11745ae",
-    "attention": "36da46596f9a7a71",  # VERSION 5: constructive generator (issue 14)
+    "attention": "1c3cfb5c8c80b33e",  # VERSION 5: constructive generator (issue 14)
     "cross_attention": "c380dafe6aee7792",
     "multi_head": "c61d9845ea25490b",
     "rope": "4770403698ccea6d",

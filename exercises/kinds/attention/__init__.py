@@ -84,12 +84,13 @@ def _scores_fit(S: np.ndarray, level: int, causal: bool) -> np.ndarray:
 def _fits(S: np.ndarray, causal: bool) -> bool:
     """_scores_fit's conditions past the grid and the bound (which the draw guarantees) for one score
     matrix: not all equal, S ≠ Sᵀ, and a query that sees two keys scoring them differently."""
-    if not (S != S.T).any():
+    rows = S.tolist()  # a few cells: plain Python
+    n = len(rows)
+    if all(rows[i][j] == rows[j][i] for i in range(n) for j in range(i)):
         return False  # symmetric (then also every score could be equal)
-    n = len(S)
     for i in range(1 if causal else 0, n):  # causal: row 0 sees one key
-        seen = S[i, :i + 1] if causal else S[i]
-        if seen.max() > seen.min():
+        seen = rows[i][:i + 1] if causal else rows[i]
+        if max(seen) > min(seen):
             return True
     return False
 
@@ -225,6 +226,7 @@ def _rows(level: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return rows, columns, nonzero
 
 
+@functools.cache
 def _weights(level: int, width: int) -> np.ndarray:
     """Every d_model × width matrix of −1, 0, 1 with no zero row or column and distinct columns."""
     return numbers._pool((SIZES[level][1], width), tuple(float(v) for v in WEIGHT_VALUES), True, True, True)
@@ -291,17 +293,18 @@ def _draw_tokens(rng: np.random.Generator, level: int, W_Q: np.ndarray, W_K: np.
     WT = np.concatenate([W_Q, W_K], axis=1).T.astype(np.float32)  # (2 d_k, d)
     X = np.empty((n, rows.shape[2]))
     before: list[tuple[float, float, float, float]] = []  # the query and key of each token drawn (d_k = 2)
-    for token in range(n):
-        for _ in range(4 * len(rows)):
-            group = int(rng.integers(len(rows)))
+    for _token in range(n):
+        tries = (u for _ in range(len(rows) // 4) for u in rng.random((16, 2)).tolist())  # 16 at a time
+        for u in tries:  # a group, then a row of it (a group without one is rare)
+            group = int(u[0] * len(rows))
             q0, q1, k0, k1 = WT @ columns[group]  # (N,) each: the group's queries and keys
             ok = nonzero[group] & _on_grid(q0 * k0 + q1 * k1, level)  # its score with itself
             for a0, a1, b0, b1 in before:  # its scores with every token before it, both ways
                 ok &= _on_grid(q0 * b0 + q1 * b1, level) & _on_grid(k0 * a0 + k1 * a1, level)
             left = np.flatnonzero(ok)
             if left.size:
-                r = int(left[rng.integers(len(left))])
-                X[token] = rows[group, r]
+                r = int(left[int(u[1] * len(left))])
+                X[len(before)] = rows[group, r]
                 before.append((float(q0[r]), float(q1[r]), float(k0[r]), float(k1[r])))
                 break
         else:
@@ -312,24 +315,28 @@ def _draw_tokens(rng: np.random.Generator, level: int, W_Q: np.ndarray, W_K: np.
 def _draw_projected(rng: np.random.Generator, level: int, causal: bool) -> dict[str, np.ndarray] | None:
     """Levels 2-3: W_Q and W_K drawn from every admissible matrix, then the n tokens of X one at a time,
     each from the rows whose scores with itself and with every token before it (both ways) are on the
-    level's grid and within its bound; W_V from those that give every token a nonzero value. None when
-    a condition on the whole draw fails (no zero column of X, S ≠ Sᵀ, a row of unequal visible scores)."""
+    level's grid and within its bound (level 2: and a nonzero value under the W_V drawn first); level 3's
+    W_V then from those that give every token a nonzero value. None when a condition on the whole draw
+    fails (no zero column of X, S ≠ Sᵀ, a row of unequal visible scores)."""
     n, _, d_k, d_v = SIZES[level]
     W = _weights(level, d_k)
     pairs = _weight_pairs(level)
+    u = rng.random(2 * n + 2).tolist()  # the uniform draws of this try, at once (each pick is ⌊u·m⌋ of m)
     if pairs is None:
-        W_Q, W_K = W[rng.integers(len(W))], W[rng.integers(len(W))]
+        W_Q, W_K = W[int(u[0] * len(W))], W[int(u[1] * len(W))]
     else:
-        pair = int(rng.integers(len(pairs)))
+        pair = int(u[0] * len(pairs))
         index = int(pairs[pair])
         W_Q, W_K = W[index // len(W)], W[index % len(W)]
     rows, columns, nonzero = _rows(level)
     if pairs is not None:  # level 2: the scores of every two rows, read from the table
         scores = _level2_scores()[pair]  # (25, 25)
         fits = np.abs(scores) <= MAX_SCORE[level]
-        ok = nonzero[0] & np.diagonal(fits)  # its score with itself
+        W_Vs = _weights(level, d_v)  # four: ±1, ±1
+        W_V = W_Vs[int(u[2 + n] * len(W_Vs))]  # first, then tokens whose value it makes nonzero
+        ok = nonzero[0] & np.diagonal(fits) & (rows[0] @ W_V != 0).any(axis=1)  # and its score with itself
         chosen = []
-        for _ in range(n):
+        for token in range(n):
             left = np.flatnonzero(ok)
             if not left.size:
                 return None
@@ -338,7 +345,7 @@ def _draw_projected(rng: np.random.Generator, level: int, causal: bool) -> dict[
                 # with one before it when there is one, so that the nine fit the time budget more often
                 zero = np.flatnonzero(ok & ((scores[:, chosen] == 0).any(axis=1) | (scores[chosen] == 0).any(axis=0)))
                 left = zero if zero.size else left
-            r = int(left[rng.integers(len(left))])
+            r = int(left[int(u[2 + token] * len(left))])
             chosen.append(r)
             ok = ok & fits[:, r] & fits[r, :]  # its scores with this token, both ways
         X = np.array(rows[0, chosen])  # (n, d)
@@ -346,15 +353,18 @@ def _draw_projected(rng: np.random.Generator, level: int, causal: bool) -> dict[
         X = _draw_tokens(rng, level, W_Q, W_K)
         if X is None:
             return None
-    if not (X != 0).any(axis=0).all():
+    if not all(any(column) for column in X.T.tolist()):
         return None  # a zero column: a feature no token has
     if not _fits((X @ W_Q) @ (X @ W_K).T, causal):
         return None
+    given = {"X": X, "W_Q": np.array(W_Q), "W_K": np.array(W_K)}
+    if pairs is not None:
+        return {**given, "W_V": np.array(W_V)}
     W_V_all = _weights(level, d_v)
-    for _ in range(8):  # nearly every W_V gives each token a nonzero value
-        W_V = W_V_all[rng.integers(len(W_V_all))]
-        if (X @ W_V != 0).any(axis=1).all():
-            return {"X": X, "W_Q": np.array(W_Q), "W_K": np.array(W_K), "W_V": np.array(W_V)}
+    for pick in [u[2 + n]] + rng.random(7).tolist():  # nearly every W_V gives each token a nonzero value
+        W_V = W_V_all[int(pick * len(W_V_all))]
+        if all(any(value) for value in (X @ W_V).tolist()):
+            return {**given, "W_V": np.array(W_V)}
     return None
 
 

@@ -131,6 +131,27 @@ def test_level_2_score_table_is_the_product():
         assert not np.array_equal(W_Q @ W_K.T, (W_Q @ W_K.T).T)  # no symmetric W_Q W_Kᵀ
 
 
+@pytest.mark.parametrize("level", [2, 3])
+def test_projected_seconds_is_the_budget_count(level):
+    """The generator decides the budget of levels 2-3 before the pipeline runs (_projected_seconds): the
+    count of budget.count, to the second, over raw draws (over-budget ones included)."""
+    rng = np.random.default_rng(1400 + level)
+    seen, over = 0, 0
+    while seen < 150:
+        causal = bool(seen % 2)
+        given = attention._draw_projected(rng, level, causal)
+        if given is None:
+            continue
+        given.update(d_k=2, causal=causal)
+        names = ["Q", "K", "V", "scores", "scaled", "masked", "A", "O"] if causal else \
+            ["Q", "K", "V", "scores", "scaled", "A", "O"]
+        seconds = budget.count(given, names).seconds
+        assert attention._projected_seconds(given, names) == seconds, given
+        over += seconds > 60 * budget.BUDGET_MINUTES[level]
+        seen += 1
+    assert (over > 0) == (level == 2)  # level 2 meets drafts over its 12 minutes; level 3 none
+
+
 def test_level_3_fits_the_time_budget_whatever_the_draw():
     """SURE_WITHIN_BUDGET: with weights of −1, 0, 1 every projection term is an addition; every other
     operation counted at its most costly (each product term a multiply-add, every score an exponential

@@ -12,6 +12,7 @@ construction). Errors carry forward: grading recomputes each step from the learn
 from __future__ import annotations
 
 import functools
+import math
 
 import numpy as np
 
@@ -368,6 +369,63 @@ def _draw_projected(rng: np.random.Generator, level: int, causal: bool) -> dict[
     return None
 
 
+def _terms(values) -> tuple[int, int]:
+    """(nonzero, nonzero and not ±1) among `values`: budget's factor tests, value by value."""
+    nonzero = hard = 0
+    for x in values:
+        size = abs(x)
+        if size > 1e-12 and size != math.inf:
+            nonzero += 1
+            if not abs(size - 1.0) < 1e-12:
+                hard += 1
+    return nonzero, hard
+
+
+def _product_seconds(left: list, right: list) -> float:
+    """budget.product_operations(left, right) in seconds, on lists of rows: per inner index k, a term per
+    nonzero pair, a multiply-add where neither factor is ±1, an addition otherwise."""
+    terms = hard = 0
+    for column, row in zip(zip(*left), right):
+        t1, h1 = _terms(column)
+        t2, h2 = _terms(row)
+        terms += t1 * t2
+        hard += h1 * h2
+    return budget.RATES["multiply_adds"] * hard + budget.RATES["additions"] * (terms - hard)
+
+
+def _projected_seconds(given: dict, names: list[str]) -> float:
+    """budget.count(given, names).seconds of a level-2 or -3 draw without running the pipeline (the same
+    rules on the same values: tests/test_kinds_attention_constructive.py holds it to the count): the three
+    projections, Q Kᵀ, a division per nonzero score, the softmax of each row that sees more than one key
+    (an exponential per nonzero visible score, its sum's additions, a division per weight), A V, whose
+    weights are nonzero where a key is visible and ±1 only in a row that sees a single key (every score
+    here is within a few units of the others), and 5 s per cell written."""
+    X, causal, d_k = given["X"], given["causal"], int(given["d_k"])
+    rows = X.tolist()
+    Q, K, V = (X @ given[name] for name in ("W_Q", "W_K", "W_V"))
+    seconds = sum(_product_seconds(rows, given[name].tolist()) for name in ("W_Q", "W_K", "W_V"))
+    S = Q @ K.T
+    seconds += _product_seconds(Q.tolist(), K.T.tolist())
+    n = len(rows)
+    rates = budget.RATES
+    scores = S.tolist()
+    if d_k != 1:
+        seconds += rates["divisions"] * sum(_terms(row)[0] for row in scores)
+    weights = []
+    for i, row in enumerate(scores):
+        seen = row[:i + 1] if causal else row
+        if len(seen) > 1:
+            seconds += (rates["exponentials"] * _terms([z / math.sqrt(d_k) for z in seen])[0]
+                        + rates["additions"] * (len(seen) - 1) + rates["divisions"] * len(seen))
+            weights.append([0.5] * len(seen) + [0.0] * (n - len(seen)))  # nonzero, not ±1
+        else:
+            weights.append([1.0] + [0.0] * (n - 1))
+    seconds += _product_seconds(weights, V.tolist())
+    sizes = {"Q": Q.size, "K": K.size, "V": V.size, "scores": n * n, "scaled": n * n, "masked": n * n,
+             "A": n * n, "O": V.size}
+    return seconds + rates["cells"] * sum(sizes[name] for name in names)
+
+
 def generate(rng: np.random.Generator, level: int) -> Draft:
     """A forward pass built from admissible pieces (see the module's docstring), within the level's time
     budget (exercises.core.budget); the engine then keeps the catalogued mistakes apart (a variant where
@@ -387,6 +445,10 @@ def generate(rng: np.random.Generator, level: int) -> Draft:
             if given is None:
                 continue
         given.update(d_k=int(d_k), causal=causal)
+        if d and not sure:  # levels 2-3: decided before the pipeline runs
+            if _projected_seconds(given, names) > 60 * budget.BUDGET_MINUTES[level]:
+                continue
+            sure = True
         env = pipeline.run(given)
         if sure or budget.count(given, names, env).minutes <= budget.BUDGET_MINUTES[level]:
             return Draft(given=given, parts=reference_parts(given, names, s.decimals, env),

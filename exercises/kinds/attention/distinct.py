@@ -181,6 +181,17 @@ CLOSED = frozenset(("transposed_scores", "no_scaling", "scaled_by_dk", "mask_dia
                     "mask_zero_instead_of_inf", "softmax_no_normalise", "scaled_times_sqrt_dk"))
 
 
+@functools.lru_cache(maxsize=16)
+def _triangles(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """The cells mask_diagonal and mask_wrong_triangle hide in an n × n score matrix (steps._masked_where's
+    _diagonal_and_above and _strictly_below of a square), read-only."""
+    itself = np.triu(np.ones((n, n), dtype=bool))
+    past = np.tril(np.ones((n, n), dtype=bool), k=-1)
+    for mask in (itself, past):
+        mask.setflags(write=False)
+    return itself, past
+
+
 def _closed_chain(ex: Exercise, guards: Iterable[str]) -> tuple | None:
     """_planned_chain(ex, guards) for the attention kind's own guards on its own exercises (Q, K, V given
     or projected from X, S square, d_k ≥ 2, the causal mask or none), each mistake written out with the
@@ -216,8 +227,9 @@ def _closed_chain(ex: Exercise, guards: Iterable[str]) -> tuple | None:
             hidden = ops.hidden_cells(n, n)
             masked = np.concatenate([scaled, np.broadcast_to(Z, (4, n, n))])  # (8, n, n), a copy
             masked[:4, hidden] = -np.inf  # the mask on the four carried
-            masked[5][np.triu(np.ones((n, n), dtype=bool))] = -np.inf  # mask_diagonal: itself hidden too
-            masked[6][np.tril(np.ones((n, n), dtype=bool), k=-1)] = -np.inf  # mask_wrong_triangle: the past
+            itself, past = _triangles(n)
+            masked[5][itself] = -np.inf  # mask_diagonal: itself hidden too
+            masked[6][past] = -np.inf  # mask_wrong_triangle: the past hidden instead
             masked[7][hidden] = 0.0  # mask_zero_instead_of_inf (masked[4] is no_mask: Z as it is)
             ids += ["no_mask", "mask_diagonal", "mask_wrong_triangle", "mask_zero_instead_of_inf"]
         else:
@@ -326,7 +338,8 @@ def _clash(asked: list[tuple[np.ndarray, np.ndarray, float]]) -> bool:
         first, second = _pairs(sizes)
         with np.errstate(invalid="ignore"):  # an unwritable row's NaN differences are never close (and not kept)
             widest = np.abs(table[:, first] - table[:, second]).max(axis=0)  # (pairs,)
-        close = widest <= (group[0][2] if len(group) == 1 else np.repeat([g for _, _, g in group], sizes)[first])
+        gaps = {g for _, _, g in group}
+        close = widest <= (gaps.pop() if len(gaps) == 1 else np.repeat([g for _, _, g in group], sizes)[first])
         if not kept.all():
             close &= kept[first] & kept[second]
         if close.any():

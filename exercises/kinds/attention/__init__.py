@@ -4,9 +4,14 @@ Level 1 starts from Q, K, V (d_k = 4); levels 2-3 from X and the three weight ma
 projected down to d_k = 2). Every score is a small whole number (a multiple of ½ at level 3), so the
 softmax only needs e^x for a handful of exponents. The given data is built from admissible pieces, not
 drawn in batches and filtered: level 1 picks (Q, K) from the table of every pair of 0/1 matrices whose
-scores fit (enumerated once), levels 2-3 draw the weights and then the tokens of X one at a time, each
-from the rows whose scores with itself and with the tokens before it fit (the grid and the bound hold by
-construction). Errors carry forward: grading recomputes each step from the learner's own earlier parts.
+scores fit and whose guarded mistakes stay apart up to A (enumerated once), and V from its two admissible
+values; levels 2-3 draw the weights and then the tokens of X one at a time, each from the rows whose
+scores with itself and with the tokens before it fit (the grid and the bound hold by construction; level
+2 reads them from a table per weight pair, level 3 computes them for a group of 121 rows sharing their
+first two entries). The time budget: level 1 by a bound per table entry (budget.count only where it does
+not settle it), level 2 by budget.count's rules on the draw before the pipeline runs, level 3 always fits.
+Errors carry forward:
+grading recomputes each step from the learner's own earlier parts.
 """
 
 from __future__ import annotations
@@ -109,8 +114,10 @@ def _level1_table(causal: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     pool = numbers._pool((n, d_k), (0.0, 1.0), True, True, False)
     S = np.einsum("aik,bjk->abij", pool, pool).reshape(-1, n, n)  # (79·79, 2, 2), whole counts ≤ 4: exact
     fit = _scores_fit(S, 1, causal)
-    distinct, inverse = np.unique(S[fit].reshape(-1, n * n), axis=0, return_inverse=True)  # a few hundred
-    fit[fit] = _level1_apart(distinct.reshape(-1, n, n), causal)[inverse.ravel()]
+    # the distinct score matrices (a few hundred), told by their cells 0 … d_k as the digits of one number
+    codes = S[fit].reshape(-1, n * n).astype(np.int64) @ (d_k + 1) ** np.arange(n * n - 1, -1, -1)
+    _, first, inverse = np.unique(codes, return_index=True, return_inverse=True)
+    fit[fit] = _level1_apart(S[fit][first], causal)[inverse.ravel()]
     pairs = np.flatnonzero(fit)
     sure = _level1_seconds_bound(S[pairs], causal) <= 60 * budget.BUDGET_MINUTES[1]
     for table in (pairs, sure):

@@ -17,7 +17,6 @@ grading recomputes each step from the learner's own earlier parts.
 from __future__ import annotations
 
 import functools
-import math
 
 import numpy as np
 
@@ -283,6 +282,23 @@ def _level2_scores() -> np.ndarray:
     return S
 
 
+@functools.cache
+def _level2_fits() -> np.ndarray:
+    """_level2_scores() within level 2's bound (whole numbers: on the grid), read-only booleans (~1.2 MB)."""
+    fits = np.abs(_level2_scores()) <= MAX_SCORE[2]
+    fits.setflags(write=False)
+    return fits
+
+
+@functools.cache
+def _level2_valued() -> np.ndarray:
+    """Per level-2 W_V (four) and token row (25): the row is nonzero and its value under W_V is too."""
+    rows, _, nonzero = _rows(2)
+    valued = nonzero[0] & ((rows[0] @ _weights(2, SIZES[2][3])) != 0).any(axis=2)  # (4, 25)
+    valued.setflags(write=False)
+    return valued
+
+
 def _on_grid(s: np.ndarray, level: int) -> np.ndarray:
     """Per score (a sum of products of halves, exact in float32): within the level's bound and on its grid."""
     ok = np.abs(s) <= MAX_SCORE[level]
@@ -338,11 +354,11 @@ def _draw_projected(rng: np.random.Generator, level: int, causal: bool) -> dict[
         W_Q, W_K = W[index // len(W)], W[index % len(W)]
     rows, columns, nonzero = _rows(level)
     if pairs is not None:  # level 2: the scores of every two rows, read from the table
-        scores = _level2_scores()[pair]  # (25, 25)
-        fits = np.abs(scores) <= MAX_SCORE[level]
+        scores, fits = _level2_scores()[pair], _level2_fits()[pair]  # (25, 25)
         W_Vs = _weights(level, d_v)  # four: ±1, ±1
-        W_V = W_Vs[int(u[2 + n] * len(W_Vs))]  # first, then tokens whose value it makes nonzero
-        ok = nonzero[0] & np.diagonal(fits) & (rows[0] @ W_V != 0).any(axis=1)  # and its score with itself
+        v = int(u[2 + n] * len(W_Vs))
+        W_V = W_Vs[v]  # first, then only tokens whose value it makes nonzero
+        ok = _level2_valued()[v] & np.diagonal(fits)  # and whose score with itself fits
         chosen = []
         for token in range(n):
             left = np.flatnonzero(ok)
@@ -376,27 +392,14 @@ def _draw_projected(rng: np.random.Generator, level: int, causal: bool) -> dict[
     return None
 
 
-def _terms(values) -> tuple[int, int]:
-    """(nonzero, nonzero and not ±1) among `values`: budget's factor tests, value by value."""
-    nonzero = hard = 0
-    for x in values:
-        size = abs(x)
-        if size > 1e-12 and size != math.inf:
-            nonzero += 1
-            if not abs(size - 1.0) < 1e-12:
-                hard += 1
-    return nonzero, hard
-
-
-def _product_seconds(left: list, right: list) -> float:
-    """budget.product_operations(left, right) in seconds, on lists of rows: per inner index k, a term per
-    nonzero pair, a multiply-add where neither factor is ±1, an addition otherwise."""
-    terms = hard = 0
-    for column, row in zip(zip(*left), right):
-        t1, h1 = _terms(column)
-        t2, h2 = _terms(row)
-        terms += t1 * t2
-        hard += h1 * h2
+def _product_seconds(left: np.ndarray, right: np.ndarray) -> float:
+    """budget.product_operations(left, right) in seconds, for factors whose entries are whole numbers or
+    halves (exact: nonzero is ≠ 0, ±1 is |x| = 1, budget's tolerances tell nothing else apart): per inner
+    index k, a term per nonzero pair, a multiply-add where neither factor is ±1, an addition otherwise."""
+    nonzero_l, nonzero_r = left != 0, right != 0
+    hard_l, hard_r = nonzero_l & (np.abs(left) != 1), nonzero_r & (np.abs(right) != 1)
+    terms = int(nonzero_l.sum(axis=0) @ nonzero_r.sum(axis=1))
+    hard = int(hard_l.sum(axis=0) @ hard_r.sum(axis=1))
     return budget.RATES["multiply_adds"] * hard + budget.RATES["additions"] * (terms - hard)
 
 
@@ -408,26 +411,23 @@ def _projected_seconds(given: dict, names: list[str]) -> float:
     weights are nonzero where a key is visible and ±1 only in a row that sees a single key (every score
     here is within a few units of the others), and 5 s per cell written."""
     X, causal, d_k = given["X"], given["causal"], int(given["d_k"])
-    rows = X.tolist()
-    Q, K, V = (X @ given[name] for name in ("W_Q", "W_K", "W_V"))
-    seconds = sum(_product_seconds(rows, given[name].tolist()) for name in ("W_Q", "W_K", "W_V"))
+    Q, K, V = (X @ given[name] for name in ("W_Q", "W_K", "W_V"))  # whole numbers or halves: exact
+    seconds = sum(_product_seconds(X, given[name]) for name in ("W_Q", "W_K", "W_V"))
     S = Q @ K.T
-    seconds += _product_seconds(Q.tolist(), K.T.tolist())
-    n = len(rows)
+    seconds += _product_seconds(Q, K.T)
+    n = len(X)
     rates = budget.RATES
-    scores = S.tolist()
+    visible = np.tril(np.ones((n, n), dtype=bool)) if causal else np.ones((n, n), dtype=bool)
+    nonzero = S != 0  # S / √d_k is nonzero where S is
     if d_k != 1:
-        seconds += rates["divisions"] * sum(_terms(row)[0] for row in scores)
-    weights = []
-    for i, row in enumerate(scores):
-        seen = row[:i + 1] if causal else row
-        if len(seen) > 1:
-            seconds += (rates["exponentials"] * _terms([z / math.sqrt(d_k) for z in seen])[0]
-                        + rates["additions"] * (len(seen) - 1) + rates["divisions"] * len(seen))
-            weights.append([0.5] * len(seen) + [0.0] * (n - len(seen)))  # nonzero, not ±1
-        else:
-            weights.append([1.0] + [0.0] * (n - 1))
-    seconds += _product_seconds(weights, V.tolist())
+        seconds += rates["divisions"] * int(nonzero.sum())
+    seen = visible.sum(axis=1)
+    worked = seen > 1  # a row that sees one key needs no softmax (and its weight 1 is ±1 in A V)
+    seconds += (rates["exponentials"] * int((nonzero & visible)[worked].sum())
+                + rates["additions"] * int((seen[worked] - 1).sum()) + rates["divisions"] * int(seen[worked].sum()))
+    weights = np.where(visible, 0.5, 0.0)  # nonzero where visible, not ±1 …
+    weights[~worked] = np.where(visible[~worked], 1.0, 0.0)  # … but in a row that sees a single key
+    seconds += _product_seconds(weights, V)
     sizes = {"Q": Q.size, "K": K.size, "V": V.size, "scores": n * n, "scaled": n * n, "masked": n * n,
              "A": n * n, "O": V.size}
     return seconds + rates["cells"] * sum(sizes[name] for name in names)

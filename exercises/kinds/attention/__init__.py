@@ -17,6 +17,7 @@ grading recomputes each step from the learner's own earlier parts.
 from __future__ import annotations
 
 import functools
+import math
 
 import numpy as np
 
@@ -392,14 +393,27 @@ def _draw_projected(rng: np.random.Generator, level: int, causal: bool) -> dict[
     return None
 
 
-def _product_seconds(left: np.ndarray, right: np.ndarray) -> float:
-    """budget.product_operations(left, right) in seconds, for factors whose entries are whole numbers or
-    halves (exact: nonzero is ≠ 0, ±1 is |x| = 1, budget's tolerances tell nothing else apart): per inner
-    index k, a term per nonzero pair, a multiply-add where neither factor is ±1, an addition otherwise."""
-    nonzero_l, nonzero_r = left != 0, right != 0
-    hard_l, hard_r = nonzero_l & (np.abs(left) != 1), nonzero_r & (np.abs(right) != 1)
-    terms = int(nonzero_l.sum(axis=0) @ nonzero_r.sum(axis=1))
-    hard = int(hard_l.sum(axis=0) @ hard_r.sum(axis=1))
+def _terms(values) -> tuple[int, int]:
+    """(nonzero, nonzero and not ±1) among `values`: budget's factor tests, value by value."""
+    nonzero = hard = 0
+    for x in values:
+        size = abs(x)
+        if size > 1e-12 and size != math.inf:
+            nonzero += 1
+            if not abs(size - 1.0) < 1e-12:
+                hard += 1
+    return nonzero, hard
+
+
+def _product_seconds(left: list, right: list) -> float:
+    """budget.product_operations(left, right) in seconds, on lists of rows: per inner index k, a term per
+    nonzero pair, a multiply-add where neither factor is ±1, an addition otherwise."""
+    terms = hard = 0
+    for column, row in zip(zip(*left), right):
+        t1, h1 = _terms(column)
+        t2, h2 = _terms(row)
+        terms += t1 * t2
+        hard += h1 * h2
     return budget.RATES["multiply_adds"] * hard + budget.RATES["additions"] * (terms - hard)
 
 
@@ -411,23 +425,26 @@ def _projected_seconds(given: dict, names: list[str]) -> float:
     weights are nonzero where a key is visible and ±1 only in a row that sees a single key (every score
     here is within a few units of the others), and 5 s per cell written."""
     X, causal, d_k = given["X"], given["causal"], int(given["d_k"])
-    Q, K, V = (X @ given[name] for name in ("W_Q", "W_K", "W_V"))  # whole numbers or halves: exact
-    seconds = sum(_product_seconds(X, given[name]) for name in ("W_Q", "W_K", "W_V"))
+    rows = X.tolist()
+    Q, K, V = (X @ given[name] for name in ("W_Q", "W_K", "W_V"))
+    seconds = sum(_product_seconds(rows, given[name].tolist()) for name in ("W_Q", "W_K", "W_V"))
     S = Q @ K.T
-    seconds += _product_seconds(Q, K.T)
-    n = len(X)
+    seconds += _product_seconds(Q.tolist(), K.T.tolist())
+    n = len(rows)
     rates = budget.RATES
-    visible = np.tril(np.ones((n, n), dtype=bool)) if causal else np.ones((n, n), dtype=bool)
-    nonzero = S != 0  # S / √d_k is nonzero where S is
+    scores = S.tolist()
     if d_k != 1:
-        seconds += rates["divisions"] * int(nonzero.sum())
-    seen = visible.sum(axis=1)
-    worked = seen > 1  # a row that sees one key needs no softmax (and its weight 1 is ±1 in A V)
-    seconds += (rates["exponentials"] * int((nonzero & visible)[worked].sum())
-                + rates["additions"] * int((seen[worked] - 1).sum()) + rates["divisions"] * int(seen[worked].sum()))
-    weights = np.where(visible, 0.5, 0.0)  # nonzero where visible, not ±1 …
-    weights[~worked] = np.where(visible[~worked], 1.0, 0.0)  # … but in a row that sees a single key
-    seconds += _product_seconds(weights, V)
+        seconds += rates["divisions"] * sum(_terms(row)[0] for row in scores)
+    weights = []
+    for i, row in enumerate(scores):
+        seen = row[:i + 1] if causal else row
+        if len(seen) > 1:
+            seconds += (rates["exponentials"] * _terms([z / math.sqrt(d_k) for z in seen])[0]
+                        + rates["additions"] * (len(seen) - 1) + rates["divisions"] * len(seen))
+            weights.append([0.5] * len(seen) + [0.0] * (n - len(seen)))  # nonzero, not ±1
+        else:
+            weights.append([1.0] + [0.0] * (n - 1))
+    seconds += _product_seconds(weights, V.tolist())
     sizes = {"Q": Q.size, "K": K.size, "V": V.size, "scores": n * n, "scaled": n * n, "masked": n * n,
              "A": n * n, "O": V.size}
     return seconds + rates["cells"] * sum(sizes[name] for name in names)

@@ -61,7 +61,7 @@ PRINTS = {
     "padding_mask": "fd5797f565a20e4d",  # VERSION 2: constructive generator (issue 14)
     "softmax": "92bb9cd06871174c",
     "weighted_sum": "3ba28ef0b11745ae",
-    "attention": "52c9483fdd5fcc52",
+    "attention": "1c3cfb5c8c80b33e",  # VERSION 5: constructive generator (issue 14)
     "cross_attention": "e0ea666ce3e51b13",  # VERSION 2: constructive generator (issue 14)
     "multi_head": "c61d9845ea25490b",
     "rope": "e637214b2262953d",  # VERSION 2: constructive generator (issue 14)

@@ -11,6 +11,7 @@ this chain does not cover (a mistake made at another step, or made twice) is lef
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterable
 
@@ -109,6 +110,147 @@ def _chain(ex: Exercise, guards: Iterable[str]) -> tuple | None:
     return levels, parts
 
 
+# (causal, d_k, n, the parts' names, the guards) -> ((position in CHAIN, mistake id, its Mistake), ...) in
+# the order _chain finds them, or None when _chain cannot compute that shape
+_PLANS: dict[tuple, tuple | None] = {}
+
+
+def _plan_key(ex: Exercise, guards: tuple[str, ...]) -> tuple | None:
+    """What decides, for an exercise of this kind, at which step of the chain each guarded mistake is first
+    made (the registry's `applies` read d_k, the mask, the shapes and which values are there: nothing
+    else), or None when the plan would not hold (a patched registry, a chain step given, a padding mask)."""
+    if pipeline.STEPS is not steps.STEPS:
+        return None
+    given = ex.given
+    if any(name in given for name in CHAIN) or "M" in given or "pad" in given:
+        return None
+    d_k = given.get("d_k")
+    return (bool(given.get("causal", False)), d_k if isinstance(d_k, int) else None, tuple(sorted(given)),
+            tuple((p.name, p.shape) for p in ex.parts), guards)
+
+
+def _plan(ex: Exercise, guards: tuple[str, ...], key: tuple) -> tuple | None:
+    """The plan of key's shape, found once by _chain's own walk on this exercise: each mistake's position
+    and Mistake (_made_at), none made again later (_made_again)."""
+    if key in _PLANS:
+        return _PLANS[key]
+    plan = None
+    if key[1] is not None and _chain(ex, guards) is not None:
+        values = pipeline.reference_env(ex)
+        wanted = frozenset(p.name for p in ex.parts)
+        kept = [mid for mid in guards if pipeline.AFFECTED.get(mid, frozenset()) & wanted]
+        envs: dict = {}
+        found = []
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            for mid in kept:
+                made = _made_at(mid, values, envs)
+                if made is not None:
+                    position = made[0]
+                    found.append((position, mid, MAKERS[mid][CHAIN[position]]))
+        plan = tuple(found)
+    _PLANS[key] = plan
+    return plan
+
+
+def _planned_chain(ex: Exercise, guards: Iterable[str]) -> tuple | None:
+    """_chain(ex, guards) from the plan of the exercise's shape: each guarded mistake computed by its
+    Mistake at its step from the reference values (what _made_at hands it: the values before that step,
+    the same), without looking up where each is made; None when there is no plan (then ask _chain)."""
+    guards = tuple(guards)
+    key = _plan_key(ex, guards)
+    if key is None:
+        return None
+    plan = _plan(ex, guards, key)
+    if plan is None:
+        return None
+    values = pipeline.reference_env(ex)
+    made: list[list[tuple[str, np.ndarray]]] = [[] for _ in CHAIN]
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        for position, mid, mistake in plan:
+            made[position].append((mid, np.asarray(mistake.compute(values), dtype=float)))
+        try:
+            levels = _run_chain(made, values)
+        except ValueError:
+            return None
+    return levels, {p.name: p for p in ex.parts}
+
+
+# the guards of the attention kind whose every computation _closed_chain writes out
+CLOSED = frozenset(("transposed_scores", "no_scaling", "scaled_by_dk", "mask_diagonal", "mask_wrong_triangle",
+                    "no_mask", "mask_after_softmax", "softmax_columns", "no_exp", "weights_transposed",
+                    "mask_zero_instead_of_inf", "softmax_no_normalise", "scaled_times_sqrt_dk"))
+
+
+@functools.lru_cache(maxsize=16)
+def _triangles(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """The cells mask_diagonal and mask_wrong_triangle hide in an n × n score matrix (steps._masked_where's
+    _diagonal_and_above and _strictly_below of a square), read-only."""
+    itself = np.triu(np.ones((n, n), dtype=bool))
+    past = np.tril(np.ones((n, n), dtype=bool), k=-1)
+    for mask in (itself, past):
+        mask.setflags(write=False)
+    return itself, past
+
+
+def _closed_chain(ex: Exercise, guards: Iterable[str]) -> tuple | None:
+    """_planned_chain(ex, guards) for the attention kind's own guards on its own exercises (Q, K, V given
+    or projected from X, S square, d_k ≥ 2, the causal mask or none), each mistake written out with the
+    very numpy operations of its Mistake in the step registry (steps.SCORES_MISTAKES … OUTPUT_MISTAKES:
+    the same values bit for bit, tests/test_fast_paths.py and tests/test_kinds_attention_constructive.py
+    hold them to the registry's walk) and those of one step stacked; None for anything else."""
+    given = ex.given
+    d_k, causal = given.get("d_k"), given.get("causal")
+    if (pipeline.STEPS is not steps.STEPS or frozenset(guards) != CLOSED or not isinstance(d_k, int) or d_k < 2
+            or not isinstance(causal, bool) or any(name in given for name in CHAIN) or "M" in given
+            or "pad" in given):
+        return None
+    names = [p.name for p in ex.parts]
+    expected = (["Q", "K", "V"] if "X" in given else []) + ["scores", "scaled"] + (["masked"] if causal else []) \
+        + ["A", "O"]
+    if names != expected:
+        return None
+    values = pipeline.reference_env(ex)
+    S, Z, M, A, V = (values[k] for k in ("scores", "scaled", "masked", "A", "V"))
+    n = S.shape[0]
+    if S.shape != (n, n) or n < 2 or V.ndim != 2 or V.shape[0] != n:
+        return None
+    root = math.sqrt(d_k)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        T = ops.scores(values["K"], values["Q"])[None]  # transposed_scores: K Qᵀ
+        ids = ["transposed_scores"]
+        levels = [(list(ids), T)]
+        # S/√d_k carried; no_scaling (a copy of S), scaled_by_dk (S / d_k), scaled_times_sqrt_dk (S √d_k)
+        scaled = np.stack([T[0] / root, np.array(S, dtype=float), S / d_k, S * np.sqrt(d_k)])
+        ids += ["no_scaling", "scaled_by_dk", "scaled_times_sqrt_dk"]
+        levels.append((list(ids), scaled))
+        if causal:
+            hidden = ops.hidden_cells(n, n)
+            masked = np.concatenate([scaled, np.broadcast_to(Z, (4, n, n))])  # (8, n, n), a copy
+            masked[:4, hidden] = -np.inf  # the mask on the four carried
+            itself, past = _triangles(n)
+            masked[5][itself] = -np.inf  # mask_diagonal: itself hidden too
+            masked[6][past] = -np.inf  # mask_wrong_triangle: the past hidden instead
+            masked[7][hidden] = 0.0  # mask_zero_instead_of_inf (masked[4] is no_mask: Z as it is)
+            ids += ["no_mask", "mask_diagonal", "mask_wrong_triangle", "mask_zero_instead_of_inf"]
+        else:
+            masked = np.array(scaled, dtype=float)
+        levels.append((list(ids), masked))
+        finite = np.where(np.isfinite(M), M, 0.0)
+        new = [ops.softmax(M, axis=0), finite / finite.sum(axis=1, keepdims=True), np.exp(M)]
+        ids += ["softmax_columns", "no_exp", "softmax_no_normalise"]
+        if causal:
+            late = ops.softmax(Z, axis=-1)
+            late[ops.hidden_cells(*late.shape)] = 0.0
+            new.append(late)
+            ids.append("mask_after_softmax")
+        weights = np.concatenate([ops.softmax(masked, axis=-1), np.stack(new)])
+        levels.append((list(ids), weights))
+        out = np.concatenate([weights @ V, (A.T @ V)[None]])
+        ids.append("weights_transposed")
+        levels.append((list(ids), out))
+    return levels, {p.name: p for p in ex.parts}
+
+
 def _writable(block: np.ndarray) -> np.ndarray:
     """Per mistaken value of a block (k, ...): no NaN and no +∞ (misconceptions._alternative's test)."""
     if block.size == 0:
@@ -116,10 +258,13 @@ def _writable(block: np.ndarray) -> np.ndarray:
     return block.reshape(len(block), -1).max(axis=1) < np.inf
 
 
-def alternatives(ex: Exercise, guards: Iterable[str]) -> dict[str, dict[str, np.ndarray]] | None:
+def alternatives(ex: Exercise, guards: Iterable[str], planned: bool = True) -> dict[str, dict[str, np.ndarray]] | None:
     """misconceptions.alternatives(ex, guards) computed along the chain at once, in the chain's order (not
-    memoised on ex); None when the chain cannot compute it (then ask misconceptions)."""
-    found = _chain(ex, guards)
+    memoised on ex); None when the chain cannot compute it (then ask misconceptions). `planned`: from the
+    plan of its shape when there is one (_planned_chain), else found mistake by mistake (_chain)."""
+    found = (_closed_chain(ex, guards) or _planned_chain(ex, guards)) if planned else None
+    if found is None:
+        found = _chain(ex, guards)
     if found is None:
         return None
     levels, parts = found
@@ -137,18 +282,67 @@ def alternatives(ex: Exercise, guards: Iterable[str]) -> dict[str, dict[str, np.
 
 def collides(ex: Exercise, guards: Iterable[str]) -> bool:
     """misconceptions.collides(ex, guards), from the chain's blocks when it can compute them: per part, the
-    values of every mistake that reaches it, stacked already."""
-    found = _chain(ex, guards)
+    values of every mistake that reaches it, stacked already, all parts compared in one table (_clash)."""
+    found = _closed_chain(ex, guards) or _planned_chain(ex, guards) or _chain(ex, guards)
     if found is None:
         return misconceptions.collides(ex, guards)
     levels, parts = found
+    asked = []  # (reference, the mistakes' values, the part's separation) of each part a mistake reaches
     for position, (_, block) in enumerate(levels):
         part = parts.get(CHAIN[position])
-        if part is None or block is None or block.shape[1:] != part.shape:
+        if part is not None and block is not None and block.shape[1:] == part.shape:
+            asked.append((part.reference, block, misconceptions.separation(part)))
+    return _clash(asked)
+
+
+@functools.lru_cache(maxsize=64)
+def _pairs(sizes: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """The row indices (i, j), i < j, of every two rows of the same part in a table of parts of `sizes`
+    rows each, one after the other."""
+    first, second = [], []
+    start = 0
+    for size in sizes:
+        i, j = np.triu_indices(size, k=1)
+        first.append(i + start)
+        second.append(j + start)
+        start += size
+    return np.concatenate(first), np.concatenate(second)
+
+
+def _clash(asked: list[tuple[np.ndarray, np.ndarray, float]]) -> bool:
+    """Whether some part's writable mistaken value (no NaN, no +∞) is within the part's gap of its
+    reference or of another's: misconceptions.any_clash_in(reference, the writable values, gap) of each
+    part, decided for all parts at once. The parts of the same number of cells are rows of one table
+    (each part's reference, then its mistakes' values), −∞ replaced by the stand-in misconceptions
+    compares, and the widest cell difference of every two rows of the same part is held to that part's
+    gap (the same differences of the same numbers: the same decision). A reference with NaN or a gap
+    that is not positive is left to misconceptions."""
+    by_size: dict[int, list[tuple[np.ndarray, np.ndarray, float]]] = {}
+    for ref, block, gap in asked:
+        if np.isnan(ref).any() or not gap > 0:
+            keep = _writable(block)
+            if keep.any() and misconceptions.any_clash_in(ref, block[keep], gap):
+                return True
             continue
-        keep = _writable(block)
-        if keep.any() and misconceptions.any_clash_in(part.reference, block if keep.all() else block[keep],
-                                                      misconceptions.separation(part)):
+        by_size.setdefault(ref.size, []).append((ref, block, gap))
+    for cells, group in by_size.items():
+        sizes = tuple(1 + len(block) for _, block, _ in group)
+        pieces = []
+        for ref, block, _ in group:
+            pieces += [ref.reshape(1, cells), block.reshape(len(block), cells)]
+        table = np.concatenate(pieces).T  # (cells, rows): a part's reference, then its mistakes' values
+        kept = table.max(axis=0) < np.inf  # writable: no NaN (a NaN makes the largest NaN), no +∞
+        hidden = np.isneginf(table)
+        if hidden.any():
+            table = np.where(hidden, -misconceptions._INFINITY_STAND_IN, table)
+        first, second = _pairs(sizes)
+        with np.errstate(invalid="ignore"):  # an unwritable row's NaN differences are never close (and not kept)
+            widest = np.abs(table[:, first] - table[:, second]).max(axis=0)  # (pairs,)
+        gaps = {g for _, _, g in group}
+        close = widest <= (gaps.pop() if len(gaps) == 1 else np.repeat([g for _, _, g in group], sizes)[first])
+        if not kept.all():
+            close &= kept[first] & kept[second]
+        if close.any():
             return True
     return False
 
@@ -173,7 +367,7 @@ def _run_chain(made: list[list[tuple[str, np.ndarray]]], values: dict) -> list[t
             elif name == "A":
                 carried = ops.softmax(carried, axis=-1)  # the row softmax of each, as steps._softmax_rows
             elif name == "O":
-                carried = np.array([ops.weighted_sum(A, V) for A in carried])  # A V, one product each
+                carried = carried @ V  # A V of each: numpy's product matrix by matrix, as ops.weighted_sum's
         new = made[position]
         if new:
             stacked = np.stack([value for _, value in new])

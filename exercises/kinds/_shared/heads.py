@@ -185,8 +185,9 @@ class ColumnTable:
         s_of, c_of = pairs[:, 0], pairs[:, 1]
         B = len(pairs)
         columns = np.asarray(columns, dtype=float)  # (nC, n)
-        # every scores' heads once, with every column as one value matrix (n, nC): a column of A V is that
-        # column's own products (the same floats as one head per pair), read back for the pairs met
+        # every scores' heads once, with every column as one value matrix (n, nC), read back for the pairs
+        # met (a column of A V is that column's own products: equal to one head per pair to a few 1e-15,
+        # another BLAS kernel; every bit of the table the same)
         V = np.ascontiguousarray(np.broadcast_to(columns.T, (nS, n, len(columns))))
         heads = Heads(np.asarray(Q, dtype=float), np.asarray(K, dtype=float), V, causal, d_model)
         self.gaps = tuple(gaps)
@@ -212,11 +213,11 @@ class ColumnTable:
         # last axis is slow: the cells one by one)
         apart = [_largest([np.abs(cells[a] - t[:, a:a + 1]) for a in range(n)]) for t in targets]  # (B, M) each
         apart.append(_largest([_spread(cells[a], first, second) for a in range(n)]))  # (B, pairs)
-        apart = np.concatenate(apart, axis=1)
         bits = []
-        for gap in gaps:
+        for gap in gaps:  # (compared piece by piece: the bits joined, not the differences)
             with np.errstate(invalid="ignore"):
-                bits.append(bits[-1] if bits and gap == gaps[len(bits) - 1] else np.packbits(apart <= gap, axis=1))
+                bits.append(bits[-1] if bits and gap == gaps[len(bits) - 1] else
+                            np.packbits(np.concatenate([piece <= gap for piece in apart], axis=1), axis=1))
         self.bits = np.stack(bits, axis=1)  # (B, G, bytes)
         self.A = np.full((nS, n, n), np.nan)
         self.A[s_of] = heads.A[s_of]

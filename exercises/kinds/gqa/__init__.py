@@ -301,9 +301,10 @@ def alike(codes: np.ndarray, x: int, r: int) -> np.ndarray:
 
 @functools.lru_cache(maxsize=4)
 def _level(level: int) -> _Level:
-    """The level's tables, built once per process (measured on a loaded 2-core machine: level 1 about 6 ms
-    and 0.1 MB, level 2 about 20 ms and 0.3 MB, level 3 about 130 ms and 5.6 MB; the size is held by
-    tests/test_kinds_gqa_constructive.py)."""
+    """The level's tables, built once per process (CPU time on a loaded 2-core machine, load 5: level 1
+    about 6 ms and 0.1 MB (with _seconds, about 18 ms), level 2 about 20-25 ms and 0.3 MB, level 3 about
+    100-115 ms and 5.6 MB (still over the 30 ms aim: most of it the ColumnTable of its 5408 heads and the
+    (X, W_K, W_Q) scores table); the size is held by tests/test_kinds_gqa_constructive.py)."""
     size = SIZES[level]
     n, d_v = size.n, size.d_v
     X = _enumerate_x(size)

@@ -482,18 +482,20 @@ GROUP_TRIES = 12  # a group's (W_K, W_V) chosen again, the pairs tried left out,
 def _draw(rng: np.random.Generator, level: int) -> tuple[int, list[tuple[int, int]], list[int]] | None:
     """(x, [(k, v) per group], [q per head]): every piece chosen among the admissible ones (_Level),
     every head's own mistakes apart (its ColumnTable bits), its queries unlike its group's other heads'
-    and its output apart from every earlier head's (else two heads could be swapped unseen); None when
-    the groups tried admit too few heads."""
+    and its output apart from every earlier head's (else two heads could be swapped unseen), and a head
+    with both of the kind's own mistakes (read with the dealt-out group, read with group 1's values) where
+    the two give outputs apart (what _cross_apart refused most: about 1 draft in 5 at levels 2-3 before,
+    now about 1 in 20 at level 2, fewer at 3); None when the groups tried admit too few heads."""
     lv, size = _level(level), SIZES[level]
     t = lv.heads
     x = int(lv.usable[np.searchsorted(lv.weights, rng.random() * lv.weights[-1], side="right")])
-    share = size.h // size.g
+    g, share = size.g, size.h // size.g
     apart = max(t.gaps)  # the concatenation's gap, whichever it is
     groups: list[tuple[int, int]] = []
     heads: list[int] = []
     outputs: list[np.ndarray] = []  # (d_v, n) each: the heads' outputs so far, by column
     ok = lv.good[x]  # (P, P_V)
-    for _ in range(size.g):
+    for j in range(g):
         for k, v in groups:
             ok = ok & ~alike(lv.codes_k, x, k)[:, None] & ~alike(lv.codes_v, x, v)[None, :]
         for _ in range(GROUP_TRIES):
@@ -502,14 +504,25 @@ def _draw(rng: np.random.Generator, level: int) -> tuple[int, list[tuple[int, in
                 return None
             k, v = divmod(kv, ok.shape[1])
             rows = np.flatnonzero(lv.scores[x, k] >= 0)  # the query rows whose scores are admissible
-            b = t.index[lv.scores[x, k, rows][:, None], lv.columns[x, v][None, :]]  # (R, d_v)
+            s = lv.scores[x, k, rows]
+            b = t.index[s[:, None], lv.columns[x, v][None, :]]  # (R, d_v)
             fits = ~t.head_clashes_at(b, True)
             O = t.O[b]  # (R, d_v, n)
+            own = [None] * share  # per place in the group: its two own mistakes apart, where both are known
+            for p in range(share * bool(j)):
+                i = j * share + p
+                if i % g < j:  # gqa_wrong_group (a group chosen already) against gqa_v_not_shared (group 1's
+                    # values): what _cross_apart refuses most
+                    w_k, w_v = groups[i % g]
+                    Z = (lv.K[x, rows] @ lv.K[x, w_k].T) / math.sqrt(size.d_k)
+                    Z[:, _hidden(size.n)] = -np.inf
+                    spread = np.abs(softmax_rows(Z) @ lv.V[x, w_v] - t.A[s] @ lv.V[x, groups[0][1]])
+                    own[p] = spread.reshape(len(rows), -1).max(axis=1) > apart
             chosen = []
-            for _ in range(share):
+            for p in range(share):
                 for o in outputs + [O[c] for c in chosen]:
                     fits &= np.abs(O - o).max(axis=(1, 2)) > apart
-                c = _pick(rng, fits)
+                c = _pick(rng, fits if own[p] is None else fits & own[p])
                 if c is None:
                     break
                 chosen.append(c)

@@ -78,14 +78,61 @@ def generate(rng: np.random.Generator, level: int) -> Draft:
     each other (to 2 decimals too). Level 1: one of its admissible variants, none refused (the table is
     every variant the check below accepts: tests/test_kinds_rope_constructive.py); levels 2 and 3 draw
     and check (about 1 draw in 200 is refused)."""
-    from .._shared.fast import all_clash_free
-
     if level == 1:
         return _level_one_draft(rng)
     while True:
         draft = _draft(rng, level)
-        if all_clash_free(draft.parts, guarded_mistakes(draft.given)):
+        if _all_apart(draft.parts, draft.given):
             return replace(draft, params=_params(draft.given), memo=dict(_CHECKED))
+
+
+def _all_apart(parts: list[Part], given: dict) -> bool:
+    """fast.all_clash_free(parts, guarded_mistakes(given)) as one block: Q and K turned three ways at once
+    (the same elementwise operations as _turned, so the same values), the scores' five mistakes as
+    guarded_mistakes makes them (each product on its own), then every part's answer and mistakes side by
+    side, (3 parts, 6 values, cells), padded where a part has fewer (0 in the cells, a far-off stand-in in
+    the values): a part clashes when two of its values are within its separation in every cell, the
+    answer and a mistake or two mistakes, as misconceptions.any_clash decides on finite values
+    (tests/test_kinds_rope_constructive.py holds the two to each other)."""
+    from ...core import misconceptions
+
+    Q, K, pos, theta = (np.asarray(given[k], dtype=float) for k in ("Q", "K", "pos", "theta"))
+    c, s = _trig_stack(tuple(pos.tolist()), tuple(theta.tolist()))  # (3, 1, n, m): turned, back, once
+    X = np.stack([Q, K])  # (2, n, 2m)
+    even, odd = X[..., 0::2], X[..., 1::2]
+    turns = np.empty((3, *X.shape))  # (3, 2, n, 2m)
+    turns[..., 0::2] = even * c - odd * s
+    turns[..., 1::2] = even * s + odd * c
+    (Q_rot, K_rot), (Q_back, K_back) = turns[0], turns[1]
+    alts = [Q @ K.T, Q_rot @ K.T, K_rot @ Q_rot.T, Q_back @ K_back.T, K @ Q.T]
+    if Q.shape[1] == K.shape[0]:
+        alts.append(Q @ K)
+    by_name = {p.name: p for p in parts}
+    n, d = Q.shape
+    cells = max(n * d, n * n)
+    values = np.zeros((3, 1 + len(alts), cells))
+    values[:2, 4:] = _FAR * np.arange(1, len(alts) - 2)[:, None]  # Q_rot's and K_rot's three mistakes only
+    values[0, 0, :n * d] = by_name["Q_rot"].reference.ravel()
+    values[1, 0, :n * d] = by_name["K_rot"].reference.ravel()
+    values[:2, 1:4, :n * d] = np.stack([turns[2], turns[1], X], axis=1).reshape(2, 3, -1)  # one angle, sin, none
+    values[2, 0, :n * n] = by_name["scores"].reference.ravel()
+    values[2, 1:, :n * n] = np.array(alts).reshape(len(alts), -1)
+    gaps = np.array([misconceptions.separation(by_name[name]) for name in PARTS])
+    widest = np.abs(values[:, :, None, :] - values[:, None, :, :]).max(axis=-1)  # (3, k, k), 0 on the diagonals
+    return np.count_nonzero(widest <= gaps[:, None, None]) == 3 * values.shape[1]
+
+
+_FAR = 1e9  # the stand-in values apart from everything (the parts' values are a few units at most)
+
+
+@functools.lru_cache(maxsize=256)
+def _trig_stack(pos: tuple[float, ...], theta: tuple[float, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """cos and sin of _trig's three turns (pos θ, −pos θ, one angle θ for every position), (3, 1, n, m)."""
+    turns = (_trig(pos, theta, 1), _trig(pos, theta, -1), _trig((1.0,) * len(pos), theta, 1))
+    c, s = (np.stack([t[i] for t in turns])[:, None] for i in (0, 1))
+    for a in (c, s):
+        a.setflags(write=False)
+    return c, s
 
 
 # the engine's redraw test answered by generate's own check: its plain_* mistakes are the registry's two

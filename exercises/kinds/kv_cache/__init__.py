@@ -180,7 +180,7 @@ def _plain_columns(entries: tuple, length: int) -> tuple[tuple[float, ...], ...]
     return tuple(tuple(row) for row in _value_columns(entries, length).tolist())
 
 
-@functools.lru_cache(maxsize=4096)
+@functools.lru_cache(maxsize=1024)  # ≤ 252 indices each: 2 MB at most
 def _admissible_columns(level: int, cached: tuple[int, ...], s_new: int, qq: int,
                         d_k: int) -> tuple[np.ndarray, np.ndarray]:
     """(every column, the indices of those _value_column may draw) for these scores (whole numbers: the
@@ -268,7 +268,7 @@ def _queries(entries: tuple, d_k: int) -> tuple[_Scores, ...]:
     return tuple(_scores_for(entries, d_k, tuple(q)) for q in _key_table(entries, d_k).nonzero.tolist())
 
 
-@functools.lru_cache(maxsize=8192)
+@functools.lru_cache(maxsize=2048)  # 1222 (query, new score) pairs over the levels, a few kB each
 def _window_of(entries: tuple, d_k: int, index: int, s_new: int) -> tuple[np.ndarray, np.ndarray]:
     """_window of query `index`'s table (read-only), made once per (query, new score)."""
     rows, scores = _window(_queries(entries, d_k)[index], s_new)

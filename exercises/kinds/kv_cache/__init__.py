@@ -263,7 +263,7 @@ class _Scores(NamedTuple):
 @functools.cache
 def _queries(entries: tuple, d_k: int) -> tuple[_Scores, ...]:
     """_scores_for of every query (the rows of _key_table(entries, d_k).nonzero, in order), made at once
-    on first use (~1 ms for d_k = 2 and 4 at level 2, ~8 ms for level 3's 81 queries): no draw pays a
+    on first use (~2 ms for d_k = 2 and 4 at level 2, ~10 ms for level 3's 81 queries): no draw pays a
     query's table."""
     return tuple(_scores_for(entries, d_k, tuple(q)) for q in _key_table(entries, d_k).nonzero.tolist())
 

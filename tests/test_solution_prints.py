@@ -79,7 +79,7 @@ PRINTS = {
     "backprop": "0fc6367de58914b2",  # VERSION 4: constructive generator (issue 14)
     "backprop_loss": "b49756a0eb4129fe",  # VERSION 2: constructive generator (issue 14)
     "grad_multi_head": "d52889418b084825",  # VERSION 2: constructive generator (issue 14)
-    "kv_cache": "2fb25d71245a4493",  # VERSION 2: constructive generator (issue 14)
+    "kv_cache": "08ff2b256aba8cf6",  # VERSION 2: constructive generator (issue 14); V's column tried one by one (wave 7)
     "gqa": "d9ff2fbc28ef4447",  # VERSION 2: constructive generator (issue 14)
 }
 

@@ -151,7 +151,7 @@ def seconds(fwd: Mapping[str, np.ndarray], ref: Mapping[str, np.ndarray], names)
     view, start = {}, 0
     for g in used:
         shape = ref[g].shape[1:]
-        size = int(np.prod(shape))
+        size = math.prod(shape)
         view[g] = block[:, :, start:start + size].reshape(2, k, *shape)
         start += size
     total = np.zeros((2, k))  # terms, hard terms

@@ -510,11 +510,15 @@ def _draft(rng: np.random.Generator, level: int) -> Draft:
         if projected:
             given["W_O"] = _weights(rng, (h * d_v, D_MODEL))  # (h·d_v, d)
         given.update(d_k=d_k, causal=causal)
-        tr = _trace(given, h)
-        outputs = [hd.O for hd in tr.heads]  # h × (n, d_v)
-        if np.allclose(tr.out, 0) or not (_differ([hd.A for hd in tr.heads]) and _differ(outputs)):
+        # the heads' forward pass from the stacked heads: multi_head_attention's floats (the kind's tests
+        # hold them equal), without running it again
+        outputs = list(heads.O)  # h × (n, d_v)
+        concat = np.concatenate(outputs, axis=1)  # (n, h·d_v)
+        tr = MultiHeadTrace(heads=(), concat=concat, W_O=given.get("W_O"),
+                            out=concat @ given["W_O"] if projected else concat)
+        if np.allclose(tr.out, 0) or not (_differ(list(heads.A)) and _differ(outputs)):
             continue
-        parts = _parts(tr, level)
+        parts = _parts(tr, level, outputs)
         # the same decision as _operations(…) within the budget and _distinguishable(…), every head at once
         # (the heads' own mistakes were decided head by head above: _mistakes_clash reads that)
         if (_operations_fast(given, parts, heads).minutes <= budget.BUDGET_MINUTES[level]
@@ -523,8 +527,9 @@ def _draft(rng: np.random.Generator, level: int) -> Draft:
     raise RuntimeError(f"multi_head: no distinguishable heads within the time budget in {MAX_TRIES} draws")
 
 
-def _parts(tr: MultiHeadTrace, level: int) -> list[Part]:
-    references = {f"O{i}": hd.O for i, hd in enumerate(tr.heads, start=1)}
+def _parts(tr: MultiHeadTrace, level: int, outputs: list[np.ndarray] | None = None) -> list[Part]:
+    """The parts of the trace; `outputs`: the heads' O when tr holds no heads."""
+    references = {f"O{i}": o for i, o in enumerate(outputs or [hd.O for hd in tr.heads], start=1)}
     references["concat"] = tr.concat  # (n, h·d_v)
     if SIZES[level][5]:
         references["out"] = tr.out  # (n, d)

@@ -63,7 +63,7 @@ PRINTS = {
     "weighted_sum": "3ba28ef0b11745ae",
     "attention": "1c3cfb5c8c80b33e",  # VERSION 5: constructive generator (issue 14)
     "cross_attention": "e0ea666ce3e51b13",  # VERSION 2: constructive generator (issue 14)
-    "multi_head": "c61d9845ea25490b",
+    "multi_head": "8e0eee8f39187be1",  # VERSION 5: constructive generator (issue 14)
     "rope": "e637214b2262953d",  # VERSION 2: constructive generator (issue 14)
     "positional": "e62ab97a2d3c2682",
     "shapes": "80afe069bdf3cfbb",

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Container, Mapping
 
 import numpy as np
 
@@ -291,8 +291,18 @@ def _matrix(value) -> np.ndarray:
     return np.atleast_2d(np.asarray(value, dtype=float))
 
 
+class Values(dict):
+    """{part name: matrix} as check() takes it, with the names of the matrices whose every cell the
+    caller knows to be finite (grading reads a plain matrix of decimals so): check() does not ask again."""
+
+    def __init__(self, values: Mapping[str, np.ndarray], finite: Container[str] = ()):
+        super().__init__(values)
+        self.finite = finite
+
+
 def check(ex: Exercise, values: Mapping[str, np.ndarray]) -> list[Msg]:
     """Warnings for the learner's `values` ({part name: matrix}, any shape); [] when all is plausible.
+    `values` may be a Values, naming the matrices known to be finite.
 
     A part whose shape is wrong gets one warning when it is the transpose of the right shape and no
     other check (its cells do not line up with anything)."""
@@ -302,6 +312,7 @@ def check(ex: Exercise, values: Mapping[str, np.ndarray]) -> list[Msg]:
     read = {name: _matrix(v) for name, v in values.items() if name in by_name and not by_name[name].is_choice}
     # the learner's own matrices stand in for the reference ones a check leans on (V for O …)
     env = {**pipeline.reference_env(ex), **{k: v for k, v in read.items() if v.shape == by_name[k].shape}}
+    finite = values.finite if type(values) is Values else ()
     warnings: list[Msg] = []
     holds = ex.__dict__.setdefault("_memo", {}).setdefault("sanity_holds", {})  # as _holds keeps it
     for part in ex.parts:
@@ -313,8 +324,8 @@ def check(ex: Exercise, values: Mapping[str, np.ndarray]) -> list[Msg]:
                 warnings.append(msg("sanity.transposed_shape", part=_label(part), rows=part.shape[0],
                                     cols=part.shape[1], got_rows=value.shape[0], got_cols=value.shape[1]))
             continue
-        finite = _finite(value)
-        if not finite and _any(np.isnan(value), None):
+        finite_cells = part.name in finite or _finite(value)
+        if not finite_cells and _any(np.isnan(value), None):
             continue
         # the warnings of the rules that hold for the reference (rules(ex, part)), in their order; a rule
         # is put to the reference only when the answer fails it (a right answer costs no reference check),
@@ -322,6 +333,6 @@ def check(ex: Exercise, values: Mapping[str, np.ndarray]) -> list[Msg]:
         for rule in _checks(part.name):
             if holds.get((part.name, rule)) is False:
                 continue  # known not to hold for the reference: not put to the answer
-            if rule(ex, part, value, env, say=False, finite=finite) and _holds(ex, part, rule):
+            if rule(ex, part, value, env, say=False, finite=finite_cells) and _holds(ex, part, rule):
                 warnings.extend(rule(ex, part, value, env))
     return warnings

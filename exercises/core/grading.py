@@ -21,6 +21,7 @@ from ..i18n import DEFAULT_LANG, Msg, msg, t
 from . import misconceptions, sanity
 from .model import Exercise, Part
 from .parser import AnswerError, fast_matrix, parse_answer, parse_grid
+from .pipeline import AFFECTED
 
 RIGHT, WRONG, CONSISTENT = "right", "wrong", "consistent"
 
@@ -306,6 +307,21 @@ def _judged(value: np.ndarray, part: Part, finite: bool) -> tuple[np.ndarray, bo
     return right, bool(_all(right, None)), _statuses(right)
 
 
+def _diagnosis(ex: Exercise, part: Part, value: np.ndarray) -> str | None:
+    """misconceptions.diagnose(ex, part, value) for a part that is not right, each mistake computed only
+    when it is asked: those that can change this part (pipeline.AFFECTED: a mistake's values are of the
+    steps downstream of those making it), in catalog order, up to the first that explains `value`.
+    (diagnose first asks whether `value` matches the reference: it does not, the part is not right.)"""
+    tolerance = max(part.tolerance, misconceptions.DIAGNOSIS_TOLERANCE)
+    for mid in misconceptions._candidate_ids(ex):
+        if part.name not in AFFECTED.get(mid, ()):
+            continue  # a value this mistake cannot change: not among its alternatives
+        values = misconceptions.alternatives(ex, (mid,)).get(mid)
+        if values is not None and part.name in values and misconceptions.matches(value, values[part.name], tolerance):
+            return mid
+    return None
+
+
 def grade(ex: Exercise, answer: Any) -> Feedback:
     """Grade `answer` (text, array, grid of texts, or {part name: any of those}) against `ex`."""
     answers, problem = _split_answer(ex, answer)
@@ -358,7 +374,7 @@ def grade(ex: Exercise, answer: Any) -> Feedback:
                 status[_best_match(value, candidates.of(part, earlier), part.tolerance, among=~right)] = CONSISTENT
         if not all_right:
             fb.misconception = _kind_hook(ex, "diagnose", part, value) or (
-                None if part.is_choice else misconceptions.diagnose(ex, part, value))
+                None if part.is_choice else _diagnosis(ex, part, value))
             fb.explanation = _kind_hook(ex, "explain", part, value)
         fb.cells = right
         fb.status = status

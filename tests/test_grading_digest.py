@@ -16,7 +16,8 @@ from exercises.cli import selftest
 from exercises.i18n import Msg
 
 SEEDS = range(10)
-DIGEST = "79a52544e5855db0"
+DIGEST = "d07d6a7fefea0364"  # retaken after merging multi_head VERSION 5 and kv_cache's new draws: the same digest
+# with the grading code before the fast paths (the merge's first parent) and after
 GRADINGS = 5670
 
 

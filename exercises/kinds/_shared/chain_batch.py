@@ -238,3 +238,14 @@ def near(values: Mapping[str, np.ndarray], alt: Mapping[str, np.ndarray], names,
         hit = (np.abs(M - V).max(axis=-1) <= separation).any(axis=1)
         found = hit if found is None else found | hit
     return found
+
+
+def first_admissible(refusals, order: np.ndarray, chunk: int, chunks: int) -> int | None:
+    """The first candidate in `order` that no test refuses, tested `chunk` at a time for at most `chunks`
+    chunks, or None. `refusals(which)` gives {test: (len(which),) bool, True where refused}."""
+    for start in range(0, min(len(order), chunk * chunks), chunk):
+        which = order[start:start + chunk]
+        passing = np.flatnonzero(~np.logical_or.reduce(list(refusals(which).values())))
+        if len(passing):
+            return int(which[passing[0]])
+    return None

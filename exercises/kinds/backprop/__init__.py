@@ -270,13 +270,7 @@ MAX_CHUNKS = 1  # then a new forward pass: one whose every G_O fails (a mistake 
 
 def _first_admissible(fwd: dict, level: int, order: np.ndarray) -> int | None:
     """The first G_O in `order` that passes every test of admissible(), tested a few at a time, or None."""
-    for start in range(0, min(len(order), CHUNK * MAX_CHUNKS), CHUNK):
-        which = order[start:start + CHUNK]
-        refused = np.logical_or.reduce(list(admissible(fwd, level, which).values()))
-        passing = np.flatnonzero(~refused)
-        if len(passing):
-            return int(which[passing[0]])
-    return None
+    return chain_batch.first_admissible(lambda which: admissible(fwd, level, which), order, CHUNK, MAX_CHUNKS)
 
 
 def generate(rng: np.random.Generator, level: int) -> Draft:

@@ -327,13 +327,7 @@ def generate(rng: np.random.Generator, level: int) -> Draft:
 
 def _first_admissible(given: dict, level: int, order: np.ndarray) -> int | None:
     """The first target in `order` that passes every test of admissible(), a few at a time, or None."""
-    for start in range(0, min(len(order), CHUNK * MAX_CHUNKS), CHUNK):
-        which = order[start:start + CHUNK]
-        refused = np.logical_or.reduce(list(admissible(given, level, which).values()))
-        passing = np.flatnonzero(~refused)
-        if len(passing):
-            return int(which[passing[0]])
-    return None
+    return chain_batch.first_admissible(lambda which: admissible(given, level, which), order, CHUNK, MAX_CHUNKS)
 
 
 def operations(ex: Exercise):

@@ -251,6 +251,20 @@ def near(values: Mapping[str, np.ndarray], alt: Mapping[str, np.ndarray], names,
     return found
 
 
+def first_admissible(tested, order: np.ndarray, chunk: int, chunks: int) -> tuple[int, dict] | None:
+    """The first candidate in `order` that no test refuses, tested `chunk` at a time for at most `chunks`
+    chunks, with its values, or None. `tested(which)` gives ({test: (len(which),) bool, True where refused},
+    {name: (len(which), ...) stacked values}); the values of the candidate found are handed back, one each."""
+    for start in range(0, min(len(order), chunk * chunks), chunk):
+        which = order[start:start + chunk]
+        refusals, values = tested(which)
+        passing = np.flatnonzero(~np.logical_or.reduce(list(refusals.values())))
+        if len(passing):
+            k = passing[0]
+            return int(which[k]), {name: M[k] for name, M in values.items()}
+    return None
+
+
 def _line_counts(M: np.ndarray, axis: int) -> tuple[list[int], list[int]]:
     """Per row (axis 1) or per column (axis 0) of a small matrix: how many cells are nonzero, and how many
     nonzero and not ±1 (_factors' tests, in plain Python: numpy's per-call cost dominates on a few cells)."""

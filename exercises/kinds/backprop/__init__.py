@@ -278,13 +278,7 @@ MAX_CHUNKS = 1  # then a new forward pass: one whose every G_O fails (a mistake 
 def _first_admissible(fwd: dict, level: int, order: np.ndarray) -> tuple[int, dict] | None:
     """The first G_O in `order` that passes every test of admissible(), tested a few at a time, with its
     references ({part: value}, chain_batch.backward's), or None."""
-    for start in range(0, min(len(order), CHUNK * MAX_CHUNKS), CHUNK):
-        which = order[start:start + CHUNK]
-        verdicts, ref = _tested(fwd, level, which)
-        passing = np.flatnonzero(~np.logical_or.reduce(list(verdicts.values())))
-        if len(passing):
-            return int(which[passing[0]]), {name: M[passing[0]] for name, M in ref.items()}
-    return None
+    return chain_batch.first_admissible(lambda which: _tested(fwd, level, which), order, CHUNK, MAX_CHUNKS)
 
 
 def references(given: dict, gradients: dict) -> dict:

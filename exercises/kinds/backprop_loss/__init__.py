@@ -342,13 +342,7 @@ def generate(rng: np.random.Generator, level: int) -> Draft:
 def _first_admissible(given: dict, level: int, order: np.ndarray) -> tuple[int, dict] | None:
     """The first target in `order` that passes every test of admissible(), a few at a time, with its
     references ({part: value}, chain_batch.backward's), or None."""
-    for start in range(0, min(len(order), CHUNK * MAX_CHUNKS), CHUNK):
-        which = order[start:start + CHUNK]
-        verdicts, ref = _tested(given, level, which)
-        passing = np.flatnonzero(~np.logical_or.reduce(list(verdicts.values())))
-        if len(passing):
-            return int(which[passing[0]]), {name: M[passing[0]] for name, M in ref.items()}
-    return None
+    return chain_batch.first_admissible(lambda which: _tested(given, level, which), order, CHUNK, MAX_CHUNKS)
 
 
 def references(given: dict, gradients: dict) -> dict:

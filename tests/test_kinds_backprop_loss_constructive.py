@@ -175,3 +175,48 @@ def test_an_exercise_stored_before_the_bump_still_shows_and_grades(level):
     wrong = selftest.incorrect_answer(ex, np.random.default_rng(0))
     assert not exercises.grade(ex, wrong).correct
     assert "G_O" in [s.name for s in still_shows_and_grades(ex)]
+
+
+@pytest.mark.parametrize("level", (2, 3))
+def test_the_env_handed_over_is_the_pipelines_bit_for_bit(level):
+    """generate hands the engine references(given, the batch's gradients) at levels 2 and 3 instead of
+    running the pipeline: every value pipeline.run(given) computes, with the same bits (signs of zero too)."""
+    keys = ("X", "W_Q", "W_K", "W_V", "A", "O", "T", "d_k", "causal")
+    for seed in range(60):
+        rng = np.random.default_rng([level, seed, 3])
+        forward = backprop_loss._forward_given(rng, level)
+        if forward is None:
+            continue
+        off = np.flatnonzero(backprop_loss._off_target(forward["O"]))
+        found = backprop_loss._first_admissible(forward, level, off[rng.permutation(len(off))])
+        if found is None:
+            continue
+        index, gradients = found
+        given = {k: ({**forward, "T": np.array(backprop_loss._targets()[index])})[k] for k in keys}
+        env, expected = backprop_loss.references(given, gradients), pipeline.run(given)
+        assert set(env) == set(expected)
+        for name, value in expected.items():
+            assert np.asarray(env[name]).tobytes() == np.asarray(value).tobytes(), (level, seed, name)
+
+
+def test_the_budget_bound_is_above_every_targets_count_and_the_plain_counts_are_budgets():
+    """Level 3 counts a target's seconds only when chain_batch.bound_seconds (every gradient cell nonzero
+    and hard) is over the budget: the bound is at least the exact count of every target, and the forward
+    part's plain-Python count is budget.product_operations'."""
+    from exercises.kinds._shared import chain_batch
+
+    names, fits = backprop_loss.PARTS[3], 0
+    for seed in range(80):
+        forward = backprop_loss._forward_given(np.random.default_rng([3, seed, 5]), 3)
+        if forward is None:
+            continue
+        X = forward["X"]
+        fwd = {**forward, "Q": X @ forward["W_Q"], "K": X @ forward["W_K"], "V": X @ forward["W_V"]}
+        ref, _ = chain_batch.backward(fwd, forward["O"] - backprop_loss._targets(), True)
+        exact = chain_batch.seconds(fwd, ref, names)
+        bound = chain_batch.bound_seconds(fwd, names, 2)
+        assert bound >= exact.max() - 1e-9, seed
+        fits += (bound + backprop_loss._forward_seconds(forward, 3)) / 60.0 <= budget.BUDGET_MINUTES[3]
+        for w in ("W_Q", "W_K", "W_V"):
+            assert chain_batch.product_seconds(X, forward[w]) == budget.product_operations(X, forward[w]).seconds
+    assert fits >= 60  # the bound spares most forward passes the count

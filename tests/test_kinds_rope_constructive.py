@@ -20,7 +20,7 @@ import pytest
 import sympy
 
 import exercises
-from exercises.core import misconceptions
+from exercises.core import engine, misconceptions
 from exercises.core.model import Exercise, Part
 from exercises.kinds import rope as R
 from exercises.kinds._shared.fast import all_clash_free
@@ -110,6 +110,24 @@ def test_collides_hook_and_memo_are_misconceptions_collides(level):
             assert found == misconceptions.collides(b, guards=R.GUARDS)
             clashing += found
     assert clashing >= 80
+
+
+@pytest.mark.parametrize("level", (2, 3))
+@pytest.mark.parametrize("values", ("level", "narrow"))
+def test_the_fused_check_decides_as_all_clash_free(level, values, monkeypatch):
+    """generate's check at levels 2-3 (_all_apart: the rotations of Q and K at once, each part's mistakes
+    as one block) against fast.all_clash_free on guarded_mistakes, over the level's own draws (1 in 200
+    refused) and over draws of 0s and 1s only (about 1 in 5 refused at level 2), so both answers are seen."""
+    if values == "narrow":
+        monkeypatch.setitem(R.VALUES, level, (0, 1))
+    rng = engine.rng_for("rope", 11, level)
+    answers = Counter()
+    for _ in range(600):
+        draft = R._draft(rng, level)
+        fused = R._all_apart(draft.parts, draft.given)
+        assert fused == all_clash_free(draft.parts, R.guarded_mistakes(draft.given)), draft.given
+        answers[fused] += 1
+    assert answers[True] > 0 and (values == "level" or answers[False] > 0)
 
 
 @pytest.mark.parametrize("level", R.LEVELS)

@@ -63,7 +63,7 @@ PRINTS = {
     "weighted_sum": "3ba28ef0b11745ae",
     "attention": "1c3cfb5c8c80b33e",  # VERSION 5: constructive generator (issue 14)
     "cross_attention": "e0ea666ce3e51b13",  # VERSION 2: constructive generator (issue 14)
-    "multi_head": "c61d9845ea25490b",
+    "multi_head": "8e0eee8f39187be1",  # VERSION 5: constructive generator (issue 14)
     "rope": "e637214b2262953d",  # VERSION 2: constructive generator (issue 14)
     "positional": "e62ab97a2d3c2682",
     "shapes": "80afe069bdf3cfbb",
@@ -79,7 +79,7 @@ PRINTS = {
     "backprop": "0fc6367de58914b2",  # VERSION 4: constructive generator (issue 14)
     "backprop_loss": "b49756a0eb4129fe",  # VERSION 2: constructive generator (issue 14)
     "grad_multi_head": "d52889418b084825",  # VERSION 2: constructive generator (issue 14)
-    "kv_cache": "2fb25d71245a4493",  # VERSION 2: constructive generator (issue 14)
+    "kv_cache": "08ff2b256aba8cf6",  # VERSION 2: constructive generator (issue 14); V's column tried one by one (wave 7)
     "gqa": "d9ff2fbc28ef4447",  # VERSION 2: constructive generator (issue 14)
 }
 

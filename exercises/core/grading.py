@@ -21,6 +21,7 @@ from ..i18n import DEFAULT_LANG, Msg, msg, t
 from . import misconceptions, sanity
 from .model import Exercise, Part
 from .parser import AnswerError, fast_matrix, parse_answer, parse_grid
+from .pipeline import AFFECTED
 
 RIGHT, WRONG, CONSISTENT = "right", "wrong", "consistent"
 
@@ -260,16 +261,65 @@ def _statuses(right: np.ndarray) -> np.ndarray:
 
 
 def _cells_right(value: np.ndarray, part: Part) -> np.ndarray:
-    """misconceptions.cell_matches(value, part.reference, part.tolerance), with a fast path: when every
+    """misconceptions.cell_matches(value, part.reference, part.tolerance), with fast paths: when every
     cell of the reference is finite it is the plain |value − reference| ≤ tolerance (an infinite or NaN
-    cell of the value then gives ∞ or NaN, not within any tolerance, as cell_matches says)."""
-    memo = part.__dict__.setdefault("_memo", {})  # a Part is frozen: its reference never changes
+    cell of the value then gives ∞ or NaN, not within any tolerance, as cell_matches says); else the
+    same on the finite cells of the reference, and equality on the others (−∞ matches only −∞, NaN
+    nothing), computed without ∞ − ∞."""
+    memo = part.__dict__.get("_memo")  # a Part is frozen: its reference never changes
+    if memo is None:
+        memo = part.__dict__.setdefault("_memo", {})
     finite = memo.get("finite")
     if finite is None:
-        finite = memo["finite"] = bool(np.isfinite(part.reference).all())
+        finite = memo["finite"] = bool(_all(np.isfinite(part.reference), None))
     if finite:
-        return np.abs(value - part.reference) <= part.tolerance
-    return misconceptions.cell_matches(value, part.reference, part.tolerance)
+        difference = np.subtract(value, part.reference)
+        return np.abs(difference, out=difference) <= part.tolerance
+    cells = memo.get("finite_cells")
+    if cells is None:
+        cells = memo["finite_cells"] = np.isfinite(part.reference)
+    difference = np.full(part.shape, np.inf)  # (∞: not within tolerance) where the reference is not finite
+    np.subtract(value, part.reference, out=difference, where=cells)
+    right = np.abs(difference, out=difference) <= part.tolerance
+    right |= value == part.reference  # ±∞ where the reference is the same ∞ (a finite equal cell is in already)
+    return right
+
+
+_all, _max = np.logical_and.reduce, np.maximum.reduce  # right.all(), d.max() without ndarray's method wrappers
+_ALL_RIGHT: dict[tuple[int, ...], tuple[np.ndarray, np.ndarray]] = {}  # shape -> (cells, statuses), all right
+
+
+def _judged(value: np.ndarray, part: Part, finite: bool) -> tuple[np.ndarray, bool, np.ndarray]:
+    """(_cells_right(value, part), whether all are right, _statuses of them). `finite`: every cell of
+    `value` is known to be finite; then a right part costs one difference and its largest cell."""
+    if finite and value.size:
+        difference = np.subtract(value, part.reference)
+        np.abs(difference, out=difference)  # finite cells: ∞ where the reference is, NaN only where it is NaN
+        if _max(difference, None) <= part.tolerance:  # (False when a cell is NaN)
+            made = _ALL_RIGHT.get(part.shape)
+            if made is None:
+                right = np.ones(part.shape, dtype=bool)
+                made = _ALL_RIGHT[part.shape] = (right, _statuses(right))
+            return made[0].copy(), True, made[1].copy()
+        right = difference <= part.tolerance
+    else:
+        right = _cells_right(value, part)
+    return right, bool(_all(right, None)), _statuses(right)
+
+
+def _diagnosis(ex: Exercise, part: Part, value: np.ndarray) -> str | None:
+    """misconceptions.diagnose(ex, part, value) for a part that is not right, each mistake computed only
+    when it is asked: those that can change this part (pipeline.AFFECTED: a mistake's values are of the
+    steps downstream of those making it), in catalog order, up to the first that explains `value`.
+    (diagnose first asks whether `value` matches the reference: it does not, the part is not right.)"""
+    tolerance = max(part.tolerance, misconceptions.DIAGNOSIS_TOLERANCE)
+    for mid in misconceptions._candidate_ids(ex):
+        if part.name not in AFFECTED.get(mid, ()):
+            continue  # a value this mistake cannot change: not among its alternatives
+        values = misconceptions.alternatives(ex, (mid,)).get(mid)
+        if values is not None and part.name in values and misconceptions.matches(value, values[part.name], tolerance):
+            return mid
+    return None
 
 
 def grade(ex: Exercise, answer: Any) -> Feedback:
@@ -280,16 +330,27 @@ def grade(ex: Exercise, answer: Any) -> Feedback:
 
     parts: dict[str, PartFeedback] = {}
     values: dict[str, np.ndarray] = {}
+    finite: set[str] = set()  # parts whose every cell is known to be finite (a plain matrix without inf)
     for part in ex.parts:
-        if part.name not in answers or answers[part.name] is None:
+        given = answers.get(part.name)
+        if given is None:
             parts[part.name] = PartFeedback(part.name, format_error=msg("grade.missing_part", part=_label(part)))
             continue
-        value, fb = read_part(part, answers[part.name])
+        if type(given) is str and part.options is None:  # (a fast path) read_part's reading of a plain matrix
+            value = fast_matrix(given)
+            if value is not None and value.shape == part.shape:
+                parts[part.name] = PartFeedback(part.name, value=value)
+                values[part.name] = value
+                if "inf" not in given:  # every cell a decimal of at most 12 + 12 digits
+                    finite.add(part.name)
+                continue
+        value, fb = read_part(part, given)
         parts[part.name] = fb
         if value is not None:
             values[part.name] = value
     # properties any right answer has (rows of A sum to 1 …): warnings only, never scored
-    warnings = sanity.check(ex, {name: p.value for name, p in parts.items() if p.value is not None})
+    read = {name: p.value for name, p in parts.items() if p.value is not None}
+    warnings = sanity.check(ex, sanity.Values(read, finite))
     if any(p.format_error for p in parts.values()):
         return Feedback(parts=parts, score=None, correct=False, message=msg("grade.invalid"), warnings=warnings)
 
@@ -303,9 +364,7 @@ def grade(ex: Exercise, answer: Any) -> Feedback:
     total = right_count = 0
     for part in ex.parts:
         fb, value = parts[part.name], values[part.name]
-        right = _cells_right(value, part)
-        all_right = bool(right.all())
-        status = _statuses(right)
+        right, all_right, status = _judged(value, part, part.name in finite)
         if not all_right and not part.is_choice:
             candidates = candidates or _Candidates(ex)
             right = _best_match(value, [part.reference, *candidates.of(part, earlier_right)], part.tolerance)
@@ -315,7 +374,7 @@ def grade(ex: Exercise, answer: Any) -> Feedback:
                 status[_best_match(value, candidates.of(part, earlier), part.tolerance, among=~right)] = CONSISTENT
         if not all_right:
             fb.misconception = _kind_hook(ex, "diagnose", part, value) or (
-                None if part.is_choice else misconceptions.diagnose(ex, part, value))
+                None if part.is_choice else _diagnosis(ex, part, value))
             fb.explanation = _kind_hook(ex, "explain", part, value)
         fb.cells = right
         fb.status = status

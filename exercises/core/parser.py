@@ -450,10 +450,12 @@ def fast_matrix(text) -> np.ndarray | None:
         return None
     rows = stripped.split("\n")
     commas = rows[0].count(",")
-    if len(rows) * (commas + 1) > MAX_CELLS or any(row.count(",") != commas for row in rows):
+    cells = len(rows) * (commas + 1)
+    # every row with as many commas as the first (a rectangle)
+    if cells > MAX_CELLS or (len(rows) > 1 and [row.count(",") for row in rows].count(commas) != len(rows)):
         return None
     flat = stripped.replace("\n", ",").split(",")
-    return np.array([float(cell) for cell in flat]).reshape(len(rows), commas + 1)
+    return np.fromiter(map(float, flat), float, cells).reshape(len(rows), commas + 1)  # float(cell) each
 
 
 def parse_answer(text: str, where: Msg | None = None) -> np.ndarray:

@@ -13,7 +13,8 @@ cells (1-based rows and columns) and the rule, never a reference value.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Mapping
+import math
+from collections.abc import Callable, Container, Mapping
 
 import numpy as np
 
@@ -23,6 +24,10 @@ from ..i18n import Msg, msg, plural
 from . import pipeline
 from . import steps as registry
 from .model import Exercise, Part
+
+# the reductions without ndarray's method wrappers (value.sum() is np.add.reduce(value, None) …)
+_sum, _any, _all = np.add.reduce, np.logical_or.reduce, np.logical_and.reduce
+_min, _max = np.minimum.reduce, np.maximum.reduce
 
 MAX_LISTED = 4  # cells or rows named in one warning; "…" after that
 
@@ -74,13 +79,48 @@ def _row_slack(part: Part, count: int) -> float:
 
 
 # ---------------------------------------------------------------- the checks, one per property
+#
+# Each check(ex, part, value, env) returns its warnings (Msgs). Called with say=False it only decides:
+# True when it would warn, False when not, formatting nothing (what check() asks first, of the answer
+# and of the reference: a rule that fails for the reference, as −∞ in a padding mask's M does, then
+# costs no message). `finite`, when given, is whether every cell of `value` is finite (worked out once
+# per matrix by check()).
 
 
-def _infinities(ex: Exercise, part: Part, value: np.ndarray, env: Mapping) -> list[Msg]:
+def _finite(value: np.ndarray) -> bool:
+    """Every cell finite: a finite sum says so at once (a NaN or ±∞ cell makes the sum NaN or ±∞);
+    a sum that overflowed is asked cell by cell."""
+    return math.isfinite(_sum(value, None)) or bool(_all(np.isfinite(value), None))
+
+
+_ANY_HIDDEN: dict[tuple[bool, int, int], bool] = {}  # (causal, rows, cols) -> does the mask hide any cell
+
+
+def _any_hidden(ex: Exercise, value: np.ndarray) -> bool:
+    """_hidden(ex, value).any(), made once a shape."""
+    rows, cols = value.shape
+    key = (_is_causal(ex) and rows <= cols, rows, cols)
+    found = _ANY_HIDDEN.get(key)
+    if found is None:
+        found = _ANY_HIDDEN[key] = bool(_hidden(ex, value).any())
+    return found
+
+
+def _infinities(ex: Exercise, part: Part, value: np.ndarray, env: Mapping, say: bool = True,
+                finite: bool | None = None) -> list[Msg] | bool:
     """−∞ only in the masked scores (the step whose rules say "mask_infinities"), and there exactly
     above the diagonal of a causal mask."""
+    masked = "mask_infinities" in _step_rules(part.name)
+    if not say:
+        if finite:  # no −∞ anywhere: only a mask that hides a cell misses one
+            return masked and _any_hidden(ex, value)
+        neg_inf = value == -np.inf
+        if not masked:
+            return bool(_any(neg_inf, None))
+        hidden = _hidden(ex, value)
+        return bool(_any(hidden & ~neg_inf, None) or _any(~hidden & neg_inf, None))
     neg_inf = value == -np.inf  # np.isneginf, without its wrapper
-    if "mask_infinities" not in _step_rules(part.name):
+    if not masked:
         return [msg("sanity.inf_outside_mask", part=_label(part), cells=_places(neg_inf))] if neg_inf.any() else []
     hidden = _hidden(ex, value)
     found = []
@@ -91,12 +131,19 @@ def _infinities(ex: Exercise, part: Part, value: np.ndarray, env: Mapping) -> li
     return found
 
 
-def _weights(ex: Exercise, part: Part, value: np.ndarray, env: Mapping) -> list[Msg]:
+def _weights(ex: Exercise, part: Part, value: np.ndarray, env: Mapping, say: bool = True,
+             finite: bool | None = None) -> list[Msg] | bool:
     """Softmax weights: between 0 and 1, rows summing to 1, hidden keys at exactly 0."""
-    if not np.isfinite(value).all():
-        return []  # −∞ in A has its own warning
-    found = []
+    if not (_finite(value) if finite is None else finite):
+        return [] if say else False  # −∞ in A has its own warning
     tol = part.tolerance
+    if not say:  # (finite cells: no NaN, so the least and the largest cell tell the range)
+        if _min(value, None) < -tol or _max(value, None) > 1 + tol:
+            return True
+        if _any(np.abs(_sum(value, 1) - 1) > _row_slack(part, value.shape[1]), None):
+            return True
+        return _any_hidden(ex, value) and bool(_any(_hidden(ex, value) & (np.abs(value) > tol), None))
+    found = []
     outside = (value < -tol) | (value > 1 + tol)
     if outside.any():
         found.append(msg("sanity.weights_range", part=_label(part), cells=_places(outside)))
@@ -109,12 +156,16 @@ def _weights(ex: Exercise, part: Part, value: np.ndarray, env: Mapping) -> list[
     return found
 
 
-def _softmax_gradient(ex: Exercise, part: Part, value: np.ndarray, env: Mapping) -> list[Msg]:
+def _softmax_gradient(ex: Exercise, part: Part, value: np.ndarray, env: Mapping, say: bool = True,
+                      finite: bool | None = None) -> list[Msg] | bool:
     """G_scaled (and G_scores, a constant multiple): rows sum to 0, hidden cells get no gradient."""
-    if not np.isfinite(value).all() or value.shape[0] != value.shape[1]:
-        return []
+    if value.shape[0] != value.shape[1] or not (_finite(value) if finite is None else finite):
+        return [] if say else False
+    off = np.abs(_sum(value, 1)) > _row_slack(part, value.shape[1])
+    if not say:
+        return bool(_any(off, None)) or (_any_hidden(ex, value)
+                                         and bool(_any(_hidden(ex, value) & (np.abs(value) > part.tolerance), None)))
     found = []
-    off = np.abs(value.sum(axis=1)) > _row_slack(part, value.shape[1])
     if off.any():
         found.append(msg("sanity.rows_sum_zero", part=_label(part), rows=_numbers(off, "rows")))
     reached = _hidden(ex, value) & (np.abs(value) > part.tolerance)
@@ -123,53 +174,63 @@ def _softmax_gradient(ex: Exercise, part: Part, value: np.ndarray, env: Mapping)
     return found
 
 
-def _output(ex: Exercise, part: Part, value: np.ndarray, env: Mapping) -> list[Msg]:
+def _output(ex: Exercise, part: Part, value: np.ndarray, env: Mapping, say: bool = True,
+            finite: bool | None = None) -> list[Msg] | bool:
     """O = A V with rows of A summing to 1: each O[i, c] is an average of column c of V."""
     V = env.get("V")
-    if V is None or np.shape(V)[1] != value.shape[1] or not np.isfinite(value).all():
-        return []
-    low, high = np.min(V, axis=0), np.max(V, axis=0)  # (d_v,)
+    if V is None or np.shape(V)[1] != value.shape[1] or not (_finite(value) if finite is None else finite):
+        return [] if say else False
+    low, high = _min(V, 0), _max(V, 0)  # (d_v,): np.min(V, axis=0) …
     outside = (value < low - part.tolerance) | (value > high + part.tolerance)
+    if not say:
+        return bool(_any(outside, None))
     return [msg("sanity.output_range", part=_label(part), cells=_places(outside))] if outside.any() else []
 
 
-def _grad_v(ex: Exercise, part: Part, value: np.ndarray, env: Mapping) -> list[Msg]:
+def _grad_v(ex: Exercise, part: Part, value: np.ndarray, env: Mapping, say: bool = True,
+            finite: bool | None = None) -> list[Msg] | bool:
     """G_V = Aᵀ G_O with rows of A summing to 1: column sums of G_V equal those of G_O."""
     G_O, A = env.get("G_O"), env.get("A")
-    if G_O is None or A is None or np.shape(G_O)[1] != value.shape[1] or not np.isfinite(value).all():
-        return []
-    if not _all_near_one(np.sum(A, axis=1)):
-        return []
-    off = np.abs(value.sum(axis=0) - np.sum(G_O, axis=0)) > _row_slack(part, value.shape[0])
+    if (G_O is None or A is None or np.shape(G_O)[1] != value.shape[1]
+            or not (_finite(value) if finite is None else finite) or not _all_near_one(_sum(A, 1))):
+        return [] if say else False
+    off = np.abs(_sum(value, 0) - _sum(G_O, 0)) > _row_slack(part, value.shape[0])
+    if not say:
+        return bool(_any(off, None))
     return [msg("sanity.grad_v_columns", columns=_numbers(off, "columns"))] if off.any() else []
 
 
-def _grad_embedding(ex: Exercise, part: Part, value: np.ndarray, env: Mapping) -> list[Msg]:
+def _grad_embedding(ex: Exercise, part: Part, value: np.ndarray, env: Mapping, say: bool = True,
+                    finite: bool | None = None) -> list[Msg] | bool:
     """G_E: a token that does not appear gets a zero row; the rows add up to the rows of G_X."""
     ids, G_X = env.get("token_ids"), env.get("G_X")
-    if ids is None or not np.isfinite(value).all():
-        return []
+    if ids is None or not (_finite(value) if finite is None else finite):
+        return [] if say else False
     found = []
     unused = np.ones(value.shape[0], dtype=bool)
     unused[np.asarray(ids, dtype=int)[np.asarray(ids, dtype=int) < value.shape[0]]] = False
     nonzero = unused & np.any(np.abs(value) > part.tolerance, axis=1)
     if nonzero.any():
+        if not say:
+            return True
         tokens = _listed("tokens", [str(t) for t in np.flatnonzero(nonzero)])  # token ids count from 0
         found.append(msg("sanity.unused_token", tokens=tokens))
     if G_X is not None and np.shape(G_X)[1] == value.shape[1]:
         off = np.abs(value.sum(axis=0) - np.sum(G_X, axis=0)) > _row_slack(part, value.shape[0])
         if off.any():
+            if not say:
+                return True
             found.append(msg("sanity.grad_e_total", columns=_numbers(off, "columns")))
-    return found
+    return found if say else False
 
 
 def _all_near_one(a: np.ndarray) -> bool:
     """np.allclose(a, 1) without its wrapper: |a − 1| ≤ atol + rtol·1 in every cell (NaN and ±∞ are
     not close; a cell equal to 1 is within the tolerance already)."""
-    return bool(np.all(np.abs(a - 1.0) <= 1e-08 + 1e-05 * 1.0))
+    return bool(_all(np.abs(a - 1.0) <= 1e-08 + 1e-05 * 1.0, None))
 
 
-Check = Callable[[Exercise, Part, np.ndarray, Mapping], list[Msg]]
+Check = Callable[..., list[Msg] | bool]  # (ex, part, value, env, say=True, finite=None)
 
 
 @functools.lru_cache(maxsize=512)  # part names: a few dozen
@@ -219,7 +280,7 @@ def _holds(ex: Exercise, part: Part, rule: Check) -> bool:
     memo = ex.__dict__.setdefault("_memo", {}).setdefault("sanity_holds", {})
     key = (part.name, rule)
     if key not in memo:
-        memo[key] = not rule(ex, part, np.asarray(part.reference, dtype=float), pipeline.reference_env(ex))
+        memo[key] = not rule(ex, part, np.asarray(part.reference, dtype=float), pipeline.reference_env(ex), say=False)
     return memo[key]
 
 
@@ -230,8 +291,18 @@ def _matrix(value) -> np.ndarray:
     return np.atleast_2d(np.asarray(value, dtype=float))
 
 
+class Values(dict):
+    """{part name: matrix} as check() takes it, with the names of the matrices whose every cell the
+    caller knows to be finite (grading reads a plain matrix of decimals so): check() does not ask again."""
+
+    def __init__(self, values: Mapping[str, np.ndarray], finite: Container[str] = ()):
+        super().__init__(values)
+        self.finite = finite
+
+
 def check(ex: Exercise, values: Mapping[str, np.ndarray]) -> list[Msg]:
     """Warnings for the learner's `values` ({part name: matrix}, any shape); [] when all is plausible.
+    `values` may be a Values, naming the matrices known to be finite.
 
     A part whose shape is wrong gets one warning when it is the transpose of the right shape and no
     other check (its cells do not line up with anything)."""
@@ -241,6 +312,7 @@ def check(ex: Exercise, values: Mapping[str, np.ndarray]) -> list[Msg]:
     read = {name: _matrix(v) for name, v in values.items() if name in by_name and not by_name[name].is_choice}
     # the learner's own matrices stand in for the reference ones a check leans on (V for O …)
     env = {**pipeline.reference_env(ex), **{k: v for k, v in read.items() if v.shape == by_name[k].shape}}
+    finite = values.finite if type(values) is Values else ()
     warnings: list[Msg] = []
     holds = ex.__dict__.setdefault("_memo", {}).setdefault("sanity_holds", {})  # as _holds keeps it
     for part in ex.parts:
@@ -252,14 +324,15 @@ def check(ex: Exercise, values: Mapping[str, np.ndarray]) -> list[Msg]:
                 warnings.append(msg("sanity.transposed_shape", part=_label(part), rows=part.shape[0],
                                     cols=part.shape[1], got_rows=value.shape[0], got_cols=value.shape[1]))
             continue
-        if np.isnan(value).any():
+        finite_cells = part.name in finite or _finite(value)
+        if not finite_cells and _any(np.isnan(value), None):
             continue
         # the warnings of the rules that hold for the reference (rules(ex, part)), in their order; a rule
-        # is put to the reference only when the answer fails it: a right answer costs no reference check
+        # is put to the reference only when the answer fails it (a right answer costs no reference check),
+        # and both are decided without a message: only a warning shown is formatted
         for rule in _checks(part.name):
             if holds.get((part.name, rule)) is False:
                 continue  # known not to hold for the reference: not put to the answer
-            found = rule(ex, part, value, env)
-            if found and _holds(ex, part, rule):
-                warnings.extend(found)
+            if rule(ex, part, value, env, say=False, finite=finite_cells) and _holds(ex, part, rule):
+                warnings.extend(rule(ex, part, value, env))
     return warnings

@@ -124,63 +124,74 @@ def clashes(ref: Mapping[str, np.ndarray], alt: Mapping[str, np.ndarray], names,
     return found
 
 
-def _factors(M: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """budget._factors: nonzero, and nonzero and not ±1, per cell."""
+def _factors(M: np.ndarray) -> np.ndarray:
+    """budget._factors, stacked: [nonzero, nonzero and not ±1] per cell, (2, …) booleans."""
     size = np.abs(M)
     nonzero = size > 1e-12  # every value here is finite
-    return nonzero, nonzero & ~(np.abs(size - 1.0) < 1e-12)
-
-
-def _product(left: np.ndarray, right: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(terms, hard terms) of left @ right per candidate (budget.product_operations' count); left (…, r, m),
-    right (…, m, c), either shared by every candidate."""
-    l_nz, l_hard = _factors(left)
-    r_nz, r_hard = _factors(right)
-    terms = (l_nz.sum(axis=-2) * r_nz.sum(axis=-1)).sum(axis=-1)
-    hard = (l_hard.sum(axis=-2) * r_hard.sum(axis=-1)).sum(axis=-1)
-    return terms, hard
+    return np.stack([nonzero, nonzero & (np.abs(size - 1.0) >= 1e-12)])
 
 
 def seconds(fwd: Mapping[str, np.ndarray], ref: Mapping[str, np.ndarray], names) -> np.ndarray:
     """Per candidate: budget.count(given, names, env).seconds of the backward steps from G_O to `names`
     (those of them that are steps, every one asked and written: G_O's cells too when it is among them),
-    at budget.RATES."""
+    at budget.RATES. A product left @ right has Σ_m (nonzero left ·m)(nonzero right m·) terms, as many
+    hard ones counted alike (budget.product_operations); the gradients' factors are found at once (one
+    block of every cell read), the forward pass's in plain Python (_line_counts), nonzero and hard side
+    by side (axis 0) so each product is two numpy calls."""
     names = set(names)
-    A, G_A = fwd["A"], ref["G_A"]
-    k = len(G_A)
-    mult = np.zeros(k)
-    add = np.zeros(k)
-    divisions = np.zeros(k)
+    k = len(ref["G_A"])
+    used = ["G_O", "G_A"]
+    if "G_scores" in names or "G_scaled" in names:
+        used.append("G_scaled")
+    if "G_Q" in names or "G_K" in names:
+        used.append("G_scores")
+    if "G_X" in names:
+        used += ["G_Q", "G_K", "G_V"]
+    block = _factors(np.concatenate([ref[g].reshape(k, -1) for g in used], axis=1))  # (2, k, cells)
+    view, start = {}, 0
+    for g in used:
+        shape = ref[g].shape[1:]
+        size = math.prod(shape)
+        view[g] = block[:, :, start:start + size].reshape(2, k, *shape)
+        start += size
+    total = np.zeros((2, k))  # terms, hard terms
 
-    def product(left, right):
-        terms, hard = _product(left, right)
-        nonlocal mult, add
-        mult = mult + hard
-        add = add + (terms - hard)
+    def counts(M: np.ndarray, axis: int) -> np.ndarray:
+        return np.array(_line_counts(M, axis), dtype=float)[:, :, None]  # (2, lines, 1)
 
-    product(ref["G_O"], fwd["V"].T)  # G_A
-    product(A.T, ref["G_O"])  # G_V
+    def grad_left(g: str, right: np.ndarray) -> None:  # ref[g] @ right: g's columns against right's rows
+        nonlocal total
+        total = total + (view[g].sum(axis=2) @ counts(right, 1))[..., 0]
+
+    def grad_right(left: np.ndarray, g: str) -> None:  # left @ ref[g]: left's columns against g's rows
+        nonlocal total
+        total = total + (view[g].sum(axis=3) @ counts(left, 0))[..., 0]
+
+    grad_left("G_O", fwd["V"].T)  # G_A
+    grad_right(fwd["A"].T, "G_O")  # G_V
+    extra_mult = extra_add = 0.0
+    divisions = 0.0
     if "G_scaled" in names:
-        a_nz, a_hard = _factors(A)
-        g_nz, g_hard = _factors(G_A)
-        weights = int(a_nz.sum())
-        terms = (a_nz & g_nz).sum(axis=(1, 2))
-        hard = (a_hard & g_hard).sum(axis=(1, 2))
-        mult = mult + hard + weights
-        add = add + terms - hard + weights
+        A = _factors(fwd["A"])  # (2, n, n)
+        weights = float(A[0].sum())
+        scaled = (A[:, None] & view["G_A"]).sum(axis=(2, 3))  # (2, k): A ⊙ G_A's terms
+        extra_mult = scaled[1] + weights
+        extra_add = scaled[0] - scaled[1] + weights
     if "G_scores" in names and int(fwd["d_k"]) != 1:
-        divisions = divisions + _factors(ref["G_scaled"])[0].sum(axis=(1, 2))
+        divisions = view["G_scaled"][0].sum(axis=(1, 2))
     if "G_Q" in names:
-        product(ref["G_scores"], fwd["K"])
-    if "G_K" in names:
-        product(_t(ref["G_scores"]), fwd["Q"])
+        grad_left("G_scores", fwd["K"])
+    if "G_K" in names:  # G_scoresᵀ Q: G_scores' rows against Q's rows
+        total = total + (view["G_scores"].sum(axis=3) @ counts(fwd["Q"], 1))[..., 0]
     if "G_X" in names:
         X = fwd["X"]
         for g in ("G_Q", "G_K", "G_V"):
-            product(X.T, ref[g])  # G_W_*
+            grad_right(X.T, g)  # G_W_*
         for g, w in (("G_Q", "W_Q"), ("G_K", "W_K"), ("G_V", "W_V")):
-            product(ref[g], fwd[w].T)
-        add = add + 2 * ref["G_X"][0].size
+            grad_left(g, fwd[w].T)
+        extra_add = extra_add + 2 * ref["G_X"][0].size
+    mult = total[1] + extra_mult
+    add = total[0] - total[1] + extra_add
     cells = sum(ref[name][0].size for name in names)
     r = budget.RATES
     return (r["multiply_adds"] * mult + r["divisions"] * divisions + r["additions"] * add
@@ -240,12 +251,101 @@ def near(values: Mapping[str, np.ndarray], alt: Mapping[str, np.ndarray], names,
     return found
 
 
-def first_admissible(refusals, order: np.ndarray, chunk: int, chunks: int) -> int | None:
+def first_admissible(tested, order: np.ndarray, chunk: int, chunks: int) -> tuple[int, dict] | None:
     """The first candidate in `order` that no test refuses, tested `chunk` at a time for at most `chunks`
-    chunks, or None. `refusals(which)` gives {test: (len(which),) bool, True where refused}."""
+    chunks, with its values, or None. `tested(which)` gives ({test: (len(which),) bool, True where refused},
+    {name: (len(which), ...) stacked values}); the values of the candidate found are handed back, one each."""
     for start in range(0, min(len(order), chunk * chunks), chunk):
         which = order[start:start + chunk]
-        passing = np.flatnonzero(~np.logical_or.reduce(list(refusals(which).values())))
+        refusals, values = tested(which)
+        passing = np.flatnonzero(~np.logical_or.reduce(list(refusals.values())))
         if len(passing):
-            return int(which[passing[0]])
+            k = passing[0]
+            return int(which[k]), {name: M[k] for name, M in values.items()}
     return None
+
+
+def _line_counts(M: np.ndarray, axis: int) -> tuple[list[int], list[int]]:
+    """Per row (axis 1) or per column (axis 0) of a small matrix: how many cells are nonzero, and how many
+    nonzero and not ±1 (_factors' tests, in plain Python: numpy's per-call cost dominates on a few cells)."""
+    lines = M.tolist() if axis == 1 else M.T.tolist()
+    nonzero, hard = [], []
+    for line in lines:
+        t = h = 0
+        for x in line:
+            size = abs(x)
+            if size > 1e-12:
+                t += 1
+                if not abs(size - 1.0) < 1e-12:
+                    h += 1
+        nonzero.append(t)
+        hard.append(h)
+    return nonzero, hard
+
+
+def bound_seconds(fwd: Mapping[str, np.ndarray], names, n_v: int) -> float:
+    """An upper bound of seconds(fwd, ref, names) over every incoming gradient: the same count with every
+    cell of every gradient nonzero and not ±1, save G_scaled's (and G_scores') cells where A is 0 or where
+    A's row weighs one key alone (its weight is 1: A ⊙ (G_A − rowsum(A ⊙ G_A)) is 0 there exactly). The
+    count only grows with more nonzero or hard factors (a multiply-add costs more than an addition), so
+    a forward pass whose bound fits fits with every G_O. `n_v`: d_v, G_O's width. Plain Python."""
+    names = set(names)
+    A = fwd["A"]
+    n = A.shape[0]
+    a_nz, a_hard = _line_counts(A, 1)  # per row of A
+    A_rows = A.tolist()
+    # G_scaled's nonzero pattern at most: A's nonzero cells of the rows with two or more
+    alone = [a_nz[i] == 1 and max(abs(x) for x in row) == 1.0 for i, row in enumerate(A_rows)]
+    s_rows = [[abs(x) > 1e-12 and not alone[i] for x in row] for i, row in enumerate(A_rows)]
+    s_row = [sum(r) for r in s_rows]
+    s_col = [sum(r[j] for r in s_rows) for j in range(n)]
+    mult = add = divisions = 0
+
+    def product(terms: int, hard: int) -> None:
+        nonlocal mult, add
+        mult += hard
+        add += terms - hard
+
+    v_nz, v_hard = _line_counts(fwd["V"], 0)  # per column of V: the rows of Vᵀ
+    product(n * sum(v_nz), n * sum(v_hard))  # G_A = G_O Vᵀ: every G_O cell hard
+    product(sum(a_nz) * n_v, sum(a_hard) * n_v)  # G_V = Aᵀ G_O: Aᵀ's columns are A's rows
+    if "G_scaled" in names:
+        weights = sum(a_nz)
+        mult += sum(a_hard) + weights
+        add += sum(a_nz) - sum(a_hard) + weights
+    if "G_scores" in names and int(fwd["d_k"]) != 1:
+        divisions += sum(s_row)
+    if "G_Q" in names:  # G_scores K: G_scores' columns against K's rows
+        k_nz, k_hard = _line_counts(fwd["K"], 1)
+        product(sum(c * t for c, t in zip(s_col, k_nz)), sum(c * h for c, h in zip(s_col, k_hard)))
+    if "G_K" in names:  # G_scoresᵀ Q: G_scores' rows against Q's rows
+        q_nz, q_hard = _line_counts(fwd["Q"], 1)
+        product(sum(r * t for r, t in zip(s_row, q_nz)), sum(r * h for r, h in zip(s_row, q_hard)))
+    if "G_X" in names:
+        x_nz, x_hard = _line_counts(fwd["X"], 1)  # Xᵀ's columns are X's rows
+        d_k = fwd["K"].shape[1]
+        for width in (d_k, d_k, n_v):  # Xᵀ G_Q, Xᵀ G_K, Xᵀ G_V
+            product(sum(x_nz) * width, sum(x_hard) * width)
+        for w in ("W_Q", "W_K", "W_V"):  # G_* W_*ᵀ: W_*ᵀ's rows are W_*'s columns
+            w_nz, w_hard = _line_counts(fwd[w], 0)
+            product(n * sum(w_nz), n * sum(w_hard))
+        add += 2 * n * fwd["X"].shape[1]
+    sizes = {"G_O": n * n_v, "G_A": n * n, "G_V": n * n_v, "G_scaled": n * n, "G_scores": n * n}
+    if "X" in fwd:
+        d, d_k = fwd["X"].shape[1], fwd["K"].shape[1]
+        sizes.update(G_Q=n * d_k, G_K=n * d_k, G_W_Q=d * d_k, G_W_K=d * d_k, G_W_V=d * n_v, G_X=n * d)
+    else:
+        d_k = fwd["K"].shape[1]
+        sizes.update(G_Q=n * d_k, G_K=n * d_k)
+    cells = sum(sizes[name] for name in names)
+    r = budget.RATES
+    return r["multiply_adds"] * mult + r["divisions"] * divisions + r["additions"] * add + r["cells"] * cells
+
+
+def product_seconds(left: np.ndarray, right: np.ndarray) -> float:
+    """budget.product_operations(left, right).seconds of two small matrices, in plain Python."""
+    l_nz, l_hard = _line_counts(left, 0)  # per column of left
+    r_nz, r_hard = _line_counts(right, 1)  # per row of right
+    terms = sum(a * b for a, b in zip(l_nz, r_nz, strict=True))
+    hard = sum(a * b for a, b in zip(l_hard, r_hard, strict=True))
+    return budget.RATES["multiply_adds"] * hard + budget.RATES["additions"] * (terms - hard)

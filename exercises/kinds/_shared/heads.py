@@ -36,6 +36,13 @@ def _largest(parts: list[np.ndarray]) -> np.ndarray:
     return out
 
 
+def _spread(cells: np.ndarray, first: np.ndarray, second: np.ndarray) -> np.ndarray:
+    """|cells[:, first] − cells[:, second]| (B, pairs), in place of one temporary."""
+    out = np.take(cells, first, axis=1)
+    out -= np.take(cells, second, axis=1)
+    return np.abs(out, out=out)
+
+
 def softmax_rows(Z: np.ndarray) -> np.ndarray:
     """ops.softmax along the rows of a stack (…, n_q, n_k): the same operations."""
     e = np.exp(Z - np.max(Z, axis=-1, keepdims=True))
@@ -177,13 +184,16 @@ class ColumnTable:
         nS, n, _ = Q.shape
         s_of, c_of = pairs[:, 0], pairs[:, 1]
         B = len(pairs)
-        V = np.asarray(columns, dtype=float)[c_of][:, :, None]  # (B, n, 1)
-        heads = Heads(np.asarray(Q, dtype=float)[s_of], np.asarray(K, dtype=float)[s_of], V, causal, d_model)
+        columns = np.asarray(columns, dtype=float)  # (nC, n)
+        # every scores' heads once, with every column as one value matrix (n, nC), read back for the pairs
+        # met (a column of A V is that column's own products: equal to one head per pair to a few 1e-15,
+        # another BLAS kernel; every bit of the table the same)
+        V = np.ascontiguousarray(np.broadcast_to(columns.T, (nS, n, len(columns))))
+        heads = Heads(np.asarray(Q, dtype=float), np.asarray(K, dtype=float), V, causal, d_model)
         self.gaps = tuple(gaps)
-        self.ids, O = heads.mistakes()  # (M, B, n, 1)
-        alts = comparable(np.swapaxes(O, 0, 1))  # (B, M, n)
-        ref = heads.O.reshape(B, n)
-        usable = ~np.isnan(alts).any(axis=-1)  # (B, M)
+        self.ids, O = heads.mistakes()  # (M, nS, n, nC)
+        alts = comparable(O[:, s_of, :, c_of][..., None])  # (B, M, n) (the pair's index first)
+        ref = heads.O[s_of, :, c_of]  # (B, n)
         finite = np.isfinite(ref)
         whole = np.round(np.where(finite, ref, 0.0))
         self.whole = (np.abs(np.where(finite, ref, 0.0) - whole) <= 1e-12 + 1e-5 * np.abs(whole)).all(axis=1)
@@ -194,25 +204,23 @@ class ColumnTable:
 
             with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
                 masked = r(heads.mask(r(heads.S / math.sqrt(heads.d_k))))
-                targets.append(r(r(softmax_rows(masked)) @ V).reshape(B, n))
+                targets.append(r(r(softmax_rows(masked)) @ V)[s_of, :, c_of])
         self.careful = targets[1] if careful else None
         M = alts.shape[1]
         first, second = np.triu_indices(M, k=1)
-        both = usable[:, first] & usable[:, second]  # (B, pairs)
-        cells = [np.ascontiguousarray(alts[:, :, a]) for a in range(n)]  # (B, M) each
         # the largest difference over the cells (NaN where a mistake is not usable: never within a gap)
-        apart = [np.where(usable, _largest([np.abs(cells[a] - t[:, a:a + 1]) for a in range(n)]), np.nan)
-                 for t in targets]  # (B, M) each
-        apart.append(np.where(both, _largest([np.abs(cells[a][:, first] - cells[a][:, second]) for a in range(n)]),
-                              np.nan))  # (B, pairs)
-        apart = np.concatenate(apart, axis=1)
+        cells = [np.ascontiguousarray(alts[:, :, a]) for a in range(n)]  # (B, M) each (a max over a short
+        # last axis is slow: the cells one by one)
+        apart = [_largest([np.abs(cells[a] - t[:, a:a + 1]) for a in range(n)]) for t in targets]  # (B, M) each
+        apart.append(_largest([_spread(cells[a], first, second) for a in range(n)]))  # (B, pairs)
         bits = []
-        for gap in gaps:
+        for gap in gaps:  # (compared piece by piece: the bits joined, not the differences)
             with np.errstate(invalid="ignore"):
-                bits.append(np.packbits(apart <= gap, axis=1))
+                bits.append(bits[-1] if bits and gap == gaps[len(bits) - 1] else
+                            np.packbits(np.concatenate([piece <= gap for piece in apart], axis=1), axis=1))
         self.bits = np.stack(bits, axis=1)  # (B, G, bytes)
         self.A = np.full((nS, n, n), np.nan)
-        self.A[s_of] = heads.A
+        self.A[s_of] = heads.A[s_of]
         self.O, self.alts = ref, alts
         self.index = np.full((nS, len(columns)), -1)
         self.index[s_of, c_of] = np.arange(B)

@@ -23,9 +23,9 @@ import math
 
 import numpy as np
 
-from attention_core import scaled_dot_product, self_attention
+from attention_core import ops, scaled_dot_product, self_attention
 
-from ...core import budget, numbers, pipeline
+from ...core import budget, numbers
 from ...core.contract import HomeStage
 from ...core.draft import Draft, reference_parts
 from ...core.levels import spec
@@ -240,7 +240,14 @@ def _close(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def admissible(fwd: dict, level: int, which: np.ndarray | None = None) -> dict[str, np.ndarray]:
-    """For the G_O of the level (_incoming; `which` of them, else all) with the forward pass `fwd`, the
+    """_tested's verdicts alone."""
+    return _tested(fwd, level, which)[0]
+
+
+def _tested(fwd: dict, level: int, which: np.ndarray | None = None) -> tuple[dict[str, np.ndarray], dict]:
+    """(verdicts, the references of every G_O tested: chain_batch.backward's first value).
+
+    For the G_O of the level (_incoming; `which` of them, else all) with the forward pass `fwd`, the
     tests generate puts it to, each (k,) booleans (True: refused for that reason): a symmetric G_A
     (G_O Vᵀ and V G_Oᵀ alike), the plain mean's G_V, some step passing nothing back, over the time
     budget, a guarded mistake not apart (chain_batch.clashes: misconceptions.collides' question)."""
@@ -260,7 +267,7 @@ def admissible(fwd: dict, level: int, which: np.ndarray | None = None) -> dict[s
     return {"symmetric": _close(ref["G_A"], np.swapaxes(ref["G_A"], 1, 2)),
             "plain_mean": _close(_plain_mean(n).T @ G_O, ref["G_V"]),
             "mute": ~teaches, "over_budget": over,
-            "clash": chain_batch.clashes(ref, alt, names, chain_batch.gap(spec(level).decimals))}
+            "clash": chain_batch.clashes(ref, alt, names, chain_batch.gap(spec(level).decimals))}, ref
 
 
 CHUNK = 6  # G_O tested at once, in a random order: the first that passes is drawn uniformly from those that do
@@ -268,9 +275,26 @@ MAX_CHUNKS = 1  # then a new forward pass: one whose every G_O fails (a mistake 
 # level 3) costs one chunk; a forward pass where most pass hardly ever fails six
 
 
-def _first_admissible(fwd: dict, level: int, order: np.ndarray) -> int | None:
-    """The first G_O in `order` that passes every test of admissible(), tested a few at a time, or None."""
-    return chain_batch.first_admissible(lambda which: admissible(fwd, level, which), order, CHUNK, MAX_CHUNKS)
+def _first_admissible(fwd: dict, level: int, order: np.ndarray) -> tuple[int, dict] | None:
+    """The first G_O in `order` that passes every test of admissible(), tested a few at a time, with its
+    references ({part: value}, chain_batch.backward's), or None."""
+    return chain_batch.first_admissible(lambda which: _tested(fwd, level, which), order, CHUNK, MAX_CHUNKS)
+
+
+def references(given: dict, gradients: dict) -> dict:
+    """pipeline.run(given) from the backward pass already worked out (`gradients`: chain_batch.backward's
+    references of G_O) and the forward steps the pipeline computes from what is given (S = Q Kᵀ, S / √d_k,
+    the mask, A V, G_V W_Vᵀ: its own operations on the same values; A is given), bit for bit the same (tested)."""
+    S = ops.scores(given["Q"], given["K"])
+    scaled = ops.scale(S, int(given["d_k"]))
+    env = {**given, "scores": S, "scaled": scaled, "masked": ops.apply_mask(scaled, True),
+           "O": ops.weighted_sum(given["A"], given["V"]), **gradients}
+    for name in ("G_scaled", "G_scores"):  # the hidden keys' cells as the mask's backward step writes them: +0.0
+        if name in gradients:
+            env[name] = ops.apply_mask_backward(gradients[name], True)
+    if "X" in given:
+        env["G_X_V"] = gradients["G_V"] @ given["W_V"].T  # the value path's share, a step of its own
+    return env
 
 
 def generate(rng: np.random.Generator, level: int) -> Draft:
@@ -284,11 +308,12 @@ def generate(rng: np.random.Generator, level: int) -> Draft:
         fwd = _forward(rng, level)
         if fwd is None:
             continue
-        chosen = _first_admissible(fwd, level, rng.permutation(len(_incoming(level))))
-        if chosen is None:
+        found = _first_admissible(fwd, level, rng.permutation(len(_incoming(level))))
+        if found is None:
             continue
+        chosen, gradients = found
         given = {**fwd, "G_O": np.array(_incoming(level)[chosen])}
-        env = pipeline.run(given)
+        env = references(given, gradients)
         parts = reference_parts(given, names, s.decimals, env)
         # the engine's redraw question, answered above for every G_O (tests/test_kinds_backprop_constructive.py
         # holds it to misconceptions.collisions on the exercises): it is not asked again

@@ -29,7 +29,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from attention_core import self_attention
+from attention_core import ops, self_attention
 
 from ... import solutions
 from ...core import budget, misconceptions, numbers, pipeline
@@ -239,7 +239,14 @@ def _ties(refs) -> np.ndarray:
 
 
 def admissible(given: dict, level: int, which: np.ndarray, every: bool = False) -> dict[str, np.ndarray]:
-    """For the targets `which` (indices into _targets()) with the forward pass `given`, each test
+    """_tested's verdicts alone."""
+    return _tested(given, level, which, every)[0]
+
+
+def _tested(given: dict, level: int, which: np.ndarray, every: bool = False) -> tuple[dict[str, np.ndarray], dict]:
+    """(verdicts, {part: (k, …)} the references of every target tested, chain_batch.backward's).
+
+    For the targets `which` (indices into _targets()) with the forward pass `given`, each test
     generate puts the variant to, as (k,) booleans (True: refused for that reason): a cell of O on its
     target, a step passing (almost) nothing back, a reference on a float's breadth from a tie, over
     the time budget (operations()), a guarded mistake not apart from the answer or another mistake
@@ -266,19 +273,24 @@ def admissible(given: dict, level: int, which: np.ndarray, every: bool = False) 
                                          backward, separation)
     # every level-2 variant fits its budget (all 212 × 64 of them: tests/test_kinds_backprop_loss_constructive.py)
     if every or level != 2:
-        seconds = chain_batch.seconds(fwd, ref, names) + _forward_seconds(given, level)
-        found["over_budget"] = seconds / 60.0 > budget.BUDGET_MINUTES[level]
-    return found
+        extra = _forward_seconds(given, level)
+        bound = chain_batch.bound_seconds(fwd, names, G_O.shape[2]) + extra  # over every target
+        if not every and bound / 60.0 <= budget.BUDGET_MINUTES[level]:
+            found["over_budget"] = np.zeros(len(T), dtype=bool)  # it fits (296 forward passes in 300)
+        else:
+            seconds = chain_batch.seconds(fwd, ref, names) + extra
+            found["over_budget"] = seconds / 60.0 > budget.BUDGET_MINUTES[level]
+    return found, ref
 
 
 def _forward_seconds(given: dict, level: int) -> float:
     """What operations() counts besides the backward steps: the projections to V (and Q, K at level 3)
     and the subtraction O − T per cell."""
     X = given["X"]
-    ops = budget.product_operations(X, given["W_V"]) + budget.Operations(additions=int(np.size(given["O"])))
+    seconds = chain_batch.product_seconds(X, given["W_V"]) + budget.RATES["additions"] * int(np.size(given["O"]))
     if level == 3:
-        ops = ops + budget.product_operations(X, given["W_Q"]) + budget.product_operations(X, given["W_K"])
-    return ops.seconds
+        seconds += chain_batch.product_seconds(X, given["W_Q"]) + chain_batch.product_seconds(X, given["W_K"])
+    return seconds
 
 
 CHUNK = 6  # targets tested at once, in a random order: the first that passes is drawn uniformly among those that do
@@ -306,17 +318,19 @@ def generate(rng: np.random.Generator, level: int) -> Draft:
         given = _forward_given(rng, level)
         if given is None:
             continue
+        gradients = None
         if level == 1:
             options = _notes_targets()
             chosen = int(options[rng.integers(len(options))])
         else:
             off = np.flatnonzero(_off_target(given["O"]))  # the targets no cell of O sits on
-            chosen = _first_admissible(given, level, off[rng.permutation(len(off))])
-            if chosen is None:
+            found = _first_admissible(given, level, off[rng.permutation(len(off))])
+            if found is None:
                 continue
+            chosen, gradients = found
         given = {**given, "T": np.array(_targets()[chosen])}
         given = {k: given[k] for k in ("X", "W_Q", "W_K", "W_V", "A", "O", "T", "d_k", "causal")}
-        env = pipeline.run(given)
+        env = pipeline.run(given) if gradients is None else references(given, gradients)
         parts = reference_parts(given, PARTS[level], spec(level).decimals, env)
         # the engine's redraw question, answered above for every target tried
         # (tests/test_kinds_backprop_loss_constructive.py holds it to misconceptions.collisions)
@@ -325,9 +339,34 @@ def generate(rng: np.random.Generator, level: int) -> Draft:
     raise RuntimeError(f"backprop_loss: no variant within the time budget in {MAX_TRIES} draws")
 
 
-def _first_admissible(given: dict, level: int, order: np.ndarray) -> int | None:
-    """The first target in `order` that passes every test of admissible(), a few at a time, or None."""
-    return chain_batch.first_admissible(lambda which: admissible(given, level, which), order, CHUNK, MAX_CHUNKS)
+def _first_admissible(given: dict, level: int, order: np.ndarray) -> tuple[int, dict] | None:
+    """The first target in `order` that passes every test of admissible(), a few at a time, with its
+    references ({part: value}, chain_batch.backward's), or None."""
+    return chain_batch.first_admissible(lambda which: _tested(given, level, which), order, CHUNK, MAX_CHUNKS)
+
+
+def references(given: dict, gradients: dict) -> dict:
+    """pipeline.run(given) from the backward pass already worked out (`gradients`: chain_batch.backward's
+    references, G_O = O − T among them) and the forward steps the pipeline computes from what is given
+    (X W_Q, X W_K, X W_V, S = Q Kᵀ, S / √d_k, the mask; A and O are given, so are not recomputed; G_V W_Vᵀ,
+    a step of its own; at level 2 also G_W_* = Xᵀ G_* and G_X, which it does not ask): its own operations
+    on the same values, bit for bit (tested)."""
+    Q, K, V = (ops.project(given["X"], given[w]) for w in ("W_Q", "W_K", "W_V"))
+    S = ops.scores(Q, K)
+    scaled = ops.scale(S, int(given["d_k"]))
+    env = {**given, "Q": Q, "K": K, "V": V, "scores": S, "scaled": scaled, "masked": ops.apply_mask(scaled, True),
+           **gradients}
+    for name in ("G_scaled", "G_scores"):  # the hidden keys' cells as the mask's backward step writes them: +0.0
+        if name in gradients:
+            env[name] = ops.apply_mask_backward(gradients[name], True)
+    X = given["X"]
+    if "G_X" not in gradients:  # level 2 asks down to G_scores, the pipeline goes on to G_X
+        for g in ("Q", "K", "V"):
+            env[f"G_W_{g}"] = X.T @ env[f"G_{g}"]
+    env["G_X_V"] = env["G_V"] @ given["W_V"].T
+    if "G_X" not in gradients:
+        env["G_X"] = env["G_Q"] @ given["W_Q"].T + env["G_K"] @ given["W_K"].T + env["G_X_V"]
+    return env
 
 
 def operations(ex: Exercise):

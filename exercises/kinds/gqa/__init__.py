@@ -196,6 +196,12 @@ def diagnose(ex: Exercise, part: Part, value: np.ndarray) -> str | None:
     return own_diagnosis(part, value, memo[part.name])
 
 
+def collides(ex: Exercise, guards: tuple[str, ...]) -> bool:
+    """misconceptions.collides(ex, guards): with no guards (this kind's: generate keeps its mistakes apart),
+    no mistake is asked, never."""
+    return misconceptions.collides(ex, guards) if guards else False
+
+
 def chain(ex: Exercise, values: dict[str, np.ndarray], rounding: int | None) -> dict[str, np.ndarray]:
     """The values a learner carries forward: each head's O through its own pipeline (with its group's K
     and V) unless given, concat from the O's unless given, cache_floats from g, d_k, d_v."""
@@ -295,9 +301,10 @@ def alike(codes: np.ndarray, x: int, r: int) -> np.ndarray:
 
 @functools.lru_cache(maxsize=4)
 def _level(level: int) -> _Level:
-    """The level's tables, built once per process (measured on a loaded 2-core machine: level 1 about 6 ms
-    and 0.1 MB, level 2 about 20 ms and 0.3 MB, level 3 about 130 ms and 5.6 MB; the size is held by
-    tests/test_kinds_gqa_constructive.py)."""
+    """The level's tables, built once per process (CPU time on a loaded 2-core machine, load 5: level 1
+    about 6 ms and 0.1 MB (with _seconds, about 18 ms), level 2 about 20-25 ms and 0.3 MB, level 3 about
+    100-115 ms and 5.6 MB (still over the 30 ms aim: most of it the ColumnTable of its 5408 heads and the
+    (X, W_K, W_Q) scores table); the size is held by tests/test_kinds_gqa_constructive.py)."""
     size = SIZES[level]
     n, d_v = size.n, size.d_v
     X = _enumerate_x(size)
@@ -305,33 +312,65 @@ def _level(level: int) -> _Level:
     K, V = X[:, None] @ pool_k[None], X[:, None] @ pool_v[None]  # (NX, P, n, d_k), (NX, P_V, n, d_v)
     NX, P = K.shape[:2]
     bound = int(np.abs(X).max()) * D_MODEL  # |x · w| with |w| ≤ 1
-    key_ok = (np.ptp(K.reshape(NX, P, -1), axis=2) > 0) & _columns_differ(K)
-    value_ok = np.any(V != 0, axis=3).all(axis=2) & (np.ptp(V, axis=2).max(axis=2) > 0) & _columns_differ(V)
-    # S[a][b][x, k, q] = (Q_q K_kᵀ)[a, b]: query a of row q against key b of row k
-    rows = [np.ascontiguousarray(K[:, :, a, :]) for a in range(n)]  # (NX, P, d_k): token a of every row
-    S = [[rows[b] @ np.swapaxes(rows[a], 1, 2) for b in range(n)] for a in range(n)]
+    # (cell by cell: numpy's reductions over axes of two are slow) the keys not all one number, the values
+    # nonzero in every token and not alike in every token, no column repeated
+    key_ok = np.zeros((NX, P), dtype=bool)
+    for cell in K.reshape(NX, P, -1).T[1:]:
+        key_ok |= cell.T != K[:, :, 0, 0]
+    key_ok &= _columns_differ(K)
+    value_ok = np.ones(V.shape[:2], dtype=bool)
+    spread = np.zeros(V.shape[:2], dtype=bool)
+    for t in range(n):
+        value_ok &= np.logical_or.reduce([V[:, :, t, c] != 0 for c in range(d_v)])
+        if t:
+            spread |= np.logical_or.reduce([V[:, :, t, c] != V[:, :, 0, c] for c in range(d_v)])
+    value_ok &= spread & _columns_differ(V)
+    # S[a][b][x, r, q] = (Q_q K_rᵀ)[a, b]: query a of row q against key b of row r, in small whole numbers
+    # (|X W| ≤ bound: exact, each cell a few elementwise products), for one key row r per orbit only: the
+    # scores of (W_Q, W_K g) are those of (W_Q gᵀ, W_K) for a signed permutation g of the columns (_orbits)
+    reps, rep_of, qmap = _orbits(pool_k)
+    whole = np.rint(K).astype(np.int16)
+    keys = [[np.ascontiguousarray(whole[:, reps][:, :, None, b, d]) for d in range(size.d_k)] for b in range(n)]
+    queries = [[np.ascontiguousarray(whole[:, None, :, a, d]) for d in range(size.d_k)] for a in range(n)]
+    S = [[sum(keys[b][d] * queries[a][d] for d in range(size.d_k)) for b in range(n)] for a in range(n)]
     cells = [(a, b) for a in range(n) for b in range(n)]
-    query_ok = _columns_differ(K)[:, None, :] & np.ones((NX, P, P), dtype=bool)
-    asymmetric = np.zeros((NX, P, P), dtype=bool)
-    hidden = np.zeros((NX, P, P), dtype=bool)
-    last = np.zeros((NX, P, P), dtype=bool)
+    shape = S[0][0].shape  # (NX, R, P)
+    ok = np.ones(shape, dtype=bool)
+    asymmetric = np.zeros(shape, dtype=bool)
+    hidden = np.zeros(shape, dtype=bool)
+    last = np.zeros(shape, dtype=bool)
     for a, b in cells:
-        query_ok &= np.abs(S[a][b]) <= MAX_SCORE
+        ok &= np.abs(S[a][b]) <= MAX_SCORE
         if a < b:
             asymmetric |= S[a][b] != S[b][a]
             hidden |= S[a][b] != 0  # (causal: the cells above the diagonal are hidden)
         if a == n - 1 and b > 0:
             last |= S[a][b] != S[a][0]  # the last query scores its keys differently
-    query_ok &= asymmetric & last
+    ok &= asymmetric & last
     if CAUSAL:
-        query_ok &= hidden
+        ok &= hidden
+    # the scores numbered by their cells as digits (base 2·MAX_SCORE + 1; −1: not admissible), then by their
+    # rank among those met (np.unique's numbering, without a sort: the codes are few)
     base = 2 * MAX_SCORE + 1
-    where = np.nonzero(query_ok)
-    codes = sum((S[a][b][where] + MAX_SCORE) * float(base ** (a * n + b)) for a, b in cells)  # exact: < 2^53
-    found, first, inverse = np.unique(codes, return_index=True, return_inverse=True)
-    scores = np.full((NX, P, P), -1, dtype=np.int16)  # (at most (2·MAX_SCORE + 1)^(n²) scores)
-    scores[query_ok] = inverse.reshape(-1)
-    x_, k_, q_ = (a[first] for a in where)  # one head with each admissible scores
+    codes = np.zeros(shape, dtype=np.int16)  # (base^(n²) = 2401 for n = 2)
+    for a, b in cells:
+        codes += (np.clip(S[a][b], -MAX_SCORE, MAX_SCORE) + MAX_SCORE) * np.int16(base ** (a * n + b))
+    codes[~ok] = -1
+    one = np.empty(base ** (n * n) + 1, dtype=np.int64)
+    one[codes] = np.arange(codes.size).reshape(shape)  # a cell (x, r, q) with each code (any one: a head's
+    # values depend on its scores alone)
+    codes = codes[:, rep_of[:, None], qmap]  # (NX, P, P) [x, k, q]: every key row from its orbit's
+    codes[~_columns_differ(K)[:, None, :].repeat(P, axis=1)] = -1  # (the queries' columns: no score's matter)
+    query_ok = codes >= 0
+    met = np.zeros((NX, base ** (n * n) + 1), dtype=bool)  # [x, code]: the scores X meets (the last: none)
+    met[np.arange(NX)[:, None, None], codes] = True
+    present = met[:, :-1].any(axis=0)
+    rank = np.append(np.cumsum(present) - 1, -1).astype(np.int16)  # (rank[−1]: not admissible)
+    scores = rank[codes]  # (at most (2·MAX_SCORE + 1)^(n²) scores)
+    found = np.flatnonzero(present)
+    s_met = met[:, found]
+    x_, r_, q_ = np.unravel_index(one[found], shape)  # one head with each admissible scores
+    k_ = reps[r_]
     column_codes = _codes(np.swapaxes(V, 2, 3), bound)  # (NX, P_V, d_v)
     kept, col_inverse = np.unique(column_codes[value_ok], return_inverse=True)
     columns = np.full((NX, len(pool_v), d_v), -1, dtype=np.int16)
@@ -339,11 +378,9 @@ def _level(level: int) -> _Level:
     base = 2 * bound + 1
     column_values = (kept[:, None] // base ** np.arange(n)) % base - bound  # (nC, n): the columns decoded
     # the (scores, column) pairs some X meets: its admissible scores × its admissible values' columns
-    s_met = np.zeros((NX, len(found)), dtype=np.int32)
-    s_met[where[0], inverse.reshape(-1)] = 1
-    c_met = np.zeros((NX, len(kept)), dtype=np.int32)
+    c_met = np.zeros((NX, len(kept)), dtype=bool)
     c_met[np.repeat(np.nonzero(value_ok)[0], d_v), col_inverse.reshape(-1)] = 1
-    pairs = np.argwhere(s_met.T @ c_met > 0)
+    pairs = np.argwhere(s_met.T.astype(float) @ c_met.astype(float) > 0)  # (counts: exact in floats)
     heads = ColumnTable(K[x_, q_], K[x_, k_], column_values.astype(float), pairs, CAUSAL, D_MODEL,
                         (_separation(0), _separation(spec(level).decimals)), careful=True)
     codes_k, codes_v = _signed_codes(K, bound), _signed_codes(V, bound)
@@ -357,6 +394,39 @@ def _level(level: int) -> _Level:
     for a in tables:
         a.setflags(write=False)
     return _Level(X, pool_k, pool_v, *tables[:8], heads, *tables[8:])
+
+
+def _orbits(pool: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The pool (P, d, d_k) under the signed permutations g of its columns (the pool holds W g for each
+    W): (R,) one row per orbit, (P,) each row's orbit (its position in the first), and (P, P) qmap[k, q] the
+    row W_q gᵀ where W_k = W_r g (r: k's orbit's row), so that W_q W_kᵀ = W_qmap[k, q] W_rᵀ."""
+    from itertools import product
+
+    P, d, d_k = pool.shape
+    digits = 3 ** np.arange(d * d_k)
+
+    def code(W):  # (…, d, d_k) of −1, 0, 1 → (…,) its number
+        return (np.rint(W).astype(np.int64).reshape(*W.shape[:-2], -1) + 1) @ digits
+
+    index = np.full(3 ** (d * d_k), -1)
+    index[code(pool)] = np.arange(P)
+    signed = [np.eye(d_k)[list(order)] * np.array(signs)[:, None] for order in permutations(range(d_k))
+              for signs in product((1.0, -1.0), repeat=d_k)]  # g: row i of g is ± row order[i] of I
+    image = np.stack([index[code(pool @ g)] for g in signed])  # (G, P): the row of W g
+    back = np.stack([index[code(pool @ g.T)] for g in signed])  # (G, P): the row of W gᵀ
+    assert (image >= 0).all() and (back >= 0).all()  # (the pool holds W g for each W)
+    reps: list[int] = []
+    rep_of = np.full(P, -1)
+    qmap = np.zeros((P, P), dtype=np.int64)
+    for r in range(P):
+        if rep_of[r] >= 0:
+            continue
+        reps.append(r)
+        for e in range(len(signed)):
+            k = image[e, r]
+            if rep_of[k] < 0:
+                rep_of[k], qmap[k] = len(reps) - 1, back[e]
+    return np.array(reps), rep_of, qmap
 
 
 def _alike_all(codes: np.ndarray, x: int) -> np.ndarray:
@@ -412,18 +482,20 @@ GROUP_TRIES = 12  # a group's (W_K, W_V) chosen again, the pairs tried left out,
 def _draw(rng: np.random.Generator, level: int) -> tuple[int, list[tuple[int, int]], list[int]] | None:
     """(x, [(k, v) per group], [q per head]): every piece chosen among the admissible ones (_Level),
     every head's own mistakes apart (its ColumnTable bits), its queries unlike its group's other heads'
-    and its output apart from every earlier head's (else two heads could be swapped unseen); None when
-    the groups tried admit too few heads."""
+    and its output apart from every earlier head's (else two heads could be swapped unseen), and a head
+    with both of the kind's own mistakes (read with the dealt-out group, read with group 1's values) where
+    the two give outputs apart (what _cross_apart refused most: about 1 draft in 5 at levels 2-3 before,
+    now about 1 in 20 at level 2, fewer at 3); None when the groups tried admit too few heads."""
     lv, size = _level(level), SIZES[level]
     t = lv.heads
     x = int(lv.usable[np.searchsorted(lv.weights, rng.random() * lv.weights[-1], side="right")])
-    share = size.h // size.g
+    g, share = size.g, size.h // size.g
     apart = max(t.gaps)  # the concatenation's gap, whichever it is
     groups: list[tuple[int, int]] = []
     heads: list[int] = []
     outputs: list[np.ndarray] = []  # (d_v, n) each: the heads' outputs so far, by column
     ok = lv.good[x]  # (P, P_V)
-    for _ in range(size.g):
+    for j in range(g):
         for k, v in groups:
             ok = ok & ~alike(lv.codes_k, x, k)[:, None] & ~alike(lv.codes_v, x, v)[None, :]
         for _ in range(GROUP_TRIES):
@@ -432,14 +504,25 @@ def _draw(rng: np.random.Generator, level: int) -> tuple[int, list[tuple[int, in
                 return None
             k, v = divmod(kv, ok.shape[1])
             rows = np.flatnonzero(lv.scores[x, k] >= 0)  # the query rows whose scores are admissible
-            b = t.index[lv.scores[x, k, rows][:, None], lv.columns[x, v][None, :]]  # (R, d_v)
+            s = lv.scores[x, k, rows]
+            b = t.index[s[:, None], lv.columns[x, v][None, :]]  # (R, d_v)
             fits = ~t.head_clashes_at(b, True)
             O = t.O[b]  # (R, d_v, n)
+            own = [None] * share  # per place in the group: its two own mistakes apart, where both are known
+            for p in range(share * bool(j)):
+                i = j * share + p
+                if i % g < j:  # gqa_wrong_group (a group chosen already) against gqa_v_not_shared (group 1's
+                    # values): what _cross_apart refuses most
+                    w_k, w_v = groups[i % g]
+                    Z = (lv.K[x, rows] @ lv.K[x, w_k].T) / math.sqrt(size.d_k)
+                    Z[:, _hidden(size.n)] = -np.inf
+                    spread = np.abs(softmax_rows(Z) @ lv.V[x, w_v] - t.A[s] @ lv.V[x, groups[0][1]])
+                    own[p] = spread.reshape(len(rows), -1).max(axis=1) > apart
             chosen = []
-            for _ in range(share):
+            for p in range(share):
                 for o in outputs + [O[c] for c in chosen]:
                     fits &= np.abs(O - o).max(axis=(1, 2)) > apart
-                c = _pick(rng, fits)
+                c = _pick(rng, fits if own[p] is None else fits & own[p])
                 if c is None:
                     break
                 chosen.append(c)
@@ -487,38 +570,52 @@ class _Drawn:
         return bool(_level(self.level).heads.head_clashes(self.s, self.cols, True).any())
 
 
+@functools.lru_cache(maxsize=4)
+def _own_mistakes(h: int, g: int) -> tuple[list[int], list[int], list[int], np.ndarray, np.ndarray]:
+    """Which heads (0-based) have the kind's own mistakes: (heads read with the dealt-out group, that
+    group, heads read with group 1's values, the owner of each extra in that order (wrong groups first),
+    pairs[e, e'] (e < e'): two extras of one head)."""
+    right = [group_of(i, h, g) for i in range(h)]
+    wrong = [i for i in range(h) if i % g != right[i]]
+    later = [i for i in range(h) if right[i] != 0]
+    owner = np.array(wrong + later, dtype=int)
+    pairs = np.triu(owner[:, None] == owner[None, :], k=1)
+    return wrong, [i % g for i in wrong], later, owner, pairs
+
+
 def _cross_apart(d: _Drawn) -> bool:
     """What _apart_fast decides beyond each head's own catalogued mistakes: the kind's own mistakes (a
     head with the dealt-out group's keys and values, a head with group 1's values) apart from the head's
     answer, its careful value, its catalogued mistakes and each other, and no other order of the heads'
-    outputs (or of the careful ones) their concatenation."""
+    outputs (or of the careful ones) their concatenation. (Every head's extras at once: one batch each.)"""
     lv, size = _level(d.level), d.size
     t = lv.heads
     h, g = size.h, size.g
     gaps = t.gaps  # (a whole head's, any other's)
     careful = np.swapaxes(t.careful[d.b], 1, 2)  # (h, n, d_v)
-    extra, owner = [], []  # the kind's own mistakes' outputs, and whose head each is
-    for i in range(h):
-        right, dealt = d.right[i], i % g
-        if dealt != right:  # gqa_wrong_group
-            k_d, v_d = d.groups[dealt]
-            Z = (lv.K[d.x, d.heads[i]] @ lv.K[d.x, k_d].T) / math.sqrt(size.d_k)
-            extra.append(softmax_rows(np.where(_hidden(Z.shape[-1]), -np.inf, Z)) @ lv.V[d.x, v_d])
-            owner.append(i)
-        if right != 0:  # gqa_v_not_shared
-            extra.append(d.A[i] @ lv.V[d.x, d.groups[0][1]])
-            owner.append(i)
-    if extra:
-        E, owner = np.stack(extra), np.array(owner)  # (e, n, d_v), (e,)
+    wrong, dealt, later, owner, pairs = _own_mistakes(h, g)
+    if len(owner):
+        extra = []
+        if wrong:  # gqa_wrong_group: head i with group i mod g's keys and values
+            Kx, Vx = lv.K[d.x], lv.V[d.x]
+            Q = Kx[[d.heads[i] for i in wrong]]  # (w, n, d_k)
+            keys = Kx[[d.groups[j][0] for j in dealt]]
+            Z = (Q @ np.swapaxes(keys, 1, 2)) / math.sqrt(size.d_k)
+            Z[:, _hidden(Z.shape[-1])] = -np.inf
+            extra.append(softmax_rows(Z) @ Vx[[d.groups[j][1] for j in dealt]])
+        if later:  # gqa_v_not_shared: the right keys, group 1's values
+            extra.append(d.A[later] @ lv.V[d.x, d.groups[0][1]])
+        E = np.concatenate(extra) if len(extra) > 1 else extra[0]  # (e, n, d_v)
         gap = np.where(d.whole[owner], gaps[0], gaps[1])  # (e,)
-        alts = np.swapaxes(t.alts[d.b[owner]], 1, 3)  # (e, d_v, M, n) → (e, n, M, d_v)
-        targets = np.concatenate([d.O[owner][:, None], careful[owner][:, None], np.swapaxes(alts, 1, 2)], axis=1)
+        alts = t.alts[d.b[owner]]  # (e, d_v, M, n)
         with np.errstate(invalid="ignore"):  # (NaN: a mistake no one can write, never near)
-            if (np.abs(E[:, None] - targets).max(axis=(2, 3)) <= gap[:, None]).any():
-                return False
-        same = owner[:, None] == owner[None, :]
-        near = np.abs(E[:, None] - E[None, :]).max(axis=(2, 3)) <= gap[:, None]
-        if (np.triu(same & near, k=1)).any():
+            near = np.abs(E - d.O[owner]).max(axis=(1, 2)) <= gap
+            near |= np.abs(E - careful[owner]).max(axis=(1, 2)) <= gap
+            # alts[e, c, m, a] against E[e, a, c]: the largest over the cells of every mistake m
+            near |= (np.abs(alts - np.swapaxes(E, 1, 2)[:, :, None, :]).max(axis=(1, 3)) <= gap[:, None]).any(axis=1)
+        if near.any():
+            return False
+        if (pairs & (np.abs(E[:, None] - E[None, :]).max(axis=(2, 3)) <= gap[:, None])).any():
             return False
     gap = gaps[0] if d.whole.all() else gaps[1]  # the concatenation's: whole when every head is
     off = ~np.eye(h, dtype=bool)

@@ -93,18 +93,19 @@ def _draw(rng: np.random.Generator, level: int) -> tuple[dict, dict]:
     ts, widths, d_v, key_values, value_values = SIZES[level]
     t, d_k = int(choice(rng, ts)), int(choice(rng, widths))
     keys, values = _key_table(key_values, d_k), _value_table(value_values, d_v)
-    q = keys.nonzero[int(rng.integers(len(keys.nonzero)))]
-    key = tuple(q.tolist())
-    table = _scores_for(key_values, d_k, key)
+    queries = _queries(key_values, d_k)  # every query's table, made at once on the width's first use
+    index = int(rng.integers(len(keys.nonzero)))
+    q, table = keys.nonzero[index], queries[index]
     new = table.new_rows[int(rng.integers(len(table.new_rows)))]
     s_new = int(new @ q)
-    window, scores = _window(table, s_new)  # the rows whose score is near the new one's
+    window, scores = _window_of(key_values, d_k, index, s_new)  # the rows whose score is near the new one's
     picks = rng.integers(len(window), size=t)
     if (scores[picks] == s_new).all():  # every score equal: one of them drawn among the others
         others = np.flatnonzero(scores != s_new)
         picks[int(rng.integers(t))] = others[int(rng.integers(len(others)))]
     K_cache = window[picks].copy()
-    column = _value_column(rng, level, K_cache, q, new) if d_v == 1 else None
+    column = (_value_column(rng, level, tuple(scores[picks].tolist()), s_new, table.qq, d_k)
+              if d_v == 1 else None)
     if column is not None:
         V_cache, v = column[:t, None].copy(), column[t:].copy()
     else:
@@ -125,21 +126,73 @@ def _draw(rng: np.random.Generator, level: int) -> tuple[dict, dict]:
     return given, params
 
 
-def _value_column(rng: np.random.Generator, level: int, K_cache: np.ndarray, q: np.ndarray,
-                  k: np.ndarray) -> np.ndarray | None:
-    """V as one column (t+1,) for these keys, drawn among every column of nonzero entries, not constant,
-    whose O = A V and O's mistakes (each a weight row times V, as _weight_mistakes makes them) are all
-    apart (more than O's separation) and O ≠ 0; None if none is. generate checks the kept draft
-    exactly all the same (and the careful student's O, which is rarely within reach of a mistake)."""
-    d_k, t = q.shape[0], K_cache.shape[0]
+def _value_column(rng: np.random.Generator, level: int, cached: tuple[int, ...], s_new: int, qq: int,
+                  d_k: int) -> np.ndarray | None:
+    """V as one column (t+1,) for these scores (cached: q K_cacheᵀ; s_new: q·k; qq: q·q), drawn among
+    every column of nonzero entries, not constant, whose O = A V and O's mistakes (each a weight row
+    times V, as _weight_mistakes makes them) are all apart (more than O's separation) and O ≠ 0; None if
+    none is. generate checks the kept draft exactly all the same (and the careful student's O, which is
+    rarely within reach of a mistake).
+
+    Drawn and tried one by one (most columns are admissible: all of them in 300 draws at level 1, ~4 in 5
+    at level 2), each in plain Python floats (a column's six numbers are dot products of four terms at most);
+    after VALUE_TRIES tries the admissible columns are found at once (_admissible_columns), so a draw
+    for scores that admit none is None as before. The plain floats may differ from numpy's in the last
+    bits: the try only picks a candidate, generate's exact check decides."""
+    t = len(cached)
     root = math.sqrt(d_k)
-    cached, s_new = K_cache @ q, float(k @ q)  # (t,): whole numbers, so these are S's cells exactly
-    S = np.append(cached, s_new)  # (t+1,)
-    rows = [S / root, np.append(cached, float(q @ q)) / root]  # the answer's, the query cached's
+    S = [*cached, s_new]
+    rows = [[x / root for x in S], [x / root for x in (*cached, qq)]]  # the answer's, the query cached's
+    if d_k != 1:
+        rows += [[float(x) for x in S], [x / d_k for x in S]]  # no_scaling's, scaled_by_dk's
+    W = [_plain_softmax(row) for row in rows]
+    answer, seen = W[0], _plain_softmax([x / root for x in cached])
+    weights = [seen, answer[:t], *W[1:]]  # left out, stale (over the cache alone), query cached, ...
+    columns, plain = _value_columns(SIZES[level][4], t + 1), _plain_columns(SIZES[level][4], t + 1)
+    gap = _separation(spec(level).decimals)
+    for index in rng.integers(len(plain), size=VALUE_TRIES).tolist():
+        column = plain[index]
+        O = sum(w * v for w, v in zip(answer, column))
+        if abs(O) <= 1e-9:
+            continue
+        values = sorted([O, *(sum(w * v for w, v in zip(row, column)) for row in weights)])
+        if all(b - a > gap for a, b in zip(values, values[1:])):
+            return columns[index]
+    columns, admissible = _admissible_columns(level, cached, s_new, qq, d_k)
+    if not len(admissible):
+        return None
+    return columns[admissible[int(rng.integers(len(admissible)))]]
+
+
+VALUE_TRIES = 12  # plain tries of _value_column before it looks at every column
+
+
+def _plain_softmax(row: list[float]) -> list[float]:
+    top = max(row)
+    e = [math.exp(x - top) for x in row]
+    total = sum(e)
+    return [x / total for x in e]
+
+
+@functools.cache
+def _plain_columns(entries: tuple, length: int) -> tuple[tuple[float, ...], ...]:
+    """_value_columns as tuples of floats (the plain tries read them)."""
+    return tuple(tuple(row) for row in _value_columns(entries, length).tolist())
+
+
+@functools.lru_cache(maxsize=1024)  # ≤ 252 indices each: 2 MB at most
+def _admissible_columns(level: int, cached: tuple[int, ...], s_new: int, qq: int,
+                        d_k: int) -> tuple[np.ndarray, np.ndarray]:
+    """(every column, the indices of those _value_column may draw) for these scores (whole numbers: the
+    keys' scores exactly)."""
+    t = len(cached)
+    root = math.sqrt(d_k)
+    S = np.array([*cached, s_new], dtype=float)  # (t+1,)
+    rows = [S / root, np.array([*cached, qq], dtype=float) / root]  # the answer's, the query cached's
     if d_k != 1:
         rows += [S, S / d_k]  # no_scaling's, scaled_by_dk's
     W = softmax(np.vstack(rows))  # (2 or 4, t+1)
-    seen = softmax(cached / root)  # (t,)
+    seen = softmax(S[:t] / root)  # (t,)
     columns = _value_columns(SIZES[level][4], t + 1)  # (n, t+1)
     O = W[0] @ columns.T  # (n,)
     mistaken = np.vstack([seen @ columns[:, :t].T, W[0, :t] @ columns[:, :t].T,  # left out, stale
@@ -148,9 +201,8 @@ def _value_column(rng: np.random.Generator, level: int, K_cache: np.ndarray, q: 
     ordered = np.sort(mistaken, axis=0)
     ok = (np.abs(O) > 1e-9) & (np.abs(mistaken - O).min(axis=0) > gap) & (np.diff(ordered, axis=0).min(axis=0) > gap)
     admissible = np.flatnonzero(ok)
-    if not len(admissible):
-        return None
-    return columns[admissible[int(rng.integers(len(admissible)))]]
+    admissible.setflags(write=False)
+    return columns, admissible
 
 
 @functools.cache
@@ -205,6 +257,24 @@ class _Scores(NamedTuple):
     rows: np.ndarray  # the admissible cached keys (|q·row| within MAX_SCALED·√d_k)
     scores: np.ndarray  # their scores q·row, whole numbers
     near: float  # SPREAD·√d_k
+    qq: int  # q·q
+
+
+@functools.cache
+def _queries(entries: tuple, d_k: int) -> tuple[_Scores, ...]:
+    """_scores_for of every query (the rows of _key_table(entries, d_k).nonzero, in order), made at once
+    on first use (~2 ms for d_k = 2 and 4 at level 2, ~10 ms for level 3's 81 queries): no draw pays a
+    query's table."""
+    return tuple(_scores_for(entries, d_k, tuple(q)) for q in _key_table(entries, d_k).nonzero.tolist())
+
+
+@functools.lru_cache(maxsize=2048)  # 1222 (query, new score) pairs over the levels, a few kB each
+def _window_of(entries: tuple, d_k: int, index: int, s_new: int) -> tuple[np.ndarray, np.ndarray]:
+    """_window of query `index`'s table (read-only), made once per (query, new score)."""
+    rows, scores = _window(_queries(entries, d_k)[index], s_new)
+    for a in (rows, scores):
+        a.setflags(write=False)
+    return rows, scores
 
 
 @functools.cache
@@ -225,7 +295,7 @@ def _scores_for(entries: tuple, d_k: int, q: tuple) -> _Scores:
     new_rows = keys.nonzero[usable]
     for a in (rows, scores, new_rows):
         a.setflags(write=False)
-    return _Scores(new_rows, rows, scores, near)
+    return _Scores(new_rows, rows, scores, near, qq)
 
 
 def _window(table: _Scores, s_new: int) -> tuple[np.ndarray, np.ndarray]:
@@ -303,8 +373,11 @@ def _weights_apart(parts: list[Part], mistakes: dict, given: dict, level: int) -
 
     A, O = parts[3], parts[4]
     rounding = max([p.decimals for p in parts] + [0]) or 2  # grading.declared_decimals
-    # chain's careful student (round_half_up as `rounded`): the whole K, V and scores are written exactly
-    careful_A = rounded(softmax(rounded(parts[2].reference / math.sqrt(int(given["d_k"])), rounding)), rounding)
+    # chain's careful student (round_half_up as `rounded`): the whole K, V and scores are written exactly,
+    # and so is s/√d_k when d_k is 1 or 4 (a whole number or a half: rounding it to a place or more keeps it)
+    d_k = int(given["d_k"])
+    Z = parts[2].reference / math.sqrt(d_k)
+    careful_A = rounded(softmax(Z if d_k in (1, 4) and rounding >= 1 else rounded(Z, rounding)), rounding)
     careful_O = rounded(careful_A @ parts[1].reference, rounding)
     return (_clear(A.reference, careful_A, mistakes["A"], misconceptions.separation(A))
             and _clear(O.reference, careful_O, mistakes["O"], misconceptions.separation(O)))

@@ -27,12 +27,17 @@ from ...core.numbers import choice, decimals_for, nonzero_matrix, round_half_up
 from ...i18n import msg
 from ...rendering import latex as L
 from .._shared.aids import softmax_aids
-from .._shared.heads import Heads, clash, comparable
+from .._shared.heads import Heads, clash, comparable, like
 from .._shared.heads import operations as head_operations
 
 ID = "multi_head"
 ORDER = 80
-VERSION = 4  # 4: each head the first of a batch of candidate weights (drawn from the set of all admissible
+VERSION = 5  # 5: constructive: per X, every admissible head (the checks and the budget share of 4) enumerated at
+# once (_admissible: the scores per distinct W_Q W_Kᵀ, the seconds in separable pieces), the h heads drawn
+# uniformly among them, a head whose own mistakes clash drawn again from the same X (with 2 tokens the table
+# holds only heads whose mistakes are apart): no batch of 128 candidates per head, no X refused for a batch
+# without a fitting head (issue 14);
+# 4: each head the first of a batch of candidate weights (drawn from the set of all admissible
 # ones) checked at once with numpy, with values nonzero and not all alike, unequal scores in a row with two
 # visible keys, a nonzero hidden score, and hand work within its share of the budget (budget.head_seconds);
 # 3: d_k = 2 (the scaling inside each head changes something), sizes within the time budget;
@@ -56,6 +61,8 @@ D_MODEL = 2
 WEIGHT_VALUES = (-1, 0, 1)
 MAX_SCORE = 4  # |q_i k_j|: the exponents stay small whole numbers
 MAX_TRIES = 2000
+REDRAWS = 4  # a clashing head drawn again from the same X at most this often
+HEADS_PER_X = 8  # draws of h heads from one X's admissible heads before a new X
 
 
 def head_names(i: int) -> tuple[str, str, str]:
@@ -252,6 +259,136 @@ def _draw_head(rng: np.random.Generator, d_k: int, d_v: int, X: np.ndarray, caus
     return None
 
 
+@functools.lru_cache(maxsize=4)
+def _score_forms(d_k: int) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct W_Q W_Kᵀ (U, d, d) over the pool's pairs of rows, and of_pair (P_q, P_k): which one each
+    pair makes (a head's scores are X (W_Q W_Kᵀ) Xᵀ). Made once: 64 · 64 pairs, 0.3 ms."""
+    pool = _pool((D_MODEL, d_k))
+    M = np.einsum("qac,kbc->qkab", pool, pool).reshape(len(pool) ** 2, -1)
+    forms, of_pair = np.unique(M, axis=0, return_inverse=True)
+    return _frozen(forms.reshape(-1, D_MODEL, D_MODEL)), _frozen(of_pair.reshape(len(pool), len(pool)))
+
+
+@functools.lru_cache(maxsize=256)
+def _admissible(x: bytes, x_shape: tuple[int, int], d_k: int, d_v: int, causal: bool, seconds: float) -> tuple:
+    """Every head this X admits (W_Q = pool[q], W_K = pool[k], W_V = pool_V[v]): the checks of the batch
+    drawn before (_draw_head: scores within MAX_SCORE, S ≠ Sᵀ, keys that differ, some query seeing two keys
+    that score differently, a nonzero hidden score when causal, every token's value nonzero and not all
+    alike) and budget.head_seconds ≤ `seconds`, for all P·P·P_V heads at once, as (pairs: q·P + k of the
+    pairs some W_V fits, ends: the running count of heads up to each pair's, values: the admissible W_V
+    rows cheapest first; pair i takes the first ends[i] − ends[i − 1] of them). The seconds come apart:
+    W_Q's and W_K's projections; per (W_Q, W_K) the scores' products (column by column: Σ_c nonzero q's ×
+    nonzero k's), their divisions by √d_k and the exponentials (per distinct W_Q W_Kᵀ: S = X W_Q W_Kᵀ Xᵀ);
+    per W_V its projection and A V, whose weights are nonzero exactly where visible and 1 exactly in a
+    row with one visible key (scores this small never underflow). Whole seconds: exact sums."""
+    from ...core import budget
+
+    X = np.frombuffer(x).reshape(x_shape)
+    n = x_shape[0]
+    add, mul, div = budget.RATES["additions"], budget.RATES["multiply_adds"], budget.RATES["divisions"]
+    pool_qk, pool_v = _pool((D_MODEL, d_k)), _pool((D_MODEL, d_v))
+    P = len(pool_qk)
+    QK = X @ pool_qk  # (P, n, d_k): every row's queries (and keys)
+    V = X @ pool_v  # (P_V, n, d_v)
+    products, of_pair = _score_forms(d_k)  # S = X (W_Q W_Kᵀ) Xᵀ: per distinct W_Q W_Kᵀ only
+    S = (X @ products) @ X.T  # (U, n, n), whole numbers
+    visible = np.tril(np.ones((n, n), dtype=bool)) if causal else np.ones((n, n), dtype=bool)
+    seen = visible.sum(axis=1)
+    rows = seen > 1
+    U = len(S)
+    flat = S.reshape(U, n * n)
+    # a query seeing two keys that score differently: a visible score unlike its row's first (key 1 is seen)
+    unlike = ((S != S[:, :, :1]) & (visible & rows[:, None])).reshape(U, -1).any(axis=1)
+    ok = (np.abs(flat) <= MAX_SCORE).all(axis=1) & (S != np.swapaxes(S, 1, 2)).reshape(U, -1).any(axis=1) & unlike
+    nz = flat != 0
+    if causal:
+        ok &= (nz & ~visible.reshape(-1)).any(axis=1)
+    forms = budget.RATES["exponentials"] * (nz & (visible & rows[:, None]).reshape(-1)).sum(axis=1)
+    if d_k != 1:
+        forms = forms + div * nz.sum(axis=1)
+    ok, forms = ok[of_pair], forms[of_pair]  # (P_q, P_k)
+    ok &= (np.ptp(QK.reshape(P, -1), axis=1) > 0)[None, :]  # the keys differ
+
+    def costs(nonzero, hard):  # seconds of products with `nonzero` terms, `hard` of them not ±1
+        return mul * hard + add * (nonzero - hard)
+
+    xz = (X != 0).astype(float)
+    xh = xz * (np.abs(X) != 1)
+
+    def projection(pool):  # (rows,) seconds of X @ pool[r]
+        wz = (pool != 0).astype(float)
+        wh = wz * (np.abs(pool) != 1)
+        return costs((xz @ wz).sum(axis=(1, 2)), (xh @ wh).sum(axis=(1, 2)))
+
+    qz = (QK != 0).astype(float)  # (P, n, d_k)
+    qh = qz * (np.abs(QK) != 1)
+    tz, th = qz.sum(axis=1), qh.sum(axis=1)  # (P, d_k): nonzero entries per column, and those not ±1
+    pair = costs(tz @ tz.T, th @ th.T) + forms  # Q Kᵀ (queries' row q, keys' row k), √d_k, exponentials
+    own = projection(pool_qk)
+    pair = pair + own[:, None] + own[None, :] + float(add * (seen[rows] - 1).sum() + div * seen[rows].sum())
+    # A V key by key: the queries seeing key j (weights nonzero), those not 1 (rows with two or more keys)
+    weights = visible.sum(axis=0).astype(float)  # (n,)
+    soft = (visible & rows[:, None]).sum(axis=0).astype(float)
+    vz = (V != 0).astype(float)
+    vh = vz * (np.abs(V) != 1)
+    value = projection(pool_v) + costs(vz.sum(axis=2) @ weights, vh.sum(axis=2) @ soft)  # (P_V,)
+    value_ok = np.any(V != 0, axis=2).all(axis=1) & (np.ptp(V, axis=1).max(axis=1) > 0)
+    pairs = np.flatnonzero(ok)  # q·P + k
+    values = np.flatnonzero(value_ok)
+    values = values[np.argsort(value[values], kind="stable")]  # the W_V rows, cheapest first
+    fitting = np.searchsorted(value[values], seconds - pair.reshape(-1)[pairs], side="right")  # W_V's per pair
+    kept = fitting > 0
+    return tuple(_frozen(a) for a in (pairs[kept], np.cumsum(fitting[kept]), values))
+
+
+def _heads_of(table: tuple, draws: np.ndarray, d_k: int, d_v: int) -> list[dict[str, np.ndarray]]:
+    """The heads numbered `draws` (each < _admissible's count, table[1][-1]) among the admissible ones, in
+    the order of _admissible's flat indices: pair by pair, each pair's fitting W_V rows cheapest first."""
+    pairs, ends, values = table
+    pool_qk, pool_v = _pool((D_MODEL, d_k)), _pool((D_MODEL, d_v))
+    at = np.searchsorted(ends, draws, side="right")
+    v = values[draws - np.concatenate(([0], ends))[at]]
+    q, k = np.divmod(pairs[at], len(pool_qk))
+    return [{"W_Q": pool_qk[a].copy(), "W_K": pool_qk[b].copy(), "W_V": pool_v[c].copy()} for a, b, c in zip(q, k, v)]
+
+
+def _clashing(heads: Heads) -> np.ndarray:
+    """(h,) for each head whether misconceptions.clashes(its O, its GUARDS mistakes) names anything: what
+    _mistakes_clash decides for all heads together (heads.clash), head by head."""
+    _, O = heads.mistakes()  # (m, h, n, d_v)
+    values = comparable(np.swapaxes(O, 0, 1))  # (h, m, cells)
+    usable = ~np.isnan(values).any(axis=-1)  # (h, m)
+    near = (like(values, heads.O.reshape(heads.h, -1), misconceptions.GAP) & usable).any(axis=1)
+    pair = np.abs(values[:, :, None, :] - values[:, None, :, :]).max(axis=-1) <= misconceptions.GAP  # (h, m, m)
+    heads.clashing = near | np.triu(pair & usable[:, :, None] & usable[:, None, :], k=1).any(axis=(1, 2))
+    return heads.clashing
+
+
+def _stack_heads(X: np.ndarray, drawn: list[dict[str, np.ndarray]], causal: bool) -> Heads:
+    return Heads(*(X @ np.stack([w[name] for w in drawn]) for name in ("W_Q", "W_K", "W_V")), causal, X.shape[1])
+
+@functools.lru_cache(maxsize=512)
+def _apart_heads(x: bytes, x_shape: tuple[int, int], d_k: int, d_v: int, causal: bool, seconds: float) -> np.ndarray:
+    """With few tokens (TABLED_TOKENS: few X's, each met again and again), the heads _admissible keeps whose
+    own mistakes are apart (_clashing), as flat indices (q·P + k)·P_V + v: one draw is one head."""
+    pairs, ends, values = _admissible(x, x_shape, d_k, d_v, causal, seconds)
+    if not len(pairs):
+        return _frozen(np.zeros(0, dtype=int))
+    X = np.frombuffer(x).reshape(x_shape)
+    heads = _heads_of((pairs, ends, values), np.arange(ends[-1]), d_k, d_v)
+    counts = np.diff(np.concatenate(([0], ends)))
+    flat = np.concatenate([pairs[i] * len(_pool((D_MODEL, d_v))) + values[:c] for i, c in enumerate(counts)])
+    return _frozen(flat[~_clashing(_stack_heads(X, heads, causal))])
+
+
+def _heads_at(flat: np.ndarray, d_k: int, d_v: int) -> list[dict[str, np.ndarray]]:
+    """The heads of flat indices (q·P + k)·P_V + v."""
+    pool_qk, pool_v = _pool((D_MODEL, d_k)), _pool((D_MODEL, d_v))
+    qk, v = np.divmod(flat, len(pool_v))
+    q, k = np.divmod(qk, len(pool_qk))
+    return [{"W_Q": pool_qk[a].copy(), "W_K": pool_qk[b].copy(), "W_V": pool_v[c].copy()} for a, b, c in zip(q, k, v)]
+
+
 def _differ(matrices: list[np.ndarray]) -> bool:
     return not any(np.allclose(a, b) for k, a in enumerate(matrices) for b in matrices[k + 1:])
 
@@ -277,7 +414,11 @@ def _stacked(given: dict, h: int) -> Heads:
 def _mistakes_clash(given: dict, heads: Heads, outputs: list[np.ndarray]) -> bool:
     """Whether misconceptions.clashes(outputs[i], _head_mistakes(head_given(given, i + 1), GUARDS)) names
     anything for some head: every GUARDS mistake of every head at once (tests/test_kinds_heads_fast.py
-    hold the two equal)."""
+    hold the two equal); read from `heads.clashing` when _clashing decided it (or the heads came from
+    the table of heads whose mistakes are apart)."""
+    known = getattr(heads, "clashing", None)
+    if known is not None:
+        return bool(known.any())
     ids, O = heads.mistakes()  # (m, h, n, d_v): the GUARDS the pipeline makes here, in its catalog order
     reference = np.stack([np.asarray(o, dtype=float).reshape(-1) for o in outputs])  # (h, cells)
     return clash(comparable(np.swapaxes(O, 0, 1)), reference, misconceptions.GAP)
@@ -335,32 +476,60 @@ def _draft(rng: np.random.Generator, level: int) -> Draft:
     cells = n * d_v * h * 2 + (n * D_MODEL if projected else 0)  # O_1 … O_h, concat, out
     # the level's budget shared evenly by the heads, after the cells written (W_O is checked exactly below)
     per_head = (budget.BUDGET_MINUTES[level] * 60 - budget.RATES["cells"] * cells) / h
-    for _ in range(MAX_TRIES):
-        X = nonzero_matrix(rng, (n, D_MODEL), x_values)  # (n, d)
-        drawn = [_draw_head(rng, d_k, d_v, X, causal, per_head) for _ in range(h)]
-        if any(w is None for w in drawn):
-            continue
+    table = None
+    tabled = n <= TABLED_TOKENS
+    for tries in range(MAX_TRIES):
+        if table is None or tries % HEADS_PER_X == 0:  # a new X (one that admits no head at once)
+            X = nonzero_matrix(rng, (n, D_MODEL), x_values)  # (n, d)
+            key = (np.asarray(X, dtype=float).tobytes(), X.shape, d_k, d_v, causal, per_head)
+            table = _apart_heads(*key) if tabled else _admissible(*key)
+            if not len(table if tabled else table[0]):
+                table = None
+                continue
+        # h heads at once, each uniform among every head X admits within its share of the budget whose own
+        # mistakes are apart (_clashing): with few tokens from the table of those, with more a head whose
+        # mistakes clash is drawn again from the same X (at most REDRAWS times)
+        if tabled:
+            drawn = _heads_at(table[rng.integers(len(table), size=h)], d_k, d_v)
+            heads = _stack_heads(X, drawn, causal)
+            heads.clashing = np.zeros(h, dtype=bool)  # apart by the table (_apart_heads)
+        else:
+            drawn = _heads_of(table, rng.integers(table[1][-1], size=h), d_k, d_v)
+            for _ in range(REDRAWS):
+                heads = _stack_heads(X, drawn, causal)
+                bad = np.flatnonzero(_clashing(heads))
+                if not len(bad):
+                    break
+                for i, w in zip(bad, _heads_of(table, rng.integers(table[1][-1], size=len(bad)), d_k, d_v)):
+                    drawn[i] = w
+            else:
+                continue
         given: dict = {"X": X}
         for i, w in enumerate(drawn, start=1):
             given.update(zip(head_names(i), (w["W_Q"], w["W_K"], w["W_V"])))
         if projected:
             given["W_O"] = _weights(rng, (h * d_v, D_MODEL))  # (h·d_v, d)
         given.update(d_k=d_k, causal=causal)
-        tr = _trace(given, h)
-        outputs = [hd.O for hd in tr.heads]  # h × (n, d_v)
-        if np.allclose(tr.out, 0) or not (_differ([hd.A for hd in tr.heads]) and _differ(outputs)):
+        # the heads' forward pass from the stacked heads: multi_head_attention's floats (the kind's tests
+        # hold them equal), without running it again
+        outputs = list(heads.O)  # h × (n, d_v)
+        concat = np.concatenate(outputs, axis=1)  # (n, h·d_v)
+        tr = MultiHeadTrace(heads=(), concat=concat, W_O=given.get("W_O"),
+                            out=concat @ given["W_O"] if projected else concat)
+        if np.allclose(tr.out, 0) or not (_differ(list(heads.A)) and _differ(outputs)):
             continue
-        parts = _parts(tr, level)
+        parts = _parts(tr, level, outputs)
         # the same decision as _operations(…) within the budget and _distinguishable(…), every head at once
-        heads = _stacked(given, h)
+        # (the heads' own mistakes were decided head by head above: _mistakes_clash reads that)
         if (_operations_fast(given, parts, heads).minutes <= budget.BUDGET_MINUTES[level]
                 and not _mistakes_clash(given, heads, outputs)):
             return Draft(given=given, parts=parts, params={"n": n, "h": h, "d_k": d_k, "d_v": d_v, "width": h * d_v})
     raise RuntimeError(f"multi_head: no distinguishable heads within the time budget in {MAX_TRIES} draws")
 
 
-def _parts(tr: MultiHeadTrace, level: int) -> list[Part]:
-    references = {f"O{i}": hd.O for i, hd in enumerate(tr.heads, start=1)}
+def _parts(tr: MultiHeadTrace, level: int, outputs: list[np.ndarray] | None = None) -> list[Part]:
+    """The parts of the trace; `outputs`: the heads' O when tr holds no heads."""
+    references = {f"O{i}": o for i, o in enumerate(outputs or [hd.O for hd in tr.heads], start=1)}
     references["concat"] = tr.concat  # (n, h·d_v)
     if SIZES[level][5]:
         references["out"] = tr.out  # (n, d)

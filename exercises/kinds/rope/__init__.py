@@ -78,14 +78,61 @@ def generate(rng: np.random.Generator, level: int) -> Draft:
     each other (to 2 decimals too). Level 1: one of its admissible variants, none refused (the table is
     every variant the check below accepts: tests/test_kinds_rope_constructive.py); levels 2 and 3 draw
     and check (about 1 draw in 200 is refused)."""
-    from .._shared.fast import all_clash_free
-
     if level == 1:
         return _level_one_draft(rng)
     while True:
         draft = _draft(rng, level)
-        if all_clash_free(draft.parts, guarded_mistakes(draft.given)):
+        if _all_apart(draft.parts, draft.given):
             return replace(draft, params=_params(draft.given), memo=dict(_CHECKED))
+
+
+def _all_apart(parts: list[Part], given: dict) -> bool:
+    """fast.all_clash_free(parts, guarded_mistakes(given)) as one block: Q and K turned three ways at once
+    (the same elementwise operations as _turned, so the same values), the scores' five mistakes as
+    guarded_mistakes makes them (each product on its own), then every part's answer and mistakes side by
+    side, (3 parts, 6 values, cells), padded where a part has fewer (0 in the cells, a far-off stand-in in
+    the values): a part clashes when two of its values are within its separation in every cell, the
+    answer and a mistake or two mistakes, as misconceptions.any_clash decides on finite values
+    (tests/test_kinds_rope_constructive.py holds the two to each other)."""
+    from ...core import misconceptions
+
+    Q, K, pos, theta = (np.asarray(given[k], dtype=float) for k in ("Q", "K", "pos", "theta"))
+    c, s = _trig_stack(tuple(pos.tolist()), tuple(theta.tolist()))  # (3, 1, n, m): turned, back, once
+    X = np.stack([Q, K])  # (2, n, 2m)
+    even, odd = X[..., 0::2], X[..., 1::2]
+    turns = np.empty((3, *X.shape))  # (3, 2, n, 2m)
+    turns[..., 0::2] = even * c - odd * s
+    turns[..., 1::2] = even * s + odd * c
+    (Q_rot, K_rot), (Q_back, K_back) = turns[0], turns[1]
+    alts = [Q @ K.T, Q_rot @ K.T, K_rot @ Q_rot.T, Q_back @ K_back.T, K @ Q.T]
+    if Q.shape[1] == K.shape[0]:
+        alts.append(Q @ K)
+    by_name = {p.name: p for p in parts}
+    n, d = Q.shape
+    cells = max(n * d, n * n)
+    values = np.zeros((3, 1 + len(alts), cells))
+    values[:2, 4:] = _FAR * np.arange(1, len(alts) - 2)[:, None]  # Q_rot's and K_rot's three mistakes only
+    values[0, 0, :n * d] = by_name["Q_rot"].reference.ravel()
+    values[1, 0, :n * d] = by_name["K_rot"].reference.ravel()
+    values[:2, 1:4, :n * d] = np.stack([turns[2], turns[1], X], axis=1).reshape(2, 3, -1)  # one angle, sin, none
+    values[2, 0, :n * n] = by_name["scores"].reference.ravel()
+    values[2, 1:, :n * n] = np.array(alts).reshape(len(alts), -1)
+    gaps = np.array([misconceptions.separation(by_name[name]) for name in PARTS])
+    widest = np.abs(values[:, :, None, :] - values[:, None, :, :]).max(axis=-1)  # (3, k, k), 0 on the diagonals
+    return np.count_nonzero(widest <= gaps[:, None, None]) == 3 * values.shape[1]
+
+
+_FAR = 1e9  # the stand-in values apart from everything (the parts' values are a few units at most)
+
+
+@functools.lru_cache(maxsize=256)
+def _trig_stack(pos: tuple[float, ...], theta: tuple[float, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """cos and sin of _trig's three turns (pos θ, −pos θ, one angle θ for every position), (3, 1, n, m)."""
+    turns = (_trig(pos, theta, 1), _trig(pos, theta, -1), _trig((1.0,) * len(pos), theta, 1))
+    c, s = (np.stack([t[i] for t in turns])[:, None] for i in (0, 1))
+    for a in (c, s):
+        a.setflags(write=False)
+    return c, s
 
 
 # the engine's redraw test answered by generate's own check: its plain_* mistakes are the registry's two
@@ -290,26 +337,73 @@ def _halves_of_sympy(degrees: int) -> tuple[tuple[int, int], tuple[int, int]]:
     return out[0], out[1]
 
 
-# the whole-number forms whose float is taken from an unevaluated sympy sum (the same floats as the
-# evaluated one: tests/test_kinds_rope_constructive.py over this whole box); the evaluated sum's first
-# use imports sympy.tensor and more (~80-170 ms once), which generate no longer pays
+# the whole-number forms whose float is sympy's, taken without sympy: sympy's evalf of the unevaluated sum
+# (Rational(whole, d) + Rational(root, d)·√3) written out with mpmath's integer operations, the same steps
+# and precisions (tests/test_kinds_rope_constructive.py: the same floats over this whole box; they agreed on
+# all 32 522 forms with |whole| ≤ 80, |root| ≤ 50, d = 2, 4); ~20 µs a form, where sympy's took ~400 µs.
+# Outside the box, sympy's own sum.
 FLOAT_BOX = (60, 24)  # |whole|, |root|; with denominators 2 and 4 (rotated entries, scores)
 
 
 @functools.lru_cache(maxsize=8192)
 def _float_of(whole: int, root: int, denominator: int) -> float:
-    """(whole + root √3) / denominator as a float, through the same sympy number as the exact forms."""
+    """(whole + root √3) / denominator as a float: the float sympy gives for that sum."""
     if abs(whole) <= FLOAT_BOX[0] and abs(root) <= FLOAT_BOX[1] and denominator in (2, 4):
         if root == 0:
-            return float(sympy.Rational(whole, denominator))
-        term = sympy.Mul(sympy.Rational(root, denominator), _SQRT3, evaluate=False)
-        if whole == 0:
-            return float(term)
-        return float(sympy.Add(sympy.Rational(whole, denominator), term, evaluate=False))
+            return whole / denominator  # exact: a halving or two
+        return _evalf_sum(whole, root, denominator)
     return float(sympy.Rational(whole, denominator) + sympy.Rational(root, denominator) * sympy.sqrt(3))
 
 
-_SQRT3 = sympy.sqrt(3)
+@functools.cache
+def _sqrt3(prec: int) -> tuple:
+    from mpmath.libmp import from_int, mpf_sqrt
+
+    return mpf_sqrt(from_int(3), prec)
+
+
+def _evalf_root_term(root: int, denominator: int, prec: int) -> tuple:
+    """sympy's evalf_mul of Mul(Rational(root, denominator), √3) at `prec` bits: the two factors at
+    prec + 7 (its working precision for two factors), their exact product rounded to prec."""
+    from mpmath.libmp import bitcount, from_rational, normalize, round_nearest
+
+    s1, m1, e1, _ = from_rational(root, denominator, prec + 7)
+    s2, m2, e2, _ = _sqrt3(prec + 7)
+    man = m1 * m2
+    return normalize(s1 ^ s2, man, e1 + e2, bitcount(man), prec, round_nearest)
+
+
+def _evalf_sum(whole: int, root: int, denominator: int) -> float:
+    """float() of sympy's (whole/d + (root/d)·√3), root ≠ 0, step by step as sympy's evalf takes it:
+    Expr.evalf asks 53 + 4 bits; evalf_add evaluates each term at 10 bits more, adds them exactly
+    (add_terms), rounds to 57 bits and starts again with more bits while the sum's accuracy is short;
+    Float._new rounds the result to 53 bits (or fewer, its accuracy)."""
+    from mpmath.libmp import bitcount, from_rational, normalize, round_nearest, to_float
+
+    if whole == 0:  # a Mul alone: evalf_mul at 57 bits, accuracy 57
+        s, m, e, b = _evalf_root_term(root, denominator, 57)
+        return to_float(normalize(s, m, e, b, 53, round_nearest))
+    target = prec = 57
+    i = 0
+    while True:
+        terms = [from_rational(whole, denominator, prec + 10), _evalf_root_term(root, denominator, prec + 10)]
+        total, low, errors = 0, 0, []  # the exact sum as total · 2^low (add_terms: no term is far smaller)
+        for sign, man, exp, bc in terms:
+            errors.append(bc + exp - (prec + 10))
+            man = -man if sign else man
+            if exp >= low:
+                total += man << (exp - low)
+            else:
+                total, low = (total << (low - exp)) + man, exp
+        sign, total = (1, -total) if total < 0 else (0, total)
+        accuracy = low + bitcount(total) - max(errors)
+        value = normalize(sign, total, low, bitcount(total), target, round_nearest)
+        if accuracy >= target:
+            break
+        prec += max(10 + 2 ** i, target - accuracy)
+        i += 1
+    s, m, e, b = value
+    return to_float(normalize(s, m, e, b, max(min(53, accuracy), 1), round_nearest))
 
 
 @functools.lru_cache(maxsize=4096)

@@ -233,3 +233,43 @@ def test_differ_fast_is_differ_and_all_zero_is_allclose():
     for a in [np.zeros(3), np.full(3, 1e-8), np.full(3, -1.01e-8), np.array([0.0, np.inf]), np.array([np.nan]),
               *(rng.choice([0.0, 5e-9, 1e-8, 2e-8], size=(3, 2)) for _ in range(100))]:
         assert K._all_zero(a) == bool(np.allclose(a, 0))
+
+
+@pytest.mark.parametrize("level", K.LEVELS)
+def test_clashing_in_one_list_is_clashing_before(level):
+    """_clashing (the output and the mistakes in one list) names the heads _clashing_before named: over
+    every admissible head of X's of the level (big stacks, clashing and apart heads, causal or not)."""
+    n, _, d_k, d_v, x_values, _ = K.SIZES[level]
+    rng = np.random.default_rng(60 + level)
+    seen = set()
+    for t in range(12):
+        X = nonzero_matrix(rng, (n, K.D_MODEL), x_values).astype(float)
+        causal = bool(t % 2)
+        admitted = K._admitted(X.tobytes(), X.shape, d_k, d_v, causal, 1e9)
+        if not len(admitted[0]):
+            continue
+        flat = K._flat_heads(*admitted[:3], len(admitted[6]))[:400]
+        q, k, v = K._rows_at(flat, len(admitted[5]), len(admitted[6]))
+        heads = K.Heads(admitted[5][q], admitted[5][k], admitted[6][v], causal, K.D_MODEL)
+        before = K._clashing_before(heads)
+        assert np.array_equal(K._clashing(heads), before)
+        seen.update(before.tolist())
+    assert seen == {True, False}
+
+
+@pytest.mark.parametrize("level", K.LEVELS)
+def test_collides_hook_is_misconceptions_collides(level):
+    """The kind's collides answers as misconceptions.collides, on exercises and on one whose parts a
+    guarded mistake leads to (a part named O: then it asks misconceptions.collides itself)."""
+    from dataclasses import replace
+
+    import exercises
+    from exercises.core import misconceptions
+
+    for seed in range(40):
+        ex = exercises.generate(K.ID, seed, level)
+        assert K.collides(ex, K.GUARDS) == misconceptions.collides(ex, guards=K.GUARDS) is False
+    part = ex.part("O1")
+    renamed = replace(ex, parts=(replace(part, name="O"), *ex.parts[1:]))
+    assert K._asked(tuple(renamed.part_names), K.GUARDS)
+    assert K.collides(renamed, K.GUARDS) == misconceptions.collides(renamed, guards=K.GUARDS)

@@ -10,6 +10,7 @@ the catalogued mistakes (diagnosed per head through the pipeline), heads concate
 from __future__ import annotations
 
 import functools
+import math
 from dataclasses import replace
 from itertools import permutations
 
@@ -311,7 +312,8 @@ def _cells(n: int, causal: bool) -> tuple:
 def _admitted(x: bytes, x_shape: tuple[int, int], d_k: int, d_v: int, causal: bool, seconds: float) -> tuple:
     """_admissible's (pairs, ends, values), and what the draw reads besides: every pair's seconds
     (P·P, flat q·P + k: W_Q's and W_K's projections, Q Kᵀ, the divisions by √d_k, the softmax), every W_V
-    row's (P_V: its projection and A V), every pool row's X W (P, n, d_k) and X W_V (P_V, n, d_v). A head's
+    row's (P_V: its projection and A V), every pool row's X W (P, n, d_k) and X W_V (P_V, n, d_v), and
+    where each kept pair's heads start (the running count before it, beside ends). A head's
     budget.head_seconds is its pair's plus its W_V row's. The seconds come apart: W_Q's and W_K's
     projections (Σ_k X's nonzero entries in column k × W's in row k); per (W_Q, W_K) the scores' products
     (column by column: Σ_c nonzero q's × nonzero k's), their divisions by √d_k and the exponentials (per
@@ -365,7 +367,8 @@ def _admitted(x: bytes, x_shape: tuple[int, int], d_k: int, d_v: int, causal: bo
     pairs = np.flatnonzero(ok)  # q·P + k
     fitting = np.searchsorted(value[values], seconds - pair[pairs], side="right")  # W_V's per pair
     kept = fitting > 0
-    return tuple(_frozen(a) for a in (pairs[kept], np.cumsum(fitting[kept]), values, pair, value, QK, V))
+    ends = np.cumsum(fitting[kept])
+    return tuple(_frozen(a) for a in (pairs[kept], ends, values, pair, value, QK, V, ends - fitting[kept]))
 
 
 def _heads_of(table: tuple, draws: np.ndarray, d_k: int, d_v: int) -> list[dict[str, np.ndarray]]:
@@ -381,14 +384,33 @@ def _heads_of(table: tuple, draws: np.ndarray, d_k: int, d_v: int) -> list[dict[
 
 def _clashing(heads: Heads) -> np.ndarray:
     """(h,) for each head whether misconceptions.clashes(its O, its GUARDS mistakes) names anything: what
-    _mistakes_clash decides for all heads together (heads.clash), head by head."""
+    _mistakes_clash decides for all heads together (heads.clash), head by head: its right output and its
+    mistakes' (usable: no NaN) in one list, two of them within misconceptions.GAP of each other in every
+    cell (_clashing_before: the output against the mistakes, then the mistakes pair by pair; the same)."""
+    _, O = heads.mistakes()  # (m, h, n, d_v)
+    values = comparable(np.swapaxes(O, 0, 1))  # (h, m, cells)
+    h, m = values.shape[:2]
+    every = np.concatenate([heads.O.reshape(h, 1, -1), values], axis=1)  # (h, 1 + m, cells): the output first
+    usable = ~np.isnan(every).any(axis=-1)  # (h, 1 + m)
+    within = np.abs(every[:, :, None, :] - every[:, None, :, :]).max(axis=-1) <= misconceptions.GAP
+    heads.clashing = (within & _later(m + 1) & usable[:, :, None] & usable[:, None, :]).any(axis=(1, 2))
+    return heads.clashing
+
+
+@functools.lru_cache(maxsize=8)
+def _later(m: int) -> np.ndarray:
+    """(m, m): j > i, each pair of a list once."""
+    return _frozen(np.triu(np.ones((m, m), dtype=bool), k=1))
+
+
+def _clashing_before(heads: Heads) -> np.ndarray:
+    """_clashing as it was written before (tests/test_kinds_multi_head_fast_paths.py holds the two equal)."""
     _, O = heads.mistakes()  # (m, h, n, d_v)
     values = comparable(np.swapaxes(O, 0, 1))  # (h, m, cells)
     usable = ~np.isnan(values).any(axis=-1)  # (h, m)
     near = (like(values, heads.O.reshape(heads.h, -1), misconceptions.GAP) & usable).any(axis=1)
     pair = np.abs(values[:, :, None, :] - values[:, None, :, :]).max(axis=-1) <= misconceptions.GAP  # (h, m, m)
-    heads.clashing = near | np.triu(pair & usable[:, :, None] & usable[:, None, :], k=1).any(axis=(1, 2))
-    return heads.clashing
+    return near | np.triu(pair & usable[:, :, None] & usable[:, None, :], k=1).any(axis=(1, 2))
 
 
 def _stack_heads(X: np.ndarray, drawn: list[dict[str, np.ndarray]], causal: bool) -> Heads:
@@ -398,7 +420,7 @@ def _stack_heads(X: np.ndarray, drawn: list[dict[str, np.ndarray]], causal: bool
 def _apart_heads(x: bytes, x_shape: tuple[int, int], d_k: int, d_v: int, causal: bool, seconds: float) -> np.ndarray:
     """With few tokens (TABLED_TOKENS: few X's, each met again and again), the heads _admissible keeps whose
     own mistakes are apart (_clashing), as flat indices (q·P + k)·P_V + v: one draw is one head."""
-    pairs, ends, values, _, _, QK, V = _admitted(x, x_shape, d_k, d_v, causal, seconds)
+    pairs, ends, values, _, _, QK, V, _ = _admitted(x, x_shape, d_k, d_v, causal, seconds)
     if not len(pairs):
         return _frozen(np.zeros(0, dtype=int))
     flat = _flat_heads(pairs, ends, values, len(V))
@@ -421,12 +443,12 @@ def _rows_at(flat: np.ndarray, P: int, P_V: int) -> tuple[np.ndarray, np.ndarray
     return q, k, v
 
 
-def _rows_of(table: tuple, draws: np.ndarray, P: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The pool rows (W_Q's, W_K's, W_V's) of the heads numbered `draws` among _admissible's: the heads
+def _rows_of(admitted: tuple, draws: np.ndarray, P: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The pool rows (W_Q's, W_K's, W_V's) of the heads numbered `draws` among _admitted's: the heads
     _heads_of gives, as rows."""
-    pairs, ends, values = table[:3]
+    pairs, ends, values, starts = admitted[0], admitted[1], admitted[2], admitted[7]
     at = np.searchsorted(ends, draws, side="right")
-    v = values[draws - (ends[at] - np.diff(ends, prepend=0)[at])]
+    v = values[draws - starts[at]]
     q, k = np.divmod(pairs[at], P)
     return q, k, v
 
@@ -438,7 +460,7 @@ def _seconds_fast(admitted: tuple, q: np.ndarray, k: np.ndarray, v: np.ndarray, 
 
     pair, value = admitted[3], admitted[4]
     seconds = (float(pair[q * len(admitted[5]) + k].sum() + value[v].sum())
-               + budget.RATES["cells"] * sum(int(np.prod(p.shape)) for p in parts))
+               + budget.RATES["cells"] * sum(math.prod(p.shape) for p in parts))
     if "W_O" in given:
         concat = next(p.reference for p in parts if p.name == "concat")
         seconds += budget.product_operations(concat, given["W_O"]).seconds
@@ -532,6 +554,21 @@ def generate(rng: np.random.Generator, level: int) -> Draft:
     return _draft(rng, level)
 
 
+@functools.lru_cache(maxsize=16)
+def _asked(part_names: tuple[str, ...], guards: tuple[str, ...]) -> bool:
+    """Whether some of `guards` leads to a part of these names (pipeline.AFFECTED): the mistakes
+    misconceptions.collides asks of an exercise."""
+    wanted = set(part_names)
+    return any(pipeline.AFFECTED.get(mid, frozenset()) & wanted for mid in guards)
+
+
+def collides(ex: Exercise, guards: tuple[str, ...]) -> bool:
+    """misconceptions.collides(ex, guards): the pipeline's mistakes lead to none of this kind's parts (O1 …
+    O_h, concat, out are the kind's own: _draft keeps every head's mistakes apart itself), so it asks none
+    and finds no clash; asked whenever some guard would lead to a part."""
+    return misconceptions.collides(ex, guards) if _asked(tuple(ex.part_names), tuple(guards)) else False
+
+
 def _operations(given: dict, parts) -> object:
     """Each head's pipeline to O by hand, the cells of every asked part, and concat · W_O."""
     from ...core import budget
@@ -569,7 +606,7 @@ def _draft(rng: np.random.Generator, level: int) -> Draft:
             key = (np.asarray(X, dtype=float).tobytes(), X.shape, d_k, d_v, causal, per_head)
             admitted = _admitted(*key)
             P, P_V, QK, V = len(admitted[5]), len(admitted[6]), admitted[5], admitted[6]
-            table = _apart_heads(*key) if tabled else admitted[:3]
+            table = _apart_heads(*key) if tabled else admitted
             if not len(table if tabled else table[0]):
                 table = None
                 continue

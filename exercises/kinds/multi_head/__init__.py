@@ -391,8 +391,10 @@ def _clashing(heads: Heads) -> np.ndarray:
     values = comparable(np.swapaxes(O, 0, 1))  # (h, m, cells)
     h, m = values.shape[:2]
     every = np.concatenate([heads.O.reshape(h, 1, -1), values], axis=1)  # (h, 1 + m, cells): the output first
-    usable = ~np.isnan(every).any(axis=-1)  # (h, 1 + m)
-    within = np.abs(every[:, :, None, :] - every[:, None, :, :]).max(axis=-1) <= misconceptions.GAP
+    cells = np.ascontiguousarray(np.moveaxis(every, -1, 0))  # (cells, h, 1 + m): the largest difference over
+    within = np.abs(cells[:, :, :, None] - cells[:, :, None, :]).max(axis=0) <= misconceptions.GAP  # the cells
+    # taken along the first axis (a max along a short last one is slow)
+    usable = ~np.isnan(cells).any(axis=0)  # (h, 1 + m)
     heads.clashing = (within & _later(m + 1) & usable[:, :, None] & usable[:, None, :]).any(axis=(1, 2))
     return heads.clashing
 

@@ -270,6 +270,13 @@ def _score_forms(d_k: int) -> tuple[np.ndarray, np.ndarray]:
     return _frozen(forms.reshape(-1, D_MODEL, D_MODEL)), _frozen(of_pair.reshape(len(pool), len(pool)))
 
 
+@functools.lru_cache(maxsize=4)
+def _score_forms_t(d_k: int) -> tuple[np.ndarray, np.ndarray]:
+    """_score_forms(d_k) with the forms flat and transposed (d·d, U), contiguous."""
+    forms, of_pair = _score_forms(d_k)
+    return _frozen(np.ascontiguousarray(forms.reshape(len(forms), -1).T)), of_pair
+
+
 @functools.lru_cache(maxsize=256)
 def _admissible(x: bytes, x_shape: tuple[int, int], d_k: int, d_v: int, causal: bool, seconds: float) -> tuple:
     """Every head this X admits (W_Q = pool[q], W_K = pool[k], W_V = pool_V[v]): the checks of the batch
@@ -344,31 +351,53 @@ def _admitted(x: bytes, x_shape: tuple[int, int], d_k: int, d_v: int, causal: bo
     values = np.flatnonzero(value_ok)
     values = values[np.argsort(value[values], kind="stable")]  # the W_V rows, cheapest first
     QK = X @ pool_qk  # (P, n, d_k): every row's queries (and keys)
-    products, of_pair = _score_forms(d_k)  # S = X (W_Q W_Kᵀ) Xᵀ: per distinct W_Q W_Kᵀ only
-    S = products.reshape(len(products), -1) @ np.einsum("ia,jb->abij", X, X).reshape(D_MODEL * D_MODEL, n * n)
-    nz = S != 0  # (U, n·n), whole numbers
-    ok = ((np.abs(S) <= MAX_SCORE).all(axis=1) & (S != S[:, transposed]).any(axis=1)
-          & (S[:, soft] != S[:, first[soft]]).any(axis=1))  # a query seeing two keys that score differently
+    if not len(values):
+        return _none_admitted(values, value, QK, V)
+    forms_t, of_pair = _score_forms_t(d_k)  # S = X (W_Q W_Kᵀ) Xᵀ: per distinct W_Q W_Kᵀ only
+    # cell by cell (n·n, U), so that every check reduces along the first axis (fast): S[i·n + j] is Σ_ab
+    # X_ia X_jb (W_Q W_Kᵀ)_ab, whole numbers
+    S = np.einsum("ia,jb->ijab", X, X).reshape(n * n, D_MODEL * D_MODEL) @ forms_t
+    nz = S != 0
+    ok = ((np.abs(S) <= MAX_SCORE).all(axis=0) & (S != S[transposed]).any(axis=0)
+          & (S[soft] != S[first[soft]]).any(axis=0))  # a query seeing two keys that score differently
     if causal:
-        ok &= nz[:, hidden].any(axis=1)
-    forms = budget.RATES["exponentials"] * nz[:, soft].sum(axis=1)
+        ok &= nz[hidden].any(axis=0)
+    forms = budget.RATES["exponentials"] * nz[soft].sum(axis=0)
     if d_k != 1:
-        forms = forms + div * nz.sum(axis=1)
+        forms = forms + div * nz.sum(axis=0)
+    own = projection((D_MODEL, d_k))
+    # a head's seconds are at least its pair's form's, W_Q's and W_K's projections, the softmax's fixed
+    # ones and the cheapest W_V's (Q Kᵀ's terms ≥ 0): an X whose bound is over `seconds` admits none
+    # (most of the X's that admit none at level 2), told before the pairs are made
+    if not ok.any():
+        return _none_admitted(values, value, QK, V)
+    least = fixed + float(value[values[0]]) + float(forms[ok].min())
+    if least + 2 * float(own.min()) > seconds:
+        return _none_admitted(values, value, QK, V)
     flat_qk = QK.reshape(P, -1)
     ok = ok[of_pair] & (flat_qk != flat_qk[:, :1]).any(axis=1)[None, :]  # (P_q, P_k): and the keys differ
     qz = QK != 0
     tz = qz.sum(axis=1).astype(float)  # (P, d_k): nonzero entries per column, and those not ±1
     th = (qz & (np.abs(QK) != 1)).sum(axis=1).astype(float)
-    own, ones = projection((D_MODEL, d_k)), np.ones(P)
+    ones = np.ones(P)
     # Q Kᵀ's terms (queries' row q, keys' row k), both projections, in one product of whole numbers
     left = np.column_stack([tz, th, own, ones])
     right = np.column_stack([add * tz, (mul - add) * th, ones, own])
-    pair = (left @ right.T + (forms[of_pair] + fixed)).reshape(-1)  # (P·P,)
+    terms = left @ right.T  # (P_q, P_k)
+    if least + float(terms.min()) > seconds:  # the bound with every pair's own terms: nearly all of the rest
+        return _none_admitted(values, value, QK, V)
+    pair = (terms + (forms[of_pair] + fixed)).reshape(-1)  # (P·P,)
     pairs = np.flatnonzero(ok)  # q·P + k
     fitting = np.searchsorted(value[values], seconds - pair[pairs], side="right")  # W_V's per pair
     kept = fitting > 0
     ends = np.cumsum(fitting[kept])
     return tuple(_frozen(a) for a in (pairs[kept], ends, values, pair, value, QK, V, ends - fitting[kept]))
+
+
+def _none_admitted(values: np.ndarray, value: np.ndarray, QK: np.ndarray, V: np.ndarray) -> tuple:
+    """_admitted's answer for an X that admits no head, told before its pairs' seconds are made (None)."""
+    none = np.zeros(0, dtype=np.intp)
+    return tuple(a if a is None else _frozen(a) for a in (none, none.copy(), values, None, value, QK, V, none.copy()))
 
 
 def _heads_of(table: tuple, draws: np.ndarray, d_k: int, d_v: int) -> list[dict[str, np.ndarray]]:

@@ -301,3 +301,42 @@ def test_collides_hook_is_misconceptions_collides(level):
     renamed = replace(ex, parts=(replace(part, name="O"), *ex.parts[1:]))
     assert K._asked(tuple(renamed.part_names), K.GUARDS)
     assert K.collides(renamed, K.GUARDS) == misconceptions.collides(renamed, guards=K.GUARDS)
+
+
+@pytest.mark.parametrize("level", (2, 3))
+@pytest.mark.parametrize("h", (2, 3))
+def test_heads_drawn_with_the_first_redraw_ahead_are_the_redrawn_ones(level, h, monkeypatch):
+    """_apart_draw (the first redraw's heads checked with the first h, the generator's draws made ahead
+    and its state put back) draws what _redrawn (a stack of the current h heads per check) drew: the same
+    rows, O and A to the bit, the same giving up, and the generator left in the same state; over draws
+    that keep the first heads, redraw once, redraw more often and give up."""
+    n, _, d_k, d_v, x_values, _ = K.SIZES[level]
+    rng = np.random.default_rng(80 + level)
+    outcomes = set()
+    counted = []
+    original = K._clashing
+
+    def counting(heads):
+        counted.append(1)
+        return original(heads)
+
+    monkeypatch.setattr(K, "_clashing", counting)
+    for t in range(400):
+        X = nonzero_matrix(rng, (n, K.D_MODEL), x_values).astype(float)
+        causal = bool(t % 2)
+        admitted = K._admitted(X.tobytes(), X.shape, d_k, d_v, causal, _share(level))
+        if not len(admitted[0]):
+            continue
+        fast, slow = np.random.default_rng([t, level]), np.random.default_rng([t, level])
+        a = K._apart_draw(fast, admitted, h, causal)
+        counted.clear()
+        b = K._redrawn(slow, admitted, h, causal)
+        assert (a is None) == (b is None)
+        if a is not None:
+            for x, y in zip(a[:3], b[:3]):
+                assert np.array_equal(x, y)
+            assert np.array_equal(a[3].O, b[3].O) and np.array_equal(a[3].A, b[3].A)
+            assert not a[3].clashing.any() and not b[3].clashing.any()
+        assert fast.integers(1 << 62) == slow.integers(1 << 62)
+        outcomes.add("gave up" if b is None else min(len(counted), 3))
+    assert {1, 2, 3} <= outcomes

@@ -116,7 +116,12 @@ TABLED_TOKENS = 2  # up to this many tokens the checks are read from tables per 
 
 def _pool(shape: tuple[int, int]) -> np.ndarray:
     """Every weight matrix of `shape` _weights draws from (numbers.pooled_matrices' pool, no zero column)."""
-    return numbers._pool(tuple(shape), tuple(float(v) for v in WEIGHT_VALUES), False, True, False)
+    return _pool_of(tuple(shape))
+
+
+@functools.lru_cache(maxsize=8)
+def _pool_of(shape: tuple[int, int]) -> np.ndarray:
+    return numbers._pool(shape, tuple(float(v) for v in WEIGHT_VALUES), False, True, False)  # (the same array)
 
 
 def _frozen(a: np.ndarray) -> np.ndarray:
@@ -484,6 +489,63 @@ def _rows_of(admitted: tuple, draws: np.ndarray, P: int) -> tuple[np.ndarray, np
     return q, k, v
 
 
+def _apart_draw(rng: np.random.Generator, admitted: tuple, h: int, causal: bool):
+    """h heads among _admitted's, each uniform, a head whose own mistakes clash (_clashing) drawn again, at
+    most REDRAWS times: (q, k, v, their O and A with clashing) or None. The draws and decisions of
+    _redrawn (tests/test_kinds_multi_head_fast_paths.py holds them equal), with the first redraw's heads
+    checked together with the first h: the generator's next draw of each size 1 … h is made ahead (its
+    state put back after each), every head in one stack, each head's clashes its own (as _clashing
+    decides them: head by head)."""
+    count, P, QK, V = admitted[1][-1], len(admitted[5]), admitted[5], admitted[6]
+    q, k, v = _rows_of(admitted, rng.integers(count, size=h), P)
+    state = rng.bit_generator.state
+    ahead = []
+    for size in range(1, h + 1):  # what the first redraw draws, for each count of clashing heads
+        ahead.append(rng.integers(count, size=size))
+        rng.bit_generator.state = state
+    rows = [np.concatenate([r, e]) for r, e in zip((q, k, v), _rows_of(admitted, np.concatenate(ahead), P))]
+    stack = Heads(QK[rows[0]], QK[rows[1]], V[rows[2]], causal, D_MODEL)
+    flags = _clashing(stack)
+    clashing, at = flags[:h].copy(), np.arange(h)  # the current heads' clashes, and where they sit in stack
+    for attempt in range(REDRAWS):
+        bad = np.flatnonzero(clashing)
+        if not len(bad):
+            return q, k, v, (stack if len(stack.O) == h else _Picked(stack, at))
+        if attempt == 0:  # the draw made ahead, made for real (the same numbers)
+            rng.integers(count, size=len(bad))
+            chosen = h + len(bad) * (len(bad) - 1) // 2 + np.arange(len(bad))  # the draw of that size
+            q[bad], k[bad], v[bad] = rows[0][chosen], rows[1][chosen], rows[2][chosen]
+            clashing[bad], at[bad] = flags[chosen], chosen
+        else:
+            q[bad], k[bad], v[bad] = _rows_of(admitted, rng.integers(count, size=len(bad)), P)
+            if attempt < REDRAWS - 1:
+                stack = Heads(QK[q], QK[k], V[v], causal, D_MODEL)
+                clashing, at = _clashing(stack).copy(), np.arange(h)
+    return None
+
+
+class _Picked:
+    """Heads picked from a stack: their O and A (each head's own, as a stack of them alone gives), and
+    no clash (they were drawn apart)."""
+
+    def __init__(self, stack: Heads, at: np.ndarray):
+        self.O, self.A = stack.O[at], stack.A[at]
+        self.clashing = np.zeros(len(at), dtype=bool)
+
+
+def _redrawn(rng: np.random.Generator, admitted: tuple, h: int, causal: bool):
+    """_apart_draw head by head, as _draft drew before: each check a stack of the current h heads."""
+    count, P, QK, V = admitted[1][-1], len(admitted[5]), admitted[5], admitted[6]
+    q, k, v = _rows_of(admitted, rng.integers(count, size=h), P)
+    for _ in range(REDRAWS):
+        heads = Heads(QK[q], QK[k], V[v], causal, D_MODEL)
+        bad = np.flatnonzero(_clashing(heads))
+        if not len(bad):
+            return q, k, v, heads
+        q[bad], k[bad], v[bad] = _rows_of(admitted, rng.integers(count, size=len(bad)), P)
+    return None
+
+
 def _seconds_fast(admitted: tuple, q: np.ndarray, k: np.ndarray, v: np.ndarray, given: dict, parts) -> float:
     """_operations(given, parts).seconds for heads of pool rows q, k, v of X's _admitted table: each
     head's pair and W_V seconds (budget.head_seconds), the cells of every part, and concat · W_O."""
@@ -650,15 +712,10 @@ def _draft(rng: np.random.Generator, level: int) -> Draft:
             heads = Heads(QK[q], QK[k], V[v], causal, D_MODEL)
             heads.clashing = np.zeros(h, dtype=bool)  # apart by the table (_apart_heads)
         else:
-            q, k, v = _rows_of(table, rng.integers(table[1][-1], size=h), P)
-            for _ in range(REDRAWS):
-                heads = Heads(QK[q], QK[k], V[v], causal, D_MODEL)
-                bad = np.flatnonzero(_clashing(heads))
-                if not len(bad):
-                    break
-                q[bad], k[bad], v[bad] = _rows_of(table, rng.integers(table[1][-1], size=len(bad)), P)
-            else:
+            drawn = _apart_draw(rng, table, h, causal)
+            if drawn is None:
                 continue
+            q, k, v, heads = drawn
         pool_qk, pool_v = _pool((D_MODEL, d_k)), _pool((D_MODEL, d_v))
         given: dict = {"X": X}
         for i in range(h):

@@ -340,3 +340,17 @@ def test_heads_drawn_with_the_first_redraw_ahead_are_the_redrawn_ones(level, h, 
         assert fast.integers(1 << 62) == slow.integers(1 << 62)
         outcomes.add("gave up" if b is None else min(len(counted), 3))
     assert {1, 2, 3} <= outcomes
+
+
+def test_picked_heads_are_a_stack_of_them_alone():
+    """_Picked (the heads _apart_draw keeps out of a bigger stack): h, O and A of a stack of them alone."""
+    n, _, d_k, d_v, x_values, _ = K.SIZES[2]
+    X = np.array([[1.0, 2.0], [-1.0, 0.0], [0.0, 1.0]])
+    admitted = K._admitted(X.tobytes(), X.shape, d_k, d_v, True, 1e9)
+    q, k, v = K._rows_of(admitted, np.arange(5) * 7, len(admitted[5]))
+    QK, V = admitted[5], admitted[6]
+    stack, at = K.Heads(QK[q], QK[k], V[v], True, K.D_MODEL), np.array([3, 1])
+    alone = K.Heads(QK[q[at]], QK[k[at]], V[v[at]], True, K.D_MODEL)
+    picked = K._Picked(stack, at)
+    assert picked.h == alone.h == 2 and not picked.clashing.any()
+    assert np.array_equal(picked.O, alone.O) and np.array_equal(picked.A, alone.A)

@@ -525,11 +525,11 @@ def _apart_draw(rng: np.random.Generator, admitted: tuple, h: int, causal: bool)
 
 
 class _Picked:
-    """Heads picked from a stack: their O and A (each head's own, as a stack of them alone gives), and
-    no clash (they were drawn apart)."""
+    """Heads picked from a stack: how many, their O and A (each head's own, as a stack of them alone
+    gives), and no clash (they were drawn apart)."""
 
     def __init__(self, stack: Heads, at: np.ndarray):
-        self.O, self.A = stack.O[at], stack.A[at]
+        self.h, self.O, self.A = len(at), stack.O[at], stack.A[at]
         self.clashing = np.zeros(len(at), dtype=bool)
 
 

@@ -39,7 +39,7 @@ RATES: dict[str, float] = {"multiply_adds": 10.0, "divisions": 10.0, "additions"
                            "cells": 5.0}
 BUDGET_MINUTES: dict[int, float] = {1: 5.0, 2: 12.0, 3: 25.0}  # at most, per level
 
-__all__ = ["BUDGET_MINUTES", "RATES", "Operations", "about_minutes", "count", "minutes", "operations",
+__all__ = ["BUDGET_MINUTES", "RATES", "Operations", "about_minutes", "count", "factor_counts", "minutes", "operations",
            "within_budget"]
 
 
@@ -98,7 +98,7 @@ def _factors(M: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 _SMALL = 64  # cells: a matrix this small is counted in plain Python (numpy's per-call cost dominates)
 
 
-def _factor_counts(M: np.ndarray, axis: int) -> tuple[list[int] | np.ndarray, list[int] | np.ndarray]:
+def factor_counts(M: np.ndarray, axis: int) -> tuple[list[int] | np.ndarray, list[int] | np.ndarray]:
     """Per index k of the product's inner axis: how many factors of M there are nonzero, and how many
     nonzero and not ±1 (`axis`: the axis of M summed over, 0 for a left factor, 1 for a right one)."""
     if M.size > _SMALL:
@@ -132,8 +132,8 @@ def _product_terms(left: Any, right: Any) -> tuple[int, int]:
     if left.ndim != 2 or right.ndim != 2:  # a vector: the count cell by cell
         lz, rz = _nonzero(left).astype(int), _nonzero(right).astype(int)
         return int((lz @ rz).sum()), int(((lz * ~_unit(left)) @ (rz * ~_unit(right))).sum())
-    l_terms, l_hard = _factor_counts(left, 0)  # (k,)
-    r_terms, r_hard = _factor_counts(right, 1)  # (k,)
+    l_terms, l_hard = factor_counts(left, 0)  # (k,)
+    r_terms, r_hard = factor_counts(right, 1)  # (k,)
     if len(l_terms) != len(r_terms):
         raise ValueError(f"matmul: inner sizes {len(l_terms)} and {len(r_terms)} differ")
     return _dot(l_terms, r_terms), _dot(l_hard, r_hard)

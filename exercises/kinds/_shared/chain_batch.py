@@ -136,7 +136,7 @@ def seconds(fwd: Mapping[str, np.ndarray], ref: Mapping[str, np.ndarray], names)
     (those of them that are steps, every one asked and written: G_O's cells too when it is among them),
     at budget.RATES. A product left @ right has Σ_m (nonzero left ·m)(nonzero right m·) terms, as many
     hard ones counted alike (budget.product_operations); the gradients' factors are found at once (one
-    block of every cell read), the forward pass's in plain Python (_line_counts), nonzero and hard side
+    block of every cell read), the forward pass's in plain Python (budget.factor_counts), nonzero and hard side
     by side (axis 0) so each product is two numpy calls."""
     names = set(names)
     k = len(ref["G_A"])
@@ -157,7 +157,7 @@ def seconds(fwd: Mapping[str, np.ndarray], ref: Mapping[str, np.ndarray], names)
     total = np.zeros((2, k))  # terms, hard terms
 
     def counts(M: np.ndarray, axis: int) -> np.ndarray:
-        return np.array(_line_counts(M, axis), dtype=float)[:, :, None]  # (2, lines, 1)
+        return np.array(budget.factor_counts(M, axis), dtype=float)[:, :, None]  # (2, lines, 1)
 
     def grad_left(g: str, right: np.ndarray) -> None:  # ref[g] @ right: g's columns against right's rows
         nonlocal total
@@ -265,24 +265,6 @@ def first_admissible(tested, order: np.ndarray, chunk: int, chunks: int) -> tupl
     return None
 
 
-def _line_counts(M: np.ndarray, axis: int) -> tuple[list[int], list[int]]:
-    """Per row (axis 1) or per column (axis 0) of a small matrix: how many cells are nonzero, and how many
-    nonzero and not ±1 (_factors' tests, in plain Python: numpy's per-call cost dominates on a few cells)."""
-    lines = M.tolist() if axis == 1 else M.T.tolist()
-    nonzero, hard = [], []
-    for line in lines:
-        t = h = 0
-        for x in line:
-            size = abs(x)
-            if size > 1e-12:
-                t += 1
-                if not abs(size - 1.0) < 1e-12:
-                    h += 1
-        nonzero.append(t)
-        hard.append(h)
-    return nonzero, hard
-
-
 def bound_seconds(fwd: Mapping[str, np.ndarray], names, n_v: int) -> float:
     """An upper bound of seconds(fwd, ref, names) over every incoming gradient: the same count with every
     cell of every gradient nonzero and not ±1, save G_scaled's (and G_scores') cells where A is 0 or where
@@ -292,7 +274,7 @@ def bound_seconds(fwd: Mapping[str, np.ndarray], names, n_v: int) -> float:
     names = set(names)
     A = fwd["A"]
     n = A.shape[0]
-    a_nz, a_hard = _line_counts(A, 1)  # per row of A
+    a_nz, a_hard = budget.factor_counts(A, 1)  # per row of A
     A_rows = A.tolist()
     # G_scaled's nonzero pattern at most: A's nonzero cells of the rows with two or more
     alone = [a_nz[i] == 1 and max(abs(x) for x in row) == 1.0 for i, row in enumerate(A_rows)]
@@ -306,7 +288,7 @@ def bound_seconds(fwd: Mapping[str, np.ndarray], names, n_v: int) -> float:
         mult += hard
         add += terms - hard
 
-    v_nz, v_hard = _line_counts(fwd["V"], 0)  # per column of V: the rows of Vᵀ
+    v_nz, v_hard = budget.factor_counts(fwd["V"], 0)  # per column of V: the rows of Vᵀ
     product(n * sum(v_nz), n * sum(v_hard))  # G_A = G_O Vᵀ: every G_O cell hard
     product(sum(a_nz) * n_v, sum(a_hard) * n_v)  # G_V = Aᵀ G_O: Aᵀ's columns are A's rows
     if "G_scaled" in names:
@@ -316,18 +298,18 @@ def bound_seconds(fwd: Mapping[str, np.ndarray], names, n_v: int) -> float:
     if "G_scores" in names and int(fwd["d_k"]) != 1:
         divisions += sum(s_row)
     if "G_Q" in names:  # G_scores K: G_scores' columns against K's rows
-        k_nz, k_hard = _line_counts(fwd["K"], 1)
+        k_nz, k_hard = budget.factor_counts(fwd["K"], 1)
         product(sum(c * t for c, t in zip(s_col, k_nz)), sum(c * h for c, h in zip(s_col, k_hard)))
     if "G_K" in names:  # G_scoresᵀ Q: G_scores' rows against Q's rows
-        q_nz, q_hard = _line_counts(fwd["Q"], 1)
+        q_nz, q_hard = budget.factor_counts(fwd["Q"], 1)
         product(sum(r * t for r, t in zip(s_row, q_nz)), sum(r * h for r, h in zip(s_row, q_hard)))
     if "G_X" in names:
-        x_nz, x_hard = _line_counts(fwd["X"], 1)  # Xᵀ's columns are X's rows
+        x_nz, x_hard = budget.factor_counts(fwd["X"], 1)  # Xᵀ's columns are X's rows
         d_k = fwd["K"].shape[1]
         for width in (d_k, d_k, n_v):  # Xᵀ G_Q, Xᵀ G_K, Xᵀ G_V
             product(sum(x_nz) * width, sum(x_hard) * width)
         for w in ("W_Q", "W_K", "W_V"):  # G_* W_*ᵀ: W_*ᵀ's rows are W_*'s columns
-            w_nz, w_hard = _line_counts(fwd[w], 0)
+            w_nz, w_hard = budget.factor_counts(fwd[w], 0)
             product(n * sum(w_nz), n * sum(w_hard))
         add += 2 * n * fwd["X"].shape[1]
     sizes = {"G_O": n * n_v, "G_A": n * n, "G_V": n * n_v, "G_scaled": n * n, "G_scores": n * n}
@@ -344,8 +326,8 @@ def bound_seconds(fwd: Mapping[str, np.ndarray], names, n_v: int) -> float:
 
 def product_seconds(left: np.ndarray, right: np.ndarray) -> float:
     """budget.product_operations(left, right).seconds of two small matrices, in plain Python."""
-    l_nz, l_hard = _line_counts(left, 0)  # per column of left
-    r_nz, r_hard = _line_counts(right, 1)  # per row of right
+    l_nz, l_hard = budget.factor_counts(left, 0)  # per column of left
+    r_nz, r_hard = budget.factor_counts(right, 1)  # per row of right
     terms = sum(a * b for a, b in zip(l_nz, r_nz, strict=True))
     hard = sum(a * b for a, b in zip(l_hard, r_hard, strict=True))
     return budget.RATES["multiply_adds"] * hard + budget.RATES["additions"] * (terms - hard)

@@ -10,6 +10,7 @@ the catalogued mistakes (diagnosed per head through the pipeline), heads concate
 from __future__ import annotations
 
 import functools
+import math
 from dataclasses import replace
 from itertools import permutations
 
@@ -115,7 +116,12 @@ TABLED_TOKENS = 2  # up to this many tokens the checks are read from tables per 
 
 def _pool(shape: tuple[int, int]) -> np.ndarray:
     """Every weight matrix of `shape` _weights draws from (numbers.pooled_matrices' pool, no zero column)."""
-    return numbers._pool(tuple(shape), tuple(float(v) for v in WEIGHT_VALUES), False, True, False)
+    return _pool_of(tuple(shape))
+
+
+@functools.lru_cache(maxsize=8)
+def _pool_of(shape: tuple[int, int]) -> np.ndarray:
+    return numbers._pool(shape, tuple(float(v) for v in WEIGHT_VALUES), False, True, False)  # (the same array)
 
 
 def _frozen(a: np.ndarray) -> np.ndarray:
@@ -269,6 +275,13 @@ def _score_forms(d_k: int) -> tuple[np.ndarray, np.ndarray]:
     return _frozen(forms.reshape(-1, D_MODEL, D_MODEL)), _frozen(of_pair.reshape(len(pool), len(pool)))
 
 
+@functools.lru_cache(maxsize=4)
+def _score_forms_t(d_k: int) -> tuple[np.ndarray, np.ndarray]:
+    """_score_forms(d_k) with the forms flat and transposed (d·d, U), contiguous."""
+    forms, of_pair = _score_forms(d_k)
+    return _frozen(np.ascontiguousarray(forms.reshape(len(forms), -1).T)), of_pair
+
+
 @functools.lru_cache(maxsize=256)
 def _admissible(x: bytes, x_shape: tuple[int, int], d_k: int, d_v: int, causal: bool, seconds: float) -> tuple:
     """Every head this X admits (W_Q = pool[q], W_K = pool[k], W_V = pool_V[v]): the checks of the batch
@@ -276,11 +289,49 @@ def _admissible(x: bytes, x_shape: tuple[int, int], d_k: int, d_v: int, causal: 
     that score differently, a nonzero hidden score when causal, every token's value nonzero and not all
     alike) and budget.head_seconds ≤ `seconds`, for all P·P·P_V heads at once, as (pairs: q·P + k of the
     pairs some W_V fits, ends: the running count of heads up to each pair's, values: the admissible W_V
-    rows cheapest first; pair i takes the first ends[i] − ends[i − 1] of them). The seconds come apart:
-    W_Q's and W_K's projections; per (W_Q, W_K) the scores' products (column by column: Σ_c nonzero q's ×
-    nonzero k's), their divisions by √d_k and the exponentials (per distinct W_Q W_Kᵀ: S = X W_Q W_Kᵀ Xᵀ);
-    per W_V its projection and A V, whose weights are nonzero exactly where visible and 1 exactly in a
-    row with one visible key (scores this small never underflow). Whole seconds: exact sums."""
+    rows cheapest first; pair i takes the first ends[i] − ends[i − 1] of them): _admitted's first three."""
+    return _admitted(x, x_shape, d_k, d_v, causal, seconds)[:3]
+
+
+@functools.lru_cache(maxsize=8)
+def _pool_counts(shape: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
+    """Per row of _pool(shape): its nonzero entries in each input row (P, d), and those not ±1."""
+    pool = _pool(shape)
+    nonzero = pool != 0
+    return (_frozen(nonzero.sum(axis=2).astype(float)),
+            _frozen((nonzero & (np.abs(pool) != 1)).sum(axis=2).astype(float)))
+
+
+@functools.lru_cache(maxsize=8)
+def _cells(n: int, causal: bool) -> tuple:
+    """Constants of an (n, n) score matrix laid out flat (i·n + j): the transposed cell of each, the first
+    cell of its row, the visible cells in rows with two or more visible keys, the hidden cells, and the
+    softmax's fixed seconds (per such row: visible − 1 additions, visible divisions); per key, the queries
+    that see it, and those in rows with two or more visible keys (the weights not 1)."""
+    from ...core import budget
+
+    visible = np.tril(np.ones((n, n), dtype=bool)) if causal else np.ones((n, n), dtype=bool)
+    seen = visible.sum(axis=1)
+    rows = seen > 1
+    i, j = np.divmod(np.arange(n * n), n)
+    soft = visible & rows[:, None]
+    fixed = float(budget.RATES["additions"] * (seen[rows] - 1).sum() + budget.RATES["divisions"] * seen[rows].sum())
+    return (_frozen(j * n + i), _frozen(i * n), _frozen(np.flatnonzero(soft)), _frozen(np.flatnonzero(~visible)),
+            fixed, _frozen(visible.sum(axis=0).astype(float)), _frozen(soft.sum(axis=0).astype(float)))
+
+
+@functools.lru_cache(maxsize=256)
+def _admitted(x: bytes, x_shape: tuple[int, int], d_k: int, d_v: int, causal: bool, seconds: float) -> tuple:
+    """_admissible's (pairs, ends, values), and what the draw reads besides: every pair's seconds
+    (P·P, flat q·P + k: W_Q's and W_K's projections, Q Kᵀ, the divisions by √d_k, the softmax), every W_V
+    row's (P_V: its projection and A V), every pool row's X W (P, n, d_k) and X W_V (P_V, n, d_v), and
+    where each kept pair's heads start (the running count before it, beside ends). A head's
+    budget.head_seconds is its pair's plus its W_V row's. The seconds come apart: W_Q's and W_K's
+    projections (Σ_k X's nonzero entries in column k × W's in row k); per (W_Q, W_K) the scores' products
+    (column by column: Σ_c nonzero q's × nonzero k's), their divisions by √d_k and the exponentials (per
+    distinct W_Q W_Kᵀ: S = X W_Q W_Kᵀ Xᵀ, flat, one product with the X_ia X_jb); per W_V its projection
+    and A V, whose weights are nonzero exactly where visible and 1 exactly in a row with one visible key
+    (scores this small never underflow). Whole seconds: exact sums in any order."""
     from ...core import budget
 
     X = np.frombuffer(x).reshape(x_shape)
@@ -288,57 +339,70 @@ def _admissible(x: bytes, x_shape: tuple[int, int], d_k: int, d_v: int, causal: 
     add, mul, div = budget.RATES["additions"], budget.RATES["multiply_adds"], budget.RATES["divisions"]
     pool_qk, pool_v = _pool((D_MODEL, d_k)), _pool((D_MODEL, d_v))
     P = len(pool_qk)
-    QK = X @ pool_qk  # (P, n, d_k): every row's queries (and keys)
+    transposed, first, soft, hidden, fixed, weights, unlike_one = _cells(n, bool(causal))
+    xz = X != 0
+    xh = (xz & (np.abs(X) != 1)).sum(axis=0).astype(float)  # (d,): X's entries not ±1 per column,
+    xz = xz.sum(axis=0).astype(float)  # and nonzero
+
+    def projection(shape):  # (rows,) seconds of X @ pool[r]: add per term, mul − add more per hard term
+        wz, wh = _pool_counts(shape)
+        return add * (wz @ xz) + (mul - add) * (wh @ xh)
+
     V = X @ pool_v  # (P_V, n, d_v)
-    products, of_pair = _score_forms(d_k)  # S = X (W_Q W_Kᵀ) Xᵀ: per distinct W_Q W_Kᵀ only
-    S = (X @ products) @ X.T  # (U, n, n), whole numbers
-    visible = np.tril(np.ones((n, n), dtype=bool)) if causal else np.ones((n, n), dtype=bool)
-    seen = visible.sum(axis=1)
-    rows = seen > 1
-    U = len(S)
-    flat = S.reshape(U, n * n)
-    # a query seeing two keys that score differently: a visible score unlike its row's first (key 1 is seen)
-    unlike = ((S != S[:, :, :1]) & (visible & rows[:, None])).reshape(U, -1).any(axis=1)
-    ok = (np.abs(flat) <= MAX_SCORE).all(axis=1) & (S != np.swapaxes(S, 1, 2)).reshape(U, -1).any(axis=1) & unlike
-    nz = flat != 0
-    if causal:
-        ok &= (nz & ~visible.reshape(-1)).any(axis=1)
-    forms = budget.RATES["exponentials"] * (nz & (visible & rows[:, None]).reshape(-1)).sum(axis=1)
-    if d_k != 1:
-        forms = forms + div * nz.sum(axis=1)
-    ok, forms = ok[of_pair], forms[of_pair]  # (P_q, P_k)
-    ok &= (np.ptp(QK.reshape(P, -1), axis=1) > 0)[None, :]  # the keys differ
-
-    def costs(nonzero, hard):  # seconds of products with `nonzero` terms, `hard` of them not ±1
-        return mul * hard + add * (nonzero - hard)
-
-    xz = (X != 0).astype(float)
-    xh = xz * (np.abs(X) != 1)
-
-    def projection(pool):  # (rows,) seconds of X @ pool[r]
-        wz = (pool != 0).astype(float)
-        wh = wz * (np.abs(pool) != 1)
-        return costs((xz @ wz).sum(axis=(1, 2)), (xh @ wh).sum(axis=(1, 2)))
-
-    qz = (QK != 0).astype(float)  # (P, n, d_k)
-    qh = qz * (np.abs(QK) != 1)
-    tz, th = qz.sum(axis=1), qh.sum(axis=1)  # (P, d_k): nonzero entries per column, and those not ±1
-    pair = costs(tz @ tz.T, th @ th.T) + forms  # Q Kᵀ (queries' row q, keys' row k), √d_k, exponentials
-    own = projection(pool_qk)
-    pair = pair + own[:, None] + own[None, :] + float(add * (seen[rows] - 1).sum() + div * seen[rows].sum())
-    # A V key by key: the queries seeing key j (weights nonzero), those not 1 (rows with two or more keys)
-    weights = visible.sum(axis=0).astype(float)  # (n,)
-    soft = (visible & rows[:, None]).sum(axis=0).astype(float)
-    vz = (V != 0).astype(float)
-    vh = vz * (np.abs(V) != 1)
-    value = projection(pool_v) + costs(vz.sum(axis=2) @ weights, vh.sum(axis=2) @ soft)  # (P_V,)
-    value_ok = np.any(V != 0, axis=2).all(axis=1) & (np.ptp(V, axis=1).max(axis=1) > 0)
-    pairs = np.flatnonzero(ok)  # q·P + k
+    vz = V != 0
+    value_ok = vz.any(axis=2).all(axis=1) & (V != V[:, :1]).reshape(len(V), -1).any(axis=1)
+    vh = (vz & (np.abs(V) != 1)).sum(axis=2).astype(float)
+    value = projection((D_MODEL, d_v)) + (add * (vz.sum(axis=2) @ weights) + (mul - add) * (vh @ unlike_one))
     values = np.flatnonzero(value_ok)
     values = values[np.argsort(value[values], kind="stable")]  # the W_V rows, cheapest first
-    fitting = np.searchsorted(value[values], seconds - pair.reshape(-1)[pairs], side="right")  # W_V's per pair
+    QK = X @ pool_qk  # (P, n, d_k): every row's queries (and keys)
+    if not len(values):
+        return _none_admitted(values, value, QK, V)
+    forms_t, of_pair = _score_forms_t(d_k)  # S = X (W_Q W_Kᵀ) Xᵀ: per distinct W_Q W_Kᵀ only
+    # cell by cell (n·n, U), so that every check reduces along the first axis (fast): S[i·n + j] is Σ_ab
+    # X_ia X_jb (W_Q W_Kᵀ)_ab, whole numbers
+    S = np.einsum("ia,jb->ijab", X, X).reshape(n * n, D_MODEL * D_MODEL) @ forms_t
+    nz = S != 0
+    ok = ((np.abs(S) <= MAX_SCORE).all(axis=0) & (S != S[transposed]).any(axis=0)
+          & (S[soft] != S[first[soft]]).any(axis=0))  # a query seeing two keys that score differently
+    if causal:
+        ok &= nz[hidden].any(axis=0)
+    forms = budget.RATES["exponentials"] * nz[soft].sum(axis=0)
+    if d_k != 1:
+        forms = forms + div * nz.sum(axis=0)
+    own = projection((D_MODEL, d_k))
+    # a head's seconds are at least its pair's form's, W_Q's and W_K's projections, the softmax's fixed
+    # ones and the cheapest W_V's (Q Kᵀ's terms ≥ 0): an X whose bound is over `seconds` admits none
+    # (most of the X's that admit none at level 2), told before the pairs are made
+    if not ok.any():
+        return _none_admitted(values, value, QK, V)
+    least = fixed + float(value[values[0]]) + float(forms[ok].min())
+    if least + 2 * float(own.min()) > seconds:
+        return _none_admitted(values, value, QK, V)
+    flat_qk = QK.reshape(P, -1)
+    ok = ok[of_pair] & (flat_qk != flat_qk[:, :1]).any(axis=1)[None, :]  # (P_q, P_k): and the keys differ
+    qz = QK != 0
+    tz = qz.sum(axis=1).astype(float)  # (P, d_k): nonzero entries per column, and those not ±1
+    th = (qz & (np.abs(QK) != 1)).sum(axis=1).astype(float)
+    ones = np.ones(P)
+    # Q Kᵀ's terms (queries' row q, keys' row k), both projections, in one product of whole numbers
+    left = np.column_stack([tz, th, own, ones])
+    right = np.column_stack([add * tz, (mul - add) * th, ones, own])
+    terms = left @ right.T  # (P_q, P_k)
+    if least + float(terms.min()) > seconds:  # the bound with every pair's own terms: nearly all of the rest
+        return _none_admitted(values, value, QK, V)
+    pair = (terms + (forms[of_pair] + fixed)).reshape(-1)  # (P·P,)
+    pairs = np.flatnonzero(ok)  # q·P + k
+    fitting = np.searchsorted(value[values], seconds - pair[pairs], side="right")  # W_V's per pair
     kept = fitting > 0
-    return tuple(_frozen(a) for a in (pairs[kept], np.cumsum(fitting[kept]), values))
+    ends = np.cumsum(fitting[kept])
+    return tuple(_frozen(a) for a in (pairs[kept], ends, values, pair, value, QK, V, ends - fitting[kept]))
+
+
+def _none_admitted(values: np.ndarray, value: np.ndarray, QK: np.ndarray, V: np.ndarray) -> tuple:
+    """_admitted's answer for an X that admits no head, told before its pairs' seconds are made (None)."""
+    none = np.zeros(0, dtype=np.intp)
+    return tuple(a if a is None else _frozen(a) for a in (none, none.copy(), values, None, value, QK, V, none.copy()))
 
 
 def _heads_of(table: tuple, draws: np.ndarray, d_k: int, d_v: int) -> list[dict[str, np.ndarray]]:
@@ -354,14 +418,35 @@ def _heads_of(table: tuple, draws: np.ndarray, d_k: int, d_v: int) -> list[dict[
 
 def _clashing(heads: Heads) -> np.ndarray:
     """(h,) for each head whether misconceptions.clashes(its O, its GUARDS mistakes) names anything: what
-    _mistakes_clash decides for all heads together (heads.clash), head by head."""
+    _mistakes_clash decides for all heads together (heads.clash), head by head: its right output and its
+    mistakes' (usable: no NaN) in one list, two of them within misconceptions.GAP of each other in every
+    cell (_clashing_before: the output against the mistakes, then the mistakes pair by pair; the same)."""
+    _, O = heads.mistakes()  # (m, h, n, d_v)
+    values = comparable(np.swapaxes(O, 0, 1))  # (h, m, cells)
+    h, m = values.shape[:2]
+    every = np.concatenate([heads.O.reshape(h, 1, -1), values], axis=1)  # (h, 1 + m, cells): the output first
+    cells = np.ascontiguousarray(np.moveaxis(every, -1, 0))  # (cells, h, 1 + m): the largest difference over
+    within = np.abs(cells[:, :, :, None] - cells[:, :, None, :]).max(axis=0) <= misconceptions.GAP  # the cells
+    # taken along the first axis (a max along a short last one is slow)
+    usable = ~np.isnan(cells).any(axis=0)  # (h, 1 + m)
+    heads.clashing = (within & _later(m + 1) & usable[:, :, None] & usable[:, None, :]).any(axis=(1, 2))
+    return heads.clashing
+
+
+@functools.lru_cache(maxsize=8)
+def _later(m: int) -> np.ndarray:
+    """(m, m): j > i, each pair of a list once."""
+    return _frozen(np.triu(np.ones((m, m), dtype=bool), k=1))
+
+
+def _clashing_before(heads: Heads) -> np.ndarray:
+    """_clashing as it was written before (tests/test_kinds_multi_head_fast_paths.py holds the two equal)."""
     _, O = heads.mistakes()  # (m, h, n, d_v)
     values = comparable(np.swapaxes(O, 0, 1))  # (h, m, cells)
     usable = ~np.isnan(values).any(axis=-1)  # (h, m)
     near = (like(values, heads.O.reshape(heads.h, -1), misconceptions.GAP) & usable).any(axis=1)
     pair = np.abs(values[:, :, None, :] - values[:, None, :, :]).max(axis=-1) <= misconceptions.GAP  # (h, m, m)
-    heads.clashing = near | np.triu(pair & usable[:, :, None] & usable[:, None, :], k=1).any(axis=(1, 2))
-    return heads.clashing
+    return near | np.triu(pair & usable[:, :, None] & usable[:, None, :], k=1).any(axis=(1, 2))
 
 
 def _stack_heads(X: np.ndarray, drawn: list[dict[str, np.ndarray]], causal: bool) -> Heads:
@@ -371,14 +456,108 @@ def _stack_heads(X: np.ndarray, drawn: list[dict[str, np.ndarray]], causal: bool
 def _apart_heads(x: bytes, x_shape: tuple[int, int], d_k: int, d_v: int, causal: bool, seconds: float) -> np.ndarray:
     """With few tokens (TABLED_TOKENS: few X's, each met again and again), the heads _admissible keeps whose
     own mistakes are apart (_clashing), as flat indices (q·P + k)·P_V + v: one draw is one head."""
-    pairs, ends, values = _admissible(x, x_shape, d_k, d_v, causal, seconds)
+    pairs, ends, values, _, _, QK, V, _ = _admitted(x, x_shape, d_k, d_v, causal, seconds)
     if not len(pairs):
         return _frozen(np.zeros(0, dtype=int))
-    X = np.frombuffer(x).reshape(x_shape)
-    heads = _heads_of((pairs, ends, values), np.arange(ends[-1]), d_k, d_v)
-    counts = np.diff(np.concatenate(([0], ends)))
-    flat = np.concatenate([pairs[i] * len(_pool((D_MODEL, d_v))) + values[:c] for i, c in enumerate(counts)])
-    return _frozen(flat[~_clashing(_stack_heads(X, heads, causal))])
+    flat = _flat_heads(pairs, ends, values, len(V))
+    q, k, v = _rows_at(flat, len(QK), len(V))
+    return _frozen(flat[~_clashing(Heads(QK[q], QK[k], V[v], causal, x_shape[1]))])
+
+
+def _flat_heads(pairs: np.ndarray, ends: np.ndarray, values: np.ndarray, per_pair: int) -> np.ndarray:
+    """Every head of _admissible's table as flat indices (q·P + k)·P_V + v, in its order: pair by pair,
+    each pair's fitting W_V rows cheapest first."""
+    counts = np.diff(ends, prepend=0)
+    starts = np.repeat(ends - counts, counts)
+    return np.repeat(pairs, counts) * per_pair + values[np.arange(ends[-1]) - starts]
+
+
+def _rows_at(flat: np.ndarray, P: int, P_V: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The pool rows (W_Q's, W_K's, W_V's) of heads given as flat indices (q·P + k)·P_V + v."""
+    qk, v = np.divmod(flat, P_V)
+    q, k = np.divmod(qk, P)
+    return q, k, v
+
+
+def _rows_of(admitted: tuple, draws: np.ndarray, P: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The pool rows (W_Q's, W_K's, W_V's) of the heads numbered `draws` among _admitted's: the heads
+    _heads_of gives, as rows."""
+    pairs, ends, values, starts = admitted[0], admitted[1], admitted[2], admitted[7]
+    at = np.searchsorted(ends, draws, side="right")
+    v = values[draws - starts[at]]
+    q, k = np.divmod(pairs[at], P)
+    return q, k, v
+
+
+def _apart_draw(rng: np.random.Generator, admitted: tuple, h: int, causal: bool):
+    """h heads among _admitted's, each uniform, a head whose own mistakes clash (_clashing) drawn again, at
+    most REDRAWS times: (q, k, v, their O and A with clashing) or None. The draws and decisions of
+    _redrawn (tests/test_kinds_multi_head_fast_paths.py holds them equal), with the first redraw's heads
+    checked together with the first h: the generator's next draw of each size 1 … h is made ahead (its
+    state put back after each), every head in one stack, each head's clashes its own (as _clashing
+    decides them: head by head)."""
+    count, P, QK, V = admitted[1][-1], len(admitted[5]), admitted[5], admitted[6]
+    q, k, v = _rows_of(admitted, rng.integers(count, size=h), P)
+    state = rng.bit_generator.state
+    ahead = []
+    for size in range(1, h + 1):  # what the first redraw draws, for each count of clashing heads
+        ahead.append(rng.integers(count, size=size))
+        rng.bit_generator.state = state
+    rows = [np.concatenate([r, e]) for r, e in zip((q, k, v), _rows_of(admitted, np.concatenate(ahead), P))]
+    stack = Heads(QK[rows[0]], QK[rows[1]], V[rows[2]], causal, D_MODEL)
+    flags = _clashing(stack)
+    clashing, at = flags[:h].copy(), np.arange(h)  # the current heads' clashes, and where they sit in stack
+    for attempt in range(REDRAWS):
+        bad = np.flatnonzero(clashing)
+        if not len(bad):
+            return q, k, v, (stack if len(stack.O) == h else _Picked(stack, at))
+        if attempt == 0:  # the draw made ahead, made for real (the same numbers)
+            rng.integers(count, size=len(bad))
+            chosen = h + len(bad) * (len(bad) - 1) // 2 + np.arange(len(bad))  # the draw of that size
+            q[bad], k[bad], v[bad] = rows[0][chosen], rows[1][chosen], rows[2][chosen]
+            clashing[bad], at[bad] = flags[chosen], chosen
+        else:
+            q[bad], k[bad], v[bad] = _rows_of(admitted, rng.integers(count, size=len(bad)), P)
+            if attempt < REDRAWS - 1:
+                stack = Heads(QK[q], QK[k], V[v], causal, D_MODEL)
+                clashing, at = _clashing(stack).copy(), np.arange(h)
+    return None
+
+
+class _Picked:
+    """Heads picked from a stack: how many, their O and A (each head's own, as a stack of them alone
+    gives), and no clash (they were drawn apart)."""
+
+    def __init__(self, stack: Heads, at: np.ndarray):
+        self.h, self.O, self.A = len(at), stack.O[at], stack.A[at]
+        self.clashing = np.zeros(len(at), dtype=bool)
+
+
+def _redrawn(rng: np.random.Generator, admitted: tuple, h: int, causal: bool):
+    """_apart_draw head by head, as _draft drew before: each check a stack of the current h heads."""
+    count, P, QK, V = admitted[1][-1], len(admitted[5]), admitted[5], admitted[6]
+    q, k, v = _rows_of(admitted, rng.integers(count, size=h), P)
+    for _ in range(REDRAWS):
+        heads = Heads(QK[q], QK[k], V[v], causal, D_MODEL)
+        bad = np.flatnonzero(_clashing(heads))
+        if not len(bad):
+            return q, k, v, heads
+        q[bad], k[bad], v[bad] = _rows_of(admitted, rng.integers(count, size=len(bad)), P)
+    return None
+
+
+def _seconds_fast(admitted: tuple, q: np.ndarray, k: np.ndarray, v: np.ndarray, given: dict, parts) -> float:
+    """_operations(given, parts).seconds for heads of pool rows q, k, v of X's _admitted table: each
+    head's pair and W_V seconds (budget.head_seconds), the cells of every part, and concat · W_O."""
+    from ...core import budget
+
+    pair, value = admitted[3], admitted[4]
+    seconds = (float(pair[q * len(admitted[5]) + k].sum() + value[v].sum())
+               + budget.RATES["cells"] * sum(math.prod(p.shape) for p in parts))
+    if "W_O" in given:
+        concat = next(p.reference for p in parts if p.name == "concat")
+        seconds += budget.product_operations(concat, given["W_O"]).seconds
+    return seconds
 
 
 def _heads_at(flat: np.ndarray, d_k: int, d_v: int) -> list[dict[str, np.ndarray]]:
@@ -391,6 +570,26 @@ def _heads_at(flat: np.ndarray, d_k: int, d_v: int) -> list[dict[str, np.ndarray
 
 def _differ(matrices: list[np.ndarray]) -> bool:
     return not any(np.allclose(a, b) for k, a in enumerate(matrices) for b in matrices[k + 1:])
+
+
+def _differ_fast(matrices: list[np.ndarray]) -> bool:
+    """_differ(matrices): np.allclose's test (|a − b| ≤ 1e-8 + 1e-5 |b| in every cell) written out for
+    finite arrays, np.allclose itself otherwise."""
+    for k, a in enumerate(matrices):
+        for b in matrices[k + 1:]:
+            if not (np.isfinite(a).all() and np.isfinite(b).all()):
+                if np.allclose(a, b):
+                    return False
+            elif (np.abs(a - b) <= 1e-8 + 1e-5 * np.abs(b)).all():
+                return False
+    return True
+
+
+def _all_zero(a: np.ndarray) -> bool:
+    """np.allclose(a, 0): every |a| ≤ 1e-8 (np.allclose itself when a holds a non-finite value)."""
+    if not np.isfinite(a).all():
+        return bool(np.allclose(a, 0))
+    return bool((np.abs(a) <= 1e-8).all())
 
 
 def _distinguishable(given: dict, h: int, weights: list[np.ndarray], outputs: list[np.ndarray]) -> bool:
@@ -448,6 +647,21 @@ def generate(rng: np.random.Generator, level: int) -> Draft:
     return _draft(rng, level)
 
 
+@functools.lru_cache(maxsize=16)
+def _asked(part_names: tuple[str, ...], guards: tuple[str, ...]) -> bool:
+    """Whether some of `guards` leads to a part of these names (pipeline.AFFECTED): the mistakes
+    misconceptions.collides asks of an exercise."""
+    wanted = set(part_names)
+    return any(pipeline.AFFECTED.get(mid, frozenset()) & wanted for mid in guards)
+
+
+def collides(ex: Exercise, guards: tuple[str, ...]) -> bool:
+    """misconceptions.collides(ex, guards): the pipeline's mistakes lead to none of this kind's parts (O1 …
+    O_h, concat, out are the kind's own: _draft keeps every head's mistakes apart itself), so it asks none
+    and finds no clash; asked whenever some guard would lead to a part."""
+    return misconceptions.collides(ex, guards) if _asked(tuple(ex.part_names), tuple(guards)) else False
+
+
 def _operations(given: dict, parts) -> object:
     """Each head's pipeline to O by hand, the cells of every asked part, and concat · W_O."""
     from ...core import budget
@@ -478,35 +692,34 @@ def _draft(rng: np.random.Generator, level: int) -> Draft:
     per_head = (budget.BUDGET_MINUTES[level] * 60 - budget.RATES["cells"] * cells) / h
     table = None
     tabled = n <= TABLED_TOKENS
+    limit = budget.BUDGET_MINUTES[level]
     for tries in range(MAX_TRIES):
         if table is None or tries % HEADS_PER_X == 0:  # a new X (one that admits no head at once)
             X = nonzero_matrix(rng, (n, D_MODEL), x_values)  # (n, d)
             key = (np.asarray(X, dtype=float).tobytes(), X.shape, d_k, d_v, causal, per_head)
-            table = _apart_heads(*key) if tabled else _admissible(*key)
+            admitted = _admitted(*key)
+            P, P_V, QK, V = len(admitted[5]), len(admitted[6]), admitted[5], admitted[6]
+            table = _apart_heads(*key) if tabled else admitted
             if not len(table if tabled else table[0]):
                 table = None
                 continue
         # h heads at once, each uniform among every head X admits within its share of the budget whose own
         # mistakes are apart (_clashing): with few tokens from the table of those, with more a head whose
-        # mistakes clash is drawn again from the same X (at most REDRAWS times)
+        # mistakes clash is drawn again from the same X (at most REDRAWS times); each head as its pool rows
+        # (q, k, v), its Q, K and V read from the table's X W (the same whole numbers as X @ W)
         if tabled:
-            drawn = _heads_at(table[rng.integers(len(table), size=h)], d_k, d_v)
-            heads = _stack_heads(X, drawn, causal)
+            q, k, v = _rows_at(table[rng.integers(len(table), size=h)], P, P_V)
+            heads = Heads(QK[q], QK[k], V[v], causal, D_MODEL)
             heads.clashing = np.zeros(h, dtype=bool)  # apart by the table (_apart_heads)
         else:
-            drawn = _heads_of(table, rng.integers(table[1][-1], size=h), d_k, d_v)
-            for _ in range(REDRAWS):
-                heads = _stack_heads(X, drawn, causal)
-                bad = np.flatnonzero(_clashing(heads))
-                if not len(bad):
-                    break
-                for i, w in zip(bad, _heads_of(table, rng.integers(table[1][-1], size=len(bad)), d_k, d_v)):
-                    drawn[i] = w
-            else:
+            drawn = _apart_draw(rng, table, h, causal)
+            if drawn is None:
                 continue
+            q, k, v, heads = drawn
+        pool_qk, pool_v = _pool((D_MODEL, d_k)), _pool((D_MODEL, d_v))
         given: dict = {"X": X}
-        for i, w in enumerate(drawn, start=1):
-            given.update(zip(head_names(i), (w["W_Q"], w["W_K"], w["W_V"])))
+        for i in range(h):
+            given.update(zip(head_names(i + 1), (pool_qk[q[i]].copy(), pool_qk[k[i]].copy(), pool_v[v[i]].copy())))
         if projected:
             given["W_O"] = _weights(rng, (h * d_v, D_MODEL))  # (h·d_v, d)
         given.update(d_k=d_k, causal=causal)
@@ -516,12 +729,13 @@ def _draft(rng: np.random.Generator, level: int) -> Draft:
         concat = np.concatenate(outputs, axis=1)  # (n, h·d_v)
         tr = MultiHeadTrace(heads=(), concat=concat, W_O=given.get("W_O"),
                             out=concat @ given["W_O"] if projected else concat)
-        if np.allclose(tr.out, 0) or not (_differ(list(heads.A)) and _differ(outputs)):
+        if _all_zero(tr.out) or not (_differ_fast(list(heads.A)) and _differ_fast(outputs)):
             continue
         parts = _parts(tr, level, outputs)
-        # the same decision as _operations(…) within the budget and _distinguishable(…), every head at once
-        # (the heads' own mistakes were decided head by head above: _mistakes_clash reads that)
-        if (_operations_fast(given, parts, heads).minutes <= budget.BUDGET_MINUTES[level]
+        # the same decision as _operations(…) within the budget (_seconds_fast: the seconds of the table's
+        # heads) and _distinguishable(…), every head at once (the heads' own mistakes were decided head by
+        # head above: _mistakes_clash reads that)
+        if (_seconds_fast(admitted, q, k, v, given, parts) / 60.0 <= limit
                 and not _mistakes_clash(given, heads, outputs)):
             return Draft(given=given, parts=parts, params={"n": n, "h": h, "d_k": d_k, "d_v": d_v, "width": h * d_v})
     raise RuntimeError(f"multi_head: no distinguishable heads within the time budget in {MAX_TRIES} draws")

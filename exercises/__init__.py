@@ -1,5 +1,7 @@
 """Exercises on attention: generate, grade, explain. See DESIGN §3.2 for the contract."""
 
+from threadpoolctl import threadpool_limits
+
 from .core.checkwork import Report, StepCheck, check_work
 from .core.engine import KINDS, generate, rng_for, validate
 from .core.grading import Feedback, PartFeedback, grade
@@ -14,3 +16,10 @@ __all__ = [
     "Aids", "CellDerivation", "Step", "aids", "solve",
     "Report", "StepCheck", "check_work",
 ]
+
+# One BLAS thread for the whole process (numpy has loaded BLAS by now). Every product here is small, a few
+# cells to a few thousand, so BLAS's worker threads never speed one up; but after a product over OpenBLAS's
+# threshold they spin on the other core for milliseconds, CPU that a server running one replica per core
+# needs: 40 % of gqa's generate time was that thread's (bench/compare_engine.py counts every thread's CPU).
+BLAS_THREADS = 1
+threadpool_limits(BLAS_THREADS, user_api="blas")

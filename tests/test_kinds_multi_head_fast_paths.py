@@ -145,6 +145,18 @@ def test_admitted_is_the_table_before_with_its_seconds(level):
     assert kept == {0, 1}
 
 
+def _tables(level: int, rng: np.random.Generator, count: int, seconds: float = 1e9):
+    """(t, X, causal, _admitted's table) for the first `count` X's of the level drawn from rng (causal every
+    other one) that admit a head within `seconds`; lazily, so a test's own draws from rng come in between."""
+    n, _, d_k, d_v, x_values, _ = K.SIZES[level]
+    for t in range(count):
+        X = nonzero_matrix(rng, (n, K.D_MODEL), x_values).astype(float)
+        causal = bool(t % 2)
+        admitted = K._admitted(X.tobytes(), X.shape, d_k, d_v, causal, seconds)
+        if len(admitted[0]):
+            yield t, X, causal, admitted
+
+
 @pytest.mark.parametrize("level", K.LEVELS)
 def test_heads_drawn_as_rows_are_heads_of_and_stack_alike(level):
     """_rows_of names the pool rows of _heads_of's heads, _rows_at those of flat indices (_heads_at), and
@@ -153,12 +165,7 @@ def test_heads_drawn_as_rows_are_heads_of_and_stack_alike(level):
     pool_qk, pool_v = K._pool((K.D_MODEL, d_k)), K._pool((K.D_MODEL, d_v))
     rng = np.random.default_rng(40 + level)
     met = 0
-    for t in range(30):
-        X = nonzero_matrix(rng, (n, K.D_MODEL), x_values).astype(float)
-        causal = bool(t % 2)
-        admitted = K._admitted(X.tobytes(), X.shape, d_k, d_v, causal, 1e9)
-        if not len(admitted[0]):
-            continue
+    for _t, X, causal, admitted in _tables(level, rng, 30):
         met += 1
         draws = rng.integers(admitted[1][-1], size=3)
         q, k, v = K._rows_of(admitted, draws, len(pool_qk))
@@ -270,12 +277,7 @@ def test_clashing_in_one_list_is_clashing_before(level):
     n, _, d_k, d_v, x_values, _ = K.SIZES[level]
     rng = np.random.default_rng(60 + level)
     seen = set()
-    for t in range(12):
-        X = nonzero_matrix(rng, (n, K.D_MODEL), x_values).astype(float)
-        causal = bool(t % 2)
-        admitted = K._admitted(X.tobytes(), X.shape, d_k, d_v, causal, 1e9)
-        if not len(admitted[0]):
-            continue
+    for _t, _X, causal, admitted in _tables(level, rng, 12):
         flat = K._flat_heads(*admitted[:3], len(admitted[6]))[:400]
         q, k, v = K._rows_at(flat, len(admitted[5]), len(admitted[6]))
         heads = K.Heads(admitted[5][q], admitted[5][k], admitted[6][v], causal, K.D_MODEL)
@@ -321,12 +323,7 @@ def test_heads_drawn_with_the_first_redraw_ahead_are_the_redrawn_ones(level, h, 
         return original(heads)
 
     monkeypatch.setattr(K, "_clashing", counting)
-    for t in range(400):
-        X = nonzero_matrix(rng, (n, K.D_MODEL), x_values).astype(float)
-        causal = bool(t % 2)
-        admitted = K._admitted(X.tobytes(), X.shape, d_k, d_v, causal, _share(level))
-        if not len(admitted[0]):
-            continue
+    for t, _X, causal, admitted in _tables(level, rng, 400, _share(level)):
         fast, slow = np.random.default_rng([t, level]), np.random.default_rng([t, level])
         a = K._apart_draw(fast, admitted, h, causal)
         counted.clear()

@@ -17,6 +17,7 @@ import exercises.kinds.gqa as G
 from exercises.cli import selftest
 from exercises.core import budget, engine
 from exercises.solutions import hints
+from tests.stored_exercise import still_shows_and_grades
 
 LEVELS = (1, 2, 3)
 
@@ -171,3 +172,43 @@ def test_the_tables_are_small(level):
     arrays = [v for v in vars(lv).values() if isinstance(v, np.ndarray)]
     arrays += [v for v in vars(lv.heads).values() if isinstance(v, np.ndarray)]
     assert sum(a.nbytes for a in arrays) < 8e6
+
+
+# exercises main made at VERSION 2 (6765c29: exercises.generate("gqa", seed, level).to_dict(), the first seed whose
+# exercise changed) that today's draws no longer make: VERSION 3 changed levels 2-3 (issue 14's fifth pass)
+STORED_V2 = json.loads(
+    "{\"2\":{\"kind\":\"gqa\",\"seed\":1,\"level\":2,\"version\":2,\"given\":{\"X\":[[0.0,-1.0],[-1.0,2.0]],\"W_Q"
+    "1\":[[1.0],[1.0]],\"W_Q2\":[[-1.0],[-1.0]],\"W_Q3\":[[1.0],[1.0]],\"W_Q4\":[[-1.0],[-1.0]],\"W_K1\":[[-1.0],"
+    "[1.0]],\"W_K2\":[[0.0],[-1.0]],\"W_V1\":[[0.0],[-1.0]],\"W_V2\":[[1.0],[1.0]],\"groups\":2,\"d_k\":1,\"causa"
+    "l\":true},\"parts\":[{\"name\":\"O1\",\"shape\":[2,1],\"decimals\":2,\"reference\":[[1.0],[-1.94604137011372"
+    "54]]},{\"name\":\"O2\",\"shape\":[2,1],\"decimals\":2,\"reference\":[[1.0],[0.9460413701137254]]},{\"name\":"
+    "\"O3\",\"shape\":[2,1],\"decimals\":2,\"reference\":[[-1.0],[-0.9051482536448666]]},{\"name\":\"O4\",\"shape"
+    "\":[2,1],\"decimals\":2,\"reference\":[[-1.0],[0.9051482536448666]]},{\"name\":\"concat\",\"shape\":[2,4],\""
+    "decimals\":2,\"reference\":[[1.0,1.0,-1.0,-1.0],[-1.9460413701137254,0.9460413701137254,-0.9051482536448666,"
+    "0.9051482536448666]]},{\"name\":\"cache_floats\",\"shape\":[1,1],\"decimals\":0,\"reference\":[[4.0]]}],\"pa"
+    "rams\":{\"n\":2,\"h\":4,\"g\":2,\"share\":2,\"d_k\":1,\"d_v\":1,\"width\":4,\"heads_of_groups\":\"1, 2 \\u21"
+    "92 1; 3, 4 \\u2192 2\",\"mha_floats\":8}},\"3\":{\"kind\":\"gqa\",\"seed\":5,\"level\":3,\"version\":2,\"giv"
+    "en\":{\"X\":[[2.0,-1.0],[-1.0,0.0]],\"W_Q1\":[[-1.0,0.0],[0.0,1.0]],\"W_Q2\":[[-1.0,-1.0],[1.0,0.0]],\"W_Q3\""
+    ":[[-1.0,0.0],[-1.0,-1.0]],\"W_Q4\":[[1.0,0.0],[1.0,1.0]],\"W_K1\":[[-1.0,1.0],[0.0,-1.0]],\"W_K2\":[[-1.0,1."
+    "0],[-1.0,1.0]],\"W_V1\":[[1.0,1.0],[1.0,0.0]],\"W_V2\":[[1.0,0.0],[0.0,1.0]],\"groups\":2,\"d_k\":2,\"causal"
+    "\":true},\"parts\":[{\"name\":\"O1\",\"shape\":[2,2],\"decimals\":2,\"reference\":[[1.0,2.0],[-0.78591639706"
+    "96592,-0.6788745956044887]]},{\"name\":\"O2\",\"shape\":[2,2],\"decimals\":2,\"reference\":[[1.0,2.0],[0.339"
+    "52309865331376,1.0092846479799706]]},{\"name\":\"O3\",\"shape\":[2,2],\"decimals\":2,\"reference\":[[2.0,-1."
+    "0],[-0.41328904752087064,-0.19557031749304313]]},{\"name\":\"O4\",\"shape\":[2,2],\"decimals\":2,\"reference"
+    "\":[[2.0,-1.0],[1.4132890475208706,-0.8044296825069569]]},{\"name\":\"concat\",\"shape\":[2,8],\"decimals\":"
+    "2,\"reference\":[[1.0,2.0,1.0,2.0,2.0,-1.0,2.0,-1.0],[-0.7859163970696592,-0.6788745956044887,0.339523098653"
+    "31376,1.0092846479799706,-0.41328904752087064,-0.19557031749304313,1.4132890475208706,-0.8044296825069569]]}"
+    ",{\"name\":\"cache_floats\",\"shape\":[1,1],\"decimals\":0,\"reference\":[[8.0]]}],\"params\":{\"n\":2,\"h\""
+    ":4,\"g\":2,\"share\":2,\"d_k\":2,\"d_v\":2,\"width\":8,\"heads_of_groups\":\"1, 2 \\u2192 1; 3, 4 \\u2192 2\""
+    ",\"mha_floats\":16}}}"
+)
+
+
+@pytest.mark.parametrize("level", sorted(STORED_V2))
+def test_a_version_2_exercise_still_shows_solves_and_grades(level):
+    ex = exercises.Exercise.from_dict(STORED_V2[level])
+    assert ex.version == 2 < G.VERSION and ex.level == int(level)
+    assert exercises.generate("gqa", ex.seed, ex.level).to_dict()["given"] != STORED_V2[level]["given"]
+    steps = still_shows_and_grades(ex)
+    for part in ex.parts:  # the worked solution still computes what the students were asked
+        assert np.allclose(next(s.value for s in steps if s.name == part.name), part.reference)

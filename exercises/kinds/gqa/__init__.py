@@ -42,7 +42,9 @@ from .._shared.heads import operations as head_operations
 
 ID = "gqa"
 ORDER = 82  # after multi_head (80): the same heads, sharing their keys and values; before rope (84)
-VERSION = 2  # 2: constructive (issue 14): X among the admissible ones, each group's W_K and W_V and each head's
+VERSION = 3  # 3: each head's two own mistakes (the dealt-out group's keys and values, group 1's values) kept apart
+# as the head is picked (issue 14's fifth pass) changes levels 2-3's exercises (7 and 6 of seeds 0-29);
+# 2: constructive (issue 14): X among the admissible ones, each group's W_K and W_V and each head's
 # W_Q chosen among the rows that keep every check (a head's own mistakes read from a table over its scores and
 # value columns, _shared.heads.ColumnTable), so about one draft is made per exercise; only what pairs the
 # heads (the wrong group, group 1's values, the order of the heads) is checked on the whole draft

@@ -226,6 +226,31 @@ def test_multi_head_stacked_mistakes_are_the_pipelines_to_the_bit(level):
                 assert np.array_equal(O[k, i - 1], slow[mid], equal_nan=True), mid
 
 
+def test_stacked_mistakes_of_any_heads_are_the_pipelines_to_the_bit():
+    """Heads (its forward pass and every mistake, written into one stack) over heads no kind draws: 1 to 4
+    tokens, d_k 1, 2 or 4, halves among the scores, d_model that makes scaled_by_sqrt_d_model a mistake of
+    its own or not, causal or not; X = I, so each head's Q, K and V are its weights (exact products)."""
+    rng = np.random.default_rng(14)
+    met = set()
+    for _ in range(160):
+        h, n, d_k, d_v = int(rng.integers(1, 4)), int(rng.integers(1, 5)), int(rng.choice([1, 2, 4])), int(rng.integers(1, 3))
+        causal = bool(rng.integers(2))
+        Q, K = (rng.integers(-2, 3, (h, n, d_k)) / rng.choice([1.0, 2.0]) for _ in range(2))
+        V = rng.integers(-2, 3, (h, n, d_v)).astype(float)
+        heads = M.Heads(Q, K, V, causal, n)
+        ids, O = heads.mistakes()
+        met.update(ids)
+        for i in range(h):
+            one = {"X": np.eye(n), "W_Q": Q[i], "W_K": K[i], "W_V": V[i], "d_k": d_k, "causal": causal}
+            env = pipeline.run(one, until={"O"})
+            assert np.array_equal(heads.O[i], env["O"]) and np.array_equal(heads.A[i], env["A"])
+            slow = M._head_mistakes(one, M.GUARDS)
+            assert set(slow) == set(ids)
+            for k, mid in enumerate(ids):
+                assert np.array_equal(O[k, i], slow[mid], equal_nan=True), (mid, n, d_k, causal)
+    assert met == set(M.GUARDS)
+
+
 # ---------------------------------------------------------------- grad_multi_head
 
 

@@ -11,6 +11,7 @@ mistake is made.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -26,6 +27,21 @@ def masked_at(Z: np.ndarray, cells: np.ndarray, fill: float) -> np.ndarray:
     out = np.array(Z, dtype=float)
     out[..., cells] = fill
     return out
+
+
+@functools.lru_cache(maxsize=16)
+def _triangles(n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """For n tokens: the cells ops.causal_mask hides (above the diagonal), and the cells the causal
+    mistakes hide or fill, as (4, n, n) with their fills (4, 1, n, n): the diagonal too
+    (mask_diagonal), below it instead (mask_wrong_triangle), none (no_mask), and the hidden ones with
+    0 (mask_zero_instead_of_inf)."""
+    upper = np.triu(np.ones((n, n), dtype=bool), k=1)
+    cells = np.stack([np.zeros((n, n), dtype=bool), np.triu(np.ones((n, n), dtype=bool)),
+                      np.tril(np.ones((n, n), dtype=bool), k=-1), upper])
+    fills = np.array([0.0, -np.inf, -np.inf, 0.0]).reshape(4, 1, 1, 1)
+    for a in (upper, cells, fills):
+        a.setflags(write=False)
+    return upper, cells, fills, np.flatnonzero(upper)
 
 
 def _largest(parts: list[np.ndarray]) -> np.ndarray:
@@ -55,7 +71,7 @@ class Heads:
     def __init__(self, Q: np.ndarray, K: np.ndarray, V: np.ndarray, causal: bool, d_model: int):
         self.Q, self.K, self.V, self.causal, self.d_model = Q, K, V, bool(causal), int(d_model)
         self.h, n, self.d_k = Q.shape
-        self.upper = np.triu(np.ones((n, n), dtype=bool), k=1)  # ops.causal_mask(n)
+        self.upper = _triangles(n)[0]  # ops.causal_mask(n)
         self.S = Q @ np.swapaxes(K, 1, 2)  # (h, n, n)
         self.Z = self.S / math.sqrt(self.d_k)  # ops.scale
         self.masked = self.mask(self.Z)
@@ -73,33 +89,49 @@ class Heads:
             return self._mistakes()
 
     def _mistakes(self) -> tuple[list[str], np.ndarray]:
+        # every mistake's weights written into one stack (m, h, n, n), the scores the row-softmax mistakes
+        # softmax first (each masked as the pipeline masks it), then the softmax's own mistakes: the same
+        # operations on the same numbers as the pipeline's, only fewer and larger numpy calls
         Q, K, V, S, Z, masked, d_k = self.Q, self.K, self.V, self.S, self.Z, self.masked, self.d_k
-        n = Q.shape[1]
-        mask, root = self.mask, math.sqrt(d_k)
-        # the masked scores each mistake softmaxes row by row, and the weights of the softmax's own mistakes
-        rows, row_ids = [mask((K @ np.swapaxes(Q, 1, 2)) / root)], ["transposed_scores"]
+        h, n = Q.shape[:2]
+        upper, cells, fills, _ = _triangles(n)
+        root = math.sqrt(d_k)
+        row_ids = ["transposed_scores"]
         if d_k != 1:
-            rows += [mask(S), mask(S / d_k), mask(S * np.sqrt(d_k))]
             row_ids += ["no_scaling", "scaled_by_dk", "scaled_times_sqrt_dk"]
         if self.d_model not in (0, d_k, d_k ** 2):
-            rows.append(mask(S / np.sqrt(self.d_model)))
             row_ids.append("scaled_by_sqrt_d_model")
-        finite = np.where(np.isfinite(masked), masked, 0.0)
-        e = np.exp(masked - np.max(masked, axis=-2, keepdims=True))
-        columns = [np.exp(masked), finite / finite.sum(axis=-1, keepdims=True), e / np.sum(e, axis=-2, keepdims=True)]
+        scaled = len(row_ids)  # the rows masked as the pipeline masks (causal: the hidden cells −∞)
+        causal_ids = ["no_mask", "mask_diagonal", "mask_wrong_triangle", "mask_zero_instead_of_inf"][:4 if n > 1 else 3]
+        if self.causal:
+            row_ids += causal_ids
         column_ids = ["softmax_no_normalise", "no_exp", "softmax_columns"]
         if self.causal:
-            rows += [np.array(Z, dtype=float), masked_at(Z, np.triu(np.ones((n, n), dtype=bool)), -np.inf),
-                     masked_at(Z, np.tril(np.ones((n, n), dtype=bool), k=-1), -np.inf)]
-            row_ids += ["no_mask", "mask_diagonal", "mask_wrong_triangle"]
-            if n > 1:
-                rows.append(masked_at(Z, self.upper, 0.0))
-                row_ids.append("mask_zero_instead_of_inf")
-            after = softmax_rows(Z)
-            after[..., self.upper] = 0.0
-            columns.append(after)
             column_ids.append("mask_after_softmax")
-        A = np.concatenate([softmax_rows(np.stack(rows)), np.stack(columns)])  # (m, h, n, n)
+        r, m = len(row_ids), len(row_ids) + len(column_ids)
+        A = np.empty((m, h, n, n))
+        rows = np.empty((r, h, n, n))
+        np.divide(K @ np.swapaxes(Q, 1, 2), root, out=rows[0])
+        if d_k != 1:
+            rows[1] = S
+            np.divide(S, d_k, out=rows[2])
+            np.multiply(S, np.sqrt(d_k), out=rows[3])
+        if "scaled_by_sqrt_d_model" in row_ids:
+            np.divide(S, np.sqrt(self.d_model), out=rows[scaled - 1])
+        if self.causal:
+            np.copyto(rows[:scaled], -np.inf, where=upper)
+            k = len(causal_ids)
+            np.copyto(rows[scaled:], np.where(cells[:k, None], fills[:k], Z))
+        np.exp(rows - np.max(rows, axis=-1, keepdims=True), out=rows)
+        np.divide(rows, np.sum(rows, axis=-1, keepdims=True), out=A[:r])  # softmax_rows of each
+        np.exp(masked, out=A[r])
+        finite = np.where(np.isfinite(masked), masked, 0.0)
+        np.divide(finite, finite.sum(axis=-1, keepdims=True), out=A[r + 1])
+        e = np.exp(masked - np.max(masked, axis=-2, keepdims=True))
+        np.divide(e, np.sum(e, axis=-2, keepdims=True), out=A[r + 2])
+        if self.causal:  # softmax_rows(Z) (the no_mask row's weights), then the hidden cells 0
+            np.copyto(A[r + 3], A[scaled])
+            A[r + 3][..., upper] = 0.0
         O = np.concatenate([A @ V, (np.swapaxes(self.A, 1, 2) @ V)[None]])  # weights_transposed last
         return [*row_ids, *column_ids, "weights_transposed"], O
 

@@ -64,6 +64,10 @@ MAX_SCORE = 4  # |q_i k_j|: the exponents stay small whole numbers
 MAX_TRIES = 2000
 REDRAWS = 4  # a clashing head drawn again from the same X at most this often
 HEADS_PER_X = 8  # draws of h heads from one X's admissible heads before a new X
+# the levels whose first redraw is checked ahead, with the first heads (_apart_draw): where a head's own
+# mistakes clash often (level 2, one value column: 25 % of heads); at level 3 (7 %) the h heads alone
+# are checked first (_redrawn), a smaller stack. Both draw the same heads and leave the generator alike.
+AHEAD_LEVELS = frozenset({2})
 
 
 def head_names(i: int) -> tuple[str, str, str]:
@@ -420,23 +424,28 @@ def _clashing(heads: Heads) -> np.ndarray:
     """(h,) for each head whether misconceptions.clashes(its O, its GUARDS mistakes) names anything: what
     _mistakes_clash decides for all heads together (heads.clash), head by head: its right output and its
     mistakes' (usable: no NaN) in one list, two of them within misconceptions.GAP of each other in every
-    cell (_clashing_before: the output against the mistakes, then the mistakes pair by pair; the same)."""
+    cell (_clashing_before: the output against the mistakes, then the mistakes pair by pair; the same).
+    The list is laid out cell by cell (cells, h, 1 + m), so the largest difference of each pair is taken
+    along the first axis (a max along a short last one is slow); a NaN in a cell makes that maximum NaN,
+    never within the gap, so a mistake not usable clashes with nothing."""
     _, O = heads.mistakes()  # (m, h, n, d_v)
-    values = comparable(np.swapaxes(O, 0, 1))  # (h, m, cells)
-    h, m = values.shape[:2]
-    every = np.concatenate([heads.O.reshape(h, 1, -1), values], axis=1)  # (h, 1 + m, cells): the output first
-    cells = np.ascontiguousarray(np.moveaxis(every, -1, 0))  # (cells, h, 1 + m): the largest difference over
-    within = np.abs(cells[:, :, :, None] - cells[:, :, None, :]).max(axis=0) <= misconceptions.GAP  # the cells
-    # taken along the first axis (a max along a short last one is slow)
-    usable = ~np.isnan(cells).any(axis=0)  # (h, 1 + m)
-    heads.clashing = (within & _later(m + 1) & usable[:, :, None] & usable[:, None, :]).any(axis=(1, 2))
+    m, h = O.shape[:2]
+    every = np.empty((O[0, 0].size, h, m + 1))
+    every[:, :, 0] = heads.O.reshape(h, -1).T
+    every[:, :, 1:] = O.reshape(m, h, -1).transpose(2, 1, 0)
+    infinite = np.isinf(every)
+    if infinite.any():  # ±∞ as misconceptions.clashes compares it (comparable's stand-in)
+        every[infinite] = np.sign(every[infinite]) * 1e15
+    first, second = _pairs(m + 1)
+    spread = np.abs(every[:, :, first] - every[:, :, second]).max(axis=0)  # (h, pairs)
+    heads.clashing = (spread <= misconceptions.GAP).any(axis=1)
     return heads.clashing
 
 
 @functools.lru_cache(maxsize=8)
-def _later(m: int) -> np.ndarray:
-    """(m, m): j > i, each pair of a list once."""
-    return _frozen(np.triu(np.ones((m, m), dtype=bool), k=1))
+def _pairs(m: int) -> tuple[np.ndarray, np.ndarray]:
+    """The pairs i < j of a list of m, each once, as two index arrays."""
+    return tuple(_frozen(a) for a in np.triu_indices(m, k=1))
 
 
 def _clashing_before(heads: Heads) -> np.ndarray:
@@ -534,7 +543,8 @@ class _Picked:
 
 
 def _redrawn(rng: np.random.Generator, admitted: tuple, h: int, causal: bool):
-    """_apart_draw head by head, as _draft drew before: each check a stack of the current h heads."""
+    """_apart_draw head by head: each check a stack of the current h heads (as _draft drew before, and as
+    it draws at the levels not in AHEAD_LEVELS)."""
     count, P, QK, V = admitted[1][-1], len(admitted[5]), admitted[5], admitted[6]
     q, k, v = _rows_of(admitted, rng.integers(count, size=h), P)
     for _ in range(REDRAWS):
@@ -712,7 +722,7 @@ def _draft(rng: np.random.Generator, level: int) -> Draft:
             heads = Heads(QK[q], QK[k], V[v], causal, D_MODEL)
             heads.clashing = np.zeros(h, dtype=bool)  # apart by the table (_apart_heads)
         else:
-            drawn = _apart_draw(rng, table, h, causal)
+            drawn = (_apart_draw if level in AHEAD_LEVELS else _redrawn)(rng, table, h, causal)
             if drawn is None:
                 continue
             q, k, v, heads = drawn

@@ -348,11 +348,9 @@ def grade(ex: Exercise, answer: Any) -> Feedback:
         parts[part.name] = fb
         if value is not None:
             values[part.name] = value
-    # properties any right answer has (rows of A sum to 1 …): warnings only, never scored
-    read = {name: p.value for name, p in parts.items() if p.value is not None}
-    warnings = sanity.check(ex, sanity.Values(read, finite))
     if any(p.format_error for p in parts.values()):
-        return Feedback(parts=parts, score=None, correct=False, message=msg("grade.invalid"), warnings=warnings)
+        return Feedback(parts=parts, score=None, correct=False, message=msg("grade.invalid"),
+                        warnings=_warnings(ex, parts, finite))
 
     # Round what you write, then compute (DESIGN §4): a cell is right when it is within tolerance of
     # the exact reference or of the part recomputed from the learner's earlier parts that are entirely
@@ -397,4 +395,11 @@ def grade(ex: Exercise, answer: Any) -> Feedback:
     if why is not None:
         message = msg("grade.explained", summary=message, why=why)
     return Feedback(parts=parts, score=score, correct=correct, misconception=found, message=message,
-                    warnings=warnings)
+                    warnings=[] if correct else _warnings(ex, parts, finite))
+
+
+def _warnings(ex: Exercise, parts: dict[str, PartFeedback], finite: set[str]) -> list[Msg]:
+    """Properties any right answer has (rows of A sum to 1 …), checked on what was read: warnings only,
+    never scored, and none for an answer that is right in every cell (it has them, to the places asked)."""
+    read = {name: p.value for name, p in parts.items() if p.value is not None}
+    return sanity.check(ex, sanity.Values(read, finite))

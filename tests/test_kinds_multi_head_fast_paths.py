@@ -351,3 +351,21 @@ def test_picked_heads_are_a_stack_of_them_alone():
     picked = K._Picked(stack, at)
     assert picked.h == alone.h == 2 and not picked.clashing.any()
     assert np.array_equal(picked.O, alone.O) and np.array_equal(picked.A, alone.A)
+
+
+def test_the_stored_no_head_tables_are_remade_bit_for_bit_and_read_at_each_xs_place():
+    """multi_head/no_head.py holds, for every X of level 2, causal or not, whether _admitted finds no head
+    within a head's share: remade here bit for bit; _draft reads X's bit at _x_index(X), which is what
+    _admitted says of that very X; another budget share, or level 3, has no table (every X is costed)."""
+    n, heads, d_k, d_v, x_values, _ = K.SIZES[2]
+    share = K._share(2, heads[0])
+    rng = np.random.default_rng(14)
+    for causal in (False, True):
+        stored = K._no_head(2, causal, share)
+        assert np.array_equal(stored, K.no_head_table(2, causal))
+        assert 0.2 < stored.mean() < 0.8
+        for _ in range(200):
+            X = nonzero_matrix(rng, (n, K.D_MODEL), x_values)
+            admitted = K._admitted(X.tobytes(), X.shape, d_k, d_v, causal, share)
+            assert stored[K._x_index(X, x_values)] == (not len(admitted[0]))
+    assert K._no_head(2, False, share + 1.0) is None and K._no_head(3, False, K._share(3, 2)) is None

@@ -697,15 +697,17 @@ def _draft(rng: np.random.Generator, level: int) -> Draft:
     n, heads, d_k, d_v, x_values, projected = SIZES[level]
     h = choice(rng, heads)
     causal = bool(rng.integers(2))
-    cells = n * d_v * h * 2 + (n * D_MODEL if projected else 0)  # O_1 … O_h, concat, out
-    # the level's budget shared evenly by the heads, after the cells written (W_O is checked exactly below)
-    per_head = (budget.BUDGET_MINUTES[level] * 60 - budget.RATES["cells"] * cells) / h
+    per_head = _share(level, h)  # (W_O is checked exactly below)
     table = None
     tabled = n <= TABLED_TOKENS
     limit = budget.BUDGET_MINUTES[level]
+    none = _no_head(level, causal, per_head)
     for tries in range(MAX_TRIES):
         if table is None or tries % HEADS_PER_X == 0:  # a new X (one that admits no head at once)
             X = nonzero_matrix(rng, (n, D_MODEL), x_values)  # (n, d)
+            if none is not None and none[_x_index(X, x_values)]:  # known to admit none (_admitted's answer)
+                table = None
+                continue
             key = (np.asarray(X, dtype=float).tobytes(), X.shape, d_k, d_v, causal, per_head)
             admitted = _admitted(*key)
             P, P_V, QK, V = len(admitted[5]), len(admitted[6]), admitted[5], admitted[6]
@@ -749,6 +751,48 @@ def _draft(rng: np.random.Generator, level: int) -> Draft:
                 and not _mistakes_clash(given, heads, outputs)):
             return Draft(given=given, parts=parts, params={"n": n, "h": h, "d_k": d_k, "d_v": d_v, "width": h * d_v})
     raise RuntimeError(f"multi_head: no distinguishable heads within the time budget in {MAX_TRIES} draws")
+
+
+def _share(level: int, h: int) -> float:
+    """A head's share of the level's budget (seconds): the budget after the cells written, shared evenly."""
+    from ...core import budget
+
+    n, _, _, d_v, _, projected = SIZES[level]
+    cells = n * d_v * h * 2 + (n * D_MODEL if projected else 0)  # O_1 … O_h, concat, out
+    return (budget.BUDGET_MINUTES[level] * 60 - budget.RATES["cells"] * cells) / h
+
+
+def _x_index(X: np.ndarray, x_values: tuple) -> int:
+    """X's place among all matrices of its shape with entries from x_values: its entries, row by row, as
+    the digits (each value's place in x_values) of a number in base len(x_values), the first lowest."""
+    digits = np.searchsorted(np.asarray(x_values, dtype=float), X.reshape(-1))
+    return int(digits @ (len(x_values) ** np.arange(X.size)))
+
+
+def no_head_table(level: int, causal: bool) -> np.ndarray:
+    """For every X of the level (_x_index order), whether it admits no head within a head's share of the
+    budget (_admitted): what no_head.py stores. Takes a few seconds (every X's table)."""
+    n, heads, d_k, d_v, x_values, _ = SIZES[level]
+    (h,) = heads
+    seconds = _share(level, h)
+    values = np.asarray(x_values, dtype=float)
+    every = values[np.stack(np.unravel_index(np.arange(len(values) ** (n * D_MODEL)), (len(values),) * (n * D_MODEL),
+                                             order="F"), axis=1)]  # (count, n·d), the first entry lowest
+    return np.array([not len(_admitted.__wrapped__(x.reshape(n, D_MODEL).tobytes(), (n, D_MODEL), d_k, d_v,
+                                                   causal, seconds)[0]) for x in every])
+
+
+@functools.lru_cache(maxsize=8)
+def _no_head(level: int, causal: bool, seconds: float) -> np.ndarray | None:
+    """no_head.py's table for the level, or None (a level without one, or another budget share: then every
+    X's table is made)."""
+    from . import no_head
+
+    stored = no_head.TABLES.get((level, causal))
+    if stored is None or seconds != _share(level, SIZES[level][1][0]):
+        return None
+    bits = np.unpackbits(np.frombuffer(bytes.fromhex(stored), dtype=np.uint8), bitorder="little")
+    return _frozen(bits[:len(SIZES[level][4]) ** (SIZES[level][0] * D_MODEL)].astype(bool))
 
 
 def _parts(tr: MultiHeadTrace, level: int, outputs: list[np.ndarray] | None = None) -> list[Part]:

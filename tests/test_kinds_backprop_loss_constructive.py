@@ -220,3 +220,14 @@ def test_the_budget_bound_is_above_every_targets_count_and_the_plain_counts_are_
         for w in ("W_Q", "W_K", "W_V"):
             assert chain_batch.product_seconds(X, forward[w]) == budget.product_operations(X, forward[w]).seconds
     assert fits >= 60  # the bound spares most forward passes the count
+
+
+def test_level_two_forward_passes_are_made_with_its_table():
+    """Every X of level 2's table has its forward pass as given (A and O to 2 places) once the table is
+    made: forward(X, I, I, I) itself, so no draft of level 2 makes one."""
+    table = backprop_loss._level_two()
+    eye = np.eye(2)
+    for X in table:
+        A, O = backprop_loss._FORWARD[X.tobytes()]
+        want_A, want_O = backprop_loss.forward(X, eye, eye, eye)
+        assert np.array_equal(A, want_A) and np.array_equal(O, want_O)

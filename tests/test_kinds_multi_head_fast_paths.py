@@ -369,3 +369,21 @@ def test_the_stored_no_head_tables_are_remade_bit_for_bit_and_read_at_each_xs_pl
             admitted = K._admitted(X.tobytes(), X.shape, d_k, d_v, causal, share)
             assert stored[K._x_index(X, x_values)] == (not len(admitted[0]))
     assert K._no_head(2, False, share + 1.0) is None and K._no_head(3, False, K._share(3, 2)) is None
+
+
+def test_level_one_tables_made_at_once_are_each_xs_own():
+    """_every_x holds, for every X nonzero_matrix can draw at level 1 (each met in 400 draws is there), the
+    very tables _admitted and _apart_heads make for it, causal or not; a level with more tokens has none."""
+    n, heads, d_k, d_v, x_values, _ = K.SIZES[1]
+    share = K._share(1, heads[0])
+    rng = np.random.default_rng(41)
+    for causal in (False, True):
+        every = K._every_x(1, causal, share)
+        assert len(every) == 56
+        for _ in range(400):
+            X = nonzero_matrix(rng, (n, K.D_MODEL), x_values)
+            admitted, apart = every[X.tobytes()]
+            key = (X.tobytes(), X.shape, d_k, d_v, causal, share)
+            assert np.array_equal(apart, K._apart_heads.__wrapped__(*key))
+            assert all(a is b is None or np.array_equal(a, b) for a, b in zip(admitted, K._admitted.__wrapped__(*key)))
+    assert K.SIZES[2][0] > K.TABLED_TOKENS

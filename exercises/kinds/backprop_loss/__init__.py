@@ -188,7 +188,8 @@ def _passing(X: np.ndarray, W_Q: np.ndarray, W_K: np.ndarray, W_V: np.ndarray) -
 def _level_two() -> np.ndarray:
     """Every X of level 2 (entries 0, 1, 2, no zero row or column, as nonzero_matrix draws them) whose
     tokens differ and whose rounded weights sum to 1 in every row, W_* = I: (count, 3, 2), read-only,
-    found once with one batched forward pass (729 matrices, a few ms)."""
+    found once with one batched forward pass (729 matrices, a few ms); each one's forward pass as given
+    (_forward_of) is made then too."""
     values = np.asarray((0.0, 1.0, 2.0))
     n, d = TOKENS[2], 2
     grids = np.meshgrid(*([values] * (n * d)), indexing="ij")
@@ -197,6 +198,11 @@ def _level_two() -> np.ndarray:
     eye = np.broadcast_to(np.eye(d), (len(every), d, d))
     table = every[_passing(every, eye, eye, eye)]
     table.setflags(write=False)
+    # every one's forward pass as given, made now (about 50 ms, once per process) and read by each draft:
+    # else the first few hundred drafts of a process would each make their X's (about 0.4 ms)
+    identity = {"W_Q": eye[0], "W_K": eye[0], "W_V": eye[0]}
+    for X in table:
+        _forward_of(2, X, identity)
     return table
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import replace
-from itertools import permutations
+from itertools import permutations, product
 
 import numpy as np
 
@@ -702,6 +702,7 @@ def _draft(rng: np.random.Generator, level: int) -> Draft:
     tabled = n <= TABLED_TOKENS
     limit = budget.BUDGET_MINUTES[level]
     none = _no_head(level, causal, per_head)
+    every = _every_x(level, causal, per_head) if tabled else {}
     for tries in range(MAX_TRIES):
         if table is None or tries % HEADS_PER_X == 0:  # a new X (one that admits no head at once)
             X = nonzero_matrix(rng, (n, D_MODEL), x_values)  # (n, d)
@@ -709,9 +710,10 @@ def _draft(rng: np.random.Generator, level: int) -> Draft:
                 table = None
                 continue
             key = (np.asarray(X, dtype=float).tobytes(), X.shape, d_k, d_v, causal, per_head)
-            admitted = _admitted(*key)
+            admitted, table = every.get(key[0]) or (_admitted(*key), None)
             P, P_V, QK, V = len(admitted[5]), len(admitted[6]), admitted[5], admitted[6]
-            table = _apart_heads(*key) if tabled else admitted
+            if table is None:
+                table = _apart_heads(*key) if tabled else admitted
             if not len(table if tabled else table[0]):
                 table = None
                 continue
@@ -760,6 +762,24 @@ def _share(level: int, h: int) -> float:
     n, _, _, d_v, _, projected = SIZES[level]
     cells = n * d_v * h * 2 + (n * D_MODEL if projected else 0)  # O_1 … O_h, concat, out
     return (budget.BUDGET_MINUTES[level] * 60 - budget.RATES["cells"] * cells) / h
+
+
+@functools.cache
+def _every_x(level: int, causal: bool, seconds: float) -> dict[bytes, tuple]:
+    """With few tokens (TABLED_TOKENS: level 1's 56 X's, 112 with the mask), every X's _admitted and
+    _apart_heads, made at once on the level's first draft (about 100 ms, once per process) and kept:
+    each draft then reads its X's tables (else the first drafts of a process would make them one by
+    one, about 1 ms each, and an lru cache could drop them). By X's bytes, as _draft keys them."""
+    n, _, d_k, d_v, x_values, _ = SIZES[level]
+    values = np.asarray(x_values, dtype=float)
+    tables = {}
+    for digits in product(range(len(values)), repeat=n * D_MODEL):
+        X = values[list(digits)].reshape(n, D_MODEL)
+        nonzero = X != 0
+        if nonzero.any(axis=1).all() and nonzero.any(axis=0).all():  # what nonzero_matrix draws
+            key = (X.tobytes(), X.shape, d_k, d_v, causal, seconds)
+            tables[key[0]] = (_admitted(*key), _apart_heads(*key))
+    return tables
 
 
 def _x_index(X: np.ndarray, x_values: tuple) -> int:

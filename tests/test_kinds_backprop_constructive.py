@@ -181,3 +181,21 @@ def test_the_env_handed_over_is_the_pipelines_bit_for_bit(level):
         index, gradients = found
         given = {**fwd, "G_O": np.array(backprop._incoming(level)[index])}
         _same_bits(backprop.references(given, gradients), pipeline.run(given))
+
+
+def test_chain_batch_rounding_is_round_half_up_to_the_bit():
+    """chain_batch._round (numpy's nearest whole number away from a half, the decimal rule at one) gives
+    numbers.round_half_up's float in every cell: over random values, exact and near ties, and zeros."""
+    from exercises.core.numbers import round_half_up
+    from exercises.kinds._shared import chain_batch
+
+    rng = np.random.default_rng(14)
+    for t in range(4000):
+        places = int(rng.integers(0, 5))
+        values = rng.normal(size=(3, 4)) * 10.0 ** int(rng.integers(-2, 3))
+        if t % 3 == 0:
+            values = np.round(values, places + 1)  # exact halves of the last place, and floats a hair off them
+        values[0, 0] = (int(rng.integers(-60, 60)) + 0.5 + float(rng.choice([0.0, 1e-9, -4e-7, 2e-6]))) / 10.0 ** places
+        values[1, 1], values[2, 2] = 0.0, -0.0
+        fast, slow = chain_batch._round(values, places), round_half_up(values, places)
+        assert np.array_equal(fast, slow) and np.array_equal(np.signbit(fast), np.signbit(slow)), (values, places)

@@ -230,13 +230,14 @@ def _round(values: np.ndarray, places: int) -> np.ndarray:
     """numbers.round_half_up of finite values (these are): the same float per cell, numpy's arithmetic for
     every cell not on (or a float's breadth from) a half, numbers.round_half_up's decimal rule if one is."""
     scale = 10.0 ** places
-    scaled = np.abs(values) * scale
-    floor = np.floor(scaled)
-    if (np.abs(scaled - floor - 0.5) < 1e-6).any():
+    scaled = values * scale
+    nearest = np.rint(scaled)  # away from a half (|scaled| to its nearest whole number is not ½ ± 1e-6) half up
+    # and to even agree: sign · ⌊|scaled| + ½⌋, the same float; the distances below are exact (Sterbenz)
+    if (np.abs(np.abs(scaled - nearest) - 0.5) < 1e-6).any():
         from ...core.numbers import round_half_up
 
         return round_half_up(values, places)
-    return np.sign(values) * np.floor(scaled + 0.5) / scale + 0.0
+    return nearest / scale + 0.0
 
 
 def near(values: Mapping[str, np.ndarray], alt: Mapping[str, np.ndarray], names, separation: float) -> np.ndarray:

@@ -94,7 +94,7 @@ def _drawn(rng: np.random.Generator, level: int) -> dict | None:
     if len({tuple(x) for x in X.tolist()}) < X.shape[0]:
         return None  # two equal tokens: their gradients cannot be told apart
     A, O = _forward_of(level, X, given)
-    if not np.allclose(A.sum(axis=1), 1.0, atol=1e-12):
+    if not _sums_to_one(A):
         return None  # the weights as given are a distribution: every rounded row sums to 1
     T = matrix(rng, O.shape, TARGETS)  # (n, d_v)
     if np.any(np.abs(O - T) < 1e-9):
@@ -104,6 +104,11 @@ def _drawn(rng: np.random.Generator, level: int) -> dict | None:
 
 
 _FORWARD: dict[bytes, tuple[np.ndarray, np.ndarray]] = {}  # X → (A, O) at levels 1–2 (W_* = I): at most 3⁶ rows
+
+
+def _sums_to_one(A: np.ndarray) -> bool:
+    """np.allclose(A.sum(axis=1), 1.0, atol=1e-12) of finite weights (rtol 1e-5), written out: faster."""
+    return bool((np.abs(A.sum(axis=1) - 1.0) <= 1e-12 + 1e-5).all())
 
 
 def _forward_of(level: int, X: np.ndarray, given: dict) -> tuple[np.ndarray, np.ndarray]:
@@ -162,7 +167,7 @@ def _forward_given(rng: np.random.Generator, level: int) -> dict | None:
             return None
     X = given["X"]
     A, O = _forward_of(level, X, given)  # the reference forward pass, as given
-    if not np.allclose(A.sum(axis=1), 1.0, atol=1e-12):
+    if not _sums_to_one(A):
         return None  # (the batch's own test said it does: never, tests/test_kinds_backprop_loss_constructive.py)
     given.update(A=A.copy(), O=O.copy(), d_k=int(X.shape[1]) if level < 3 else 2, causal=True)
     return given
@@ -178,7 +183,7 @@ def _passing(X: np.ndarray, W_Q: np.ndarray, W_K: np.ndarray, W_V: np.ndarray) -
             distinct &= (X[:, i] != X[:, j]).any(axis=1)
     Q, K = X @ W_Q, X @ W_K
     scaled = Q @ np.swapaxes(K, 1, 2) / np.sqrt(K.shape[2])  # (B, n, n)
-    scaled = np.where(np.tril(np.ones((n, n), dtype=bool)), scaled, -np.inf)
+    scaled = np.where(ops.hidden_cells(n), -np.inf, scaled)
     e = np.exp(scaled - scaled.max(axis=2, keepdims=True))
     A = round_half_up(e / e.sum(axis=2, keepdims=True), FORWARD_PLACES)
     return distinct & (np.abs(A.sum(axis=2) - 1.0) <= 1e-12).all(axis=1)

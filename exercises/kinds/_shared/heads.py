@@ -30,18 +30,18 @@ def masked_at(Z: np.ndarray, cells: np.ndarray, fill: float) -> np.ndarray:
 
 
 @functools.lru_cache(maxsize=16)
-def _triangles(n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def _triangles(n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """For n tokens: the cells ops.causal_mask hides (above the diagonal), and the cells the causal
-    mistakes hide or fill, as (4, n, n) with their fills (4, 1, n, n): the diagonal too
-    (mask_diagonal), below it instead (mask_wrong_triangle), none (no_mask), and the hidden ones with
-    0 (mask_zero_instead_of_inf)."""
+    mistakes fill (4, n, n) with their fills (4, 1, 1, 1), in the order the mistakes are stacked: none
+    (no_mask), the diagonal too (mask_diagonal), below it instead (mask_wrong_triangle), and the hidden
+    ones with 0 (mask_zero_instead_of_inf). Read-only."""
     upper = np.triu(np.ones((n, n), dtype=bool), k=1)
     cells = np.stack([np.zeros((n, n), dtype=bool), np.triu(np.ones((n, n), dtype=bool)),
                       np.tril(np.ones((n, n), dtype=bool), k=-1), upper])
     fills = np.array([0.0, -np.inf, -np.inf, 0.0]).reshape(4, 1, 1, 1)
     for a in (upper, cells, fills):
         a.setflags(write=False)
-    return upper, cells, fills, np.flatnonzero(upper)
+    return upper, cells, fills
 
 
 def _largest(parts: list[np.ndarray]) -> np.ndarray:
@@ -94,7 +94,7 @@ class Heads:
         # operations on the same numbers as the pipeline's, only fewer and larger numpy calls
         Q, K, V, S, Z, masked, d_k = self.Q, self.K, self.V, self.S, self.Z, self.masked, self.d_k
         h, n = Q.shape[:2]
-        upper, cells, fills, _ = _triangles(n)
+        upper, cells, fills = _triangles(n)
         root = math.sqrt(d_k)
         row_ids = ["transposed_scores"]
         if d_k != 1:

@@ -100,7 +100,7 @@ def test_diagnosis_names_what_diagnose_names(kind):
 
 def test_an_answer_right_in_every_cell_is_not_sanity_checked_and_would_have_had_no_warning(monkeypatch):
     """grade skips the sanity rules when every cell is right: over every kind and level, the careful
-    student's answer (rounded as told) would have had no warning; a wrong answer is still checked."""
+    student's answer (rounded as told) would have had no warning either; a wrong answer is still checked."""
     from exercises.cli import selftest
 
     checked = []
@@ -119,3 +119,16 @@ def test_an_answer_right_in_every_cell_is_not_sanity_checked_and_would_have_had_
     wrong = {p.name: np.full(p.shape, 0.9) for p in ex.parts}
     fb = exercises.grade(ex, wrong)
     assert checked == ["softmax"] and fb.warnings
+
+
+def test_an_answer_right_at_the_edge_of_its_tolerance_gets_no_false_alarm():
+    """G_O and G_A typed just under the reference and G_V just over it (each cell within its tolerance)
+    is right in every cell; the G_V column rule, comparing two typed sums, would have warned (before
+    grade skipped the rules for right answers it did: sanity.grad_v_columns)."""
+    ex = exercises.generate("backprop_loss", 0, 1)
+    shift = {"G_O": -0.98, "G_A": -0.98, "G_V": 0.98}
+    answer = {p.name: p.reference + shift.get(p.name, 0.0) * p.tolerance for p in ex.parts}
+    fb = exercises.grade(ex, answer)
+    assert fb.correct and fb.warnings == []
+    read = {name: np.asarray(value, dtype=float) for name, value in answer.items()}
+    assert [w.key for w in sanity.check(ex, sanity.Values(read, set(read)))] == ["sanity.grad_v_columns"]

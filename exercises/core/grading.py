@@ -400,6 +400,8 @@ def grade(ex: Exercise, answer: Any) -> Feedback:
 
 def _warnings(ex: Exercise, parts: dict[str, PartFeedback], finite: set[str]) -> list[Msg]:
     """Properties any right answer has (rows of A sum to 1 …), checked on what was read: warnings only,
-    never scored, and none for an answer that is right in every cell (it has them, to the places asked)."""
+    never scored. grade asks none for an answer right in every cell: it is right, and all a rule could
+    still find there is the cells' own rounding within their tolerance (G_V's column sums against G_O's,
+    both typed, can differ by up to twice the rule's slack): a false alarm."""
     read = {name: p.value for name, p in parts.items() if p.value is not None}
     return sanity.check(ex, sanity.Values(read, finite))

@@ -231,8 +231,10 @@ def _round(values: np.ndarray, places: int) -> np.ndarray:
     every cell not on (or a float's breadth from) a half, numbers.round_half_up's decimal rule if one is."""
     scale = 10.0 ** places
     scaled = values * scale
-    nearest = np.rint(scaled)  # away from a half (|scaled| to its nearest whole number is not ½ ± 1e-6) half up
-    # and to even agree: sign · ⌊|scaled| + ½⌋, the same float; the distances below are exact (Sterbenz)
+    # away from a half (no |scaled| within 1e-6 of a whole number and a half), rounding half up and rounding
+    # to even agree: numpy's nearest whole number is sign · ⌊|scaled| + ½⌋, the same float (the distances
+    # below are exact: Sterbenz)
+    nearest = np.rint(scaled)
     if (np.abs(np.abs(scaled - nearest) - 0.5) < 1e-6).any():
         from ...core.numbers import round_half_up
 

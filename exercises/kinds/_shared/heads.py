@@ -89,9 +89,10 @@ class Heads:
             return self._mistakes()
 
     def _mistakes(self) -> tuple[list[str], np.ndarray]:
-        # every mistake's weights written into one stack (m, h, n, n), the scores the row-softmax mistakes
-        # softmax first (each masked as the pipeline masks it), then the softmax's own mistakes: the same
-        # operations on the same numbers as the pipeline's, only fewer and larger numpy calls
+        # every mistake's weights written into one stack (m, h, n, n): first the scores the row-softmax
+        # mistakes softmax (scaled wrongly and masked as the pipeline masks, or masked wrongly), then the
+        # softmax's own mistakes: the same operations on the same numbers as the pipeline's, in fewer and
+        # larger numpy calls
         Q, K, V, S, Z, masked, d_k = self.Q, self.K, self.V, self.S, self.Z, self.masked, self.d_k
         h, n = Q.shape[:2]
         upper, cells, fills = _triangles(n)

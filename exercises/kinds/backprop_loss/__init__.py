@@ -203,7 +203,7 @@ def _level_two() -> np.ndarray:
     eye = np.broadcast_to(np.eye(d), (len(every), d, d))
     table = every[_passing(every, eye, eye, eye)]
     table.setflags(write=False)
-    # every one's forward pass as given, made now (about 50 ms, once per process) and read by each draft:
+    # every one's forward pass as given, made now (about 30 ms, once per process) and read by each draft:
     # else the first few hundred drafts of a process would each make their X's (about 0.4 ms)
     identity = {"W_Q": eye[0], "W_K": eye[0], "W_V": eye[0]}
     for X in table:

@@ -767,7 +767,7 @@ def _share(level: int, h: int) -> float:
 @functools.cache
 def _every_x(level: int, causal: bool, seconds: float) -> dict[bytes, tuple]:
     """With few tokens (TABLED_TOKENS: level 1's 56 X's, 112 with the mask), every X's _admitted and
-    _apart_heads, made at once on the level's first draft (about 100 ms, once per process) and kept:
+    _apart_heads, made at once on the level's first draft (about 90 ms, once per process) and kept:
     each draft then reads its X's tables (else the first drafts of a process would make them one by
     one, about 1 ms each, and an lru cache could drop them). By X's bytes, as _draft keys them."""
     n, _, d_k, d_v, x_values, _ = SIZES[level]
@@ -783,8 +783,9 @@ def _every_x(level: int, causal: bool, seconds: float) -> dict[bytes, tuple]:
 
 
 def _x_index(X: np.ndarray, x_values: tuple) -> int:
-    """X's place among all matrices of its shape with entries from x_values: its entries, row by row, as
-    the digits (each value's place in x_values) of a number in base len(x_values), the first lowest."""
+    """X's place among all matrices of its shape with entries from x_values (sorted, as SIZES gives them):
+    its entries, row by row, as the digits (each value's place in x_values) of a number in base
+    len(x_values), the first lowest."""
     digits = np.searchsorted(np.asarray(x_values, dtype=float), X.reshape(-1))
     return int(digits @ (len(x_values) ** np.arange(X.size)))
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import replace
-from itertools import permutations, product
+from itertools import permutations
 
 import numpy as np
 
@@ -429,13 +429,11 @@ def _clashing(heads: Heads) -> np.ndarray:
     along the first axis (a max along a short last one is slow); a NaN in a cell makes that maximum NaN,
     never within the gap, so a mistake not usable clashes with nothing."""
     _, O = heads.mistakes()  # (m, h, n, d_v)
-    m, h = O.shape[:2]
-    every = np.empty((O[0, 0].size, h, m + 1))
+    values = comparable(np.swapaxes(O, 0, 1))  # (h, m, cells), ±∞ as misconceptions.clashes compares it
+    h, m = values.shape[:2]
+    every = np.empty((values.shape[2], h, m + 1))
     every[:, :, 0] = heads.O.reshape(h, -1).T
-    every[:, :, 1:] = O.reshape(m, h, -1).transpose(2, 1, 0)
-    infinite = np.isinf(every)
-    if infinite.any():  # ±∞ as misconceptions.clashes compares it (comparable's stand-in)
-        every[infinite] = np.sign(every[infinite]) * 1e15
+    every[:, :, 1:] = values.transpose(2, 0, 1)
     first, second = _pairs(m + 1)
     spread = np.abs(every[:, :, first] - every[:, :, second]).max(axis=0)  # (h, pairs)
     heads.clashing = (spread <= misconceptions.GAP).any(axis=1)
@@ -770,16 +768,21 @@ def _every_x(level: int, causal: bool, seconds: float) -> dict[bytes, tuple]:
     _apart_heads, made at once on the level's first draft (about 90 ms, once per process) and kept:
     each draft then reads its X's tables (else the first drafts of a process would make them one by
     one, about 1 ms each, and an lru cache could drop them). By X's bytes, as _draft keys them."""
-    n, _, d_k, d_v, x_values, _ = SIZES[level]
-    values = np.asarray(x_values, dtype=float)
+    n, _, d_k, d_v, _, _ = SIZES[level]
     tables = {}
-    for digits in product(range(len(values)), repeat=n * D_MODEL):
-        X = values[list(digits)].reshape(n, D_MODEL)
-        nonzero = X != 0
-        if nonzero.any(axis=1).all() and nonzero.any(axis=0).all():  # what nonzero_matrix draws
-            key = (X.tobytes(), X.shape, d_k, d_v, causal, seconds)
-            tables[key[0]] = (_admitted(*key), _apart_heads(*key))
+    every = _every_matrix(level)
+    for X in every[numbers.no_zero_lines(every)]:  # what nonzero_matrix draws
+        key = (X.tobytes(), X.shape, d_k, d_v, causal, seconds)
+        tables[key[0]] = (_admitted(*key), _apart_heads(*key))
     return tables
+
+
+def _every_matrix(level: int) -> np.ndarray:
+    """Every X of the level's shape with entries from its values, (count, n, d) in _x_index order."""
+    n, _, _, _, x_values, _ = SIZES[level]
+    values = np.asarray(x_values, dtype=float)
+    digits = np.unravel_index(np.arange(len(values) ** (n * D_MODEL)), (len(values),) * (n * D_MODEL), order="F")
+    return values[np.stack(digits, axis=1)].reshape(-1, n, D_MODEL)  # the first entry's digit lowest
 
 
 def _x_index(X: np.ndarray, x_values: tuple) -> int:
@@ -793,14 +796,11 @@ def _x_index(X: np.ndarray, x_values: tuple) -> int:
 def no_head_table(level: int, causal: bool) -> np.ndarray:
     """For every X of the level (_x_index order), whether it admits no head within a head's share of the
     budget (_admitted): what no_head.py stores. Takes a few seconds (every X's table)."""
-    n, heads, d_k, d_v, x_values, _ = SIZES[level]
+    n, heads, d_k, d_v, _, _ = SIZES[level]
     (h,) = heads
     seconds = _share(level, h)
-    values = np.asarray(x_values, dtype=float)
-    every = values[np.stack(np.unravel_index(np.arange(len(values) ** (n * D_MODEL)), (len(values),) * (n * D_MODEL),
-                                             order="F"), axis=1)]  # (count, n·d), the first entry lowest
-    return np.array([not len(_admitted.__wrapped__(x.reshape(n, D_MODEL).tobytes(), (n, D_MODEL), d_k, d_v,
-                                                   causal, seconds)[0]) for x in every])
+    return np.array([not len(_admitted.__wrapped__(X.tobytes(), (n, D_MODEL), d_k, d_v, causal, seconds)[0])
+                     for X in _every_matrix(level)])
 
 
 @functools.lru_cache(maxsize=8)

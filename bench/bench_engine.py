@@ -148,7 +148,7 @@ def machine() -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=200, help="seeds per kind for generate + grade")
-    parser.add_argument("--solve-seeds", type=int, default=30, help="seeds per kind for solve + render")
+    parser.add_argument("--solve-seeds", type=int, default=30, help="seeds per kind for solve + render (0: none)")
     parser.add_argument("--kinds", default="", help="comma-separated kind ids (default: all)")
     parser.add_argument("--json", action="store_true", help="also print the figures as JSON")
     parser.add_argument("--clock", choices=sorted(CLOCKS), default="wall",
@@ -177,6 +177,8 @@ def main() -> None:
 
     if not has_solve:
         print("\nexercises.solve does not exist yet: solve + render not measured")
+    elif args.solve_seeds <= 0:
+        print("\n--solve-seeds 0: solve + render not measured")
     else:
         print(f"\n{'kind':<20} {'solve+render cold':>20} {'warm':>20} {'all cells':>20} "
               f"{'1st in process':>15}  goal cold≤{GOAL_SOLVE_COLD_MS:g}")

@@ -33,7 +33,10 @@ GOAL_MEDIAN_MS, GOAL_P95_MS = 2.0, 5.0  # issue 14
 WORKER = r"""
 import json, sys, time
 import exercises
-from exercises.cli import selftest
+try:
+    from exercises.cli import selftest
+except ImportError:  # a checkout from before the package's cli/ folder
+    from exercises import selftest
 
 clock = time.process_time
 print(json.dumps(list(exercises.KINDS)), flush=True)

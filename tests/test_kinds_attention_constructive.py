@@ -11,6 +11,7 @@ load, solve, render their hints and aids, and grade.
 from __future__ import annotations
 
 import json
+import warnings
 
 import numpy as np
 import pytest
@@ -134,7 +135,8 @@ def test_level_2_score_table_is_the_product():
 @pytest.mark.parametrize("level", [2, 3])
 def test_projected_seconds_is_the_budget_count(level):
     """The generator decides the budget of levels 2-3 before the pipeline runs (_projected_seconds): the
-    count of budget.count, to the second, over raw draws (over-budget ones included)."""
+    count of budget.count, to the second, over raw draws (over-budget ones included); level 2 from its
+    tables of per-row pieces (_level2_seconds), and the count from the values (_seconds_of) the same."""
     rng = np.random.default_rng(1400 + level)
     seen, over = 0, 0
     while seen < 150:
@@ -147,6 +149,8 @@ def test_projected_seconds_is_the_budget_count(level):
             ["Q", "K", "V", "scores", "scaled", "A", "O"]
         seconds = budget.count(given, names).seconds
         assert attention._projected_seconds(given, names) == seconds, given
+        tabled = attention._level2_seconds(given, names)  # level 2 from its per-row pieces, level 3 from the values
+        assert (tabled is not None) == (level == 2) and attention._seconds_of(given, names) == seconds, given
         over += seconds > 60 * budget.BUDGET_MINUTES[level]
         seen += 1
     assert (over > 0) == (level == 2)  # level 2 meets drafts over its 12 minutes; level 3 none
@@ -190,7 +194,11 @@ def test_planned_chain_is_the_chain_and_collides_is_the_generic_answer(level):
 
 
 def test_one_table_clash_is_any_clash_in_part_by_part():
+    """_clash's one table (parts of any size padded to the widest) decides as any_clash_in part by part, and
+    as the table per size it replaced, over references and mistakes with −∞, NaN, +∞, repeated rows, mixed
+    gaps, and references or gaps it leaves to the table per size."""
     rng = np.random.default_rng(14)
+    seen = set()
     for trial in range(600):
         asked = []
         for _ in range(int(rng.integers(1, 5))):
@@ -206,11 +214,19 @@ def test_one_table_clash_is_any_clash_in_part_by_part():
                 block[0, 0, 0] = rng.choice([np.nan, np.inf])
             if trial % 7 == 0:
                 block[-1] = block[0]
-            gap = float(rng.choice([0.0101, 0.0051, 1e-9]))
+            if trial % 11 == 0:  # a reference no one can write, or no gap: left to the table per size
+                ref = ref.copy()
+                ref[-1, -1] = rng.choice([np.nan, np.inf])
+            gap = float(rng.choice([0.0101, 0.0051, 1e-9, 0.0 if trial % 13 == 0 else 0.0101]))
             asked.append((ref, block, gap))
         expected = any(misconceptions.any_clash_in(ref, block[distinct._writable(block)], gap)
                        for ref, block, gap in asked if distinct._writable(block).any())
-        assert distinct._clash(asked) == expected, trial
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # no ∞ − ∞ in the one table: a row no one can write is NaN
+            assert distinct._clash(asked) == expected, trial
+        assert distinct._clash_by_size(asked) == expected, trial  # the one table's reference
+        seen.add(expected)
+    assert seen == {False, True}
 
 
 # ---------------------------------------------------------------- issue 14, deliverable 5: stored before the bump

@@ -361,6 +361,7 @@ def _draw_projected(rng: np.random.Generator, level: int, causal: bool) -> dict[
         W_V = W_Vs[v]  # first, then only tokens whose value it makes nonzero
         ok = _level2_valued()[v] & np.diagonal(fits)  # and whose score with itself fits
         chosen = []
+        zero = None  # the rows scoring 0 with a token chosen, either way
         for token in range(n):
             left = np.flatnonzero(ok)
             if not left.size:
@@ -368,19 +369,24 @@ def _draw_projected(rng: np.random.Generator, level: int, causal: bool) -> dict[
             if chosen and not causal:
                 # without a mask every score is an exponential to look up: a token that scores 0 (e⁰ = 1)
                 # with one before it when there is one, so that the nine fit the time budget more often
-                zero = np.flatnonzero(ok & ((scores[:, chosen] == 0).any(axis=1) | (scores[chosen] == 0).any(axis=0)))
-                left = zero if zero.size else left
+                scoring_zero = np.flatnonzero(ok & zero)
+                left = scoring_zero if scoring_zero.size else left
             r = int(left[int(u[2 + token] * len(left))])
             chosen.append(r)
             ok = ok & fits[:, r] & fits[r, :]  # its scores with this token, both ways
+            if not causal and token < n - 1:
+                with_r = (scores[:, r] == 0) | (scores[r] == 0)
+                zero = with_r if zero is None else zero | with_r
         X = np.array(rows[0, chosen])  # (n, d)
+        S = scores[chosen][:, chosen]  # X W_Q (X W_K)ᵀ: the table's whole numbers, exactly
     else:
         X = _draw_tokens(rng, level, W_Q, W_K)
         if X is None:
             return None
+        S = None
     if not all(any(column) for column in X.T.tolist()):
         return None  # a zero column: a feature no token has
-    if not _fits((X @ W_Q) @ (X @ W_K).T, causal):
+    if not _fits((X @ W_Q) @ (X @ W_K).T if S is None else S, causal):
         return None
     given = {"X": X, "W_Q": np.array(W_Q), "W_K": np.array(W_K)}
     if pairs is not None:
@@ -417,7 +423,86 @@ def _product_seconds(left: list, right: list) -> float:
     return budget.RATES["multiply_adds"] * hard + budget.RATES["additions"] * (terms - hard)
 
 
+@functools.cache
+def _level2_rows() -> tuple[dict, dict]:
+    """Level 2's pieces of _projected_seconds, once: the index of each token row (in _rows(2)'s order) by its
+    entries, and per weight matrix (of _weights(2, d_k) and _weights(2, d_v), by its bytes) and token row,
+    (the seconds of the row's projection, per column of it: nonzero, nonzero and not ±1). A projection's
+    terms add up row by row (the row's nonzero entries meet the weights' nonzero rows), and so its seconds."""
+    rows = _rows(2)[0][0]  # (25, 2)
+    index = {tuple(row): i for i, row in enumerate(rows.tolist())}
+    tables = {}
+    for width in {SIZES[2][2], SIZES[2][3]}:
+        for W in _weights(2, width):
+            tables[W.tobytes()] = [(_product_seconds([row], W.tolist()), *_counts(row @ W))
+                                   for row in rows]
+    return index, tables
+
+
+def _counts(values) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """Per value: (nonzero, nonzero and not ±1), as two tuples of 0/1 (_terms' tests, value by value)."""
+    pieces = [_terms([x]) for x in np.asarray(values).tolist()]
+    return tuple(t for t, _ in pieces), tuple(h for _, h in pieces)
+
+
+def _level2_seconds(given: dict, names: list[str]) -> float | None:
+    """_projected_seconds of a level-2 draw from _level2_rows' pieces, or None for any other draw: the same
+    sums of the same whole numbers of seconds in another order, so the same float. Per token its three
+    projections and its part of A V (_level2_fixed); Q Kᵀ from the nonzero and not ±1 entries of each column
+    of Q and K; per nonzero score a division, and an exponential where its row sees more than one key; the
+    softmax's sums and divisions, and 5 s per cell, by the sizes alone."""
+    X, causal, d_k = given["X"], given["causal"], given["d_k"]
+    if X.shape != (SIZES[2][0], SIZES[2][1]) or d_k != SIZES[2][2]:
+        return None
+    index, tables = _level2_rows()
+    try:
+        a, b, c = (index[tuple(row)] for row in X.tolist())
+        q, k, v = (tables[given[name].tobytes()] for name in ("W_Q", "W_K", "W_V"))
+    except KeyError:
+        return None
+    add, mul, div, exp = (budget.RATES[name] for name in ("additions", "multiply_adds", "divisions", "exponentials"))
+    exponentiated, fixed, values = _level2_fixed(bool(causal), tuple(names))
+    seconds = fixed + q[a][0] + q[b][0] + q[c][0] + k[a][0] + k[b][0] + k[c][0] + v[a][0] + v[b][0] + v[c][0]
+    qa, qb, qc, ka, kb, kc = q[a], q[b], q[c], k[a], k[b], k[c]
+    for col in range(SIZES[2][2]):  # Q Kᵀ: the terms of column col of Q with column col of K
+        terms = (qa[1][col] + qb[1][col] + qc[1][col]) * (ka[1][col] + kb[1][col] + kc[1][col])
+        hard = (qa[2][col] + qb[2][col] + qc[2][col]) * (ka[2][col] + kb[2][col] + kc[2][col])
+        seconds += mul * hard + add * (terms - hard)
+    cells = ((X @ given["W_Q"]) @ (X @ given["W_K"]).T).ravel().tolist()
+    seconds += div * sum(1 for z in cells if z != 0) + exp * sum(1 for at in exponentiated if cells[at] != 0)
+    for (weights, unlike_one), r in zip(values, (a, b, c)):  # A V: each key's value, once per query seeing it
+        terms, hard = sum(v[r][1]), sum(v[r][2])
+        seconds += mul * unlike_one * hard + add * (weights * terms - unlike_one * hard)
+    return seconds
+
+
+@functools.cache
+def _level2_fixed(causal: bool, names: tuple[str, ...]) -> tuple:
+    """_level2_seconds' pieces by the mask and the parts alone: the flat cells whose score is exponentiated
+    (visible in a row that sees more than one key), the seconds fixed by the sizes (each such row's sum and
+    divisions, 5 s per cell written), and per key (how many queries see it, how many of those see more
+    than one key: their weight is not 1)."""
+    n, _, d_k, d_v = SIZES[2]
+    visible = np.tril(np.ones((n, n), dtype=bool)) if causal else np.ones((n, n), dtype=bool)
+    seen = visible.sum(axis=1)
+    worked = seen > 1
+    fixed = float(budget.RATES["additions"] * (seen[worked] - 1).sum() + budget.RATES["divisions"] * seen[worked].sum())
+    sizes = {"Q": n * d_k, "K": n * d_k, "V": n * d_v, "scores": n * n, "scaled": n * n, "masked": n * n,
+             "A": n * n, "O": n * d_v}
+    fixed += budget.RATES["cells"] * sum(sizes[name] for name in names)
+    exponentiated = tuple(int(i) for i in np.flatnonzero(visible & worked[:, None]))
+    values = tuple((int(visible[:, j].sum()), int((visible[:, j] & worked).sum())) for j in range(n))
+    return exponentiated, fixed, values
+
+
 def _projected_seconds(given: dict, names: list[str]) -> float:
+    """budget.count(given, names).seconds of a level-2 or -3 draw without running the pipeline, from level
+    2's tables where they hold it (_level2_seconds), else from the values themselves (_seconds_of)."""
+    seconds = _level2_seconds(given, names)
+    return _seconds_of(given, names) if seconds is None else seconds
+
+
+def _seconds_of(given: dict, names: list[str]) -> float:
     """budget.count(given, names).seconds of a level-2 or -3 draw without running the pipeline (the same
     rules on the same values: tests/test_kinds_attention_constructive.py holds it to the count): the three
     projections, Q Kᵀ, a division per nonzero score, the softmax of each row that sees more than one key

@@ -215,37 +215,53 @@ def _closed_chain(ex: Exercise, guards: Iterable[str]) -> tuple | None:
     if S.shape != (n, n) or n < 2 or V.ndim != 2 or V.shape[0] != n:
         return None
     root = math.sqrt(d_k)
+    carried = 8 if causal else 4  # the mistakes carried into the row softmax
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         T = ops.scores(values["K"], values["Q"])[None]  # transposed_scores: K Qᵀ
         ids = ["transposed_scores"]
         levels = [(list(ids), T)]
-        # S/√d_k carried; no_scaling (a copy of S), scaled_by_dk (S / d_k), scaled_times_sqrt_dk (S √d_k)
-        scaled = np.stack([T[0] / root, np.array(S, dtype=float), S / d_k, S * np.sqrt(d_k)])
+        # S/√d_k carried; no_scaling (a copy of S), scaled_by_dk (S / d_k), scaled_times_sqrt_dk (S √d_k):
+        # each computed into its own row (the same operation on the same numbers as stacking them)
+        scaled = np.empty((4, n, n))
+        np.divide(T[0], root, out=scaled[0])
+        scaled[1] = S
+        np.divide(S, d_k, out=scaled[2])
+        np.multiply(S, np.sqrt(d_k), out=scaled[3])
         ids += ["no_scaling", "scaled_by_dk", "scaled_times_sqrt_dk"]
         levels.append((list(ids), scaled))
+        masked = np.empty((carried, n, n))
+        masked[:4] = scaled
         if causal:
             hidden = ops.hidden_cells(n, n)
-            masked = np.concatenate([scaled, np.broadcast_to(Z, (4, n, n))])  # (8, n, n), a copy
+            masked[4:] = Z
             masked[:4, hidden] = -np.inf  # the mask on the four carried
             itself, past = _triangles(n)
             masked[5][itself] = -np.inf  # mask_diagonal: itself hidden too
             masked[6][past] = -np.inf  # mask_wrong_triangle: the past hidden instead
             masked[7][hidden] = 0.0  # mask_zero_instead_of_inf (masked[4] is no_mask: Z as it is)
             ids += ["no_mask", "mask_diagonal", "mask_wrong_triangle", "mask_zero_instead_of_inf"]
-        else:
-            masked = np.array(scaled, dtype=float)
         levels.append((list(ids), masked))
+        # the weights: the row softmax of each carried mistake (ops.softmax's operations, in place in its
+        # rows), then softmax_columns, no_exp, softmax_no_normalise (and mask_after_softmax)
+        weights = np.empty((carried + (4 if causal else 3), n, n))
+        rows = weights[:carried]
+        np.subtract(masked, masked.max(axis=-1, keepdims=True), out=rows)
+        np.exp(rows, out=rows)
+        np.divide(rows, rows.sum(axis=-1, keepdims=True), out=rows)
+        weights[carried] = ops.softmax(M, axis=0)
         finite = np.where(np.isfinite(M), M, 0.0)
-        new = [ops.softmax(M, axis=0), finite / finite.sum(axis=1, keepdims=True), np.exp(M)]
+        np.divide(finite, finite.sum(axis=1, keepdims=True), out=weights[carried + 1])
+        np.exp(M, out=weights[carried + 2])
         ids += ["softmax_columns", "no_exp", "softmax_no_normalise"]
         if causal:
-            late = ops.softmax(Z, axis=-1)
-            late[ops.hidden_cells(*late.shape)] = 0.0
-            new.append(late)
+            late = weights[carried + 3]
+            late[...] = ops.softmax(Z, axis=-1)
+            late[ops.hidden_cells(n, n)] = 0.0
             ids.append("mask_after_softmax")
-        weights = np.concatenate([ops.softmax(masked, axis=-1), np.stack(new)])
         levels.append((list(ids), weights))
-        out = np.concatenate([weights @ V, (A.T @ V)[None]])
+        out = np.empty((len(weights) + 1, n, V.shape[1]))
+        np.matmul(weights, V, out=out[:-1])
+        np.matmul(A.T, V, out=out[-1])
         ids.append("weights_transposed")
         levels.append((list(ids), out))
     return levels, {p.name: p for p in ex.parts}
@@ -312,11 +328,56 @@ def _pairs(sizes: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
 def _clash(asked: list[tuple[np.ndarray, np.ndarray, float]]) -> bool:
     """Whether some part's writable mistaken value (no NaN, no +∞) is within the part's gap of its
     reference or of another's: misconceptions.any_clash_in(reference, the writable values, gap) of each
-    part, decided for all parts at once. The parts of the same number of cells are rows of one table
-    (each part's reference, then its mistakes' values), −∞ replaced by the stand-in misconceptions
-    compares, and the widest cell difference of every two rows of the same part is held to that part's
-    gap (the same differences of the same numbers: the same decision). A reference with NaN or a gap
-    that is not positive is left to misconceptions."""
+    part, decided for all parts at once, in one table: each part's reference, then its mistakes' values,
+    a row each, the cells of a smaller part padded with zeros (a difference of 0 never widens the widest),
+    −∞ replaced by the stand-in misconceptions compares and a row no one can write set to NaN (never
+    within a gap). The widest cell difference of every two rows of the same part is held to that part's
+    gap: the same differences of the same numbers as _clash_by_size, so the same decision
+    (tests/test_kinds_attention_constructive.py holds the two equal). A reference that is not finite
+    but for −∞, or a gap that is not positive, is left to _clash_by_size."""
+    if not asked:
+        return False
+    sizes = tuple(1 + len(block) for _, block, _ in asked)
+    gaps = tuple(float(gap) for _, _, gap in asked)
+    width = max(ref.size for ref, _, _ in asked)
+    if not width or not all(gap > 0 for gap in gaps):
+        return _clash_by_size(asked)
+    table = np.zeros((sum(sizes), width))
+    start = 0
+    for (ref, block, _), size in zip(asked, sizes):
+        cells = ref.size
+        table[start, :cells] = ref.reshape(cells)
+        table[start + 1:start + size, :cells] = block.reshape(size - 1, cells)
+        start += size
+    kept = table.max(axis=1) < np.inf  # writable: no NaN (a NaN makes the largest NaN), no +∞
+    first, second, references, pair_gaps = _table_pairs(sizes, gaps)
+    if not kept[references].all():
+        return _clash_by_size(asked)
+    hidden = table == -np.inf
+    if hidden.any():
+        table[hidden] = -misconceptions._INFINITY_STAND_IN
+    if not kept.all():
+        table[~kept] = np.nan  # then no ∞ is left to subtract from itself: no warning, and never close
+    widest = np.abs(table[first] - table[second]).max(axis=1)  # (pairs,)
+    return bool((widest <= pair_gaps).any())
+
+
+@functools.lru_cache(maxsize=64)
+def _table_pairs(sizes: tuple[int, ...], gaps: tuple[float, ...]) -> tuple:
+    """For _clash's table of parts of `sizes` rows each: every two rows of the same part (first, second),
+    each part's reference row, and each pair's gap (one number when every part has the same)."""
+    first, second = _pairs(sizes)
+    references = np.cumsum((0,) + sizes[:-1])
+    pair_gaps = gaps[0] if len(set(gaps)) == 1 else np.repeat(gaps, sizes)[first]
+    return first, second, references, pair_gaps
+
+
+def _clash_by_size(asked: list[tuple[np.ndarray, np.ndarray, float]]) -> bool:
+    """_clash as it was decided before, a table per number of cells (the reference of _clash's one table).
+    The parts of the same number of cells are rows of one table (each part's reference, then its mistakes'
+    values), −∞ replaced by the stand-in misconceptions compares, and the widest cell difference of every
+    two rows of the same part is held to that part's gap. A reference with NaN or a gap that is not
+    positive is left to misconceptions."""
     by_size: dict[int, list[tuple[np.ndarray, np.ndarray, float]]] = {}
     for ref, block, gap in asked:
         if np.isnan(ref).any() or not gap > 0:

@@ -1,13 +1,15 @@
 """Side by side in one run: our attention forward-pass exercise against QuizGenerator's.
 
-    python bench/bench_peer.py [--rounds 20] [--batch 25] [--level 2] [--clock cpu]
+    python bench/bench_peer.py [--rounds 20] [--batch 25] [--level 2] [--clock cpu] [--runs 3]
 
 The peer is QuizGenerator 0.31.2 (PyPI), whose question `cst463.attention.forward-pass` builds a
 self-attention problem (Q, K, V given; weights and output asked) with its explanation. It needs
 Python ≥ 3.12, so it runs in its own virtual environment (bench/.peer-venv, made on first use with
 the newest `python3.1x` found, and QuizGenerator installed into it from PyPI) as a worker process
 that this script drives over a pipe. Both sides are timed in alternating batches within the same
-minute, so a loaded machine slows both alike; the figure to read is the ratio of the medians.
+minute, so a loaded machine slows both alike; the figure to read is the ratio of the medians. That ratio
+still moves by about ±10 % from one run to the next, so --runs N repeats the table on fresh seeds (the
+same two processes) and ends with the range.
 
 What is timed per item (time.perf_counter, or with --clock cpu time.process_time: each process's own CPU
 time, which a loaded machine inflates less; inside each process, imports and start-up excluded):
@@ -90,6 +92,8 @@ def main() -> None:
     parser.add_argument("--level", type=int, default=2, choices=exercises.KINDS["attention"].LEVELS)
     parser.add_argument("--clock", choices=sorted(CLOCKS), default="wall",
                         help="wall: time.perf_counter; cpu: time.process_time (each process's CPU time)")
+    parser.add_argument("--runs", type=int, default=1,
+                        help="the whole table this many times on fresh seeds, then the range of the ratios")
     args = parser.parse_args()
     global clock
     clock = CLOCKS[args.clock]
@@ -97,19 +101,29 @@ def main() -> None:
     worker = subprocess.Popen([str(peer_python()), "-c", PEER_WORKER, args.clock], stdin=subprocess.PIPE,
                               stdout=subprocess.PIPE, text=True)
     ours(10**6, 3, args.level, render=True)  # warm imports and sympy's caches, like a running server
-    samples: dict[str, list[float]] = {"ours: generate + solve": [], "ours: + LaTeX of every step": [],
-                                       "QuizGenerator: instantiate": []}
+    ratios = []
     try:
-        for r in range(args.rounds):
-            start = 1000 + r * args.batch
-            samples["ours: generate + solve"] += ours(start, args.batch, args.level, render=False)
-            samples["ours: + LaTeX of every step"] += ours(start + 500_000, args.batch, args.level, render=True)
-            worker.stdin.write(f"{start} {args.batch}\n")
-            worker.stdin.flush()
-            samples["QuizGenerator: instantiate"] += json.loads(worker.stdout.readline())
+        for run in range(args.runs):
+            ratios.append(one_run(worker, args, offset=run * args.rounds * args.batch))
     finally:
         worker.stdin.close()
         worker.wait(timeout=30)
+    if args.runs > 1:
+        print(f"over {args.runs} runs, generate + solve against QuizGenerator: {min(ratios):.2f}-{max(ratios):.2f}x "
+              f"(each run's ratio of medians: {', '.join(f'{r:.2f}' for r in ratios)})")
+
+
+def one_run(worker: subprocess.Popen, args: argparse.Namespace, offset: int) -> float:
+    """One table: args.rounds alternating rounds on fresh seeds (from 1000 + offset); returns ours / peer."""
+    samples: dict[str, list[float]] = {"ours: generate + solve": [], "ours: + LaTeX of every step": [],
+                                       "QuizGenerator: instantiate": []}
+    for r in range(args.rounds):
+        start = 1000 + offset + r * args.batch
+        samples["ours: generate + solve"] += ours(start, args.batch, args.level, render=False)
+        samples["ours: + LaTeX of every step"] += ours(start + 500_000, args.batch, args.level, render=True)
+        worker.stdin.write(f"{start} {args.batch}\n")
+        worker.stdin.flush()
+        samples["QuizGenerator: instantiate"] += json.loads(worker.stdout.readline())
 
     peer = statistics.median(samples["QuizGenerator: instantiate"])
     print(f"attention level {args.level}, {args.rounds} alternating rounds of {args.batch} items each side, "
@@ -120,6 +134,7 @@ def main() -> None:
         median = statistics.median(ordered)
         p95 = ordered[int(round(0.95 * (len(ordered) - 1)))]
         print(f"{name:32} {median * 1e3:10.2f} {p95 * 1e3:8.2f} {median / peer:7.2f}")
+    return statistics.median(samples["ours: generate + solve"]) / peer
 
 
 if __name__ == "__main__":

@@ -154,6 +154,12 @@ def test_projected_seconds_is_the_budget_count(level):
         over += seconds > 60 * budget.BUDGET_MINUTES[level]
         seen += 1
     assert (over > 0) == (level == 2)  # level 2 meets drafts over its 12 minutes; level 3 none
+    if level == 2:  # a draw of other sizes is not read from the tables (keyed by bytes alone): counted from its values
+        wide = {**given, "W_V": np.array(attention._weights(2, 2)[5])}
+        assert attention._level2_seconds(wide, names) is None
+        assert attention._projected_seconds(wide, names) == budget.count(wide, names).seconds
+        narrow = {**given, "W_Q": given["W_V"], "W_K": given["W_V"]}
+        assert attention._level2_seconds(narrow, names) is None
 
 
 def test_level_3_fits_the_time_budget_whatever_the_draw():

@@ -426,16 +426,14 @@ def _product_seconds(left: list, right: list) -> float:
 @functools.cache
 def _level2_rows() -> tuple[dict, dict]:
     """Level 2's pieces of _projected_seconds, once: the index of each token row (in _rows(2)'s order) by its
-    entries, and per weight matrix (of _weights(2, d_k) and _weights(2, d_v), by its bytes) and token row,
-    (the seconds of the row's projection, per column of it: nonzero, nonzero and not ±1). A projection's
-    terms add up row by row (the row's nonzero entries meet the weights' nonzero rows), and so its seconds."""
+    entries, and two tables, one per width (W_Q's and W_K's d_k, W_V's d_v), of each weight matrix of that
+    width (_weights(2, width), by its bytes) and token row: (the seconds of the row's projection, per column
+    of it: nonzero, nonzero and not ±1). A projection's terms add up row by row (the row's nonzero entries
+    meet the weights' nonzero rows), and so its seconds."""
     rows = _rows(2)[0][0]  # (25, 2)
     index = {tuple(row): i for i, row in enumerate(rows.tolist())}
-    tables = {}
-    for width in {SIZES[2][2], SIZES[2][3]}:
-        for W in _weights(2, width):
-            tables[W.tobytes()] = [(_product_seconds([row], W.tolist()), *_counts(row @ W))
-                                   for row in rows]
+    tables = tuple({W.tobytes(): [(_product_seconds([row], W.tolist()), *_counts(row @ W)) for row in rows]
+                    for W in _weights(2, width)} for width in (SIZES[2][2], SIZES[2][3]))
     return index, tables
 
 
@@ -446,18 +444,22 @@ def _counts(values) -> tuple[tuple[int, ...], tuple[int, ...]]:
 
 
 def _level2_seconds(given: dict, names: list[str]) -> float | None:
-    """_projected_seconds of a level-2 draw from _level2_rows' pieces, or None for any other draw: the same
+    """_projected_seconds of a level-2 draw from _level2_rows' pieces, or None for a draw of other sizes or
+    values than level 2's (X 3 × 2 of its rows, W_Q, W_K 2 × 2 and W_V 2 × 1 of its weights): the same
     sums of the same whole numbers of seconds in another order, so the same float. Per token its three
     projections and its part of A V (_level2_fixed); Q Kᵀ from the nonzero and not ±1 entries of each column
     of Q and K; per nonzero score a division, and an exponential where its row sees more than one key; the
     softmax's sums and divisions, and 5 s per cell, by the sizes alone."""
     X, causal, d_k = given["X"], given["causal"], given["d_k"]
-    if X.shape != (SIZES[2][0], SIZES[2][1]) or d_k != SIZES[2][2]:
-        return None
-    index, tables = _level2_rows()
+    n, d_model, _, d_v = SIZES[2]
+    W_Q, W_K, W_V = given["W_Q"], given["W_K"], given["W_V"]
+    if (X.shape != (n, d_model) or d_k != SIZES[2][2] or W_Q.shape != (d_model, d_k) or W_K.shape != W_Q.shape
+            or W_V.shape != (d_model, d_v)):
+        return None  # not a level-2 draw's sizes (the tables are keyed by bytes alone)
+    index, (projections, values) = _level2_rows()
     try:
         a, b, c = (index[tuple(row)] for row in X.tolist())
-        q, k, v = (tables[given[name].tobytes()] for name in ("W_Q", "W_K", "W_V"))
+        q, k, v = projections[W_Q.tobytes()], projections[W_K.tobytes()], values[W_V.tobytes()]
     except KeyError:
         return None
     add, mul, div, exp = (budget.RATES[name] for name in ("additions", "multiply_adds", "divisions", "exponentials"))
@@ -468,7 +470,7 @@ def _level2_seconds(given: dict, names: list[str]) -> float | None:
         terms = (qa[1][col] + qb[1][col] + qc[1][col]) * (ka[1][col] + kb[1][col] + kc[1][col])
         hard = (qa[2][col] + qb[2][col] + qc[2][col]) * (ka[2][col] + kb[2][col] + kc[2][col])
         seconds += mul * hard + add * (terms - hard)
-    cells = ((X @ given["W_Q"]) @ (X @ given["W_K"]).T).ravel().tolist()
+    cells = ((X @ W_Q) @ (X @ W_K).T).ravel().tolist()
     seconds += div * sum(1 for z in cells if z != 0) + exp * sum(1 for at in exponentiated if cells[at] != 0)
     for (weights, unlike_one), r in zip(values, (a, b, c)):  # A V: each key's value, once per query seeing it
         terms, hard = sum(v[r][1]), sum(v[r][2])

@@ -241,8 +241,10 @@ def _closed_chain(ex: Exercise, guards: Iterable[str]) -> tuple | None:
             masked[7][hidden] = 0.0  # mask_zero_instead_of_inf (masked[4] is no_mask: Z as it is)
             ids += ["no_mask", "mask_diagonal", "mask_wrong_triangle", "mask_zero_instead_of_inf"]
         levels.append((list(ids), masked))
-        # the weights: the row softmax of each carried mistake (ops.softmax's operations, in place in its
-        # rows), then softmax_columns, no_exp, softmax_no_normalise (and mask_after_softmax)
+        # the weights: the row softmax of each carried mistake (ops.softmax's operations, written out to work
+        # in place in its rows: a change to ops.softmax must be made here too, and tests/test_fast_paths.py,
+        # which holds these blocks to the pipeline's bit for bit, fails until it is), then softmax_columns,
+        # no_exp, softmax_no_normalise (and mask_after_softmax)
         weights = np.empty((carried + (4 if causal else 3), n, n))
         rows = weights[:carried]
         np.subtract(masked, masked.max(axis=-1, keepdims=True), out=rows)
@@ -322,7 +324,10 @@ def _pairs(sizes: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
         first.append(i + start)
         second.append(j + start)
         start += size
-    return np.concatenate(first), np.concatenate(second)
+    first, second = np.concatenate(first), np.concatenate(second)
+    for table in (first, second):
+        table.setflags(write=False)  # shared by every call of these sizes (lru_cache): never written
+    return first, second
 
 
 def _clash(asked: list[tuple[np.ndarray, np.ndarray, float]]) -> bool:
@@ -332,9 +337,10 @@ def _clash(asked: list[tuple[np.ndarray, np.ndarray, float]]) -> bool:
     a row each, the cells of a smaller part padded with zeros (a difference of 0 never widens the widest),
     −∞ replaced by the stand-in misconceptions compares and a row no one can write set to NaN (never
     within a gap). The widest cell difference of every two rows of the same part is held to that part's
-    gap: the same differences of the same numbers as _clash_by_size, so the same decision
-    (tests/test_kinds_attention_constructive.py holds the two equal). A reference that is not finite
-    but for −∞, or a gap that is not positive, is left to _clash_by_size."""
+    gap: the same differences of the same numbers as _clash_by_size, so the same decision for the float64
+    values the chain gives (tests/test_kinds_attention_constructive.py holds the two equal). A call with a
+    reference that is not finite but for −∞, a gap that is not positive, or no cells at all is decided
+    whole by _clash_by_size."""
     if not asked:
         return False
     sizes = tuple(1 + len(block) for _, block, _ in asked)
@@ -369,6 +375,9 @@ def _table_pairs(sizes: tuple[int, ...], gaps: tuple[float, ...]) -> tuple:
     first, second = _pairs(sizes)
     references = np.cumsum((0,) + sizes[:-1])
     pair_gaps = gaps[0] if len(set(gaps)) == 1 else np.repeat(gaps, sizes)[first]
+    for table in (references, pair_gaps):
+        if isinstance(table, np.ndarray):
+            table.setflags(write=False)  # shared by every call of these sizes (lru_cache): never written
     return first, second, references, pair_gaps
 
 

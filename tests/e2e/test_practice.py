@@ -203,8 +203,12 @@ def test_a_pasted_matrix_fills_the_grid_and_the_grid_is_graded(app: StreamlitPag
 
 
 def test_a_paste_then_check_at_once_grades_the_pasted_matrix_in_the_grid(app: StreamlitPage) -> None:
-    """The learner pastes and presses Check without leaving the box: the box commits and the form
-    submits in the same click; whichever the server handles first, the grid gets the paste and is graded."""
+    """The learner pastes and presses Check without leaving the box: the box commits as the button goes
+    down and the form submits as it comes up, and Streamlit runs both in one rerun: the grid gets the paste
+    and is graded. If the box's rerun redraws the grid between the two, the browser drops the click
+    (Streamlit issue 8725; here about one press in four with both cores loaded, and once in a full run).
+    Then the grid holds the paste, the page says so, nothing is graded (never the grid as it was before the
+    paste), and the next press grades the paste."""
     app.open(ISSUE_LINK)
     ex = exercises.generate("scores", 47343, 2)
     right = reference_texts(ex, "scores")
@@ -214,10 +218,17 @@ def test_a_paste_then_check_at_once_grades_the_pasted_matrix_in_the_grid(app: St
     paste_box(app, ex, "scores").fill(as_rows(right))
     check(app)
     expect_grid(app, ex, "scores", right)
+    correct = app.page.get_by_text(exercises.t("feedback.correct", score="100%"))
+    try:
+        expect(correct).to_be_visible(timeout=3000)
+    except AssertionError:  # the press was dropped by the browser: the paste is in, nothing is graded
+        expect(app.page.get_by_text(exercises.t("grid.paste_filled", part=exercises.t("part.scores")))).to_be_visible()
+        expect(app.page.get_by_text(re.compile(r"Score \d+%"))).to_have_count(0)
+        check(app)
     for i in range(3):
         for j in range(3):
             expect(live_cell(app, "scores", i, j)).to_have_css("background-color", tint(app, "right"))
-    expect(app.page.get_by_text(exercises.t("feedback.correct", score="100%"))).to_be_visible()
+    expect(correct).to_be_visible()
 
 
 def test_a_paste_that_cannot_be_read_keeps_its_text_and_says_why_by_the_box(app: StreamlitPage) -> None:

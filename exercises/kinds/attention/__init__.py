@@ -456,14 +456,14 @@ def _level2_seconds(given: dict, names: list[str]) -> float | None:
     if (X.shape != (n, d_model) or d_k != SIZES[2][2] or W_Q.shape != (d_model, d_k) or W_K.shape != W_Q.shape
             or W_V.shape != (d_model, d_v)):
         return None  # not a level-2 draw's sizes (the tables are keyed by bytes alone)
-    index, (projections, values) = _level2_rows()
+    index, (projections, value_projections) = _level2_rows()
     try:
         a, b, c = (index[tuple(row)] for row in X.tolist())
-        q, k, v = projections[W_Q.tobytes()], projections[W_K.tobytes()], values[W_V.tobytes()]
+        q, k, v = projections[W_Q.tobytes()], projections[W_K.tobytes()], value_projections[W_V.tobytes()]
     except KeyError:
         return None
     add, mul, div, exp = (budget.RATES[name] for name in ("additions", "multiply_adds", "divisions", "exponentials"))
-    exponentiated, fixed, values = _level2_fixed(bool(causal), tuple(names))
+    exponentiated, fixed, seen_by = _level2_fixed(bool(causal), tuple(names))
     seconds = fixed + q[a][0] + q[b][0] + q[c][0] + k[a][0] + k[b][0] + k[c][0] + v[a][0] + v[b][0] + v[c][0]
     qa, qb, qc, ka, kb, kc = q[a], q[b], q[c], k[a], k[b], k[c]
     for col in range(SIZES[2][2]):  # Q Kᵀ: the terms of column col of Q with column col of K
@@ -472,7 +472,7 @@ def _level2_seconds(given: dict, names: list[str]) -> float | None:
         seconds += mul * hard + add * (terms - hard)
     cells = ((X @ W_Q) @ (X @ W_K).T).ravel().tolist()
     seconds += div * sum(1 for z in cells if z != 0) + exp * sum(1 for at in exponentiated if cells[at] != 0)
-    for (weights, unlike_one), r in zip(values, (a, b, c)):  # A V: each key's value, once per query seeing it
+    for (weights, unlike_one), r in zip(seen_by, (a, b, c)):  # A V: each key's value, once per query seeing it
         terms, hard = sum(v[r][1]), sum(v[r][2])
         seconds += mul * unlike_one * hard + add * (weights * terms - unlike_one * hard)
     return seconds
@@ -489,12 +489,10 @@ def _level2_fixed(causal: bool, names: tuple[str, ...]) -> tuple:
     seen = visible.sum(axis=1)
     worked = seen > 1
     fixed = float(budget.RATES["additions"] * (seen[worked] - 1).sum() + budget.RATES["divisions"] * seen[worked].sum())
-    sizes = {"Q": n * d_k, "K": n * d_k, "V": n * d_v, "scores": n * n, "scaled": n * n, "masked": n * n,
-             "A": n * n, "O": n * d_v}
-    fixed += budget.RATES["cells"] * sum(sizes[name] for name in names)
+    fixed += _cell_seconds(n, n * d_k, n * d_v, names)
     exponentiated = tuple(int(i) for i in np.flatnonzero(visible & worked[:, None]))
-    values = tuple((int(visible[:, j].sum()), int((visible[:, j] & worked).sum())) for j in range(n))
-    return exponentiated, fixed, values
+    seen_by = tuple((int(visible[:, j].sum()), int((visible[:, j] & worked).sum())) for j in range(n))
+    return exponentiated, fixed, seen_by
 
 
 def _projected_seconds(given: dict, names: list[str]) -> float:
@@ -532,9 +530,15 @@ def _seconds_of(given: dict, names: list[str]) -> float:
         else:
             weights.append([1.0] + [0.0] * (n - 1))
     seconds += _product_seconds(weights, V.tolist())
-    sizes = {"Q": Q.size, "K": K.size, "V": V.size, "scores": n * n, "scaled": n * n, "masked": n * n,
-             "A": n * n, "O": V.size}
-    return seconds + rates["cells"] * sum(sizes[name] for name in names)
+    return seconds + _cell_seconds(n, Q.size, V.size, names)
+
+
+def _cell_seconds(n: int, projected: int, valued: int, names) -> float:
+    """5 s per cell written of the parts `names` (n tokens; Q and K of `projected` cells, V and O of
+    `valued`; every score matrix n × n)."""
+    sizes = {"Q": projected, "K": projected, "V": valued, "scores": n * n, "scaled": n * n, "masked": n * n,
+             "A": n * n, "O": valued}
+    return budget.RATES["cells"] * sum(sizes[name] for name in names)
 
 
 def generate(rng: np.random.Generator, level: int) -> Draft:

@@ -31,8 +31,8 @@ def project(X: np.ndarray, W: np.ndarray) -> np.ndarray:
 
 def project_backward(X: np.ndarray, W: np.ndarray, G_out: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Return (G_W, G_X) for out = X W: G_W = Xᵀ G_out, G_X = G_out Wᵀ."""
-    G_W = X.T @ G_out  # (d, n) @ (n, d_k) -> (d, d_k)
-    G_X = G_out @ W.T  # (n, d_k) @ (d_k, d) -> (n, d)
+    G_W = X.mT @ G_out  # (d, n) @ (n, d_k) -> (d, d_k)
+    G_X = G_out @ W.mT  # (n, d_k) @ (d_k, d) -> (n, d)
     return G_W, G_X
 
 
@@ -42,13 +42,13 @@ def project_backward(X: np.ndarray, W: np.ndarray, G_out: np.ndarray) -> tuple[n
 
 def scores(Q: np.ndarray, K: np.ndarray) -> np.ndarray:
     """S = Q Kᵀ."""
-    return Q @ K.T  # (n_q, d_k) @ (d_k, n_k) -> (n_q, n_k)
+    return Q @ K.mT  # (n_q, d_k) @ (d_k, n_k) -> (n_q, n_k)
 
 
 def scores_backward(Q: np.ndarray, K: np.ndarray, G_S: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Return (G_Q, G_K) for S = Q Kᵀ: G_Q = G_S K, G_K = G_Sᵀ Q."""
     G_Q = G_S @ K  # (n_q, n_k) @ (n_k, d_k) -> (n_q, d_k)
-    G_K = G_S.T @ Q  # (n_k, n_q) @ (n_q, d_k) -> (n_k, d_k)
+    G_K = G_S.mT @ Q  # (n_k, n_q) @ (n_q, d_k) -> (n_k, d_k)
     return G_Q, G_K
 
 
@@ -96,7 +96,7 @@ def apply_mask(scaled: np.ndarray, causal: bool) -> np.ndarray:
     """masked = scaled with −∞ where causal_mask hides a key when causal, else a copy of scaled."""
     masked = np.array(scaled, dtype=float)  # (n_q, n_k)
     if causal:
-        masked[hidden_cells(*masked.shape)] = -np.inf
+        masked[..., hidden_cells(*masked.shape[-2:])] = -np.inf
     return masked
 
 
@@ -104,7 +104,7 @@ def apply_mask_backward(G_masked: np.ndarray, causal: bool) -> np.ndarray:
     """Masked cells are constants, so no gradient flows back through them."""
     G = np.array(G_masked, dtype=float)  # (n_q, n_k)
     if causal:
-        G[hidden_cells(*G.shape)] = 0.0
+        G[..., hidden_cells(*G.shape[-2:])] = 0.0
     return G
 
 
@@ -171,8 +171,8 @@ def weighted_sum(A: np.ndarray, V: np.ndarray) -> np.ndarray:
 
 def weighted_sum_backward(A: np.ndarray, V: np.ndarray, G_O: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Return (G_A, G_V) for O = A V: G_A = G_O Vᵀ, G_V = Aᵀ G_O."""
-    G_A = G_O @ V.T  # (n_q, d_v) @ (d_v, n_k) -> (n_q, n_k)
-    G_V = A.T @ G_O  # (n_k, n_q) @ (n_q, d_v) -> (n_k, d_v)
+    G_A = G_O @ V.mT  # (n_q, d_v) @ (d_v, n_k) -> (n_q, n_k)
+    G_V = A.mT @ G_O  # (n_k, n_q) @ (n_q, d_v) -> (n_k, d_v)
     return G_A, G_V
 
 

@@ -13,9 +13,8 @@ import numpy as np
 import pytest
 
 import exercises
-from exercises.core import budget, misconceptions, numbers, pipeline
+from exercises.core import budget, misconceptions, numbers, pipeline, sampler
 from exercises.core.budget import Operations
-from exercises.kinds import attention
 
 RNG_SEED = 14
 
@@ -78,13 +77,13 @@ def test_clashes_and_any_clash_agree_with_the_plain_pairwise_comparison(mixed_sh
 def test_collides_is_whether_there_are_collisions(kind_id):
     kind = exercises.KINDS[kind_id]
     for level in kind.LEVELS:
-        rng = exercises.rng_for(kind_id, 777, level)
-        for _ in range(8):  # drafts as the engine sees them, colliding ones included
-            draft = kind.generate(rng, level)
-            ex = exercises.Exercise(kind=kind_id, seed=0, level=level, version=kind.VERSION, given=draft.given,
-                                    parts=tuple(draft.parts), params=draft.params)
-            fresh = exercises.Exercise(kind=kind_id, seed=0, level=level, version=kind.VERSION, given=draft.given,
-                                       parts=tuple(draft.parts), params=draft.params)
+        def make(given, parts, params):
+            return exercises.Exercise(kind=kind_id, seed=0, level=level, version=kind.VERSION, given=given,
+                                      parts=tuple(parts), params=params)
+
+        seen = sampler.candidates(kind, exercises.rng_for(kind_id, 777, level), level, make)
+        for _, ex in zip(range(8), seen):  # drafts as the engine sees them, colliding ones included
+            fresh = make(ex.given, ex.parts, ex.params)
             assert misconceptions.collides(ex, kind.GUARDS) == bool(misconceptions.collisions(fresh, kind.GUARDS))
 
 
@@ -221,7 +220,7 @@ def test_the_count_of_every_kind_is_the_step_by_step_count(kind_id):
             assert budget.count(ex.given, names, env) == plain_count(ex.given, names, env)
 
 
-# ---------------------------------------------------------------- decimals, attention's batch filter
+# ---------------------------------------------------------------- decimals
 
 
 def test_decimals_for_is_the_numpy_test():
@@ -238,32 +237,6 @@ def test_decimals_for_is_the_numpy_test():
         assert numbers.decimals_for(ref, 2) == expected
 
 
-def plain_scores_fit(S, level, causal):
-    step = attention.SCORE_STEP[level]
-    n = S.shape[1]
-    on_grid = np.all(np.abs(S / step - np.round(S / step)) < 1e-9, axis=(1, 2))
-    small = np.abs(S).max(axis=(1, 2)) <= attention.MAX_SCORE[level]
-    varied = np.ptp(S.reshape(len(S), -1), axis=1) > 0
-    asymmetric = np.abs(S - np.swapaxes(S, 1, 2)).max(axis=(1, 2)) > 0
-    visible = np.tril(np.ones((n, n), dtype=bool)) if causal else np.ones((n, n), dtype=bool)
-    spread = np.zeros(len(S), dtype=bool)
-    for i in [i for i in range(n) if visible[i].sum() >= 2]:
-        spread |= np.ptp(S[:, i, visible[i]], axis=1) > 0
-    return on_grid & small & varied & asymmetric & spread
-
-
-@pytest.mark.parametrize("level", attention.LEVELS)
-@pytest.mark.parametrize("causal", [False, True])
-def test_attentions_staged_filter_keeps_the_same_candidates(level, causal):
-    rng = np.random.default_rng(RNG_SEED + level)
-    n = attention.SIZES[level][0]
-    for grid in (0.25, 0.5, 1.0):
-        S = np.round(rng.uniform(-7, 7, size=(500, n, n)) / grid) * grid
-        S[::7] = np.swapaxes(S[::7], 1, 2) + S[::7]  # some symmetric
-        S[::11] = 1.0  # some constant
-        assert np.array_equal(attention._scores_fit(S, level, causal), plain_scores_fit(S, level, causal))
-
-
 def test_any_along_and_all_along_are_numpys_any_and_all():
     rng = np.random.default_rng(RNG_SEED)
     for _ in range(300):
@@ -277,55 +250,6 @@ def test_any_along_and_all_along_are_numpys_any_and_all():
     M = rng.integers(-1, 2, size=(400, 3, 4)).astype(float)
     nonzero = M != 0
     assert np.array_equal(numbers.no_zero_lines(M), nonzero.any(axis=2).all(axis=1) & nonzero.any(axis=1).all(axis=1))
-
-
-# ---------------------------------------------------------------- attention's chain (exercises.kinds.attention.distinct)
-
-
-def same_alternatives(fast, slow):
-    assert set(fast) == set(slow)
-    for mid in fast:
-        assert set(fast[mid]) == set(slow[mid]), mid
-        for name in fast[mid]:
-            a, b = fast[mid][name], slow[mid][name]
-            assert a.shape == b.shape and np.array_equal(a, b, equal_nan=True), (mid, name)
-            assert np.array_equal(np.signbit(a), np.signbit(b)), (mid, name)  # bit for bit
-
-
-@pytest.mark.parametrize("level", attention.LEVELS)
-def test_attentions_chain_gives_the_pipelines_alternatives_bit_for_bit(level):
-    from exercises.kinds.attention import distinct
-
-    kind = exercises.KINDS["attention"]
-    rng = exercises.rng_for("attention", 4242, level)
-    causal_seen = set()
-    for _ in range(40):  # drafts as the engine sees them, colliding ones included
-        draft = kind.generate(rng, level)
-
-        def exercise(draft=draft):
-            return exercises.Exercise(kind="attention", seed=0, level=level, version=kind.VERSION,
-                                      given=draft.given, parts=tuple(draft.parts), params=draft.params)
-        causal_seen.add(draft.given["causal"])
-        fast = distinct.alternatives(exercise(), kind.GUARDS)
-        assert fast is not None, "the chain covers every attention exercise"
-        same_alternatives(fast, misconceptions.alternatives(exercise(), kind.GUARDS))
-        assert distinct.collides(exercise(), kind.GUARDS) == misconceptions.collides(exercise(), kind.GUARDS)
-    assert causal_seen == {False, True}
-
-
-def test_attentions_chain_leaves_what_it_does_not_cover_to_the_generic_walk(monkeypatch):
-    from exercises.kinds.attention import distinct
-
-    ex = exercises.generate("attention", 0, 2)
-    assert distinct.alternatives(ex, exercises.KINDS["attention"].GUARDS) is not None
-    # a mistake the chain's steps do not make (the padding mask's) or a patched registry: None
-    assert distinct.alternatives(ex, ("padding_on_queries",)) == {}
-    given_scores = exercises.Exercise(kind="attention", seed=0, level=2, version=ex.version,
-                                      given={**ex.given, "scores": ex.part("scores").reference},
-                                      parts=ex.parts[3:], params=ex.params)
-    assert distinct.alternatives(given_scores, exercises.KINDS["attention"].GUARDS) is None
-    monkeypatch.setattr(pipeline, "STEPS", pipeline.STEPS[:-1] + pipeline.STEPS[-1:])  # equal, not the same
-    assert distinct.alternatives(ex, exercises.KINDS["attention"].GUARDS) is None
 
 
 @pytest.mark.parametrize("kind", ["cross_attention", "padding_mask", "backprop_loss"])

@@ -209,7 +209,7 @@ def test_every_kind_is_a_folder_with_its_contract_and_texts():
                                              if (p / "__init__.py").is_file() and not p.name.startswith("_"))
     for kind_id, kind in exercises.KINDS.items():
         assert isinstance(kind, engine.Kind) and kind.ID == kind_id and kind.folder == kinds_dir / kind_id
-        assert kind.LEVELS and isinstance(kind.VERSION, int) and callable(kind.generate)
+        assert kind.LEVELS and isinstance(kind.VERSION, int) and (callable(kind.generate) or callable(kind.draw))
         for lang in LANGS:
             texts = json.loads((kind.folder / "locales" / f"{lang}.json").read_text(encoding="utf-8"))
             assert {f"kind.{kind_id}.{w}" for w in ("title", "summary", "prompt")} <= texts.keys(), (kind_id, lang)

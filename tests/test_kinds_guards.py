@@ -13,7 +13,7 @@ import pytest
 
 import exercises
 from exercises.cli import pins
-from exercises.core import engine, misconceptions, pipeline
+from exercises.core import budget, engine, misconceptions, pipeline, sampler
 from exercises.core.model import Exercise
 from exercises.kinds import multi_head
 
@@ -23,13 +23,14 @@ NEW = "scaled_by_sqrt_n"  # a mistake the catalog does not have: divided by √n
 def drafts(kind_id: str, seed: int, level: int):
     """Every exercise the generator draws for (kind, seed, level), the redrawn ones included."""
     kind = exercises.KINDS[kind_id]
-    rng = engine.rng_for(kind_id, seed, level)
-    for _ in range(engine.MAX_REDRAWS):
-        draft = kind.generate(rng, level)
-        ex = Exercise(kind=kind_id, seed=seed, level=level, version=kind.VERSION, given=draft.given,
-                      parts=tuple(draft.parts), params=draft.params)
+
+    def make(given, parts, params):
+        return Exercise(kind=kind_id, seed=seed, level=level, version=kind.VERSION, given=given, parts=tuple(parts),
+                        params=params)
+
+    for ex in sampler.candidates(kind, engine.rng_for(kind_id, seed, level), level, make):
         yield ex
-        if not misconceptions.collisions(ex, guards=kind.GUARDS):
+        if not misconceptions.collisions(ex, guards=kind.GUARDS) and (kind.draw is None or budget.within_budget(ex)):
             return
 
 

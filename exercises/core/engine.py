@@ -8,7 +8,7 @@ discovery into a `Kind` (so no caller looks a hook up by name):
     VERSION: int       bump when generated exercises change
     LEVELS: tuple      the levels it offers
     GUARDS: tuple      the catalogued mistakes its redraw keeps apart from the answer (and each other)
-    generate(rng, level) -> Draft
+    draw(rng, level) -> sampler.Batch: candidates stacked, or generate(rng, level) -> Draft: one at a time
     optional: solve(ex), aids(ex), diagnose(ex, part, value), explain(ex, part, value), hints(ex),
               prompt_keys(ex) -> the catalog keys of its prompt, HOME (a HomeStage), SHEET (a SheetSection),
               chain(ex, values, rounding) -> {name: value}: every value computable from the given data
@@ -42,7 +42,7 @@ from typing import Any
 import numpy as np
 
 from .. import i18n
-from . import misconceptions, pipeline
+from . import misconceptions, pipeline, sampler
 from .contract import Formula, HomeStage, SheetSection
 from .draft import Draft
 from .model import Exercise, Part
@@ -80,8 +80,9 @@ class Kind:
     VERSION: int
     LEVELS: tuple[int, ...]
     GUARDS: tuple[str, ...]
-    generate: Callable[[np.random.Generator, int], Draft]
+    generate: Callable[[np.random.Generator, int], Draft] | None
     ORDER: int = DEFAULT_ORDER
+    draw: Callable[[np.random.Generator, int], Any] | None = None  # -> sampler.Batch
     solve: Callable[[Exercise], list] | None = None
     aids: Callable[[Exercise], Any] | None = None
     diagnose: Callable[[Exercise, Part, np.ndarray], str | None] | None = None
@@ -99,14 +100,16 @@ class Kind:
     def from_module(cls, module: ModuleType) -> Kind:
         """The contract of a kind module; TypeError naming what is missing or mistyped."""
         names = vars(module)
-        missing = [n for n in ("ID", "VERSION", "LEVELS", "GUARDS", "generate") if n not in names]
+        missing = [n for n in ("ID", "VERSION", "LEVELS", "GUARDS") if n not in names]
+        if "generate" not in names and "draw" not in names:
+            missing.append("draw or generate")
         if missing:
             raise TypeError(f"kind module {module.__name__} lacks {', '.join(missing)}")
         unknown = sorted(set(names["GUARDS"]) - set(misconceptions.CATALOG))
         if unknown:
             raise TypeError(f"kind {names['ID']}: GUARDS names mistakes not in the catalog: {', '.join(unknown)}")
         hooks = {n: names[n] for n in ("solve", "aids", "diagnose", "explain", "hints", "prompt_keys", "chain",
-                                       "operations", "collides") if n in names}
+                                       "operations", "collides", "draw") if n in names}
         order = int(names.get("ORDER", DEFAULT_ORDER))
         sheet = names.get("SHEET")
         if not (isinstance(names.get("HOME"), (HomeStage, type(None)))
@@ -116,7 +119,7 @@ class Kind:
             sheet = replace(sheet, key=sheet.key or names["ID"],
                             position=order if sheet.position is None else sheet.position)
         return cls(ID=names["ID"], VERSION=int(names["VERSION"]), LEVELS=tuple(names["LEVELS"]),
-                   GUARDS=tuple(names["GUARDS"]), generate=names["generate"], ORDER=order,
+                   GUARDS=tuple(names["GUARDS"]), generate=names.get("generate"), ORDER=order,
                    home=names.get("HOME"), sheet=sheet, folder=Path(module.__file__).parent, **hooks)
 
 
@@ -198,24 +201,29 @@ def validate(kind_id: str, seed: Any, level: Any) -> tuple[str, int, int]:
 
 
 def generate(kind_id: str, seed: int = 0, level: int = 1) -> Exercise:
-    """The exercise (kind, seed, level). Variants where one of the kind's guarded mistakes would give
-    the right answer (or another guarded mistake's) are redrawn from the same generator, so the
-    result stays deterministic and a mistake added to the catalog changes no other kind."""
+    """The exercise (kind, seed, level): the sampler's first candidate whose guarded mistakes stay apart,
+    drawn from the generator of that triple, so the result is deterministic and a mistake added to the
+    catalog changes no other kind."""
     kind_id, seed, level = validate(kind_id, seed, level)
     kind = KINDS[kind_id]
-    rng = rng_for(kind_id, seed, level)
-    for _ in range(MAX_REDRAWS):
-        draft = kind.generate(rng, level)
-        ex = Exercise(kind=kind_id, seed=seed, level=level, version=kind.VERSION,
-                      given=draft.given, parts=tuple(draft.parts), params=draft.params)
-        if draft.memo:  # the kind checked an exercise of this very draft: what it computed is not computed again
-            ex.__dict__.setdefault("_memo", {}).update(draft.memo)
-        if draft.env is not None:  # the kind ran the pipeline on these given values already
-            pipeline.seed_reference_env(ex, draft.env)
-        if not (kind.collides(ex, kind.GUARDS) if kind.collides is not None
-                else misconceptions.collides(ex, guards=kind.GUARDS)):
-            return ex
-    raise RuntimeError(f"{kind_id}: no distinguishable variant in {MAX_REDRAWS} draws (seed {seed}, level {level})")
+
+    def make(given: dict, parts: list[Part], params: dict) -> Exercise:
+        return Exercise(kind=kind_id, seed=seed, level=level, version=kind.VERSION, given=given,
+                        parts=tuple(parts), params=params)
+
+    if kind.draw is None and kind.collides is not None:  # a kind that still answers the redraw's question
+        rng = rng_for(kind_id, seed, level)
+        for _ in range(MAX_REDRAWS):
+            draft = kind.generate(rng, level)
+            ex = make(draft.given, draft.parts, draft.params)
+            if draft.memo:
+                ex.__dict__.setdefault("_memo", {}).update(draft.memo)
+            if draft.env is not None:
+                pipeline.seed_reference_env(ex, draft.env)
+            if not kind.collides(ex, kind.GUARDS):
+                return ex
+        raise RuntimeError(f"{kind_id}: no distinguishable variant in {MAX_REDRAWS} draws (seed {seed}, level {level})")
+    return sampler.sample(kind, rng_for(kind_id, seed, level), level, make)
 
 
 def prompt_keys(ex: Exercise) -> tuple[str, ...]:

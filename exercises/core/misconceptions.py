@@ -137,6 +137,12 @@ def separation(part: Part) -> float:
     return max(part.tolerance, DIAGNOSIS_TOLERANCE) + ROUNDING
 
 
+def separation_for(decimals: int) -> float:
+    """separation() of a part graded to `decimals` places (0: exactly)."""
+    tolerance = 1e-9 if decimals == 0 else 0.51 * 10.0 ** (-decimals)
+    return max(tolerance, DIAGNOSIS_TOLERANCE) + ROUNDING
+
+
 def apart(a: np.ndarray, b: np.ndarray, gap: float) -> bool:
     """Some cell differs by more than `gap` (or is −∞ in one and not in the other)."""
     return not bool(np.all(cell_matches(a, b, gap)))
@@ -175,8 +181,8 @@ def any_clash_in(reference: np.ndarray, values: np.ndarray, gap: float = GAP) ->
     ref = np.asarray(reference, dtype=float)
     block = np.asarray(values, dtype=float).reshape(len(values), -1)
     if block.size and not np.isfinite(block).all():
-        block = _comparable(block)
-    return _block_clashes(range(len(block)), block, _comparable(ref).reshape(-1), gap)
+        block = comparable(block)
+    return _block_clashes(range(len(block)), block, comparable(ref).reshape(-1), gap)
 
 
 def _block_clashes(names, block, ref, gap: float) -> bool:
@@ -212,16 +218,16 @@ def _one_block(reference: np.ndarray, alts: dict[str, np.ndarray]) -> tuple | No
             keep = ~unwritable
             names = [mid for mid, kept in zip(names, keep) if kept]
             block = block[keep]
-        block = _comparable(block)  # a cell's stand-in depends on that cell alone: the same as value by value
-    return names, block, _comparable(ref).reshape(-1)
+        block = comparable(block)  # a cell's stand-in depends on that cell alone: the same as value by value
+    return names, block, comparable(ref).reshape(-1)
 
 
 def _clashes_by_shape(reference: np.ndarray, alts: dict[str, np.ndarray], gap: float) -> list[str]:
     """clashes() for values of several shapes: each shape compared as a block."""
     usable = {mid: alt for mid, alt in alts.items() if not np.isnan(alt).any()}
     names = list(usable)
-    ref = _comparable(reference)
-    stacked = [_comparable(usable[mid]) for mid in names]  # each value once, −∞ as a stand-in
+    ref = comparable(reference)
+    stacked = [comparable(usable[mid]) for mid in names]  # each value once, −∞ as a stand-in
     by_shape: dict[tuple, list[int]] = {}
     for index, value in enumerate(stacked):
         by_shape.setdefault(value.shape, []).append(index)
@@ -243,7 +249,8 @@ def _clashes_by_shape(reference: np.ndarray, alts: dict[str, np.ndarray], gap: f
 _INFINITY_STAND_IN = 1e15  # −∞ compares equal to −∞ and far from every number a mistake gives
 
 
-def _comparable(value: np.ndarray) -> np.ndarray:
+def comparable(value: np.ndarray) -> np.ndarray:
+    """`value` with ±∞ as a far stand-in, so that differences compare (−∞ equals only −∞)."""
     value = np.asarray(value, dtype=float)
     infinite = np.isinf(value)
     return np.where(infinite, np.sign(value) * _INFINITY_STAND_IN, value) if infinite.any() else value

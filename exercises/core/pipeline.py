@@ -32,6 +32,8 @@ class Env(dict):
         self.used: set[str] = set()  # the mistakes actually made
         self.tainted: set[str] = set()  # the values they changed, directly or downstream
         self.current: str | None = None  # the step being computed
+        # on a stack of candidates whose mistake applies to some only: the candidates it was made for
+        self.made: np.ndarray | None = None
 
     def wrong(self, mistake: str, applies: bool = True) -> bool:
         """Should this step make `mistake`? Records it when it does and it can matter."""
@@ -49,8 +51,20 @@ def compute_step(step: AttentionStep, env: Env) -> np.ndarray:
     if env.mistakes:
         made = step.mistake(env.mistakes, env)
         if made is not None and env.wrong(made.id):
-            return made.compute(env)
+            return _mistaken(step, made, env)
     return step.compute(env)
+
+
+def _mistaken(step: AttentionStep, made, env: Env) -> np.ndarray:
+    """The mistake's value; on a stack where it applies to some candidates only, the others' right value
+    (and env.made says which candidates made it)."""
+    value = np.asarray(made.compute(env), dtype=float)
+    where = np.asarray(made.applies(env))
+    if where.ndim == 0:
+        return value
+    right = np.asarray(step.compute(env), dtype=float)
+    env.made = where if env.made is None else env.made | where
+    return np.where(where.reshape(where.shape + (1,) * (value.ndim - where.ndim)), value, right)
 
 
 # mistake id -> the values it can change: the steps that make it and everything after them
@@ -121,7 +135,7 @@ def _walk(env: Env, until: Iterable[str] | None, rounding: int | None, only_if_m
             # compute_step, inlined: the step's mistakes are looked at only when one of them is asked for
             made = step.mistake(asked, env) if asked and not ids.isdisjoint(asked) else None
             if made is not None and env.wrong(made.id):
-                value = np.asarray(made.compute(env), dtype=float)
+                value = _mistaken(step, made, env)
             else:
                 value = np.asarray(step.compute(env), dtype=float)
         except ValueError:  # shapes a mistake made that cannot combine (K Qᵀ of a rectangle, then A V)

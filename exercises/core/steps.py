@@ -59,7 +59,8 @@ def _always(env: Values) -> bool:
 class Mistake:
     """A catalogued wrong computation of one step (its explanation: message misconception.<id>).
 
-    applies: can the mistake be made here and give something else (a conformable product, d_k ≠ 1 …)."""
+    applies: can the mistake be made here and give something else (a conformable product, d_k ≠ 1 …); on
+    a stack of candidates a condition on the values answers per candidate, one flag each."""
 
     id: str
     compute: Compute
@@ -122,7 +123,7 @@ class AttentionStep:
     def mistake(self, wanted: frozenset[str] | set[str], env: Values) -> Mistake | None:
         """The mistake this step makes for the `wanted` ids on these values, or None."""
         for m in self.mistakes:
-            if m.id in wanted and m.applies(env):
+            if m.id in wanted and np.any(m.applies(env)):  # on a stack: where it applies to some candidate
                 return m
         return None
 
@@ -136,7 +137,7 @@ def _causal(env: Values) -> bool:
 
 
 def _square(name: str) -> Callable[[Values], bool]:
-    return lambda env: env[name].shape[0] == env[name].shape[1]
+    return lambda env: env[name].shape[-2] == env[name].shape[-1]
 
 
 # ---------------------------------------------------------------- exact rules
@@ -212,7 +213,7 @@ SCORES_MISTAKES = (
     Mistake("transposed_scores", lambda env: ops.scores(env["K"], env["Q"])),  # K Qᵀ: rows and columns swapped
     # Q K without the transpose: only conformable when d_k = n_k
     Mistake("scores_not_transposed", lambda env: env["Q"] @ env["K"],
-            applies=lambda env: env["Q"].shape[1] == env["K"].shape[0]),
+            applies=lambda env: env["Q"].shape[-1] == env["K"].shape[-2]),
 )
 
 
@@ -223,8 +224,8 @@ def _scaled(env):
 def _d_model(env: Values) -> int | None:
     """The width of X (the rows of W_Q), when the values reach back that far."""
     if "W_Q" in env:
-        return int(np.shape(env["W_Q"])[0])
-    return int(np.shape(env["X"])[1]) if "X" in env else None
+        return int(np.shape(env["W_Q"])[-2])
+    return int(np.shape(env["X"])[-1]) if "X" in env else None
 
 
 def _scaled_by_d_model(env):
@@ -255,7 +256,7 @@ def _masked_where(cells: Callable[[int, int], np.ndarray], fill: float) -> Compu
 
     def compute(env):
         out = np.array(env["scaled"], dtype=float)  # (n_q, n_k)
-        out[cells(*out.shape)] = fill
+        out[..., cells(*out.shape[-2:])] = fill
         return out
     return compute
 
@@ -298,14 +299,14 @@ def _softmax_rows(env):
 
 def _softmax_columns(env):
     with np.errstate(invalid="ignore"):
-        return ops.softmax(env["masked"], axis=0)
+        return ops.softmax(env["masked"], axis=-2)
 
 
 def _no_exp(env):
     z = env["masked"]
     finite = np.where(np.isfinite(z), z, 0.0)
     with np.errstate(divide="ignore", invalid="ignore"):
-        return finite / finite.sum(axis=1, keepdims=True)
+        return finite / finite.sum(axis=-1, keepdims=True)
 
 
 def _softmax_of_zeroed_mask(env):
@@ -315,7 +316,7 @@ def _softmax_of_zeroed_mask(env):
 
 def _mask_after_softmax(env):
     A = ops.softmax(env["scaled"], axis=-1)  # softmax over every key, the future included,
-    A[ops.hidden_cells(*A.shape)] = 0.0  # then future weights zeroed without renormalising
+    A[..., ops.hidden_cells(*A.shape[-2:])] = 0.0  # then future weights zeroed without renormalising
     return A
 
 
@@ -324,7 +325,7 @@ SOFTMAX_MISTAKES = (
     Mistake("no_exp", _no_exp),
     Mistake("softmax_no_normalise", lambda env: np.exp(env["masked"])),  # e^z, never divided by the row's sum
     Mistake("mask_zero_instead_of_inf", _softmax_of_zeroed_mask,
-            applies=lambda env: bool(np.isneginf(env["masked"]).any())),
+            applies=lambda env: np.isneginf(env["masked"]).any(axis=(-2, -1))),
     Mistake("mask_after_softmax", _mask_after_softmax, applies=lambda env: _causal(env) and "scaled" in env),
 )
 
@@ -335,7 +336,7 @@ def _output(env):
 
 OUTPUT_MISTAKES = (
     # Aᵀ V: only conformable with as many queries as keys
-    Mistake("weights_transposed", lambda env: ops.weighted_sum(env["A"].T, env["V"]), applies=_square("A")),
+    Mistake("weights_transposed", lambda env: ops.weighted_sum(env["A"].mT, env["V"]), applies=_square("A")),
 )
 
 
@@ -347,10 +348,10 @@ def _g_a(env):
 
 
 G_A_MISTAKES = (
-    Mistake("grad_a_transposed", lambda env: env["V"] @ env["G_O"].T),  # (n_k, d_v) @ (d_v, n_q)
+    Mistake("grad_a_transposed", lambda env: env["V"] @ env["G_O"].mT),  # (n_k, d_v) @ (d_v, n_q)
     # G_O V: (n_q, d_v) @ (n_k, d_v), only conformable when d_v = n_k
     Mistake("grad_a_no_transpose", lambda env: env["G_O"] @ env["V"],
-            applies=lambda env: env["G_O"].shape[1] == env["V"].shape[0]),
+            applies=lambda env: env["G_O"].shape[-1] == env["V"].shape[-2]),
 )
 
 
@@ -404,7 +405,7 @@ def _g_k(env):
     return ops.scores_backward(env["Q"], env["K"], env["G_scores"])[1]  # G_Sᵀ Q: (n_k, d_k)
 
 
-G_Q_MISTAKES = (Mistake("grad_q_transposed", lambda env: env["G_scores"].T @ env["K"]),)
+G_Q_MISTAKES = (Mistake("grad_q_transposed", lambda env: env["G_scores"].mT @ env["K"]),)
 G_K_MISTAKES = (Mistake("grad_k_no_transpose", lambda env: env["G_scores"] @ env["Q"]),)
 
 
@@ -412,11 +413,11 @@ G_K_MISTAKES = (Mistake("grad_k_no_transpose", lambda env: env["G_scores"] @ env
 
 
 def _g_w(x_name: str, g_name: str) -> Compute:
-    return lambda env: env[x_name].T @ env[g_name]  # Xᵀ G: (d_model, d_k or d_v)
+    return lambda env: env[x_name].mT @ env[g_name]  # Xᵀ G: (d_model, d_k or d_v)
 
 
 def _g_x_v(env):
-    return env["G_V"] @ env["W_V"].T  # the value path's share of G_X: G_V W_Vᵀ
+    return env["G_V"] @ env["W_V"].mT  # the value path's share of G_X: G_V W_Vᵀ
 
 
 # G_V W_V: the transpose forgotten; only conformable when W_V is square (d_model = d_v)
@@ -425,13 +426,13 @@ G_X_V_MISTAKES = (Mistake("grad_x_v_no_transpose", lambda env: env["G_V"] @ env[
 
 def _g_x(env):
     # X feeds Q, K and V, so its gradient adds the three paths
-    return env["G_Q"] @ env["W_Q"].T + env["G_K"] @ env["W_K"].T + _g_x_v(env)
+    return env["G_Q"] @ env["W_Q"].mT + env["G_K"] @ env["W_K"].mT + _g_x_v(env)
 
 
 def _g_x_over(paths: str) -> Compute:
     """G_X summed over some of the paths only ("QK": the query and key paths, the value path left out)."""
     kept = [(g, w) for g, w in G_X_PATHS if g[-1] in paths]
-    return lambda env: sum(env[g] @ env[w].T for g, w in kept)  # (n, d_model)
+    return lambda env: sum(env[g] @ env[w].mT for g, w in kept)  # (n, d_model)
 
 
 # G_X summed over one or two of the three paths X feeds (the others forgotten)
@@ -544,7 +545,7 @@ def _exact_masked_17(xs: dict, values: Values):
 
 
 def _rectangle_without_mask(env: Values) -> bool:
-    rows, cols = np.shape(env["scaled"])
+    rows, cols = np.shape(env["scaled"])[-2:]
     return not _causal(env) and not _padded(env) and rows < cols
 
 
@@ -565,8 +566,7 @@ def _softmax_rows_17(env):
 
 def _padding_after_softmax(env):
     A = _softmax_visible(ops.apply_mask(env["scaled"], _causal(env)))  # the causal softmax, padding ignored,
-    A[np.isneginf(np.asarray(env["M"], dtype=float))] = 0.0  # then padded keys zeroed without renormalising
-    return A
+    return np.where(np.isneginf(np.asarray(env["M"], dtype=float)), 0.0, A)  # then padded keys zeroed, no renormalising
 
 
 def _empty_row(env: Values) -> bool:
@@ -575,7 +575,7 @@ def _empty_row(env: Values) -> bool:
 
 def _empty_row_uniform(env):
     A = _softmax_visible(env["masked"])
-    A[np.all(np.isneginf(env["masked"]), axis=-1)] = 1.0 / np.shape(A)[1]  # the "−1e9 instead of −∞" reading
+    A[np.all(np.isneginf(env["masked"]), axis=-1)] = 1.0 / np.shape(A)[-1]  # the "−1e9 instead of −∞" reading
     return A
 
 

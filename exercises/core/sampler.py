@@ -1,0 +1,181 @@
+"""One sampler draws every kind (DESIGN §2).
+
+A kind says how to draw a batch of candidate inputs and which of its mistakes must stay apart (GUARDS).
+The sampler runs the step records over the whole batch at once (every candidate is one slice of a stack),
+keeps the candidates the kind finds hand-friendly, whose guarded mistakes land apart from the answer and
+from each other, and whose counted minutes fit the level, and takes the first in the generator's order.
+
+    def draw(rng, level) -> Batch        # candidates stacked on a first axis
+    def generate(rng, level) -> Draft    # a kind that draws one candidate at a time (a batch of one)
+
+Speed has this one home: a kind carries no tables, caches or fast paths of its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from . import budget, misconceptions, pipeline
+from .draft import Draft
+from .model import Exercise, Part
+from .numbers import decimals_for
+
+MAX_ROUNDS = 200  # batches (or single drafts) drawn before giving up
+
+
+@dataclass
+class Batch:
+    """Candidate inputs of one kind and level.
+
+    given    the inputs: those named in `stacked` carry the candidates on their first axis, the others
+             (d_k, causal …) are shared by the whole batch; every value the records compute from them is
+             stacked too
+    parts    the names of the asked parts, in order: values the records compute, or that `derive` adds
+    keep     the kind's own conditions (hand-friendly numbers): env -> one flag per candidate
+    derive   the kind's own values from the records' (a head's slice, a concatenation): env -> {name:
+             stacked value}; also applied to every mistaken run, so a part read from a mistaken value is
+             mistaken too. `sources` names the record values each derived one reads
+    own      the kind's own catalogued mistakes: {id: env -> {part name: stacked value}}, kept apart like
+             the records' mistakes (the records' are the kind's GUARDS)
+    """
+
+    given: dict[str, Any]
+    stacked: tuple[str, ...]
+    parts: list[str]
+    params: dict[str, Any] = field(default_factory=dict)
+    keep: Callable[[Mapping[str, Any]], np.ndarray] | None = None
+    decimals: int = 2
+    derive: Callable[[Mapping[str, Any]], dict[str, np.ndarray]] | None = None
+    sources: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    own: dict[str, Callable[[Mapping[str, Any]], dict[str, np.ndarray]]] = field(default_factory=dict)
+
+    @property
+    def size(self) -> int:
+        return len(self.given[self.stacked[0]])
+
+    def candidate(self, i: int) -> dict[str, Any]:
+        """The given values of candidate `i`."""
+        return {k: (v[i] if k in self.stacked else v) for k, v in self.given.items()}
+
+    def computed(self, given: Mapping[str, Any]) -> dict[str, Any]:
+        """Every value of every candidate: the records' run over the stack, and what `derive` adds."""
+        env = dict(pipeline.run(given))
+        if self.derive is not None:
+            env.update(self.derive(env))
+        return env
+
+
+def sample(kind: Any, rng: np.random.Generator, level: int, make: Callable[..., Exercise]) -> Exercise:
+    """The first candidate of `kind` that the checks keep. `make(given, parts, params)` builds the Exercise."""
+    for _ in range(MAX_ROUNDS):
+        if kind.draw is None:
+            ex = _from_draft(kind.generate(rng, level), make)
+            if not misconceptions.collides(ex, guards=kind.GUARDS):
+                return ex
+            continue
+        batch = kind.draw(rng, level)
+        env = batch.computed(batch.given)  # every value of every candidate, stacked
+        ok = np.ones(batch.size, dtype=bool) if batch.keep is None else np.asarray(batch.keep(env), dtype=bool)
+        if ok.any():
+            ok &= ~clashing(batch, env, kind.GUARDS)
+        for i in np.flatnonzero(ok):
+            ex = make(batch.candidate(i), _parts(batch, env, i), batch.params)
+            computed = {k: v[i] for k, v in env.items() if k not in batch.given}
+            pipeline.seed_reference_env(ex, computed)
+            if budget.within_budget(ex):
+                return ex
+    raise RuntimeError(f"{kind.ID}: no candidate kept in {MAX_ROUNDS} rounds (level {level})")
+
+
+def candidates(kind: Any, rng: np.random.Generator, level: int, make: Callable[..., Exercise]) -> Iterator[Exercise]:
+    """Every candidate the sampler weighs, in its order and unchecked: each draft of a kind that draws one at a
+    time, each hand-friendly candidate of a batch. For tests and tools that ask what the sampler saw."""
+    for _ in range(MAX_ROUNDS):
+        if kind.draw is None:
+            yield _from_draft(kind.generate(rng, level), make)
+            continue
+        batch = kind.draw(rng, level)
+        env = batch.computed(batch.given)
+        keep = np.ones(batch.size, dtype=bool) if batch.keep is None else np.asarray(batch.keep(env), dtype=bool)
+        for i in np.flatnonzero(keep):
+            yield make(batch.candidate(i), _parts(batch, env, i), batch.params)
+
+
+def _from_draft(draft: Draft, make: Callable[..., Exercise]) -> Exercise:
+    ex = make(draft.given, draft.parts, draft.params)
+    if draft.memo:  # what the kind's own checks computed of this very draft
+        ex.__dict__.setdefault("_memo", {}).update(draft.memo)
+    if draft.env is not None:
+        pipeline.seed_reference_env(ex, draft.env)
+    return ex
+
+
+def _parts(batch: Batch, env: Mapping[str, Any], i: int) -> list[Part]:
+    parts = []
+    for name in batch.parts:
+        ref = np.asarray(env[name], dtype=float)[i]
+        parts.append(Part(name=name, shape=ref.shape, reference=ref, decimals=decimals_for(ref, batch.decimals)))
+    return parts
+
+
+def clashing(batch: Batch, env: Mapping[str, Any], guards: tuple[str, ...]) -> np.ndarray:
+    """Per candidate: some part has a guarded mistake whose value lies within the part's separation of the
+    answer or of another guarded mistake's (misconceptions.collides, asked of every candidate at once)."""
+    wanted = set(batch.parts)
+    record_parts = {batch.sources.get(name, (name,)) for name in wanted}
+    needed = {source for sources in record_parts for source in sources}
+    by_part: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {}
+
+    def add(values: Mapping[str, Any], names: set[str], made: np.ndarray) -> None:
+        for name in names:
+            value, reference = np.asarray(values[name], dtype=float), np.asarray(env[name], dtype=float)
+            if value.shape != reference.shape:
+                continue  # a shape no one can write: a shape error, not an answer
+            cells = value.reshape(batch.size, -1)
+            # a value no one can write (NaN, +∞) names nothing
+            writable = made & ~np.isnan(cells).any(axis=1) & ~(cells == np.inf).any(axis=1)
+            by_part.setdefault(name, []).append((cells, writable))
+
+    every = np.ones(batch.size, dtype=bool)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        for mid in guards:
+            if not pipeline.AFFECTED.get(mid, frozenset()) & needed:
+                continue
+            run = pipeline.run_mistake(batch.given, env, mid, until=needed, ignoring_errors=True, only_if_made=True)
+            if not run.used:
+                continue
+            values = dict(run)
+            if batch.derive is not None:
+                values.update(batch.derive(values))
+            tainted = {name for name in wanted if run.tainted & set(batch.sources.get(name, (name,)))}
+            add(values, tainted, every if run.made is None else run.made)
+        for mistaken in batch.own.values():
+            values = mistaken(env)
+            add(values, wanted & set(values), every)
+    clash = np.zeros(batch.size, dtype=bool)
+    for name, alternatives in by_part.items():
+        reference = np.asarray(env[name], dtype=float).reshape(batch.size, -1)
+        gap = _separation(reference, batch.decimals)  # (B,)
+        values = misconceptions.comparable(np.stack([cells for cells, _ in alternatives], axis=1))  # (B, k, cells)
+        usable = np.stack([writable for _, writable in alternatives], axis=1)  # (B, k)
+        ref = misconceptions.comparable(reference)[:, None, :]
+        like_answer = (np.abs(values - ref).max(axis=-1, initial=0.0) <= gap[:, None]) & usable
+        widest = np.abs(values[:, :, None, :] - values[:, None, :, :]).max(axis=-1, initial=0.0)  # (B, k, k)
+        k = values.shape[1]
+        pairs = (widest <= gap[:, None, None]) & usable[:, :, None] & usable[:, None, :] & ~np.eye(k, dtype=bool)
+        clash |= like_answer.any(axis=1) | pairs.any(axis=(1, 2))
+    return clash
+
+
+def _separation(reference: np.ndarray, decimals: int) -> np.ndarray:
+    """misconceptions.separation of each candidate's part (rows of `reference`): a part whose every finite
+    cell is whole is graded exactly (numbers.decimals_for), the others to `decimals` places."""
+    with np.errstate(invalid="ignore"):
+        whole = np.round(reference)
+        exact = np.where(np.isfinite(reference), np.abs(reference - whole) <= 1e-12 + 1e-5 * np.abs(whole), True)
+    places = np.where(exact.all(axis=1), 0, decimals)
+    return np.array([misconceptions.separation_for(int(d)) for d in places])

@@ -77,7 +77,7 @@ def test_clashes_and_any_clash_agree_with_the_plain_pairwise_comparison(mixed_sh
 def test_collides_is_whether_there_are_collisions(kind_id):
     kind = exercises.KINDS[kind_id]
     for level in kind.LEVELS:
-        def make(given, parts, params):
+        def make(given, parts, params, level=level):
             return exercises.Exercise(kind=kind_id, seed=0, level=level, version=kind.VERSION, given=given,
                                       parts=tuple(parts), params=params)
 

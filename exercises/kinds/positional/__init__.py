@@ -23,6 +23,7 @@ import numpy as np
 from attention_core import softmax
 from attention_core.positions import frequencies, sinusoidal
 
+from ...core import misconceptions
 from ...core.contract import Formula, HomeStage, SheetSection
 from ...core.draft import Draft
 from ...core.levels import spec
@@ -89,11 +90,9 @@ def _params(given: dict) -> dict:
 
 def generate(rng: np.random.Generator, level: int) -> Draft:
     """Variants whose mistakes all differ from the answers and from each other (to 2 decimals too)."""
-    from .._shared.fast import all_clash_free
-
     while True:
         draft = _draft(rng, level)
-        if all_clash_free(draft.parts, _mistakes(draft.given)):
+        if not misconceptions.clash_by_part({p.name: p for p in draft.parts}, _mistakes(draft.given)):
             return replace(draft, params=_params(draft.given))
 
 

@@ -15,9 +15,7 @@ no_scaling, scaled_by_dk and no_exp, and the two rows swapped.
 
 from __future__ import annotations
 
-import itertools
 import math
-from dataclasses import replace
 from fractions import Fraction
 
 import numpy as np
@@ -116,58 +114,12 @@ SHRINK = 0.02  # the unscaled row's largest |J| is visibly (to 2 decimals) below
 
 
 def generate(rng: np.random.Generator, level: int) -> Draft:
-    """A row whose mistakes all differ from the answers and from each other (to 2 decimals too), and
-    whose sharper unscaled row has the visibly smaller largest Jacobian entry. Whether a row is taken
-    depends on (level, d_k, counts) only: the rows that shrink (_shrinks) are listed once per level in
-    whole-number arithmetic (_shrinking), and every one of them keeps its mistakes apart (_takes; a test
-    goes through every row of every level), so a draw is a look-up and each variant is built once."""
-    n, widths, values = SIZES[level]
-    shrinking = _SHRINKING.get(level)
-    if shrinking is None:
-        shrinking = _SHRINKING[level] = _shrinking(level)
-    w, v = len(widths), len(values)
-    while True:  # the draws of _drawn, in the same order (choice(rng, x) is x[rng.integers(len(x))])
-        d_k = widths[int(rng.integers(w))]
-        while True:
-            counts = tuple(values[int(rng.integers(v))] for _ in range(n))
-            if min(counts) != max(counts):
-                break
-        key = (d_k, counts)
-        if key in shrinking:
-            break
-    taken = _TAKEN.get((level, *key))
-    if taken is None:
-        taken = _TAKEN[(level, *key)] = _built(level, d_k, np.array(counts, dtype=int))
-    # each exercise its own arrays; a Part made anew freezes its copy (read-only)
-    params = dict(taken.params)
-    params["counts"] = list(params["counts"])
-    return Draft(given={"z": taken.given["z"].copy(), "d_k": d_k}, parts=[replace(part) for part in taken.parts],
-                 params=params)
-
-
-_TAKEN: dict[tuple, Draft] = {}  # (level, d_k, *counts) → the variant built: ≤ 12 + 12 + 24 of them
-_SHRINKING: dict[int, frozenset] = {}  # level → the (d_k, counts) rows taken
-
-
-def _shrinking(level: int) -> frozenset:
-    """Every (d_k, counts) of the level whose row _shrinks: max_j a_j (1 − a_j) = max_j e_j (S − e_j) / S²
-    with e_j = c_j^power, S = Σ e, compared with SHRINK exactly (its float's own fraction, as Fraction
-    compares with a float) in whole numbers. ≤ 162 rows, well under a millisecond."""
-    n, widths, values = SIZES[level]
-    limit = Fraction(SHRINK)
-    rows = set()
-    for d_k in widths:
-        root = math.isqrt(d_k)
-        for counts in itertools.product(values, repeat=n):
-            if min(counts) == max(counts):
-                continue
-            flat, sharp = ([c ** power for c in counts] for power in (1, root))
-            s1, s2 = sum(flat), sum(sharp)
-            m1, m2 = max(e * (s1 - e) for e in flat), max(e * (s2 - e) for e in sharp)
-            # m1 / s1² − m2 / s2² ≥ limit
-            if (m1 * s2 * s2 - m2 * s1 * s1) * limit.denominator >= limit.numerator * s1 * s1 * s2 * s2:
-                rows.add((d_k, counts))
-    return frozenset(rows)
+    """A row whose sharper unscaled row has the visibly smaller largest Jacobian entry, and whose mistakes
+    all differ from the answers and from each other (to 2 decimals too)."""
+    while True:
+        draft = _draft(rng, level)
+        if _takes(draft):
+            return draft
 
 
 def _shrinks(counts, root: int) -> bool:
@@ -176,8 +128,7 @@ def _shrinks(counts, root: int) -> bool:
 
 
 def _takes(draft: Draft) -> bool:
-    """The rule a row is taken by: it shrinks and its mistakes are all apart (every shrinking row's are:
-    tests/test_kinds_softmax_jacobian_fast.py)."""
+    """The rule a row is taken by: it shrinks and its mistakes are all apart."""
     from .._shared.hand import all_apart
 
     z, d_k = draft.given["z"], draft.given["d_k"]

@@ -113,3 +113,36 @@ def test_the_practice_page_says_about_how_many_minutes_the_problem_takes():
     ex = exercises.generate("attention", 3, 2)
     captions = " ".join(c.value for c in at.caption)
     assert f"About {budget.about_minutes(ex)} min by hand (level 2: at most 12 min)." in captions
+
+
+def _cell_by_cell(left, right) -> Operations:
+    """left @ right counted term by term: a term with a 0 factor is skipped, one with a ±1 factor is an
+    addition, any other a multiply-add."""
+    total = Operations()
+    for i in range(left.shape[0]):
+        for j in range(right.shape[1]):
+            for k in range(left.shape[1]):
+                x, y = left[i, k], right[k, j]
+                if not (np.isfinite(x) and np.isfinite(y)) or abs(x) < 1e-12 or abs(y) < 1e-12:
+                    continue
+                unit = abs(abs(x) - 1) < 1e-12 or abs(abs(y) - 1) < 1e-12
+                total = total + (Operations(additions=1) if unit else Operations(multiply_adds=1))
+    return total
+
+
+def test_the_product_and_softmax_counts_are_the_cell_by_cell_counts():
+    rng = np.random.default_rng(11)
+    cells = [0.0, 1.0, -1.0, 2.0, 0.5, 1e-13, 1.0 + 1e-13, -np.inf]
+    for case in range(300):
+        r, k, c = (int(x) for x in rng.integers(1, 6, size=3))
+        left, right = rng.choice(cells, size=(r, k)), rng.choice(cells, size=(k, c))
+        assert budget.product_operations(left, right) == _cell_by_cell(left, right), (case, left, right)
+        expected = Operations()
+        for row in left:
+            seen = row[np.isfinite(row)]
+            if len(seen) > 1:
+                expected = expected + Operations(exponentials=int((np.abs(seen) > 1e-12).sum()),
+                                                 additions=len(seen) - 1, divisions=len(seen))
+        assert budget.softmax_operations(left) == expected, (case, left)
+    with pytest.raises(ValueError):
+        budget.product_operations(np.ones((2, 3)), np.ones((2, 3)))

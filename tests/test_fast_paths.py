@@ -13,8 +13,7 @@ import numpy as np
 import pytest
 
 import exercises
-from exercises.core import budget, misconceptions, numbers, pipeline, sampler
-from exercises.core.budget import Operations
+from exercises.core import misconceptions, numbers, pipeline, sampler
 
 RNG_SEED = 14
 
@@ -152,72 +151,6 @@ def test_the_planned_run_is_the_step_by_step_run(kind_id):
         # a learner's own earlier values: a start the plan has not seen
         values = {p.name: p.reference + 0.5 for p in ex.parts if p.name in pipeline.STEP_BY_NAME}
         same_env(pipeline.run({**given, **values}, rounding=2), plain_run({**given, **values}, rounding=2))
-
-
-# ---------------------------------------------------------------- the operation count
-
-
-def plain_product(left, right):
-    left, right = np.asarray(left, dtype=float), np.asarray(right, dtype=float)
-    lz, rz = budget._nonzero(left).astype(int), budget._nonzero(right).astype(int)
-    terms = int((lz @ rz).sum())
-    hard = int(((lz * ~budget._unit(left)) @ (rz * ~budget._unit(right))).sum())
-    return Operations(multiply_adds=hard, additions=terms - hard)
-
-
-def plain_softmax(Z):
-    total = Operations()
-    for row in np.atleast_2d(np.asarray(Z, dtype=float)):
-        total = total + budget.softmax_row_operations(row)
-    return total
-
-
-def factor_matrix(rng, shape, big=False):
-    cells = [0.0, 1.0, -1.0, 2.0, 0.5, 1e-13, 1.0 + 1e-13, -np.inf, np.inf, np.nan]
-    weights = np.array([4, 3, 3, 2, 2, 1, 1, 1, 1, 1], dtype=float)
-    return rng.choice(cells, size=shape, p=weights / weights.sum())
-
-
-def test_the_operation_counts_are_the_cell_by_cell_counts():
-    rng = np.random.default_rng(RNG_SEED)
-    for _ in range(400):
-        r, k, c = (int(x) for x in rng.integers(1, 6, size=3))
-        if rng.random() < 0.1:
-            r, k = 9, 9  # past the plain-Python size
-        left, right = factor_matrix(rng, (r, k)), factor_matrix(rng, (k, c))
-        assert budget.product_operations(left, right) == plain_product(left, right)
-        assert budget.softmax_operations(left) == plain_softmax(left)
-        A, G = factor_matrix(rng, (r, k)), factor_matrix(rng, (r, k))
-        rowsums = Operations()
-        for a, g in zip(A, G):
-            rowsums = rowsums + plain_product(a[None, :], g[:, None])
-        weights = int(budget._nonzero(A).sum())
-        expected = rowsums + Operations(multiply_adds=weights, additions=weights)
-        assert budget._softmax_backward(None, {"A": A, "G_A": G}) == expected
-    with pytest.raises(ValueError):
-        budget.product_operations(np.ones((2, 3)), np.ones((2, 3)))
-
-
-def plain_count(given, names, env):
-    total = Operations()
-    for step in budget._needed_walk(given, names):
-        if step.name not in env:
-            continue
-        total = total + budget.step_operations(step, env)
-        if step.name in names:
-            total = total + Operations(cells=int(np.size(env[step.name])))
-    return total
-
-
-@pytest.mark.parametrize("kind_id", [k for k in exercises.KINDS if k not in ("concepts", "shapes")])
-def test_the_count_of_every_kind_is_the_step_by_step_count(kind_id):
-    for level in exercises.KINDS[kind_id].LEVELS:
-        for seed in range(4):
-            ex = exercises.generate(kind_id, seed, level)
-            names = [n for n in ex.part_names if n in pipeline.STEP_BY_NAME]
-            env = pipeline.run(dict(ex.given))
-            names = [n for n in names if n in env]
-            assert budget.count(ex.given, names, env) == plain_count(ex.given, names, env)
 
 
 # ---------------------------------------------------------------- decimals

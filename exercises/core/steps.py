@@ -40,6 +40,7 @@ from attention_core.ops import padding_mask as _padding_mask
 from attention_core.ops import softmax_visible as _softmax_visible
 
 from . import exact as X
+from . import operations as count
 
 Values = Mapping[str, Any]  # the values computed so far, by name
 Compute = Callable[[Values], np.ndarray]
@@ -98,6 +99,8 @@ class AttentionStep:
     scales: str | None = None  # the value it divides by √d_k, if it does
     sanity: tuple[str, ...] = ()  # the sanity rules its values obey (exercises.core.sanity)
     checkable: bool = True  # a step a learner can claim in check my work
+    # its hand work (exercises.core.operations): (the record, the values) -> Operations; None: copying only
+    count: Callable[[Any, Values], Any] | None = None
 
     @property
     def output(self) -> str:
@@ -199,7 +202,7 @@ def _projection(name: str, weight: str, shape: tuple[str, str]) -> AttentionStep
         name, ("X", weight), lambda env: ops.project(env["X"], env[weight]), shape=shape,
         symbol=name, formula_latex=f"{name} = X {weight}", typst_symbol=name,
         typst_formula=f"{name} = X {weight}", builder="product", direction="forward",
-        exact=_exact_product(product), product=product)
+        exact=_exact_product(product), product=product, count=count.count_product)
 
 
 # ---------------------------------------------------------------- forward: scores, scaling, mask
@@ -471,7 +474,7 @@ def _weight_grad(name: str, weight: str, g: str, shape: tuple[str, str]) -> Atte
         name, ("X", g), _g_w("X", g), shape=shape, symbol=symbol,
         formula_latex=rf"{symbol} = X^{{\top}} {g}", typst_symbol=f"G_({weight})",
         typst_formula=f"G_({weight}) = X^top {g}", builder="product", direction="backward",
-        exact=_exact_product(product), product=product)
+        exact=_exact_product(product), product=product, count=count.count_product)
 
 
 def _product_step(name: str, inputs: tuple[str, ...], compute: Compute, shape: tuple[str, str], symbol: str,
@@ -479,7 +482,8 @@ def _product_step(name: str, inputs: tuple[str, ...], compute: Compute, shape: t
                   **more: Any) -> AttentionStep:
     return AttentionStep(name, inputs, compute, shape=shape, symbol=symbol, formula_latex=f"{symbol} = {formula}",
                          typst_symbol=typst_symbol, typst_formula=typst_formula, builder="product",
-                         direction=direction, exact=_exact_product(product), product=product, **more)
+                         direction=direction, exact=_exact_product(product), product=product,
+                         count=count.count_product, **more)
 
 
 _SCORES = Product("Q", "K", right_t=True)
@@ -660,7 +664,7 @@ STEPS: tuple[AttentionStep, ...] = (
     AttentionStep("scaled", ("scores", "d_k"), _scaled, shape=("n_q", "n_k"), symbol="Z",
                   formula_latex=r"Z = \frac{S}{\sqrt{d_k}}", typst_symbol="Z", typst_formula="Z = S / sqrt(d_k)",
                   builder="scale", direction="forward", mistakes=SCALED_MISTAKES, exact=_exact_scale("scores"),
-                  scales="scores"),
+                  scales="scores", count=count.count_scale),
     M_STEP,  # the padding mask comes before the scores it masks
     AttentionStep("masked", ("scaled",), _masked_17, shape=("n_q", "n_k"), symbol=r"\tilde{Z}",
                   formula_latex=r"\tilde{Z}_{ij} = \begin{cases} Z_{ij} & j \le i \\ -\infty & j > i \end{cases}",
@@ -672,7 +676,7 @@ STEPS: tuple[AttentionStep, ...] = (
                   formula_latex=r"A_{ij} = \frac{e^{\tilde{Z}_{ij}}}{\sum_{k} e^{\tilde{Z}_{ik}}}",
                   typst_symbol="A", typst_formula="A_(i j) = e^(tilde(Z)_(i j)) / (sum_k e^(tilde(Z)_(i k)))",
                   builder="softmax", direction="forward", mistakes=SOFTMAX_17_MISTAKES, exact=_exact_softmax_17,
-                  sanity=("weights",)),
+                  sanity=("weights",), count=count.count_softmax),
     _product_step("O", ("A", "V"), _output, ("n_q", "d_v"), "O", "A V", "O", "O = A V", _O, "forward",
                   mistakes=OUTPUT_MISTAKES, sanity=("output",)),
     G_O_STEP,  # a given loss: the gradient that starts the backward pass
@@ -686,12 +690,12 @@ STEPS: tuple[AttentionStep, ...] = (
                   typst_symbol="G_Z",
                   typst_formula="G_Z = A dot.o (G_A - r bold(1)^top), quad r_i = sum_k A_(i k) (G_A)_(i k)",
                   builder="softmax_backward", direction="backward", mistakes=G_SCALED_MISTAKES,
-                  exact=_exact_softmax_backward, sanity=("softmax_gradient",)),
+                  exact=_exact_softmax_backward, sanity=("softmax_gradient",), count=count.count_softmax_backward),
     AttentionStep("G_scores", ("G_scaled", "d_k"), _g_scores, shape=("n_q", "n_k"), symbol="G_S",
                   formula_latex=r"G_S = \frac{G_Z}{\sqrt{d_k}}", typst_symbol="G_S",
                   typst_formula="G_S = G_Z / sqrt(d_k)", builder="scale", direction="backward",
                   mistakes=G_SCORES_MISTAKES, exact=_exact_scale("G_scaled"), scales="G_scaled",
-                  sanity=("softmax_gradient",)),
+                  sanity=("softmax_gradient",), count=count.count_scale),
     _product_step("G_Q", ("G_scores", "K"), _g_q, ("n_q", "d_k"), "G_Q", "G_S K", "G_Q", "G_Q = G_S K",
                   _G_Q, "backward", mistakes=G_Q_MISTAKES),
     _product_step("G_K", ("G_scores", "Q"), _g_k, ("n_k", "d_k"), "G_K", r"G_S^{\top} Q", "G_K",
@@ -705,12 +709,12 @@ STEPS: tuple[AttentionStep, ...] = (
     AttentionStep("G_X", ("G_Q", "W_Q", "G_K", "W_K", "G_V", "W_V"), _g_x, shape=("n", "d_model"), symbol="G_X",
                   formula_latex=r"G_X = G_Q W_Q^{\top} + G_K W_K^{\top} + G_V W_V^{\top}", typst_symbol="G_X",
                   typst_formula="G_X = G_Q W_Q^top + G_K W_K^top + G_V W_V^top", builder="g_x",
-                  direction="backward", mistakes=G_X_MISTAKES, exact=_exact_g_x),
+                  direction="backward", mistakes=G_X_MISTAKES, exact=_exact_g_x, count=count.count_g_x),
     AttentionStep("G_E", ("token_ids", "G_X", "E"), _g_e, shape=("vocab", "d_model"), symbol="G_E",
                   formula_latex=r"G_E[v] = \sum_{p:\, t_p = v} (G_X)_{p}", typst_symbol="G_E",
                   typst_formula="G_E [v] = sum_(p: t_p = v) (G_X)_p", builder="embedding_grad",
                   direction="backward", mistakes=G_E_MISTAKES, exact=_exact_embedding_grad,
-                  sanity=("grad_embedding",), checkable=False),
+                  sanity=("grad_embedding",), checkable=False, count=count.count_embedding_grad),
 )
 STEP_BY_NAME: dict[str, AttentionStep] = {s.name: s for s in STEPS}
 

@@ -1,0 +1,146 @@
+"""What a hand solution does, by kind of operation, and the rules that count one step of it (DESIGN §6).
+
+Each step record carries its rule (AttentionStep.count); exercises.core.budget walks the records and turns
+the counts into minutes.
+
+    a product cell               per term x·y: nothing when a factor is 0, one addition when a factor
+                                 is ±1 (the other factor is added or subtracted), else one multiply-add
+    a division by √d_k           one division per nonzero cell (none when d_k = 1)
+    a softmax row                one exponential per finite, nonzero exponent (e⁰ = 1 and −∞ → 0
+                                 need no table), the additions of its sum, one division per weight
+                                 (none for a row with a single visible key)
+    a softmax-gradient row       r_i = Σ_k a_ik g_ik (terms as above), then a_ij (g_ij − r_i): one
+                                 addition and one multiply-add per weight that is not 0
+    G_X                          its three products and the two additions per cell that join them
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from typing import Any
+
+import numpy as np
+
+# seconds per operation, by hand with the formula sheet and the eˣ table
+RATES: dict[str, float] = {"multiply_adds": 10.0, "divisions": 10.0, "additions": 3.0, "exponentials": 20.0,
+                           "cells": 5.0}
+
+
+@dataclass(frozen=True)
+class Operations:
+    """What a hand solution does, by kind of operation."""
+
+    multiply_adds: int = 0
+    additions: int = 0
+    exponentials: int = 0
+    divisions: int = 0
+    cells: int = 0
+
+    def __add__(self, other: Operations) -> Operations:
+        return Operations(*[getattr(self, f.name) + getattr(other, f.name) for f in fields(self)])
+
+    @property
+    def seconds(self) -> float:
+        return sum(RATES[f.name] * getattr(self, f.name) for f in fields(self))
+
+    @property
+    def minutes(self) -> float:
+        return self.seconds / 60.0
+
+    def as_dict(self) -> dict[str, int]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+NONE = Operations()
+
+
+def _nonzero(M: Any) -> np.ndarray:
+    M = np.asarray(M, dtype=float)
+    return np.isfinite(M) & (np.abs(M) > 1e-12)
+
+
+def _factors(M: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per cell of M: nonzero, and nonzero and not ±1."""
+    nonzero = _nonzero(M)
+    return nonzero, nonzero & ~_unit(M)
+
+
+def _unit(M: Any) -> np.ndarray:
+    return np.abs(np.abs(np.asarray(M, dtype=float)) - 1.0) < 1e-12
+
+
+def product_operations(left: Any, right: Any) -> Operations:
+    """left @ right by hand: per term, nothing when a factor is 0, an addition when one is ±1, else a
+    multiply-add (Σ_ijk l_ik r_kj counted as a product of the factors' indicator matrices)."""
+    left, right = np.atleast_2d(np.asarray(left, dtype=float)), np.asarray(right, dtype=float)
+    right = right[:, None] if right.ndim == 1 else right
+    if left.shape[1] != right.shape[0]:
+        raise ValueError(f"matmul: inner sizes {left.shape[1]} and {right.shape[0]} differ")
+    lz, rz = _nonzero(left).astype(int), _nonzero(right).astype(int)
+    terms = int((lz @ rz).sum())
+    hard = int(((lz * ~_unit(left)) @ (rz * ~_unit(right))).sum())
+    return Operations(multiply_adds=hard, additions=terms - hard)
+
+
+def softmax_row_operations(z: Any) -> Operations:
+    """One row of a softmax by hand, from its (masked) inputs."""
+    return softmax_operations(np.asarray(z, dtype=float).reshape(1, -1))
+
+
+def softmax_operations(Z: Any) -> Operations:
+    """A row-wise softmax by hand, row by row."""
+    Z = np.atleast_2d(np.asarray(Z, dtype=float))
+    if Z.size == 0:
+        return NONE
+    Z = Z.reshape(len(Z), -1)  # (rows, keys)
+    finite = np.isfinite(Z)
+    visible = finite.sum(axis=1)  # (rows,)
+    worked = visible > 1  # a row with at most one visible key needs nothing
+    exponentials = (finite & (np.abs(Z) > 1e-12)).sum(axis=1)
+    return Operations(exponentials=int(exponentials[worked].sum()), additions=int((visible[worked] - 1).sum()),
+                      divisions=int(visible[worked].sum()))
+
+
+# ---------------------------------------------------------------- one step's count (AttentionStep.count)
+
+Values = Mapping[str, Any]
+
+
+def count_product(step: Any, env: Values) -> Operations:
+    p = step.product
+    left, right = np.asarray(env[p.left], dtype=float), np.asarray(env[p.right], dtype=float)
+    return product_operations(left.T if p.left_t else left, right.T if p.right_t else right)
+
+
+def count_scale(step: Any, env: Values) -> Operations:
+    if int(env["d_k"]) == 1:
+        return NONE
+    return Operations(divisions=int(_nonzero(env[step.scales]).sum()))
+
+
+def count_softmax(step: Any, env: Values) -> Operations:
+    return softmax_operations(env["masked"])
+
+
+def count_softmax_backward(step: Any, env: Values) -> Operations:
+    """r_i = Σ_k a_ik g_ik per row, then a_ij (g_ij − r_i) per weight that is not 0."""
+    A, G = np.atleast_2d(np.asarray(env["A"], dtype=float)), np.atleast_2d(np.asarray(env["G_A"], dtype=float))
+    weights = int(_nonzero(A).sum())
+    rowsums = NONE
+    for a, g in zip(A, G):
+        rowsums = rowsums + product_operations(a[None, :], g[:, None])
+    return rowsums + Operations(multiply_adds=weights, additions=weights)
+
+
+def count_g_x(step: Any, env: Values) -> Operations:
+    total = Operations(additions=2 * int(np.size(env["G_X"])))
+    for g, w in (("G_Q", "W_Q"), ("G_K", "W_K"), ("G_V", "W_V")):
+        total = total + product_operations(env[g], np.asarray(env[w], dtype=float).T)
+    return total
+
+
+def count_embedding_grad(step: Any, env: Values) -> Operations:
+    ids = [int(t) for t in np.asarray(env["token_ids"]).ravel()]
+    repeats = len(ids) - len(set(ids))
+    return Operations(additions=repeats * int(np.shape(env["G_X"])[1]))

@@ -10,29 +10,21 @@ is in the message catalog under ``misconception.<id>``.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Literal
 
 import numpy as np
 
 from . import pipeline
 from .model import Exercise, Part
 
-MisconceptionId = Literal[
-    "transposed_scores", "no_scaling", "scaled_by_dk", "mask_diagonal", "mask_wrong_triangle",
-    "no_mask", "mask_after_softmax", "softmax_columns", "no_exp", "weights_transposed",
-    "grad_a_transposed", "grad_v_no_transpose", "softmax_grad_missing_term", "grad_scores_no_scale",
-    "grad_k_no_transpose", "embedding_grad_no_accumulate",
-    # beyond DESIGN §5
-    "scores_not_transposed", "mask_zero_instead_of_inf", "softmax_no_normalise", "grad_a_no_transpose",
-    "softmax_grad_sign", "softmax_grad_diagonal_only", "grad_q_transposed",
-    "scaled_times_sqrt_dk", "scaled_by_sqrt_d_model", "grad_scores_times_sqrt_dk",
-    "grad_x_no_value_path", "grad_x_no_key_path", "grad_x_no_query_path",
-    "grad_x_query_path_only", "grad_x_key_path_only", "grad_x_value_path_only", "grad_x_v_no_transpose",
-    # --- issue 17 (W17a): cross-attention, padding, KV cache, GQA, the loss ---
-    "cross_keys_from_queries", "cross_causal_mask", "padding_on_queries", "padding_ignored",
-    "padding_after_softmax", "padding_empty_row_uniform",
-]
-CATALOG: tuple[str, ...] = MisconceptionId.__args__  # DESIGN §5 first, in its order
+MisconceptionId = str  # the id of a Mistake of a step record (exercises.core.steps)
+# diagnosis tries the mistakes in catalog order: DESIGN §5's table first, in its order, then every other
+# mistake of the step records in step order
+DESIGN_ORDER = ("transposed_scores", "no_scaling", "scaled_by_dk", "mask_diagonal", "mask_wrong_triangle", "no_mask",
+                "mask_after_softmax", "softmax_columns", "no_exp", "weights_transposed", "grad_a_transposed",
+                "grad_v_no_transpose", "softmax_grad_missing_term", "grad_scores_no_scale", "grad_k_no_transpose",
+                "embedding_grad_no_accumulate")
+CATALOG: tuple[str, ...] = tuple(dict.fromkeys([*DESIGN_ORDER, *(m.id for s in pipeline.STEPS for m in s.mistakes)]))
+
 
 DIAGNOSIS_TOLERANCE = 0.51e-2  # a wrong method rounded to 2 decimals is still recognised
 ROUNDING = 0.5e-2  # the most that rounding to 2 decimals moves a value

@@ -39,7 +39,7 @@ from attention_core.embedding import embed, embed_backward
 from attention_core.ops import padding_mask as _padding_mask
 from attention_core.ops import softmax_visible as _softmax_visible
 
-from . import exact as X
+from . import exact
 from . import operations as count
 
 Values = Mapping[str, Any]  # the values computed so far, by name
@@ -149,32 +149,32 @@ def _square(name: str) -> Callable[[Values], bool]:
 def _exact_product(p: Product) -> Callable[[dict, Values], Any]:
     def rule(xs: dict, values: Values):
         left, right = xs[p.left], xs[p.right]
-        return X.xmatmul(left.T if p.left_t else left, right.T if p.right_t else right)
+        return exact.xmatmul(left.T if p.left_t else left, right.T if p.right_t else right)
     return rule
 
 
 def _exact_scale(src: str) -> Callable[[dict, Values], Any]:
-    return lambda xs, values: X.xscale(xs[src], xs.get("d_k"))
+    return lambda xs, values: exact.xscale(xs[src], xs.get("d_k"))
 
 
 def _exact_mask(xs: dict, values: Values):
-    return X.upper(xs["scaled"], -sympy.oo) if _causal(values) else xs["scaled"].copy()
+    return exact.upper(xs["scaled"], -sympy.oo) if _causal(values) else xs["scaled"].copy()
 
 
 def _exact_softmax(xs: dict, values: Values):
-    return X.xsoftmax(xs["masked"])
+    return exact.xsoftmax(xs["masked"])
 
 
 def _exact_softmax_backward(xs: dict, values: Values):
-    out = X.xsoftmax_backward(xs["A"], xs["G_A"])
-    return X.upper(out, sympy.Integer(0)) if _causal(values) else out
+    out = exact.xsoftmax_backward(xs["A"], xs["G_A"])
+    return exact.upper(out, sympy.Integer(0)) if _causal(values) else out
 
 
 G_X_PATHS = (("G_Q", "W_Q"), ("G_K", "W_K"), ("G_V", "W_V"))  # X feeds Q, K and V
 
 
 def _exact_g_x(xs: dict, values: Values):
-    return X.xadd(*[X.xmatmul(xs[g], xs[w].T) for g, w in G_X_PATHS])
+    return exact.xadd(*[exact.xmatmul(xs[g], xs[w].T) for g, w in G_X_PATHS])
 
 
 def _exact_embedding(xs: dict, values: Values):
@@ -185,7 +185,7 @@ def _exact_embedding_grad(xs: dict, values: Values):
     out = np.full(np.shape(values["E"]), sympy.Integer(0), dtype=object)  # (vocab, d_model)
     for p, tok in enumerate(np.asarray(values["token_ids"], dtype=int)):
         for j in range(out.shape[1]):
-            out[tok, j] = X.xsum([out[tok, j], xs["G_X"][p, j]])
+            out[tok, j] = exact.xsum([out[tok, j], xs["G_X"][p, j]])
     return out
 
 
@@ -494,7 +494,7 @@ _G_Q = Product("G_scores", "K")
 _G_K = Product("G_scores", "Q", left_t=True)
 _G_X_V = Product("G_V", "W_V", right_t=True)
 
-# Cross-attention, padding and a given loss (issue 17): the records K, V, masked and A below also read
+# Cross-attention, padding and a given loss: the records K, V, masked and A below also read
 # these given values when an exercise has them, and two records are their own:
 #     H    a memory: cross-attention takes keys and values from it (K = H W_K, V = H W_V)
 #     pad  key padding flags (1 = a padding token): the additive mask M joins the causal mask
@@ -514,7 +514,7 @@ def _memory(env: Values) -> np.ndarray:
 
 
 def _exact_memory_product(weight: str) -> Callable[[dict, Values], Any]:
-    return lambda xs, values: X.xmatmul(xs["H"] if "H" in values else xs["X"], xs[weight])
+    return lambda xs, values: exact.xmatmul(xs["H"] if "H" in values else xs["X"], xs[weight])
 
 
 def _memory_projection(step: AttentionStep, weight: str) -> AttentionStep:
@@ -534,13 +534,13 @@ def _unless_padded(m: Mistake) -> Mistake:
     return _replace(m, applies=lambda env, applies=m.applies: not _padded(env) and applies(env))
 
 
-def _masked_17(env):
+def _masked_or_padded(env):
     if _padded(env):
         return np.asarray(env["scaled"], dtype=float) + np.asarray(env["M"], dtype=float)  # (n, n)
     return _masked(env)
 
 
-def _exact_masked_17(xs: dict, values: Values):
+def _exact_masked_or_padded(xs: dict, values: Values):
     if "M" in values:
         out = xs["scaled"].copy()
         out[np.isneginf(np.asarray(values["M"], dtype=float))] = -sympy.oo
@@ -553,7 +553,7 @@ def _rectangle_without_mask(env: Values) -> bool:
     return not _causal(env) and not _padded(env) and rows < cols
 
 
-MASKED_17_MISTAKES = (
+MASKED_OR_PADDED_MISTAKES = (
     *(_unless_padded(m) for m in MASKED_MISTAKES),
     # cross-attention: the square causal rule (key j hidden from query i when j > i) on a rectangle whose
     # keys belong to another, complete sequence: none of them lies in a query's future
@@ -562,7 +562,7 @@ MASKED_17_MISTAKES = (
 )
 
 
-def _softmax_rows_17(env):
+def _softmax_rows_or_padded(env):
     if _padded(env):
         return _softmax_visible(env["masked"])  # a query that sees no key attends to nothing: weights 0
     return _softmax_rows(env)
@@ -583,15 +583,15 @@ def _empty_row_uniform(env):
     return A
 
 
-SOFTMAX_17_MISTAKES = (
+SOFTMAX_OR_PADDED_MISTAKES = (
     *(_unless_padded(m) if m.id == "mask_after_softmax" else m for m in SOFTMAX_MISTAKES),
     Mistake("padding_after_softmax", _padding_after_softmax, applies=lambda env: _padded(env) and "scaled" in env),
     Mistake("padding_empty_row_uniform", _empty_row_uniform, applies=_empty_row),
 )
 
 
-def _exact_softmax_17(xs: dict, values: Values):
-    out = X.xsoftmax(xs["masked"])
+def _exact_softmax_or_padded(xs: dict, values: Values):
+    out = exact.xsoftmax(xs["masked"])
     if "M" in values:
         for i, row in enumerate(xs["masked"]):
             if all(z == -sympy.oo for z in row):
@@ -636,7 +636,7 @@ def _g_o(env):
 
 
 def _exact_g_o(xs: dict, values: Values):
-    return X.xadd(xs["O"], np.vectorize(lambda t: None if t is None else -t, otypes=[object])(xs["T"]))
+    return exact.xadd(xs["O"], np.vectorize(lambda t: None if t is None else -t, otypes=[object])(xs["T"]))
 
 
 M_STEP = AttentionStep(
@@ -666,17 +666,17 @@ STEPS: tuple[AttentionStep, ...] = (
                   builder="scale", direction="forward", mistakes=SCALED_MISTAKES, exact=_exact_scale("scores"),
                   scales="scores", count=count.count_scale),
     M_STEP,  # the padding mask comes before the scores it masks
-    AttentionStep("masked", ("scaled",), _masked_17, shape=("n_q", "n_k"), symbol=r"\tilde{Z}",
+    AttentionStep("masked", ("scaled",), _masked_or_padded, shape=("n_q", "n_k"), symbol=r"\tilde{Z}",
                   formula_latex=r"\tilde{Z}_{ij} = \begin{cases} Z_{ij} & j \le i \\ -\infty & j > i \end{cases}",
                   typst_symbol="tilde(Z)",
                   typst_formula="tilde(Z)_(i j) = cases(Z_(i j) & j <= i, -infinity & j > i)",
-                  builder="mask", direction="forward", mistakes=MASKED_17_MISTAKES, exact=_exact_masked_17,
-                  sanity=("mask_infinities",)),
-    AttentionStep("A", ("masked",), _softmax_rows_17, shape=("n_q", "n_k"), symbol="A",
+                  builder="mask", direction="forward", mistakes=MASKED_OR_PADDED_MISTAKES,
+                  exact=_exact_masked_or_padded, sanity=("mask_infinities",)),
+    AttentionStep("A", ("masked",), _softmax_rows_or_padded, shape=("n_q", "n_k"), symbol="A",
                   formula_latex=r"A_{ij} = \frac{e^{\tilde{Z}_{ij}}}{\sum_{k} e^{\tilde{Z}_{ik}}}",
                   typst_symbol="A", typst_formula="A_(i j) = e^(tilde(Z)_(i j)) / (sum_k e^(tilde(Z)_(i k)))",
-                  builder="softmax", direction="forward", mistakes=SOFTMAX_17_MISTAKES, exact=_exact_softmax_17,
-                  sanity=("weights",), count=count.count_softmax),
+                  builder="softmax", direction="forward", mistakes=SOFTMAX_OR_PADDED_MISTAKES,
+                  exact=_exact_softmax_or_padded, sanity=("weights",), count=count.count_softmax),
     _product_step("O", ("A", "V"), _output, ("n_q", "d_v"), "O", "A V", "O", "O = A V", _O, "forward",
                   mistakes=OUTPUT_MISTAKES, sanity=("output",)),
     G_O_STEP,  # a given loss: the gradient that starts the backward pass

@@ -62,7 +62,7 @@ def describe(ex: Exercise, lang: str = "en") -> str:
         if part.prompt:
             lines.append(t(part.prompt, lang, **part.params))
         if part.is_choice:
-            lines += [f"  {chr(ord('A') + i)}. {worksheets.model._option_text(o, part, lang)}"
+            lines += [f"  {chr(ord('A') + i)}. {worksheets.model.option_text(o, part, lang)}"
                       for i, o in enumerate(part.options)]
             letters = ", ".join(chr(ord("A") + i) for i in range(len(part.options)))
             lines.append(f"answer {part.name}: one letter, {letters}")

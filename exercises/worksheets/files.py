@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.model import to_jsonable
-from .model import EXP_PLACES, FORMATS, NAMES, Worksheet, _option_text, problem, solution_steps
+from .model import EXP_PLACES, FORMATS, NAMES, Worksheet, option_text, problem, solution_steps
 from .text import to_latex, to_markdown
 from .typst import to_pdf
 
@@ -25,7 +25,7 @@ def to_json(ws: Worksheet, key: bool = False) -> str:
             for part, words in p.asks:
                 d = {"name": part.name, "shape": list(part.shape), "decimals": part.decimals, "ask": words}
                 if part.is_choice:
-                    d["options"] = [_option_text(o, part, lang) for o in part.options]
+                    d["options"] = [option_text(o, part, lang) for o in part.options]
                 if key:
                     d["reference"] = to_jsonable(part.reference)
                 parts.append(d)

@@ -27,11 +27,11 @@ from .model import (
     Token,
     Worksheet,
     _choice_answer,
-    _option_text,
     _token,
     _tokens,
     exp_rows,
     key_tokens,
+    option_text,
     part_label,
     problem,
     solution_steps,
@@ -212,7 +212,7 @@ def _typst_problem(p: Problem, lang: str, key: bool, space: str = "some", given:
         ask = [f"#{typst_string(words)}", ""]
         if part.is_choice:
             for i, option in enumerate(part.options):
-                ask.append(f"- {chr(ord('A') + i)}. #{typst_string(_option_text(option, part, lang))}")
+                ask.append(f"- {chr(ord('A') + i)}. #{typst_string(option_text(option, part, lang))}")
             ask.append("")
             if key:
                 ask.append(f"#strong({typst_string(_choice_answer(part, lang))})")

@@ -162,7 +162,7 @@ def _typst_sheet_head(ws: Worksheet, sheet: Sheet, key: bool) -> list[str]:
 
 def qr_svg(link: str) -> str:
     """A QR code of a student's personal link, as SVG (segno: a small, well-kept, pure-Python library)."""
-    import segno
+    import segno  # imported here: only a sheet with personal links needs it
 
     out = io.BytesIO()
     segno.make(link, error="m", micro=False).save(out, kind="svg", border=1, xmldecl=False, svgns=True)
@@ -374,7 +374,7 @@ def to_pdf(ws: Worksheet, key: bool = False) -> bytes:
 
 
 def compile_typst(source: str) -> bytes:
-    import typst
+    import typst  # imported here: the compiler (a large native module) loads only to make a PDF
 
     data, options = compile_args(source)
     return typst.compile(data, **options)

@@ -25,6 +25,7 @@ from ...core import budget, numbers, pipeline
 from ...core.contract import HomeStage
 from ...core.draft import Draft, reference_parts
 from ...core.levels import spec
+from .distinct import collides as chain_collides
 
 ID = "attention"
 ORDER = 70
@@ -573,8 +574,6 @@ def generate(rng: np.random.Generator, level: int) -> Draft:
 
 def collides(ex, guards) -> bool:
     """The redraw's question (misconceptions.collides), the mistakes carried down the chain at once."""
-    from .distinct import collides as chain_collides
-
     return chain_collides(ex, guards)
 
 

@@ -28,6 +28,7 @@ from ...core.numbers import choice, decimals_for
 from ...i18n import msg
 from ...rendering import latex as L
 from .._shared.aids import softmax_aids
+from .._shared.fast import clash_free
 
 ID = "variance"
 ORDER = 100
@@ -67,8 +68,6 @@ def _apart(draft: Draft) -> bool:
     """Every part's mistakes differ from its answer and from each other (rounded to 2 decimals too): the
     two softmax rows first (the whole numbers' mistakes are √d_k ≥ 2 away), each part's own check a
     yes/no (misconceptions.clashes' decision)."""
-    from .._shared.fast import clash_free
-
     d_k, z = int(draft.given["d_k"]), np.asarray(draft.given["scores"], dtype=float)
     ordered = sorted(draft.parts, key=lambda p: not p.name.startswith("A_"))
     return all(clash_free(part.reference, mistakes_of(d_k, z, part.name), misconceptions.separation(part))

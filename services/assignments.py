@@ -36,10 +36,15 @@ from .submissions import class_exercises, exercises_for, secret
 __all__ = ["MAX_COUNT", "MAX_SEED", "AccessDenied", "Assignment", "AssignmentError", "Created", "Locked",
            "MalformedCode", "MalformedKey", "Rules", "UnknownAssignment", "class_list", "create", "delete",
            "duplicate", "load", "mine", "missing_font", "parse_code", "parse_key", "pdf", "pdf_files", "roster",
-           "set_roster", "submitted_count", "update", "verify_key", "worksheet"]
+           "kind_versions", "set_roster", "submitted_count", "update", "verify_key", "worksheet"]
 
 parse_code = storage.parse_code
 parse_key = storage.parse_key
+
+
+def kind_versions() -> dict[str, int]:
+    """Each kind's generator version, which storage keeps with an assignment's items."""
+    return {kind_id: int(kind.VERSION) for kind_id, kind in exercises.KINDS.items()}
 
 
 def create(title: Any, items: Iterable[ItemSpec | Mapping[str, Any]], seed: Any, per_student: bool = False,
@@ -57,7 +62,8 @@ def create(title: Any, items: Iterable[ItemSpec | Mapping[str, Any]], seed: Any,
     with db.guarded():
         return storage.create_assignment(db.engine(), spec.title, spec.items, spec.seed, spec.per_student,
                                          spec.allow_solutions, exercises=class_exercises(spec), rules=checked,
-                                         teacher_key=teacher_key, request_id=request_id)
+                                         teacher_key=teacher_key, request_id=request_id,
+                                         kind_versions=kind_versions())
 
 
 def mine(key: Any) -> list[Assignment]:
@@ -91,7 +97,7 @@ def update(a: Assignment, key: Any, title: Any = None, rules: Any = None, allow_
     with db.guarded():
         return storage.update_assignment(db.engine(), a.code, key, title=title, rules=rules,
                                          allow_solutions=allow_solutions, items=items, exercises=exercises_,
-                                         per_student=per_student)
+                                         per_student=per_student, kind_versions=kind_versions())
 
 
 def duplicate(a: Assignment, key: Any, title: Any = None) -> Created:

@@ -26,6 +26,7 @@ from pathlib import Path
 from exercises import worksheets
 from exercises.i18n import DEFAULT_LANG, Msg, msg
 from exercises.teacher.assignments import AssignmentError
+from exercises.worksheets import moodle as moodle_xml
 from storage import Assignment
 
 from . import assignments as service
@@ -121,9 +122,8 @@ def _build(job: Job, a: Assignment, names: tuple[str, ...], language: str, space
 
 
 def moodle(a: Assignment, students: Iterable[str] = (), language: str = DEFAULT_LANG, variants: int = 0) -> bytes:
-    """The assignment as Moodle XML (exercises.teacher.moodle): the class's set, each listed student's
+    """The assignment as Moodle XML (exercises.worksheets.moodle): the class's set, each listed student's
     variants, or `variants` shuffled variants, as a question-bank category."""
-    from exercises.teacher import moodle as moodle_xml
 
     if a.per_student and students:
         sets = [(n, service.exercises_for(a, n)) for n in worksheets.clean_students(students)]

@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 import storage
@@ -197,8 +198,6 @@ def student_cells(book: Gradebook, label: str, marks: Mapping[str, str] | None =
 
 
 def _cells(value: Any) -> list[tuple[tuple[int, int], float]]:
-    import numpy as np
-
     grid = np.atleast_2d(np.asarray(value, dtype=float))
     return [((i, j), float(grid[i, j])) for i in range(grid.shape[0]) for j in range(grid.shape[1])]
 

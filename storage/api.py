@@ -22,10 +22,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
-from exercises.core.engine import KINDS
-from exercises.i18n import msg
 from exercises.teacher.assignments import (
-    AssignmentError,
     AssignmentSpec,
     ItemSpec,
     Rules,
@@ -286,17 +283,18 @@ def create_assignment(engine: Engine, title: Any, items: Iterable[ItemSpec | Map
                       per_student: bool = False, allow_solutions: bool = False,
                       created_at: datetime | None = None, exercises: Iterable[Any] = (),
                       rules: Rules | Mapping[str, Any] | None = None, teacher_key: Any = None,
-                      request_id: str | None = None) -> Created:
+                      request_id: str | None = None, kind_versions: Mapping[str, int] | None = None) -> Created:
     """Store a new assignment under a fresh random code; returns it with its teacher key (shown once).
 
-    Each item keeps its kind's generator version; `exercises` (the class's set, one per slot, as
+    Each item keeps its kind's generator version from `kind_versions` (kind id → version: services pass
+    the registry's; a kind not in it: not kept); `exercises` (the class's set, one per slot, as
     Exercises or their to_dict()) are stored with it in the same transaction. `teacher_key`: a key the
     teacher already has (MalformedKey if it is none), so one key owns many assignments; else a new one.
     `request_id`: the same id again (Create pressed twice) returns the first one, existing=True.
     Raises exercises.teacher.assignments.AssignmentError for a bad title, item list, seed or rules."""
     spec = make_spec(title, items, seed, per_student, allow_solutions)
     checked = make_rules(rules) if rules is not None else None
-    versions = tuple(int(KINDS[i.kind].VERSION) for i in spec.items)
+    versions = tuple(_version((kind_versions or {}).get(i.kind)) for i in spec.items)
     stored = [_exercise_json(e) for e in exercises]
     key = new_key() if teacher_key is None else parse_key(teacher_key)
     owner = owner_id(engine, key)
@@ -637,7 +635,7 @@ def set_roster(engine: Engine, code: Any, key: Any, names: Iterable[Any]) -> dic
     their SHA-256 is stored, so a list issued again makes the old links stop working."""
     cleaned = [clean_student_name(n) for n in names]
     if len({student_key(n) for n in cleaned}) != len(cleaned):
-        raise AssignmentError(msg("assignment.error.roster_duplicate"))
+        raise ValueError("a class list names one student twice")  # services say so first, in words
     tokens = {n: secrets.token_urlsafe(16) for n in cleaned}
     at = _utc_naive(None)
     with writing(engine).begin() as conn:
@@ -699,13 +697,15 @@ def started(conn: Connection, code: str) -> bool:
 
 def update_assignment(engine: Engine, code: Any, key: Any, title: Any = None, rules: Any = None,
                       allow_solutions: bool | None = None, items: Any = None, exercises: Iterable[Any] = (),
-                      per_student: bool | None = None) -> Assignment:
+                      per_student: bool | None = None,
+                      kind_versions: Mapping[str, int] | None = None) -> Assignment:
     """Change the title, rules (opening, deadline, exam, time limit, …) or solutions switch at any time; the
     items only while nobody has submitted (Locked "submitted"), and once a student has started only by
     adding exercises after the last one (Locked "started"): an exercise already stored for a class or a
     student — what they saw, what their answers are graded against — is never replaced. The per-student
     switch changes only before anyone started. `exercises`: the class set of the new items (one per slot;
-    only the slots that are new or changed are stored). AccessDenied without the key."""
+    only the slots that are new or changed are stored); `kind_versions` as for create_assignment, for new
+    items. AccessDenied without the key."""
     with writing(engine).begin() as conn:
         assignment = _authorised(conn, code, key)
         values: dict[str, Any] = {}
@@ -727,7 +727,7 @@ def update_assignment(engine: Engine, code: Any, key: Any, title: Any = None, ru
                 raise Locked(assignment.code, "started")
             old_rows = {(i.kind, i.level, i.count): v for i, v in zip(assignment.items, assignment.versions)}
             values["items"] = [{**i.to_dict(), "version": old_rows.get((i.kind, i.level, i.count))
-                                or int(KINDS[i.kind].VERSION)} for i in new]
+                                or _version((kind_versions or {}).get(i.kind))} for i in new]
             if switch:
                 values["per_student"] = bool(per_student)
             table = assignment_exercises

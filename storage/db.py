@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
+from datetime import UTC, datetime
 from pathlib import Path
 
 import sqlalchemy as sa
@@ -184,7 +185,6 @@ def open_engine(url: str | None = None) -> Engine:
     except (sa.exc.IntegrityError, sa.exc.ProgrammingError, sa.exc.OperationalError):
         metadata.create_all(engine)  # another replica was creating the same tables at that moment
     add_missing_columns(engine)
-    from .profiles import register_legacy_profiles  # the migration of issue 20 (needs the tables above)
     register_legacy_profiles(engine)
     return engine
 
@@ -211,6 +211,27 @@ def add_missing_columns(engine: Engine) -> list[str]:
         except (sa.exc.ProgrammingError, sa.exc.OperationalError):
             continue
     return added
+
+
+def register_legacy_profiles(engine: Engine) -> list[str]:
+    """The migration to private profiles: every profile name that attempts were stored under before
+    profiles were private becomes a "legacy" profile, so its data is kept (and can be claimed with a
+    recovery code) while no one reaches it by typing its name. Idempotent; the names registered now."""
+    for _ in range(2):  # a second pass when another replica registered the same names at that moment
+        try:
+            with engine.connect() as conn:
+                known = sa.select(profiles.c.id)
+                missing = [str(r.profile) for r in conn.execute(
+                    sa.select(attempts.c.profile).where(attempts.c.profile.not_in(known)).distinct()).all()]
+            if missing:
+                now = datetime.now(UTC).replace(tzinfo=None)
+                with writing(engine).begin() as conn:
+                    conn.execute(sa.insert(profiles), [{"id": name, "source": "legacy", "created_at": now}
+                                                       for name in missing])
+            return missing
+        except sa.exc.IntegrityError:
+            continue
+    return []
 
 
 _WRITERS: dict[str, threading.Lock] = {}  # one per database file: this process's writers take turns

@@ -111,26 +111,6 @@ def legacy_profiles(engine: Engine) -> dict[str, int]:
     return {str(name): int(count) for name, count in rows}
 
 
-def register_legacy_profiles(engine: Engine) -> list[str]:
-    """The migration of issue 20: every profile name that attempts were stored under before profiles were
-    private becomes a "legacy" profile, so its data is kept (and can be claimed with a recovery code)
-    while no one reaches it by typing its name. Idempotent; the names registered now."""
-    for _ in range(2):  # a second pass when another replica registered the same names at that moment
-        try:
-            with engine.connect() as conn:
-                known = sa.select(profiles.c.id)
-                missing = [str(r.profile) for r in conn.execute(
-                    sa.select(attempts.c.profile).where(attempts.c.profile.not_in(known)).distinct()).all()]
-            if missing:
-                with writing(engine).begin() as conn:
-                    conn.execute(sa.insert(profiles), [{"id": name, "source": "legacy", "created_at": _now()}
-                                                       for name in missing])
-            return missing
-        except sa.exc.IntegrityError:
-            continue
-    return []
-
-
 def profile_rows(engine: Engine, profile_id: str) -> dict[str, Any] | None:
     """A profile's own row (source, created_at), or None."""
     with engine.connect() as conn:

@@ -13,8 +13,8 @@ import exercises
 from exercises import worksheets
 from exercises.core import grading
 from exercises.core.numbers import round_half_up
-from exercises.teacher import moodle
 from exercises.teacher.assignments import make_spec
+from exercises.worksheets import moodle
 from tests.test_worksheets import pdf_text
 
 MIXED = [{"kind": "softmax", "level": 2, "count": 1}, {"kind": "masking", "level": 2, "count": 1},

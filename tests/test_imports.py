@@ -1,7 +1,9 @@
-"""Every module of the exercises package imports cleanly, and their module-level imports form no cycle.
+"""The project's imports form no cycle and run only downward, the late ones (inside functions) included.
 
-The graph is read from the source with `ast` (imports inside functions are deliberate late imports and
-are left out); the kinds count as one node, since the engine discovers them as a whole.
+The graph is read from the source with `ast`: every import statement at any depth is an arrow, since a
+late import ties two modules as surely as one at the top, only later. A late import of a project
+module says why on its line or the line above (a real cost it avoids: Streamlit or a heavy optional
+library at import time, or the engine, which imports every kind as it loads).
 """
 
 from __future__ import annotations
@@ -13,8 +15,19 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGE = ROOT / "exercises"
-KINDS = "exercises.kinds"
+PACKAGES = ("attention_core", "exercises", "storage", "services", "ui", "app_pages")
+
+# Lowest first: a module imports only from its own layer or a lower one. The engine's packages from the
+# bottom up, the facade `exercises` (its public names and `python -m exercises`) on top of them; storage
+# below the services (and it knows no kinds or messages: test_storage_knows_rows_not_kinds_or_messages).
+LAYERS = ["attention_core",
+          "exercises.i18n", "exercises.core", "exercises.rendering", "exercises.solutions", "exercises.kinds",
+          "exercises.teacher", "exercises.worksheets", "exercises.cli", "exercises",
+          "storage", "services", "ui", "app_pages", "app"]
+
+# What storage still reads of the engine: the assignment records it returns (ItemSpec, Rules, AssignmentSpec)
+# and the checks that make them. They leave when storage returns plain rows and the services build records.
+STORAGE_STILL_READS = {"exercises.teacher.assignments"}
 
 
 def _module_name(path: Path) -> str:
@@ -24,27 +37,8 @@ def _module_name(path: Path) -> str:
     return ".".join(parts)
 
 
-MODULES = {_module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
-
-
-def _node(name: str) -> str:
-    """The graph node of a module: every kind module is the one node exercises.kinds."""
-    return KINDS if name == KINDS or name.startswith(KINDS + ".") else name
-
-
-def _top_level_imports(tree: ast.Module) -> list[ast.Import | ast.ImportFrom]:
-    """Imports run when the module is imported: at top level, also inside top-level if/try blocks."""
-    found, todo = [], list(tree.body)
-    while todo:
-        stmt = todo.pop(0)
-        if isinstance(stmt, (ast.Import, ast.ImportFrom)):
-            found.append(stmt)
-        elif isinstance(stmt, ast.If):
-            if not (isinstance(stmt.test, ast.Name) and stmt.test.id == "TYPE_CHECKING"):
-                todo += stmt.body + stmt.orelse
-        elif isinstance(stmt, ast.Try):
-            todo += stmt.body + stmt.orelse + stmt.finalbody + [s for h in stmt.handlers for s in h.body]
-    return found
+MODULES = {_module_name(p): p for package in PACKAGES for p in sorted((ROOT / package).rglob("*.py"))}
+MODULES["app"] = ROOT / "app.py"
 
 
 def _from_target(stmt: ast.ImportFrom, package: str) -> str:
@@ -56,31 +50,50 @@ def _from_target(stmt: ast.ImportFrom, package: str) -> str:
     return ".".join(base + ([stmt.module] if stmt.module else []))
 
 
-def _imported(module: str, path: Path) -> set[str]:
-    """The modules of the package that `module` imports at import time."""
+def _run_on_import(tree: ast.Module) -> set[ast.stmt]:
+    """The imports run when the module is imported: at top level, also inside top-level if/try blocks."""
+    found, todo = set(), list(tree.body)
+    while todo:
+        stmt = todo.pop(0)
+        if isinstance(stmt, (ast.Import, ast.ImportFrom)):
+            found.add(stmt)
+        elif isinstance(stmt, ast.If):
+            todo += stmt.body + stmt.orelse
+        elif isinstance(stmt, ast.Try):
+            todo += stmt.body + stmt.orelse + stmt.finalbody + [s for h in stmt.handlers for s in h.body]
+    return found
+
+
+def imports(module: str, path: Path) -> list[tuple[int, str, bool]]:
+    """(line, project module imported, late) for every import statement of `module`, at any depth."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
-    out: set[str] = set()
-    for stmt in _top_level_imports(tree):
+    on_import = _run_on_import(tree)
+    found = []
+    for stmt in ast.walk(tree):
         if isinstance(stmt, ast.Import):
-            out |= {alias.name for alias in stmt.names}
+            targets = [alias.name for alias in stmt.names]
+        elif isinstance(stmt, ast.ImportFrom):
+            target = _from_target(stmt, package)  # `from . import engine` imports the submodule engine
+            targets = [f"{target}.{a.name}" if f"{target}.{a.name}" in MODULES else target for a in stmt.names]
+        else:
             continue
-        target = _from_target(stmt, package)
-        for alias in stmt.names:  # `from . import engine` imports the submodule engine
-            sub = f"{target}.{alias.name}"
-            out.add(sub if sub in MODULES else target)
-    return {m for m in out if m in MODULES}
+        found += [(stmt.lineno, t, stmt not in on_import) for t in dict.fromkeys(targets) if t in MODULES]
+    return found
 
 
-def graph() -> dict[str, set[str]]:
-    edges: dict[str, set[str]] = {}
+def graph() -> dict[str, dict[str, int]]:
+    """module → {module it imports: the line of the first such import}."""
+    edges: dict[str, dict[str, int]] = {}
     for module, path in MODULES.items():
-        node = _node(module)
-        edges.setdefault(node, set()).update(_node(m) for m in _imported(module, path) if _node(m) != node)
+        edges[module] = {}
+        for line, target, _late in imports(module, path):
+            if target != module:
+                edges[module].setdefault(target, line)
     return edges
 
 
-def cycle(edges: dict[str, set[str]]) -> list[str] | None:
+def cycle(edges) -> list[str] | None:
     """One import cycle as a list of modules, or None."""
     state: dict[str, int] = {}  # 1: on the current path, 2: done
     path: list[str] = []
@@ -103,39 +116,6 @@ def cycle(edges: dict[str, set[str]]) -> list[str] | None:
     return None
 
 
-def test_the_exercises_package_has_no_import_cycle():
-    edges = graph()
-    assert "exercises.core.steps" in edges and "exercises.solutions.builders" in edges
-    found = cycle(edges)
-    assert found is None, "import cycle: " + " → ".join(found)
-
-
-def test_the_cycle_finder_finds_a_cycle():
-    assert cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
-    assert cycle({"a": {"b"}, "b": set()}) is None
-
-
-def test_the_step_registry_sits_below_what_reads_it():
-    """steps knows nothing of the pipeline, solutions, rendering or the kinds."""
-    edges = graph()
-    below = {"exercises.core.steps", "exercises.core.exact"}
-    for module in below:
-        assert edges[module] <= below, f"{module} imports {edges[module] - below}"
-    assert "exercises.core.engine" not in edges["exercises.solutions.walk"]
-
-
-@pytest.mark.parametrize("module", sorted(m for m in MODULES if not m.startswith(KINDS + ".") and not m.endswith("__main__")))
-def test_every_module_imports(module):
-    importlib.import_module(module)
-
-
-# The packages of exercises/, lowest first: a module imports (at import time) only from its own package or
-# a lower one. The engine finds the kinds when discovery runs (a late import), since the kinds build on it.
-LAYERS = ["exercises.i18n", "exercises.core", "exercises.rendering", "exercises.solutions", "exercises.kinds",
-          "exercises.teacher", "exercises.worksheets", "exercises.cli"]
-FACADE = {"exercises", "exercises.__main__"}  # the public names and `python -m exercises`: above everything
-
-
 def layer(module: str) -> int:
     for rank, package in enumerate(LAYERS):
         if module == package or module.startswith(package + "."):
@@ -143,45 +123,99 @@ def layer(module: str) -> int:
     raise AssertionError(f"{module} is in no layer of {LAYERS}")
 
 
-def upward_imports(edges: dict[str, set[str]]) -> list[str]:
-    return sorted(f"{a} → {b}" for a, targets in edges.items() if a not in FACADE
-                  for b in targets if b not in FACADE and layer(b) > layer(a))
+def _where(module: str, line: int) -> str:
+    return f"{MODULES[module].relative_to(ROOT)}:{line}"
+
+
+def upward_imports(edges) -> list[str]:
+    """`file:line imports module` for every import from a lower layer to a higher one."""
+    return sorted(f"{_where(a, line)} imports {b}" for a, targets in edges.items()
+                  for b, line in targets.items() if layer(b) > layer(a))
+
+
+def test_the_project_has_no_import_cycle():
+    edges = graph()
+    assert "exercises.core.steps" in edges and "storage.api" in edges and "ui.progress" in edges
+    found = cycle(edges)
+    assert found is None, "import cycle: " + " → ".join(found)
+
+
+def test_the_cycle_finder_finds_a_cycle():
+    assert cycle({"a": {"b": 1}, "b": {"c": 1}, "c": {"a": 1}}) == ["a", "b", "c", "a"]
+    assert cycle({"a": {"b": 1}, "b": {}}) is None
 
 
 def test_every_module_sits_in_a_layer_and_imports_only_downward():
     edges = graph()
     for module in edges:
-        if module not in FACADE:
-            layer(module)  # the top level of exercises/ holds nothing but the facade
+        layer(module)
     assert upward_imports(edges) == []
 
 
 def test_an_upward_import_is_found():
-    assert upward_imports({"exercises.core.engine": {"exercises.kinds"}}) == ["exercises.core.engine → exercises.kinds"]
-    assert upward_imports({"exercises.kinds": {"exercises.core.engine"}}) == []
+    assert upward_imports({"exercises.core.engine": {"exercises.kinds": 7}}) == [
+        "exercises/core/engine.py:7 imports exercises.kinds"]
+    assert upward_imports({"exercises.kinds": {"exercises.core.engine": 7}}) == []
 
 
-def _every_import_target(module: str, path: Path) -> list[tuple[int, str]]:
-    """Every package module an import names, at any depth (the late ones inside functions too)."""
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
-    found = []
-    for stmt in ast.walk(tree):
-        if isinstance(stmt, ast.ImportFrom):
-            found.append((stmt.lineno, _from_target(stmt, package)))
-        elif isinstance(stmt, ast.Import):
-            found += [(stmt.lineno, alias.name) for alias in stmt.names]
-    return [(line, t) for line, t in found if t == "exercises" or t.startswith("exercises.")]
+def test_storage_knows_rows_not_kinds_or_messages():
+    """Storage reads and writes rows: which kinds exist and what a message says are the services' to know."""
+    edges = graph()
+    reads = sorted(f"{_where(a, line)} imports {b}" for a, targets in edges.items() if a.startswith("storage")
+                   for b, line in targets.items() if not b.startswith("storage") and b not in STORAGE_STILL_READS)
+    assert reads == []
+
+
+def test_the_step_registry_sits_below_what_reads_it():
+    """steps knows nothing of the pipeline, solutions, rendering or the kinds."""
+    edges = graph()
+    below = {"exercises.core.steps", "exercises.core.exact"}
+    for module in below:
+        engine = {m for m in edges[module] if m.startswith("exercises")}  # attention_core lies below it all
+        assert engine <= below, f"{module} imports {engine - below}"
+    walk = "exercises.solutions.walk"  # the kinds import solutions: the engine, which imports them, only late
+    assert all(late for _, target, late in imports(walk, MODULES[walk]) if target == "exercises.core.engine")
+
+
+def _says_why(lines: list[str], line: int) -> bool:
+    """A comment on the import's line, or a comment line right above it."""
+    return "#" in lines[line - 1] or lines[line - 2].strip().startswith("#")
+
+
+def test_a_late_import_of_the_project_says_why():
+    """Imports belong at the top; one inside a function is kept only for a cost it avoids, said beside it."""
+    silent = []
+    for module, path in MODULES.items():
+        lines = path.read_text(encoding="utf-8").splitlines()
+        silent += sorted({_where(module, line) for line, _target, late in imports(module, path)
+                          if late and not _says_why(lines, line)})
+    assert silent == []
+
+
+def test_a_silent_late_import_is_found():
+    lines = ["def f():", "    from . import engine", "    # the engine imports every kind", "    from . import x"]
+    assert [_says_why(lines, n) for n in (2, 4)] == [False, True]
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if m.partition(".")[0] in ("exercises", "storage", "services")
+                                          and not m.endswith("__main__") and not m.startswith("exercises.kinds.")))
+def test_every_module_imports(module):
+    importlib.import_module(module)
 
 
 def test_every_import_names_a_module_that_exists_also_the_late_ones():
     """A late import (inside a function) is not run by importing its module: read them all."""
-    readers = dict(MODULES)  # and every module outside the package that reads it
-    for folder in ("services", "storage", "ui", "app_pages", "bench", "scripts", "tests"):
+    readers = dict(MODULES)  # and every module outside the packages that reads them
+    for folder in ("bench", "scripts", "tests", "deploy"):
         readers.update({_module_name(p): p for p in sorted((ROOT / folder).rglob("*.py"))
                         if "node_modules" not in p.parts})
-    readers["app"] = ROOT / "app.py"
-    missing = [f"{path.relative_to(ROOT)}:{line} imports {target}"
-               for module, path in readers.items() for line, target in _every_import_target(module, path)
-               if target not in MODULES]
+    missing = []
+    for module, path in readers.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+        for stmt in ast.walk(tree):
+            names = ([(stmt.lineno, _from_target(stmt, package))] if isinstance(stmt, ast.ImportFrom)
+                     else [(stmt.lineno, a.name) for a in stmt.names] if isinstance(stmt, ast.Import) else [])
+            missing += [f"{path.relative_to(ROOT)}:{line} imports {target}" for line, target in names
+                        if target.partition(".")[0] in PACKAGES and target not in MODULES]
     assert missing == []

@@ -247,7 +247,7 @@ def test_the_solution_computes_each_group_once_and_compares_the_cache_with_multi
 def test_moodle_export_reads_back_through_the_grader(drawn):
     """Each cell a Cloze sub-question with the grader's tolerance; the right values typed into the boxes
     (rounded as the export allows) grade 1.0."""
-    from exercises.teacher import moodle
+    from exercises.worksheets import moodle
     from tests.test_exports import _cloze_answers
 
     exs = [ex for level in LEVELS for ex in drawn[level][:2]]

@@ -14,6 +14,7 @@ import sqlalchemy as sa
 import storage
 from services import db as services_db
 from services import profiles, progress, review
+from storage import db as storage_db
 from storage import profiles as store
 from tests.test_storage import db_url  # noqa: F401  (fixture: SQLite, and a PostgreSQL schema of its own)
 
@@ -148,7 +149,7 @@ def test_the_migration_keeps_the_old_named_profiles_data_behind_a_code(db_url, m
     engine = services_db.engine()
     assert store.legacy_profiles(engine) == {"Ada": 1, "me": 2}
     assert [a.solution_shown for a in storage.list_attempts(engine, "me")] == [None, None], "kept, not invented"
-    assert store.register_legacy_profiles(engine) == [], "idempotent"
+    assert storage_db.register_legacy_profiles(engine) == [], "idempotent"
     assert storage.open_engine(db_url) is not None and store.legacy_profiles(engine) == {"Ada": 1, "me": 2}
 
     # no browser reaches a legacy profile by its name; the operator can hand out a code for it

@@ -200,6 +200,8 @@ def test_a_class_list_with_personal_links_stored_hashed(engine):
         storage.record_submissions(engine, code, "Mallory", [_entry(0, 1.0)])
     assert info.value.reason == "not_on_roster"
     storage.record_submissions(engine, code, "Ada Lovelace", [_entry(0, 1.0)])
+    with pytest.raises(ValueError):  # services check the list first and say why in the teacher's language
+        storage.set_roster(engine, code, key, ["Ada Lovelace", "ada  lovelace"])
     again = storage.set_roster(engine, code, key, ["Ada Lovelace", "Alan Turing"])
     assert storage.student_for_token(engine, code, tokens["Alan Turing"]) is None  # the old link expired
     assert storage.student_for_token(engine, code, again["Alan Turing"]) == "Alan Turing"
@@ -257,10 +259,11 @@ def test_exercises_and_versions_are_kept_with_items_submissions_and_attempts(eng
     import exercises
     class_set = [exercises.generate("softmax", 100, 2), exercises.generate("softmax", 101, 2),
                  exercises.generate("scores", 102, 1)]
-    created = storage.create_assignment(engine, "Kept", ITEMS, 1, exercises=class_set)
+    created = storage.create_assignment(engine, "Kept", ITEMS, 1, exercises=class_set,
+                                        kind_versions={"softmax": 4, "scores": 7})  # services pass the registry's
     code, key = created.assignment.code, created.teacher_key
-    versions = (exercises.KINDS["softmax"].VERSION, exercises.KINDS["scores"].VERSION)
-    assert created.assignment.versions == versions == storage.get_assignment(engine, code).versions
+    assert created.assignment.versions == (4, 7) == storage.get_assignment(engine, code).versions
+    assert storage.create_assignment(engine, "Not kept", ITEMS, 1).assignment.versions == (None, None)
     assert storage.stored_exercises(engine, code) == {i: ex.to_dict() for i, ex in enumerate(class_set)}
     assert storage.stored_exercises(engine, code, "Ada") == {}
     ex = class_set[0]

@@ -30,6 +30,7 @@ from services.assignments import MAX_COUNT, MAX_SEED, Assignment, AssignmentErro
 
 from . import aids as aids_ui
 from . import answer_grid, feedback, mathview, problem, solution
+from . import exports as exports_ui
 from .i18n import lang, lang_key, render, tr, user_text
 
 MAX_ROWS = 8  # item rows in the builder
@@ -231,7 +232,6 @@ def downloads_ui(a: Assignment) -> None:
     if service.missing_font(a.spec, students, tr("worksheet.name_line")):
         st.warning(tr("assign.error.pdf_font"), icon=":material/font_download_off:")
         return
-    from . import exports as exports_ui
 
     links = st.session_state.get(f"assign.links.{code}") or (st.session_state.get(CREATED) or {}).get("links") or {}
     exports_ui.downloads(a, students, {n: share_link(code, token) for n, token in links.items()})

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 import streamlit as st
 
 import exercises
+from services.progress import MASTERED, Standing
 
 from .i18n import tr
-from .progress import MASTERED, Standing
 
 
 @dataclass(frozen=True)

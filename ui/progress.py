@@ -20,7 +20,7 @@ import streamlit as st
 
 from exercises.i18n import DEFAULT_LANG, catalog
 from services import db, profiles, progress, review
-from services.progress import (  # noqa: F401  (names Home, the Home map and the pages read from here)
+from services.progress import (  # noqa: F401  (names Home and the pages read from here)
     MASTERED,
     RECENT,
     Standing,
@@ -32,6 +32,7 @@ from services.progress import (  # noqa: F401  (names Home, the Home map and the
 )
 
 from . import attempts as session_attempts
+from . import pipeline_map
 from .i18n import tr
 
 PROFILE_KEY = "progress.profile"  # the profile id this session works under (never shown)
@@ -262,8 +263,7 @@ def next_text(n: review.Next) -> str:
 
 
 def next_link(n: review.Next) -> None:
-    from . import pipeline_map as pm  # noqa: PLC0415  (pipeline_map reads Standing from here)
-    pm.practice_link(n.kind, n.level, icon=":material/arrow_forward:",
+    pipeline_map.practice_link(n.kind, n.level, icon=":material/arrow_forward:",
                      label=tr("suggest.go", topic=tr(f"kind.{n.kind}.title"), level=n.level))
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from typing import Any
 
@@ -25,7 +26,7 @@ from .. import worksheets
 from ..core import engine, grading
 from ..core.model import Exercise
 from ..core.parser import AnswerError
-from ..i18n import Msg, t
+from ..i18n import Msg, languages, t
 from . import selftest
 
 EXIT_RIGHT, EXIT_WRONG, EXIT_USAGE, EXIT_MALFORMED, EXIT_PIPE = 0, 1, 2, 3, 141
@@ -62,7 +63,7 @@ def describe(ex: Exercise, lang: str = "en") -> str:
         if part.prompt:
             lines.append(t(part.prompt, lang, **part.params))
         if part.is_choice:
-            lines += [f"  {chr(ord('A') + i)}. {worksheets.model._option_text(o, part, lang)}"
+            lines += [f"  {chr(ord('A') + i)}. {worksheets.model.option_text(o, part, lang)}"
                       for i, o in enumerate(part.options)]
             letters = ", ".join(chr(ord("A") + i) for i in range(len(part.options)))
             lines.append(f"answer {part.name}: one letter, {letters}")
@@ -194,8 +195,6 @@ def _feedback_text(fb: grading.Feedback, lang: str = "en") -> str:
 
 def _lang(text: str) -> str:
     """A language the catalogs have (argparse type): anything else is bad usage, never silently English."""
-    from ..i18n import languages
-
     if text not in languages():
         raise argparse.ArgumentTypeError(f"unknown language {text!r}; choose one of {', '.join(languages())}")
     return text
@@ -230,8 +229,6 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.flush()  # inside the try: a pipe closed early is reported here, not at exit
         return code
     except BrokenPipeError:
-        import os
-
         try:  # Python would report the pipe again when it flushes stdout at exit
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         except OSError:

@@ -69,7 +69,7 @@ def count(given: Mapping[str, Any], names: Iterable[str], env: Mapping[str, Any]
 def operations(ex: Any) -> Operations:
     """The operation count of an exercise: its kind's own `operations(ex)` when it declares one, else the
     pipeline steps to its parts plus one cell per entry of each part no step computes."""
-    from . import engine  # the kinds are discovered there; budget is imported by none of them at load time
+    from . import engine  # imported here: the engine imports every kind as it loads, and kinds import budget
 
     kind = engine.KINDS.get(ex.kind)
     if kind is not None and getattr(kind, "operations", None) is not None:

@@ -168,6 +168,6 @@ def _solved(ex: Exercise) -> tuple[Step, ...]:
 @functools.lru_cache(maxsize=CACHE_SIZE)
 def solution(kind: str, seed: int, level: int) -> tuple[Step, ...]:
     """solve(generate(kind, seed, level)), cached per process: a pure function of the triple."""
-    from ..core import engine
+    from ..core import engine  # imported here: the kinds import this package
 
     return _solved(engine.generate(kind, seed, level))

@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import sys
 from pathlib import Path
 from typing import Any
 
-from ..i18n import DEFAULT_LANG, t
+from ..i18n import DEFAULT_LANG, languages, t
 from ..teacher.assignments import AssignmentError, ItemSpec, make_spec
 from .files import write
 from .model import FORMATS, SPACES, build, read_students
@@ -35,16 +36,12 @@ def add_parser(sub: Any) -> None:
 
 
 def _lang(text: str) -> str:
-    from ..i18n import languages
-
     if text not in languages():
         raise argparse.ArgumentTypeError(f"unknown language {text!r}; choose one of {', '.join(languages())}")
     return text
 
 
 def run(args: argparse.Namespace) -> int:
-    import sys
-
     def fail(text: str) -> int:
         print(f"error: {text}", file=sys.stderr)
         return 2

@@ -3,14 +3,20 @@
 from __future__ import annotations
 
 import json
+import os
+import pickle
+import subprocess
+import sys
 import threading
+import zipfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 from ..core.model import to_jsonable
-from .model import EXP_PLACES, FORMATS, NAMES, Worksheet, _option_text, problem, solution_steps
+from .model import EXP_PLACES, FORMATS, NAMES, Worksheet, option_text, problem, solution_steps
 from .text import to_latex, to_markdown
-from .typst import to_pdf
+from .typst import compile_args, to_pdf, to_typst, typst_chunks
 
 
 def to_json(ws: Worksheet, key: bool = False) -> str:
@@ -25,7 +31,7 @@ def to_json(ws: Worksheet, key: bool = False) -> str:
             for part, words in p.asks:
                 d = {"name": part.name, "shape": list(part.shape), "decimals": part.decimals, "ask": words}
                 if part.is_choice:
-                    d["options"] = [_option_text(o, part, lang) for o in part.options]
+                    d["options"] = [option_text(o, part, lang) for o in part.options]
                 if key:
                     d["reference"] = to_jsonable(part.reference)
                 parts.append(d)
@@ -134,10 +140,6 @@ class _Child:
     document and waits for the PDF, so the caller gets a Future and goes on."""
 
     def __init__(self) -> None:
-        import subprocess
-        import sys
-        from concurrent.futures import ThreadPoolExecutor
-
         self.process = subprocess.Popen([sys.executable, "-c", _CHILD_CODE], stdin=subprocess.PIPE,
                                         stdout=subprocess.PIPE)
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="typst")
@@ -168,8 +170,6 @@ class _Child:
         return future
 
     def _compile(self, data: bytes, options: dict, sent: int) -> bytes:
-        import pickle
-
         blob = pickle.dumps((data, options))
         stdin, stdout = self.process.stdin, self.process.stdout
         assert stdin is not None and stdout is not None
@@ -216,8 +216,6 @@ class Compiler:
         return [child.process.pid for child in self._children if child is not None]
 
     def submit(self, source: str) -> Any:
-        from .typst import compile_args
-
         data, options = compile_args(source)
         if CHILD_BASE + GROWTH_PER_BYTE * len(data) > CHILD_MEMORY:  # a big document: alone
             self.close()
@@ -241,8 +239,6 @@ class Compiler:
 
 def compilers() -> int:
     """How many compiler children a class's ZIP uses: COMPILERS, at most the machine's cores."""
-    import os
-
     return max(1, min(COMPILERS, os.cpu_count() or 1))
 
 
@@ -252,10 +248,6 @@ def write_pdf_zip(ws: Worksheet, path: Path, progress: Any = None) -> Path:
     The sources are written here, one sheet at a time, and compiled in a Compiler's compilers()
     children, each PDF going to disk as it arrives (in the class list's order); so memory stays that
     of a few sheets however big the class. `progress(done, total)` after each PDF."""
-    import zipfile
-
-    from .typst import typst_chunks
-
     total = 2 * len(ws.sheets)
     jobs = ((sheet_file(number, sheet.student, name), sheet, key)
             for number, sheet in enumerate(ws.sheets, start=1) for name, key in zip(NAMES, (False, True)))
@@ -293,8 +285,6 @@ _LOCK = threading.Lock()
 def pdf_isolated(ws: Worksheet, key: bool = False) -> bytes:
     """to_pdf, compiled in a long-lived, recycled Compiler process: for a server, whose own memory
     Typst's caches would otherwise grow by every document."""
-    from .typst import to_typst
-
     global _ISOLATED
     with _LOCK:
         if _ISOLATED is None:

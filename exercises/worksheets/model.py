@@ -195,7 +195,7 @@ def exp_rows(p: Problem) -> list[tuple[Token, str]]:
     return [(_token(e.x, EXP_PLACES), latex.decimal(e.value, EXP_PLACES)) for e in p.aids.exp_table]
 
 
-def _option_text(option: str, part: Part, lang: str) -> str:
+def option_text(option: str, part: Part, lang: str) -> str:
     return _text(option, lang, fallback=option, **part.params)
 
 

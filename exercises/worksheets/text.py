@@ -14,10 +14,10 @@ from .model import (
     Token,
     Worksheet,
     _choice_answer,
-    _option_text,
     _token,
     _tokens,
     key_tokens,
+    option_text,
     problem,
     solution_steps,
 )
@@ -48,7 +48,7 @@ def _latex_matrix(cells: Sequence[Sequence[Token]]) -> str:
     return latex.bmatrix([[_latex_cell(c) for c in row] for row in cells])
 
 
-def _latex_given(g: Given) -> str:
+def latex_given(g: Given) -> str:
     sym = latex.symbol(g.name)
     if g.kind == "matrix":
         return f"{sym} = {_latex_matrix(_tokens(g.value))}"
@@ -98,7 +98,7 @@ def _doc_lines(ws: Worksheet, key: bool, fmt: str) -> list[str]:
             for n in p.notes:
                 out += [(r"\emph{" + esc(n) + "}") if tex else f"*{esc(n)}*", ""]
             if p.given:
-                out += display(r",\qquad ".join(_latex_given(g) for g in p.given)) + [""]
+                out += display(r",\qquad ".join(latex_given(g) for g in p.given)) + [""]
             if not key:
                 for aid in _aids_latex(p):
                     out += display(aid) + [""]
@@ -107,7 +107,7 @@ def _doc_lines(ws: Worksheet, key: bool, fmt: str) -> list[str]:
                 if part.is_choice:
                     for i, option in enumerate(part.options):
                         out.append(("\\quad " if tex else "- ") + f"{chr(ord('A') + i)}. "
-                                   + esc(_option_text(option, part, lang)) + (r"\\" if tex else ""))
+                                   + esc(option_text(option, part, lang)) + (r"\\" if tex else ""))
                     out.append("")
                     if key:
                         out += [esc(_choice_answer(part, lang)), ""]

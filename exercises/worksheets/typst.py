@@ -27,11 +27,11 @@ from .model import (
     Token,
     Worksheet,
     _choice_answer,
-    _option_text,
     _token,
     _tokens,
     exp_rows,
     key_tokens,
+    option_text,
     part_label,
     problem,
     solution_steps,
@@ -162,7 +162,7 @@ def _typst_sheet_head(ws: Worksheet, sheet: Sheet, key: bool) -> list[str]:
 
 def qr_svg(link: str) -> str:
     """A QR code of a student's personal link, as SVG (segno: a small, well-kept, pure-Python library)."""
-    import segno
+    import segno  # imported here: only a sheet with personal links needs it
 
     out = io.BytesIO()
     segno.make(link, error="m", micro=False).save(out, kind="svg", border=1, xmldecl=False, svgns=True)
@@ -212,7 +212,7 @@ def _typst_problem(p: Problem, lang: str, key: bool, space: str = "some", given:
         ask = [f"#{typst_string(words)}", ""]
         if part.is_choice:
             for i, option in enumerate(part.options):
-                ask.append(f"- {chr(ord('A') + i)}. #{typst_string(_option_text(option, part, lang))}")
+                ask.append(f"- {chr(ord('A') + i)}. #{typst_string(option_text(option, part, lang))}")
             ask.append("")
             if key:
                 ask.append(f"#strong({typst_string(_choice_answer(part, lang))})")
@@ -374,7 +374,7 @@ def to_pdf(ws: Worksheet, key: bool = False) -> bytes:
 
 
 def compile_typst(source: str) -> bytes:
-    import typst
+    import typst  # imported here: the compiler (a large native module) loads only to make a PDF
 
     data, options = compile_args(source)
     return typst.compile(data, **options)

@@ -22,6 +22,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from ...core import budget, misconceptions
+from ...core.numbers import round_half_up
 
 # the guarded mistakes, in the order their values are stacked per part
 SOFTMAX_MISTAKES = ("softmax_grad_missing_term", "softmax_grad_diagonal_only", "softmax_grad_sign")
@@ -236,8 +237,6 @@ def _round(values: np.ndarray, places: int) -> np.ndarray:
     # below are exact: Sterbenz)
     nearest = np.rint(scaled)
     if (np.abs(np.abs(scaled - nearest) - 0.5) < 1e-6).any():
-        from ...core.numbers import round_half_up
-
         return round_half_up(values, places)
     return nearest / scale + 0.0
 

@@ -16,6 +16,7 @@ import math
 import numpy as np
 
 from ...core import misconceptions
+from ...core.numbers import round_half_up
 
 
 def clash_free(reference: np.ndarray, alts, gap: float = misconceptions.GAP) -> bool:
@@ -51,8 +52,6 @@ def rounded(values: np.ndarray, places: int) -> np.ndarray:
     cell finite and none within 1e-6 of a half at these places, each cell the nearest of its scaled
     neighbours (the same operations, cell by cell in plain Python for a few cells); anything else
     through round_half_up itself. The same floats (tests/test_kinds_kv_cache_constructive.py)."""
-    from ...core.numbers import round_half_up
-
     array = np.asarray(values, dtype=float)
     scale = 10.0 ** int(places)
     if array.size > 16:

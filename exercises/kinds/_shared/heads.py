@@ -16,6 +16,9 @@ import math
 
 import numpy as np
 
+from ...core import budget
+from ...core.numbers import round_half_up
+
 # the catalogued mistakes that can change one head's output, as the kinds list them (GUARDS, HEAD_MISTAKES)
 CATALOGUED = ("transposed_scores", "no_scaling", "scaled_by_dk", "mask_diagonal", "mask_wrong_triangle", "no_mask",
               "mask_after_softmax", "softmax_columns", "no_exp", "weights_transposed", "mask_zero_instead_of_inf",
@@ -170,8 +173,6 @@ def operations(heads: Heads, projections: list[tuple[np.ndarray, np.ndarray]], c
     term is nothing with a factor 0, an addition with a factor ±1, else a multiply-add; one division per
     nonzero score when d_k ≠ 1; per softmax row with two or more visible keys, an exponential per finite
     nonzero exponent, visible − 1 additions and visible divisions. The same counts, so the same seconds."""
-    from ...core import budget
-
     def nonzero(M):
         return np.isfinite(M) & (np.abs(M) > 1e-12)
 
@@ -212,8 +213,6 @@ class ColumnTable:
 
     def __init__(self, Q: np.ndarray, K: np.ndarray, columns: np.ndarray, pairs: np.ndarray, causal: bool,
                  d_model: int, gaps: tuple[float, ...], careful: bool):
-        from ...core.numbers import round_half_up
-
         nS, n, _ = Q.shape
         s_of, c_of = pairs[:, 0], pairs[:, 1]
         B = len(pairs)

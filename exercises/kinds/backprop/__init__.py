@@ -29,6 +29,7 @@ from ...core import budget, numbers
 from ...core.contract import HomeStage
 from ...core.draft import Draft, reference_parts
 from ...core.levels import spec
+from .._shared import backward as B
 from .._shared import chain_batch
 from .._shared.values import whole_values
 
@@ -340,8 +341,6 @@ def solve(ex) -> list:
     """Every step's matrix form, each preceded by its derivation (one cell's chain rule, the softmax
     Jacobian of the widest row, where 1/√d_k comes from, why Xᵀ), and a finite-difference check of
     the deepest gradient through the whole forward pass."""
-    from .._shared import backward as B
-
     v = B.values_of(ex)
     places = {p.name: p.decimals for p in ex.parts}
     i, j = B.largest(v["G_A"])

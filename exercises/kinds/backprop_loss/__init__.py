@@ -40,6 +40,7 @@ from ...core.model import Exercise, Part
 from ...core.numbers import matrix, nonzero_matrix, round_half_up
 from ...i18n import msg
 from ...rendering import latex as L
+from .._shared import backward as B
 from .._shared import chain_batch
 
 ID = "backprop_loss"
@@ -387,8 +388,6 @@ def operations(ex: Exercise):
 
 def _operations(ex: Exercise, env: dict | None = None):
     """operations(ex), counted from `env` (the pipeline's values of ex.given) when the caller has them."""
-    from ...core import budget
-
     names = ex.part_names
     return budget.count(ex.given, names, env) + budget.Operations(additions=int(np.size(ex.given["O"])))
 
@@ -437,8 +436,6 @@ def _g_o_step(ex: Exercise) -> solutions.Step:
 def solve(ex: Exercise) -> list[solutions.Step]:
     """G_O from the loss, then the backward steps, each preceded by its derivation (one cell's chain
     rule, the softmax Jacobian of the widest row, where 1/√d_k comes from, why Xᵀ)."""
-    from .._shared import backward as B
-
     v = B.values_of(ex)
     places = {p.name: p.decimals for p in ex.parts}
     before = {"G_A": [B.chain_weights(v, *B.largest(v["G_A"]), places["G_A"])],

@@ -20,7 +20,7 @@ import numpy as np
 from attention_core import cross_attention, ops, scaled_dot_product
 
 from ... import solutions
-from ...core import pipeline
+from ...core import budget, misconceptions, pipeline, steps
 from ...core.contract import Formula, HomeStage, SheetSection
 from ...core.draft import Draft, reference_parts
 from ...core.levels import spec
@@ -223,16 +223,12 @@ def generate(rng: np.random.Generator, level: int) -> Draft:
 
 def _fits(draft: Draft, level: int) -> bool:
     """The exact count within the level's budget (only asked when the heaviest variant would not fit)."""
-    from ...core import budget
-
     return _operations(draft.given, draft.parts).minutes <= budget.BUDGET_MINUTES[level]
 
 
 @functools.cache
 def _fits_by_size(level: int) -> bool:
     """Every variant of the level within its budget: the heaviest is (_heaviest_minutes)."""
-    from ...core import budget
-
     return _heaviest_minutes(level) <= budget.BUDGET_MINUTES[level]
 
 
@@ -256,8 +252,6 @@ def _heaviest_minutes(level: int) -> float:
 def collides(ex: Exercise, guards: tuple[str, ...]) -> bool:
     """misconceptions.collides(ex, guards): the generator's own answer when it made the exercise (its
     memo), else distinct's closed forms when they cover the exercise, else misconceptions itself."""
-    from ...core import misconceptions, steps
-
     memo = ex.__dict__.setdefault("_memo", {})
     key = (_MEMO_KEY, tuple(guards))
     if key not in memo:
@@ -283,8 +277,6 @@ def _split(given: dict) -> tuple[dict, dict, dict]:
 def _operations(given: dict, parts) -> object:
     """The hand work: Q from X, K and V from H (the pipeline's count reads X for every projection), then
     attention from Q, K, V; the cells of every asked part."""
-    from ...core import budget
-
     names = [p.name for p in parts]
     if "H" not in given:
         return budget.count(given, names)

@@ -28,7 +28,7 @@ import numpy as np
 from attention_core.grouped import group_of, grouped_query_attention, kv_cache_floats
 
 from ... import solutions
-from ...core import misconceptions, numbers, pipeline
+from ...core import budget, misconceptions, numbers, pipeline
 from ...core.contract import Formula, HomeStage, SheetSection
 from ...core.draft import Draft
 from ...core.levels import spec
@@ -37,6 +37,7 @@ from ...core.numbers import decimals_for, round_half_up
 from ...i18n import msg
 from ...rendering import latex as L
 from .._shared.aids import softmax_aids
+from .._shared.hand import own_diagnosis
 from .._shared.heads import ColumnTable, Heads, clash, comparable, like, softmax_rows
 from .._shared.heads import operations as head_operations
 
@@ -183,8 +184,6 @@ def mistakes_of(given: dict, name: str) -> dict[str, np.ndarray]:
 
 def diagnose(ex: Exercise, part: Part, value: np.ndarray) -> str | None:
     """A head computed with a wrong group or a catalogued mistake, the heads out of order, a wrong cache count."""
-    from .._shared.hand import own_diagnosis
-
     if part.name == "concat":
         tolerance = max(part.tolerance, misconceptions.DIAGNOSIS_TOLERANCE)
         h, _ = sizes_of(ex.given)
@@ -798,8 +797,6 @@ def worst_minutes(level: int) -> float:
     projections are additions (the weights are −1, 0, 1), every score a full product, a division per
     score when d_k ≠ 1, every visible key of a row with two or more an exponential, an addition and a
     division, every visible weight but the first query's (exactly 1) a multiply-add per value column."""
-    from ...core import budget
-
     size = SIZES[level]
     n, h, g, d_k, d_v = size.n, size.h, size.g, size.d_k, size.d_v
     seen = np.arange(1, n + 1) if CAUSAL else np.full(n, n)
@@ -818,8 +815,6 @@ def _seconds(level: int) -> tuple[np.ndarray, np.ndarray]:
     """For a level whose worst case does not fit its budget: (NX, P, P_V) the seconds of a group's K = X W_K
     and V = X W_V, and (NX, P, P_V, P) [x, k, v, q] a head's from Q = X W_Q to O with that group's K and V
     (budget.head_seconds without the group's two products): what _operations counts, in pieces."""
-    from ...core import budget
-
     lv = _level(level)
     NX, P, P_V = lv.good.shape
 
@@ -866,8 +861,6 @@ def _seconds(level: int) -> tuple[np.ndarray, np.ndarray]:
 
 def _fits(level: int, x: int, groups: list[tuple[int, int]], heads: list[int]) -> bool:
     """_operations(…).minutes within the level's budget, from the _seconds tables (or the worst case)."""
-    from ...core import budget
-
     if worst_minutes(level) <= budget.BUDGET_MINUTES[level]:
         return True
     size = SIZES[level]
@@ -918,8 +911,6 @@ def prompt_keys(ex: Exercise) -> tuple[str, ...]:
 
 def _operations(given: dict, parts) -> object:
     """K and V once per group, each head's pipeline from Q to O with its group's K and V, every cell written."""
-    from ...core import budget
-
     h, g = sizes_of(given)
     total = budget.Operations(cells=sum(int(np.prod(p.shape)) for p in parts))
     for j in range(1, g + 1):

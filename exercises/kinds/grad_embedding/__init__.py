@@ -22,6 +22,7 @@ from ...core.draft import Draft, reference_parts
 from ...core.levels import spec
 from ...core.model import Exercise, Part
 from ...core.numbers import nonzero_matrix
+from .._shared import backward as B
 from .._shared.values import whole_values
 
 ID = "grad_embedding"
@@ -111,8 +112,6 @@ LOSS_LATEX = r"\sum_{p,c} X_{pc} (G_X)_{pc}, \quad X_{p} = E[t_p]"
 
 def solve(ex) -> list:
     """One entry of a repeated token's row collecting every position, the matrix form, a check."""
-    from .._shared import backward as B
-
     v = B.values_of(ex)
     ids = [int(t) for t in ex.given["token_ids"]]
     token = max(set(ids), key=lambda t: (ids.count(t), -t))  # the most repeated token (smallest id on ties)

@@ -17,13 +17,17 @@ import sympy
 
 from attention_core.multi_head import head_output_backward, output_projection_backward, split_heads
 
-from ...core import misconceptions
+from ... import solutions
+from ...core import budget, misconceptions
 from ...core.contract import Formula, HomeStage, SheetSection
 from ...core.draft import Draft
 from ...core.levels import spec
 from ...core.model import Exercise, Part
 from ...core.numbers import decimals_for, nonzero_matrix, round_half_up, simple_weights
 from ...i18n import msg
+from ...rendering import latex as L
+from .._shared import backward as B
+from .._shared.hand import carried_grid, given_grid, own_diagnosis, product_step
 from .._shared.values import whole_values
 
 ID = "grad_multi_head"
@@ -133,8 +137,6 @@ def _shape_of(given: dict, name: str) -> tuple[int, int]:
 
 
 def diagnose(ex: Exercise, part: Part, value: np.ndarray) -> str | None:
-    from .._shared.hand import own_diagnosis
-
     return own_diagnosis(part, value, mistakes_of(ex.given, part.name))
 
 
@@ -156,8 +158,6 @@ def chain(ex: Exercise, values: dict[str, np.ndarray], rounding: int | None) -> 
 
 
 def _operations(given: dict, parts) -> object:
-    from ...core import budget
-
     total = budget.product_operations(given["G_out"], given["W_O"].T)
     total = total + budget.product_operations(given["concat"].T, given["G_out"])
     G_O1 = next(p.reference for p in parts if p.name == "G_O1")
@@ -175,8 +175,6 @@ def operations(ex: Exercise):
 
 def _exact(M: np.ndarray) -> sympy.Matrix:
     """A given matrix of small fractions, exactly."""
-    from ...rendering import latex as L
-
     return sympy.Matrix([[L.to_exact(float(x)) for x in row] for row in np.atleast_2d(M)])
 
 
@@ -188,9 +186,6 @@ def loss(p: dict[str, np.ndarray], given: dict) -> float:
 
 
 def _split_step(ex: Exercise, i: int, widths: list[int]):
-    from ... import solutions
-    from ...rendering import latex as L
-
     part = ex.part(f"G_O{i}")
     start = sum(widths[:i - 1])
     symbol = rf"G_{{O_{i}}}"
@@ -212,10 +207,6 @@ def _split_step(ex: Exercise, i: int, widths: list[int]):
 def solve(ex: Exercise) -> list:
     """G_concat and G_W_O from the given numbers, the split into the heads, head 1's G_V from its G_O1 as
     written, and a finite-difference check of one entry of G_V1."""
-    from ...rendering import latex as L
-    from .._shared import backward as B
-    from .._shared.hand import carried_grid, given_grid, product_step
-
     g = ex.given
     h = head_count(g)
     widths = [g[f"V{i}"].shape[1] for i in range(1, h + 1)]

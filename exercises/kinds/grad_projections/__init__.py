@@ -15,6 +15,7 @@ from ...core.contract import Formula, HomeStage, SheetSection
 from ...core.draft import Draft, reference_parts
 from ...core.levels import spec
 from ...core.numbers import choice, nonzero_matrix
+from .._shared import backward as B
 from .._shared.values import whole_values
 
 ID = "grad_projections"
@@ -58,8 +59,6 @@ LOSS_LATEX = r"\sum_{i,c} \left( Q_{ic} (G_Q)_{ic} + K_{ic} (G_K)_{ic} + V_{ic} 
 
 def solve(ex) -> list:
     """Why Xᵀ (one weight's chain rule), the three paths into one cell of X, the matrix forms, a check."""
-    from .._shared import backward as B
-
     v = B.values_of(ex)
     a, c = B.largest(v["G_W_Q"])
     i, b = B.largest(v["G_X"])

@@ -11,10 +11,12 @@ import numpy as np
 from attention_core import causal_mask
 from attention_core.ops import scale, scores
 
+from ...core import budget
 from ...core.contract import Formula, HomeStage, SheetSection
 from ...core.draft import Draft, reference_parts
 from ...core.levels import spec
 from ...core.numbers import choice, matrix, nonzero_matrix
+from .._shared import backward as B
 from .._shared.values import whole_values
 
 ID = "grad_scores"
@@ -50,8 +52,6 @@ MAX_TRIES = 200
 
 def generate(rng: np.random.Generator, level: int) -> Draft:
     """A variant that fits the level's time budget (drawn again when the numbers make it too long)."""
-    from ...core import budget
-
     return budget.draw_within_budget(_draft, rng, level, ID, MAX_TRIES)
 
 
@@ -77,8 +77,6 @@ def loss_for(d_k: int):
 
 def solve(ex) -> list:
     """Where 1/√d_k comes from, one query's and one key's chain rule, the matrix forms, a check."""
-    from .._shared import backward as B
-
     v = B.values_of(ex)
     i, j = B.largest(v["G_scaled"])
     q = B.largest(v["G_Q"])

@@ -24,6 +24,7 @@ from ...core.draft import Draft, reference_parts
 from ...core.levels import spec
 from ...core.model import Exercise
 from ...core.numbers import choice, softmax_counts
+from .._shared import backward as B
 from .._shared.values import whole_values
 from .._shared.weights import scores_text
 
@@ -145,8 +146,6 @@ def loss_for(causal: bool):
 
 def solve(ex) -> list:
     """The softmax Jacobian of one row, the matrix form, then a finite-difference check."""
-    from .._shared import backward as B
-
     v = B.values_of(ex)
     A = np.asarray(v["A"], dtype=float)
     i = B.widest_row(A)

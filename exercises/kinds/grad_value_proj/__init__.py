@@ -15,6 +15,7 @@ from ...core.contract import Formula, HomeStage, SheetSection
 from ...core.draft import Draft, reference_parts
 from ...core.levels import spec
 from ...core.numbers import choice, nonzero_matrix
+from .._shared import backward as B
 from .._shared.values import whole_values
 
 ID = "grad_value_proj"
@@ -53,8 +54,6 @@ def loss(p: dict[str, np.ndarray]) -> float:
 
 def solve(ex) -> list:
     """Why Xᵀ (one weight's chain rule), the value path into X, the matrix forms, a finite-difference check."""
-    from .._shared import backward as B
-
     v = B.values_of(ex)
     a, c = B.largest(v["G_W_V"])
     i, b = B.largest(v["G_X_V"])

@@ -17,6 +17,7 @@ from ...core.draft import Draft, reference_parts
 from ...core.levels import spec
 from ...core.model import Exercise, Part
 from ...core.numbers import choice, decimals_for, nonzero_matrix, simple_weights
+from .._shared import backward as B
 from .._shared.values import whole_values
 from .._shared.weights import scores_behind
 
@@ -53,7 +54,7 @@ def generate(rng: np.random.Generator, level: int) -> Draft:
     redraw test, answered here from the three products (its redraw would draw the next variant from
     the same generator, as this loop does), so a refused variant costs no draft and no run of the
     pipeline's mistakes."""
-    from ...core.engine import MAX_REDRAWS
+    from ...core.engine import MAX_REDRAWS  # imported here: the engine imports every kind as it loads
 
     s = spec(level)
     for _ in range(MAX_REDRAWS):
@@ -105,8 +106,6 @@ LOSS_LATEX = r"\sum_{i,c} O_{ic} (G_O)_{ic}, \quad O = A V"
 
 def solve(ex) -> list:
     """One weight's and one value's chain rule, the matrix forms, then a finite-difference check."""
-    from .._shared import backward as B
-
     v = B.values_of(ex)
     i, j = B.largest(v["G_A"])
     k, c = B.largest(v["G_V"])

@@ -30,12 +30,18 @@ import numpy as np
 from attention_core import softmax
 from attention_core.kv_cache import cache_floats, decode_step
 
+from ... import solutions
+from ...core import budget, misconceptions
 from ...core.contract import Formula, HomeStage, SheetSection
 from ...core.draft import Draft
+from ...core.grading import declared_decimals
 from ...core.levels import spec
 from ...core.model import Exercise, Part
 from ...core.numbers import choice, decimals_for, round_half_up
 from ...i18n import msg
+from ...rendering import latex as L
+from .._shared.fast import apart_from, rounded
+from .._shared.hand import own_diagnosis
 
 ID = "kv_cache"
 ORDER = 78  # after cross_attention, before multi_head: the decoder at inference time
@@ -220,8 +226,6 @@ def _value_columns(entries: tuple, length: int) -> np.ndarray:
 @functools.cache
 def _separation(decimals: int) -> float:
     """misconceptions.separation of a part graded to `decimals` places."""
-    from ...core import misconceptions
-
     return misconceptions.separation(Part(name="O", shape=(1, 1), reference=np.ones((1, 1)), decimals=decimals))
 
 
@@ -370,9 +374,6 @@ def _weights_apart(parts: list[Part], mistakes: dict, given: dict, level: int) -
     """A's and O's mistakes apart from their answers, from each other and from the careful student's
     values: what all_clash_free and _apart_from_careful decide for those two parts (the other parts are
     apart by construction; tests/test_kinds_kv_cache_constructive.py holds the two to each other)."""
-    from ...core import misconceptions
-    from .._shared.fast import rounded
-
     A, O = parts[3], parts[4]
     rounding = max([p.decimals for p in parts] + [0]) or 2  # grading.declared_decimals
     # chain's careful student (round_half_up as `rounded`): the whole K, V and scores are written exactly,
@@ -401,7 +402,6 @@ def collides(ex: Exercise, guards: tuple[str, ...]) -> bool:
     itself) there is no mistake to collide, and nothing to compute."""
     if not guards:
         return False
-    from ...core import misconceptions
 
     return misconceptions.collides(ex, guards=guards)
 
@@ -409,8 +409,6 @@ def collides(ex: Exercise, guards: tuple[str, ...]) -> bool:
 def _most_minutes(params: dict) -> float:
     """An upper bound of _operations(ex).minutes from the sizes alone (every product term a multiply-add,
     every score nonzero): when it fits the budget, the exact count does too."""
-    from ...core import budget
-
     t1, d_k, d_v = params["t1"], params["d_k"], params["d_v"]
     worst = budget.Operations(multiply_adds=d_k * t1 + t1 * d_v + 4, divisions=(t1 if d_k != 1 else 0) + t1,
                               exponentials=t1, additions=t1 - 1,
@@ -437,10 +435,6 @@ def _apart_from_careful(ex: Exercise, mistakes: dict[str, dict[str, np.ndarray]]
     computes it with every value rounded to the declared decimals (it would be graded right).
     `apart_from_answers`: the mistakes are known to be apart from the answers (all_clash_free), so a part
     the careful student gets exactly right needs no second look."""
-    from ...core import misconceptions
-    from ...core.grading import declared_decimals
-    from .._shared.fast import apart_from
-
     # K, V and the scores are whole, so a careful student writes them exactly: the references
     known = {name: ex.part(name).reference for name in ("K", "V", "scores")} if apart_from_answers else {}
     careful = chain(ex, known, declared_decimals(ex))
@@ -497,8 +491,6 @@ def _weight_mistakes(S: np.ndarray, S_first: np.ndarray, S_query: np.ndarray, V_
 
 
 def diagnose(ex: Exercise, part: Part, value: np.ndarray) -> str | None:
-    from .._shared.hand import own_diagnosis
-
     return own_diagnosis(part, value, mistakes_of(ex.given, ex.params, part.name))
 
 
@@ -530,8 +522,6 @@ def chain(ex: Exercise, values: dict[str, np.ndarray], rounding: int | None) -> 
 def _operations(ex: Exercise):
     """The two rows copied into the caches, q Kᵀ, the division by √d_k, the softmax of one row, A V, the
     four factors of the cache size; every cell written."""
-    from ...core import budget
-
     g = ex.given
     refs = {p.name: p.reference for p in ex.parts}
     total = budget.product_operations(np.asarray(g["q"], dtype=float), refs["K"].T)
@@ -556,9 +546,6 @@ def operations(ex: Exercise):
 
 def _append_step(ex: Exercise, name: str, cache: str, row: str):
     """K (or V): the cache's t rows as they are, the new row below them."""
-    from ... import solutions
-    from ...rendering import latex as L
-
     part = ex.part(name)
     t = int(ex.params["t"])
     cache_symbol, here = L.symbol(cache), L.symbol(name)
@@ -579,8 +566,6 @@ def _append_step(ex: Exercise, name: str, cache: str, row: str):
 def _attention_steps(ex: Exercise) -> list:
     """s = q Kᵀ, s/√d_k, the softmax and o = a V through the registry's builders, with the new token's
     q written as q."""
-    from ... import solutions
-
     names = ("scores", "A", "O")
     places = {p.name: p.decimals for p in ex.parts}
     refs = {p.name: p.reference for p in ex.parts if p.name in names}
@@ -594,9 +579,6 @@ def _attention_steps(ex: Exercise) -> list:
 def _check_step(ex: Exercise):
     """The output is the last row of full causal attention over the t+1 tokens: row t+1 of the causal mask
     hides nothing, so that row is exactly this computation (the earlier rows are what the cache saves)."""
-    from ... import solutions
-    from ...rendering import latex as L
-
     part = ex.part("O")
     t1 = int(ex.params["t1"])
     row = rf"\left(\operatorname{{softmax}}\!\left(\frac{{Q K^{{\top}}}}{{\sqrt{{d_k}}}} + M\right) V\right)_{{{t1}}}"
@@ -612,7 +594,6 @@ def _check_step(ex: Exercise):
 
 
 def _size_step(ex: Exercise):
-    from ... import solutions
     part = ex.part("cache_floats")
     p = ex.params
     factors = ["2", str(p["layers"]), str(p["heads"]), str(p["t1"]), str(p["d_head"])]
@@ -641,8 +622,6 @@ def solve(ex: Exercise) -> list:
 
 def aids(ex: Exercise):
     """The eˣ table and √d_k of the new token's row, with the shapes of what is given."""
-    from ... import solutions
-
     stand_in = replace(ex, given={"Q": np.asarray(ex.given["q"], dtype=float), "K": ex.part("K").reference,
                                   "V": ex.part("V").reference, "d_k": int(ex.given["d_k"]), "causal": False},
                        parts=tuple(p for p in ex.parts if p.name in ("scores", "A", "O")))

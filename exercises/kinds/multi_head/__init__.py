@@ -19,7 +19,7 @@ import numpy as np
 from attention_core import MultiHeadTrace, multi_head_attention
 
 from ... import solutions
-from ...core import misconceptions, numbers, pipeline
+from ...core import budget, misconceptions, numbers, pipeline
 from ...core.contract import Formula, HomeStage, SheetSection
 from ...core.draft import Draft
 from ...core.levels import spec
@@ -30,6 +30,7 @@ from ...rendering import latex as L
 from .._shared.aids import softmax_aids
 from .._shared.heads import Heads, clash, comparable, like
 from .._shared.heads import operations as head_operations
+from . import no_head
 
 ID = "multi_head"
 ORDER = 80
@@ -160,8 +161,6 @@ def _seconds_table(x: bytes, x_shape: tuple[int, int], d_k: int, d_v: int, causa
     key the products A V take: the nonzero weights and those not ±1 in each key's column; per W_V row and
     key, the nonzero values and those not ±1 in its row). A product's seconds are its terms' (nothing with
     a factor 0, an addition with a factor ±1, else a multiply-add), so A V's add up key by key."""
-    from ...core import budget
-
     X = np.frombuffer(x).reshape(x_shape)
     n = x_shape[0]
     add, mul = budget.RATES["additions"], budget.RATES["multiply_adds"]
@@ -209,8 +208,6 @@ def _seconds_table(x: bytes, x_shape: tuple[int, int], d_k: int, d_v: int, causa
 
 def _head_seconds(t: tuple, rows_q: np.ndarray, rows_k: np.ndarray, rows_v: np.ndarray) -> np.ndarray:
     """budget.head_seconds of the candidates (pool rows) from _seconds_table: the same seconds."""
-    from ...core import budget
-
     own_qk, own_v, pair, weights, hard_weights, values, hard_values = t
     kq = rows_k * len(own_qk) + rows_q
     terms = (weights[kq] * values[rows_v]).sum(axis=1)  # A V: Σ over keys of (its weights) × (its values)
@@ -223,8 +220,6 @@ def _checked(X: np.ndarray, W_Q: np.ndarray, W_K: np.ndarray, W_V: np.ndarray, c
              seconds: float) -> np.ndarray:
     """The candidates of a batch (B, d, width) that pass _draw_head's checks and fit in `seconds`, in
     order, checked on the batch itself."""
-    from ...core import budget
-
     n = X.shape[0]
     K = X @ W_K  # (B, n, d_k)
     S = (X @ W_Q) @ np.swapaxes(K, 1, 2)  # (B, n, n)
@@ -312,8 +307,6 @@ def _cells(n: int, causal: bool) -> tuple:
     cell of its row, the visible cells in rows with two or more visible keys, the hidden cells, and the
     softmax's fixed seconds (per such row: visible − 1 additions, visible divisions); per key, the queries
     that see it, and those in rows with two or more visible keys (the weights not 1)."""
-    from ...core import budget
-
     visible = np.tril(np.ones((n, n), dtype=bool)) if causal else np.ones((n, n), dtype=bool)
     seen = visible.sum(axis=1)
     rows = seen > 1
@@ -336,8 +329,6 @@ def _admitted(x: bytes, x_shape: tuple[int, int], d_k: int, d_v: int, causal: bo
     distinct W_Q W_Kᵀ: S = X W_Q W_Kᵀ Xᵀ, flat, one product with the X_ia X_jb); per W_V its projection
     and A V, whose weights are nonzero exactly where visible and 1 exactly in a row with one visible key
     (scores this small never underflow). Whole seconds: exact sums in any order."""
-    from ...core import budget
-
     X = np.frombuffer(x).reshape(x_shape)
     n = x_shape[0]
     add, mul, div = budget.RATES["additions"], budget.RATES["multiply_adds"], budget.RATES["divisions"]
@@ -557,8 +548,6 @@ def _redrawn(rng: np.random.Generator, admitted: tuple, h: int, causal: bool):
 def _seconds_fast(admitted: tuple, q: np.ndarray, k: np.ndarray, v: np.ndarray, given: dict, parts) -> float:
     """_operations(given, parts).seconds for heads of pool rows q, k, v of X's _admitted table: each
     head's pair and W_V seconds (budget.head_seconds), the cells of every part, and concat · W_O."""
-    from ...core import budget
-
     pair, value = admitted[3], admitted[4]
     seconds = (float(pair[q * len(admitted[5]) + k].sum() + value[v].sum())
                + budget.RATES["cells"] * sum(math.prod(p.shape) for p in parts))
@@ -633,8 +622,6 @@ def _mistakes_clash(given: dict, heads: Heads, outputs: list[np.ndarray]) -> boo
 
 def _operations_fast(given: dict, parts, heads: Heads):
     """_operations(given, parts), counted from the stacked heads (_shared.heads.operations)."""
-    from ...core import budget
-
     h = heads.h
     X = np.asarray(given["X"], dtype=float)
     W = [np.stack([np.asarray(given[head_names(i)[k]], dtype=float) for i in range(1, h + 1)]) for k in range(3)]
@@ -672,8 +659,6 @@ def collides(ex: Exercise, guards: tuple[str, ...]) -> bool:
 
 def _operations(given: dict, parts) -> object:
     """Each head's pipeline to O by hand, the cells of every asked part, and concat · W_O."""
-    from ...core import budget
-
     h = sum(1 for name in given if name.startswith("W_Q"))
     total = budget.Operations(cells=sum(int(np.prod(p.shape)) for p in parts))
     for i in range(1, h + 1):
@@ -690,8 +675,6 @@ def operations(ex: Exercise):
 
 
 def _draft(rng: np.random.Generator, level: int) -> Draft:
-    from ...core import budget
-
     n, heads, d_k, d_v, x_values, projected = SIZES[level]
     h = choice(rng, heads)
     causal = bool(rng.integers(2))
@@ -755,8 +738,6 @@ def _draft(rng: np.random.Generator, level: int) -> Draft:
 
 def _share(level: int, h: int) -> float:
     """A head's share of the level's budget (seconds): the budget after the cells written, shared evenly."""
-    from ...core import budget
-
     n, _, _, d_v, _, projected = SIZES[level]
     cells = n * d_v * h * 2 + (n * D_MODEL if projected else 0)  # O_1 … O_h, concat, out
     return (budget.BUDGET_MINUTES[level] * 60 - budget.RATES["cells"] * cells) / h
@@ -803,12 +784,20 @@ def no_head_table(level: int, causal: bool) -> np.ndarray:
                      for X in _every_matrix(level)])
 
 
+def print_no_head_tables() -> None:
+    """no_head.py's TABLES, printed as the file holds them (after a change to level 2)."""
+    for level, causal in ((2, False), (2, True)):
+        text = np.packbits(no_head_table(level, causal), bitorder="little").tobytes().hex()
+        print(f"    ({level}, {causal}): (")
+        for start in range(0, len(text), 96):
+            print(f'        "{text[start:start + 96]}"')
+        print("    ),")
+
+
 @functools.lru_cache(maxsize=8)
 def _no_head(level: int, causal: bool, seconds: float) -> np.ndarray | None:
     """no_head.py's table for the level, or None (a level without one, or another budget share: then every
     X's table is made)."""
-    from . import no_head
-
     stored = no_head.TABLES.get((level, causal))
     if stored is None or seconds != _share(level, SIZES[level][1][0]):
         return None

@@ -6,7 +6,7 @@ hardly any X is refused.
 
 Made by multi_head.no_head_table (tests/test_kinds_multi_head_fast_paths.py remakes every bit);
 after a change to the level's sizes, values, checks or budget, print it again:
-    python -c "from exercises.kinds.multi_head import no_head; no_head.main()"
+    python -c "from exercises.kinds.multi_head import print_no_head_tables; print_no_head_tables()"
 """
 
 from __future__ import annotations
@@ -40,15 +40,3 @@ TABLES: dict[tuple[int, bool], str] = {
     ),
 }
 
-
-def main() -> None:
-    import numpy as np
-
-    from . import no_head_table
-
-    for level, causal in ((2, False), (2, True)):
-        text = np.packbits(no_head_table(level, causal), bitorder="little").tobytes().hex()
-        print(f"    ({level}, {causal}): (")
-        for start in range(0, len(text), 96):
-            print(f'        "{text[start:start + 96]}"')
-        print("    ),")

@@ -23,6 +23,7 @@ import numpy as np
 from attention_core.ops import padding_mask, softmax_visible
 
 from ... import solutions
+from ...core import misconceptions
 from ...core.contract import Formula, HomeStage, SheetSection
 from ...core.draft import Draft, reference_parts
 from ...core.levels import spec
@@ -177,8 +178,6 @@ def references(given: dict, key: tuple, with_mistakes: bool = True) -> tuple[dic
 def collides(ex: Exercise, guards: tuple[str, ...]) -> bool:
     """misconceptions.collides(ex, guards): the generator's own answer when it made the exercise (its
     memo), else misconceptions itself."""
-    from ...core import misconceptions
-
     memo = ex.__dict__.setdefault("_memo", {})
     key = (_MEMO_KEY, tuple(guards))
     if key not in memo:

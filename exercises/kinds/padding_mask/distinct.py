@@ -27,6 +27,8 @@ import numpy as np
 from attention_core import ops
 
 from ...core import misconceptions
+from ...core.draft import reference_parts
+from ...core.model import Exercise
 from ...core.numbers import round_half_up
 
 GAP = misconceptions.GAP  # the separation of A (2 decimals, or 0 when every weight is whole)
@@ -41,9 +43,6 @@ def pattern_apart(pad: tuple[int, ...], causal: bool, guards: tuple[str, ...]) -
     """Every guarded mistake of M gives M and Z̃ apart from the right ones and from each other, for this
     padding and causal flag (misconceptions.collides on an exercise asking M and Z̃ only: what the
     scores are changes nothing there)."""
-    from ...core.draft import reference_parts
-    from ...core.model import Exercise
-
     n = len(pad)
     given = {"scaled": np.zeros((n, n)), "pad": np.array([pad], dtype=float), "causal": causal}
     ex = Exercise(kind="padding_mask", seed=0, level=1, version=0, given=given,

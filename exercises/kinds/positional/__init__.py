@@ -23,13 +23,18 @@ import numpy as np
 from attention_core import softmax
 from attention_core.positions import frequencies, sinusoidal
 
-from ...core import misconceptions
+from ... import solutions
+from ...core import budget, misconceptions, pipeline
 from ...core.contract import Formula, HomeStage, SheetSection
 from ...core.draft import Draft
 from ...core.levels import spec
 from ...core.model import Exercise, Part
 from ...core.numbers import choice, decimals_for, nonzero_matrix, round_half_up
 from ...i18n import msg
+from ...rendering import latex as L
+from .._shared.aids import softmax_aids
+from .._shared.fast import all_clash_free
+from .._shared.hand import carried, own_diagnosis
 
 ID = "positional"
 ORDER = 86  # after rope
@@ -118,8 +123,6 @@ def trig_table(pos: np.ndarray, d: int) -> str:
 
 
 def _three(x: float) -> str:
-    from ...rendering import latex as L
-
     return L.decimal(x, TABLE_PLACES).replace("-", "−")
 
 
@@ -164,16 +167,12 @@ def _mistakes(given: dict) -> dict[str, dict[str, np.ndarray]]:
 
 
 def diagnose(ex: Exercise, part: Part, value: np.ndarray) -> str | None:
-    from .._shared.hand import own_diagnosis
-
     return own_diagnosis(part, value, mistakes_of(ex.given, part.name))
 
 
 def chain(ex: Exercise, values: dict[str, np.ndarray], rounding: int | None) -> dict[str, np.ndarray]:
     """P from the positions, X_P = X + P from the learner's P, O through the pipeline (Q = K = V = X) and
     O_perm from the learner's O, each computed value rounded half-up to `rounding` places."""
-    from ...core import pipeline
-
     env = dict(values)
     g = ex.given
     X = np.asarray(g["X"], dtype=float)
@@ -189,8 +188,6 @@ def chain(ex: Exercise, values: dict[str, np.ndarray], rounding: int | None) -> 
 
 def operations(ex: Exercise):
     """P read off the table, X + P, attention without positions by hand, O_perm read off O."""
-    from ...core import budget
-
     X = np.asarray(ex.given["X"], dtype=float)
     total = budget.Operations(additions=int(np.size(X)))
     if "perm" in ex.given:
@@ -200,10 +197,6 @@ def operations(ex: Exercise):
 
 def aids(ex: Exercise):
     """The eˣ table of the softmax of attention without positions, and √d (the sin/cos table is in the prompt)."""
-    from ... import solutions
-    from ...rendering import latex as L
-    from .._shared.aids import softmax_aids
-
     if "perm" not in ex.given:
         return solutions.Aids(shapes=solutions.shapes_of(ex))
     X = np.asarray(ex.given["X"], dtype=float)
@@ -214,9 +207,6 @@ def aids(ex: Exercise):
 
 
 def _p_step(ex: Exercise):
-    from ... import solutions
-    from ...rendering import latex as L
-
     part = ex.part("P")
     pos = ex.given["pos"]
     d = part.shape[1]
@@ -245,10 +235,6 @@ def _p_step(ex: Exercise):
 
 
 def _sum_step(ex: Exercise):
-    from ... import solutions
-    from ...rendering import latex as L
-    from .._shared.hand import carried
-
     part, P = ex.part("X_P"), ex.part("P")
     X = ex.given["X"]
 
@@ -266,9 +252,6 @@ def _sum_step(ex: Exercise):
 
 
 def _perm_step(ex: Exercise):
-    from ... import solutions
-    from ...rendering import latex as L
-
     part = ex.part("O_perm")
     perm = np.asarray(ex.given["perm"], dtype=int)
     symbol = r"O_{\mathrm{perm}}"
@@ -289,7 +272,6 @@ def solve(ex: Exercise) -> list:
     pipeline's own steps, and O_perm as O's rows in the new order."""
     from dataclasses import replace
 
-    from ... import solutions
 
     steps = [_p_step(ex), _sum_step(ex)]
     if "perm" in ex.given:

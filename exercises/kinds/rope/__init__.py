@@ -28,12 +28,16 @@ import sympy
 
 from attention_core.positions import rope, rotation_angles
 
+from ... import solutions
+from ...core import budget, misconceptions
 from ...core.contract import Formula, HomeStage, SheetSection
 from ...core.draft import Draft
 from ...core.levels import spec
 from ...core.model import Exercise, Part
 from ...core.numbers import choice, decimals_for, nonzero_matrix, round_half_up
 from ...i18n import msg
+from ...rendering import latex as L
+from .._shared.hand import carried_grid, exact_number, own_diagnosis, product_step
 
 ID = "rope"
 ORDER = 84  # after multi_head: where a token is, once attention is whole
@@ -94,8 +98,6 @@ def _all_apart(parts: list[Part], given: dict) -> bool:
     the values): a part clashes when two of its values are within its separation in every cell, the
     answer and a mistake or two mistakes, as misconceptions.any_clash decides on finite values
     (tests/test_kinds_rope_constructive.py holds the two to each other)."""
-    from ...core import misconceptions
-
     Q, K, pos, theta = (np.asarray(given[k], dtype=float) for k in ("Q", "K", "pos", "theta"))
     c, s = _trig_stack(tuple(pos.tolist()), tuple(theta.tolist()))  # (3, 1, n, m): turned, back, once
     X = np.stack([Q, K])  # (2, n, 2m)
@@ -145,8 +147,6 @@ def collides(ex: Exercise, guards: tuple[str, ...]) -> bool:
     """misconceptions.collides(ex, guards) for this kind's GUARDS without the pipeline: the registry's two
     score mistakes on the unrotated Q and K are K Qᵀ and (when Q K is defined) Q K, put to the scores as
     clash_by_part does (tests/test_kinds_rope_constructive.py holds the two to each other)."""
-    from ...core import misconceptions
-
     if tuple(guards) != GUARDS:
         return misconceptions.collides(ex, guards=guards)
     memo = ex.__dict__.get("_memo", {})
@@ -497,8 +497,6 @@ def mistakes_of(given: dict, name: str) -> dict[str, np.ndarray]:
 
 
 def diagnose(ex: Exercise, part: Part, value: np.ndarray) -> str | None:
-    from .._shared.hand import own_diagnosis
-
     return own_diagnosis(part, value, mistakes_of(ex.given, part.name))
 
 
@@ -518,8 +516,6 @@ def chain(ex: Exercise, values: dict[str, np.ndarray], rounding: int | None) -> 
 
 def _rotation_operations(X: np.ndarray, pos: np.ndarray, theta: np.ndarray):
     """Each rotated cell: x cos φ and ∓ y sin φ, nothing for a zero factor, an addition for ±1."""
-    from ...core import budget
-
     total = budget.NONE
     phi = np.deg2rad(rotation_angles(pos, theta))  # (n, m)
     for p in range(X.shape[0]):
@@ -532,8 +528,6 @@ def _rotation_operations(X: np.ndarray, pos: np.ndarray, theta: np.ndarray):
 
 def operations(ex: Exercise):
     """The two rotations, the scores from the rotated rows, every cell written."""
-    from ...core import budget
-
     g = ex.given
     total = _rotation_operations(g["Q"], g["pos"], g["theta"]) + _rotation_operations(g["K"], g["pos"], g["theta"])
     total = total + budget.product_operations(ex.part("Q_rot").reference, ex.part("K_rot").reference.T)
@@ -546,10 +540,6 @@ def operations(ex: Exercise):
 def _trig_number(x: sympy.Expr):
     """A number of the table (0, ±1/2, ±√3/2, ±1) or a multiple of one exactly; a sum such as 1 − √3
     to 3 decimals (a factor of a product is one number)."""
-    from ... import solutions
-    from ...rendering import latex as L
-    from .._shared.hand import exact_number
-
     x = sympy.nsimplify(sympy.expand(x))
     if x.is_Rational or (x / sympy.sqrt(3)).is_Rational:
         return exact_number(x)
@@ -558,9 +548,6 @@ def _trig_number(x: sympy.Expr):
 
 
 def _angles_step(ex: Exercise):
-    from ... import solutions
-    from ...rendering import latex as L
-
     pos, theta = ex.given["pos"], ex.given["theta"]
     phi = rotation_angles(pos, theta)  # (n, m)
 
@@ -579,9 +566,6 @@ def _angles_step(ex: Exercise):
 
 def _rotation_step(ex: Exercise, name: str, source: str):
     """Each pair of row p turned by φ_pi: two products per cell, cos and sin from the table."""
-    from ... import solutions
-    from ...rendering import latex as L
-
     part = ex.part(name)
     g = ex.given
     X = np.asarray(g[source], dtype=float)
@@ -616,8 +600,6 @@ def _rotation_step(ex: Exercise, name: str, source: str):
 
 
 def _scores_step(ex: Exercise):
-    from .._shared.hand import carried_grid, product_step
-
     part = ex.part("scores")
     q, k = ex.part("Q_rot"), ex.part("K_rot")
     g = ex.given
@@ -635,9 +617,6 @@ def _rounded(*parts: Part) -> bool:
 
 def _relative_step(ex: Exercise):
     """One score again from the unrotated q_p and k_r and the difference of their angles alone."""
-    from ... import solutions
-    from ...rendering import latex as L
-
     g = ex.given
     pos, theta = g["pos"], g["theta"]
     n = g["Q"].shape[0]

@@ -23,12 +23,17 @@ import sympy
 
 from attention_core import softmax
 
+from ... import solutions
+from ...core import budget
 from ...core.contract import Formula, HomeStage, SheetSection
 from ...core.draft import Draft
 from ...core.levels import spec
 from ...core.model import Exercise, Part
 from ...core.numbers import choice, decimals_for, round_half_up
 from ...i18n import msg
+from ...rendering import latex as L
+from .._shared import backward as B
+from .._shared.hand import all_apart, own_diagnosis
 
 ID = "softmax_jacobian"
 ORDER = 105  # right after variance, whose argument it completes
@@ -129,8 +134,6 @@ def _shrinks(counts, root: int) -> bool:
 
 def _takes(draft: Draft) -> bool:
     """The rule a row is taken by: it shrinks and its mistakes are all apart."""
-    from .._shared.hand import all_apart
-
     z, d_k = draft.given["z"], draft.given["d_k"]
     counts, root = draft.params["counts"], draft.params["root"]
     return _shrinks(counts, root) and all_apart(draft.parts, lambda p, z=z, d_k=d_k: mistakes_of(z, d_k, p.name))
@@ -175,8 +178,6 @@ def mistakes_of(z: np.ndarray, d_k: int, name: str) -> dict[str, np.ndarray]:
 
 
 def diagnose(ex: Exercise, part: Part, value: np.ndarray) -> str | None:
-    from .._shared.hand import own_diagnosis
-
     found = mistakes_of(ex.given["z"], int(ex.given["d_k"]), part.name)
     # a Jacobian built the wrong way from the learner's own weights is named too
     return own_diagnosis(part, value, found)
@@ -199,8 +200,6 @@ def chain(ex: Exercise, values: dict[str, np.ndarray], rounding: int | None) -> 
 
 def operations(ex: Exercise):
     """Two softmaxes of a row with whole exponentials (no table), two Jacobians, every cell written."""
-    from ...core import budget
-
     n = int(ex.given["z"].shape[1])
     row = budget.Operations(additions=n - 1, divisions=n)  # e^{z_j} = c_j^{√d_k}: read off, no table
     jac = budget.Operations(multiply_adds=n * n, additions=n)  # a_j a_k, and a_j − a_j² on the diagonal
@@ -213,9 +212,6 @@ def operations(ex: Exercise):
 
 def _weights_step(ex: Exercise, name: str, counts: list[int], power: int) -> object:
     """a_j = e^{z_j} / Σ_k e^{z_k} with e^{z_j} = c_j^power: the exponentials are whole numbers."""
-    from ... import solutions
-    from ...rendering import latex as L
-
     part = ex.part(name)
     s = SYMBOLS[name]
     zs = "z" if name == "a" else r"\hat{z}"
@@ -250,9 +246,6 @@ def _ln_latex(power: int, c: int) -> str:
 
 def _jacobian_step(ex: Exercise, name: str, weights: str, exact_a: list) -> object:
     """J_jk = a_j (δ_jk − a_k), from the weights as the step before shows them (exact fractions)."""
-    from ... import solutions
-    from ...rendering import latex as L
-
     part = ex.part(name)
     s, a_sym = SYMBOLS[name], SYMBOLS[weights]
     n = len(exact_a)
@@ -283,9 +276,6 @@ def _jacobian_step(ex: Exercise, name: str, weights: str, exact_a: list) -> obje
 
 def _compare_step(ex: Exercise, exact_a: list, exact_as: list) -> object:
     """The largest |J| entry of each row: the sharper row passes back less."""
-    from ... import solutions
-    from ...rendering import latex as L
-
     peak = [max(x * (1 - x) for x in w) for w in (exact_a, exact_as)]
     value = np.array([[float(p) for p in peak]])
     cells = [L.rational(p) for p in peak]
@@ -307,9 +297,6 @@ def _compare_step(ex: Exercise, exact_a: list, exact_as: list) -> object:
 def solve(ex: Exercise) -> list:
     """The two softmaxes and their Jacobians (exact fractions), the largest entries side by side, and a
     finite-difference check of one entry of J."""
-    from ...rendering import latex as L
-    from .._shared import backward as B
-
     root = math.isqrt(int(ex.given["d_k"]))
     counts = [int(c) for c in counts_of(ex)]
     exact_a = [sympy.Rational(x.numerator, x.denominator) for x in exact_weights(counts, root)]

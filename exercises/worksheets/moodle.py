@@ -21,6 +21,8 @@ from ..core.engine import prompt
 from ..core.model import Exercise, Part
 from ..i18n import DEFAULT_LANG, escape, t
 from ..rendering import latex
+from .model import option_text, problem
+from .text import latex_given
 
 __all__ = ["cloze_answer", "question_text", "to_xml"]
 
@@ -45,24 +47,17 @@ def cloze_answer(part: Part, x: float) -> str:
 
 def _choice(part: Part, lang: str) -> str:
     right = int(part.reference[0, 0])
-    from ..worksheets.model import _option_text
-
-    options = [("=" if i == right else "") + _cloze_text(_xml(escape.CONTROL.sub("", _option_text(o, part, lang))))
+    options = [("=" if i == right else "") + _cloze_text(_xml(escape.CONTROL.sub("", option_text(o, part, lang))))
                for i, o in enumerate(part.options or ())]
     return "{1:MULTICHOICE_V:" + "~".join(options) + "}"
 
 
 def _given_tex(ex: Exercise) -> list[str]:
-    from ..worksheets.model import problem
-    from ..worksheets.text import _latex_given
-
-    return [_latex_given(g) for g in problem(ex, 1, DEFAULT_LANG).given]
+    return [latex_given(g) for g in problem(ex, 1, DEFAULT_LANG).given]
 
 
 def question_text(ex: Exercise, lang: str = DEFAULT_LANG) -> str:
     """The question's HTML: prompt, rounding rule, given values in TeX, then a grid of answer boxes per part."""
-    from ..worksheets.model import problem
-
     p = problem(ex, 1, lang)
     out = [f"<p>{escape.html(prompt(ex, lang))}</p>"]
     out += [f"<p><em>{escape.html(n)}</em></p>" for n in p.notes]

@@ -8,7 +8,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 import exercises
-from exercises.core import budget
+from exercises.core import budget, engine
 from exercises.core.budget import Operations
 
 SEEDS = range(30)
@@ -50,10 +50,10 @@ def test_every_variant_fits_its_levels_time_budget(kind_id, level):
     over = []
     for seed in SEEDS:
         ex = exercises.generate(kind_id, seed, level)
-        minutes = budget.minutes(ex)
+        minutes = engine.minutes(ex)
         assert minutes > 0
         if minutes > budget.BUDGET_MINUTES[level]:
-            over.append(f"seed {seed}: {minutes:.1f} min {budget.operations(ex).as_dict()}")
+            over.append(f"seed {seed}: {minutes:.1f} min {engine.operations(ex).as_dict()}")
     assert not over, f"{kind_id} level {level} over {budget.BUDGET_MINUTES[level]} min: " + "; ".join(over[:5])
 
 
@@ -74,9 +74,9 @@ def test_head_seconds_of_a_batch_is_the_count_of_each_candidate(causal):
 def test_a_kind_can_declare_its_own_count():
     ex = exercises.generate("multi_head", 0, 3)
     kind = exercises.KINDS["multi_head"]
-    assert kind.operations is not None and budget.operations(ex) == kind.operations(ex)
+    assert kind.operations is not None and engine.operations(ex) == kind.operations(ex)
     # two heads of the pipeline and concat · W_O: more than the cells it asks for
-    assert budget.operations(ex).seconds > sum(int(np.prod(p.shape)) for p in ex.parts) * budget.RATES["cells"]
+    assert engine.operations(ex).seconds > sum(int(np.prod(p.shape)) for p in ex.parts) * budget.RATES["cells"]
 
 
 SCRIPT = """
@@ -97,7 +97,7 @@ def test_practice_line_shows_the_minutes_and_one_line_per_level(lang, about, lev
     at.run()
     assert not at.exception
     ex = exercises.generate("attention", 3, 2)
-    minutes = budget.about_minutes(ex)
+    minutes = engine.about_minutes(ex)
     assert at.session_state["shown_minutes"] == minutes
     caption = at.caption[0].value
     assert caption.startswith(about) and str(minutes) in caption and "12" in caption
@@ -112,7 +112,7 @@ def test_the_practice_page_says_about_how_many_minutes_the_problem_takes():
     at = open_page("app_pages/practice.py", {"kind": "attention", "level": "2", "seed": "3"})
     ex = exercises.generate("attention", 3, 2)
     captions = " ".join(c.value for c in at.caption)
-    assert f"About {budget.about_minutes(ex)} min by hand (level 2: at most 12 min)." in captions
+    assert f"About {engine.about_minutes(ex)} min by hand (level 2: at most 12 min)." in captions
 
 
 def _cell_by_cell(left, right) -> Operations:

@@ -13,7 +13,7 @@ import pytest
 
 import exercises
 from exercises.cli import selftest
-from exercises.core import budget, misconceptions
+from exercises.core import budget, engine, misconceptions
 from exercises.core.draft import reference_parts
 from exercises.core.levels import spec
 from exercises.core.model import Exercise
@@ -115,7 +115,7 @@ def test_generated_exercises_need_no_redraw_and_fit(level):
         ex = exercises.generate("backprop", seed, level)
         fresh = Exercise.from_dict(ex.to_dict())
         assert misconceptions.collisions(fresh, backprop.GUARDS) == [], (level, seed)
-        assert budget.within_budget(fresh), (level, seed)
+        assert engine.within_budget(fresh), (level, seed)
 
 
 @pytest.mark.parametrize("level", backprop.LEVELS)

@@ -141,7 +141,7 @@ def test_generated_exercises_need_no_redraw_and_fit(level):
         fresh = Exercise.from_dict(ex.to_dict())
         assert misconceptions.collisions(fresh, backprop_loss.GUARDS) == [], (level, seed)
         assert apart_from_rounded(fresh, backprop_loss.GUARDS, engine.default_chain), (level, seed)
-        assert budget.within_budget(fresh), (level, seed)
+        assert engine.within_budget(fresh), (level, seed)
         assert np.abs(fresh.part("G_O").reference).min() > 1e-9
 
 

@@ -139,11 +139,11 @@ def test_levels_are_multi_query_then_grouped_and_causal(drawn):
 @pytest.mark.parametrize("level", LEVELS)
 def test_every_exercise_fits_its_time_budget(drawn, level):
     for ex in drawn[level]:
-        assert budget.minutes(ex) <= budget.BUDGET_MINUTES[level], ex.id
+        assert engine.minutes(ex) <= budget.BUDGET_MINUTES[level], ex.id
     # the count is the kind's own: K and V once per group, not once per head
     ex = drawn[level][0]
     h, g = sizes(ex)
-    assert budget.operations(ex).cells == sum(int(np.prod(p.shape)) for p in ex.parts)
+    assert engine.operations(ex).cells == sum(int(np.prod(p.shape)) for p in ex.parts)
 
 
 # ---------------------------------------------------------------- grading

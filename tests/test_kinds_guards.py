@@ -13,7 +13,7 @@ import pytest
 
 import exercises
 from exercises.cli import pins
-from exercises.core import budget, engine, misconceptions, pipeline, sampler
+from exercises.core import engine, misconceptions, pipeline, sampler
 from exercises.core.model import Exercise
 from exercises.kinds import multi_head
 
@@ -30,7 +30,7 @@ def drafts(kind_id: str, seed: int, level: int):
 
     for ex in sampler.candidates(kind, engine.rng_for(kind_id, seed, level), level, make):
         yield ex
-        if not misconceptions.collisions(ex, guards=kind.GUARDS) and (kind.draw is None or budget.within_budget(ex)):
+        if not misconceptions.collisions(ex, guards=kind.GUARDS) and (kind.draw is None or engine.within_budget(ex)):
             return
 
 

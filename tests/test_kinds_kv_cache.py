@@ -189,7 +189,7 @@ def test_kv_cache_conventions_and_budgets(level):
         np.testing.assert_array_equal(ex.part("V").reference[-1], g["v"][0])
         assert math.isqrt(d_k) ** 2 == d_k or level > 1  # level 1: √d_k is whole
         assert np.abs(ex.part("scores").reference / math.sqrt(d_k)).max() <= KV.MAX_SCALED
-        assert budget.minutes(ex) <= limit, (ex.id, budget.minutes(ex))
+        assert engine.minutes(ex) <= limit, (ex.id, engine.minutes(ex))
     assert {"t", "d_k", "layers", "heads", "d_head"} <= set(ex.params)
     text = engine.prompt(ex)
     assert "No mask" in text and str(p["layers"]) in text and str(p["d_head"]) in text

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import exercises
-from exercises.core import budget, misconceptions
+from exercises.core import engine, misconceptions
 from exercises.core.numbers import nonzero_matrix
 from exercises.kinds import multi_head as K
 from tests.stored_exercise import still_shows_and_grades
@@ -165,7 +165,7 @@ def test_every_exercise_keeps_the_guarantees_of_the_redraw(level):
         assert K._differ([hd.A for hd in tr.heads]) and K._differ(outputs), (level, seed)
         assert not any(misconceptions.clashes(outputs[i - 1], K._head_mistakes(K.head_given(ex.given, i), K.GUARDS))
                        for i in range(1, h + 1)), (level, seed)
-        assert budget.within_budget(ex), (level, seed)
+        assert engine.within_budget(ex), (level, seed)
         assert not misconceptions.collides(ex, K.GUARDS), (level, seed)
         assert (ex.given["d_k"] == 2) == (level >= 2)
 

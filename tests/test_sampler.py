@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import exercises
-from exercises.core import budget, engine, misconceptions, sampler
+from exercises.core import engine, misconceptions, sampler
 from exercises.core.model import Exercise
 
 BATCH_KINDS = [k for k, kind in exercises.KINDS.items() if kind.draw is not None]
@@ -36,7 +36,7 @@ def _plain_first(kind_id: str, seed: int, level: int) -> tuple[Exercise, list[st
             plain = _plain_collides(ex, batch, kind.GUARDS)
             if plain != bool(stacked[i]):
                 disagreements.append(f"candidate {i}: plain {plain}, stacked {bool(stacked[i])}")
-            if not plain and budget.within_budget(ex):
+            if not plain and engine.within_budget(ex):
                 return ex, disagreements
     raise AssertionError(f"{kind_id} level {level} seed {seed}: no candidate kept")
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import streamlit as st
 
 from exercises import Exercise
-from exercises.core import budget
+from exercises.core import budget, engine
 
 from .i18n import tr
 
@@ -16,7 +16,7 @@ from .i18n import tr
 def show(ex: Exercise) -> int:
     """A caption with the exercise's hand time and an expander with one line per level; returns the
     minutes shown."""
-    minutes = budget.about_minutes(ex)
+    minutes = engine.about_minutes(ex)
     st.caption(tr("budget.about", minutes=minutes, level=ex.level, budget=int(budget.BUDGET_MINUTES[ex.level])),
                help=tr("budget.rates"))
     with st.expander(tr("budget.levels"), icon=":material/timer:"):

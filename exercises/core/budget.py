@@ -16,7 +16,7 @@ in the eˣ table, 5 per cell written. Budgets: level 1 ≤ 5 minutes, level 2 �
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import numpy as np
@@ -66,14 +66,12 @@ def count(given: Mapping[str, Any], names: Iterable[str], env: Mapping[str, Any]
     return total
 
 
-def operations(ex: Any) -> Operations:
-    """The operation count of an exercise: its kind's own `operations(ex)` when it declares one, else the
-    pipeline steps to its parts plus one cell per entry of each part no step computes."""
-    from . import engine  # imported here: the engine imports every kind as it loads, and kinds import budget
-
-    kind = engine.KINDS.get(ex.kind)
-    if kind is not None and getattr(kind, "operations", None) is not None:
-        return kind.operations(ex)
+def operations(ex: Any, own: Callable[[Any], Operations] | None) -> Operations:
+    """The operation count of an exercise: its kind's own count `own(ex)` when the kind declares one (the
+    engine's Kind.operations), else the pipeline steps to its parts plus one cell per entry of each part
+    no step computes."""
+    if own is not None:
+        return own(ex)
     names = [p.name for p in ex.parts]
     env = pipeline.reference_env(ex) if any(n in STEP_BY_NAME for n in names) else {}
     pipeline_names = [n for n in names if n in STEP_BY_NAME and n in env]
@@ -82,24 +80,23 @@ def operations(ex: Any) -> Operations:
     return total + Operations(cells=others)
 
 
-def minutes(ex: Any) -> float:
+def minutes(ex: Any, own: Callable[[Any], Operations] | None) -> float:
     """The minutes a hand solution of `ex` takes at RATES."""
-    return operations(ex).minutes
+    return operations(ex, own).minutes
 
 
-def about_minutes(ex: Any) -> int:
+def about_minutes(ex: Any, own: Callable[[Any], Operations] | None) -> int:
     """The time to show ("about N minutes"): minutes rounded up to a whole minute, at least 1."""
-    return max(1, math.ceil(minutes(ex) - 1e-9))
+    return max(1, math.ceil(minutes(ex, own) - 1e-9))
 
 
-def within_budget(ex: Any) -> bool:
-    return minutes(ex) <= BUDGET_MINUTES[ex.level] + 1e-9
+def within_budget(ex: Any, own: Callable[[Any], Operations] | None) -> bool:
+    return minutes(ex, own) <= BUDGET_MINUTES[ex.level] + 1e-9
 
 
 # ---------------------------------------------------------------- kept until the kinds that read them draw in batches
 
 import math as _math  # noqa: E402,F811
-from collections.abc import Callable  # noqa: E402
 
 from .operations import _factors, _nonzero, _unit  # noqa: E402
 

@@ -29,6 +29,7 @@ triple gives the same exercise in any process on any machine.
 from __future__ import annotations
 
 import importlib
+import math
 import pkgutil
 import sys
 import zlib
@@ -42,7 +43,7 @@ from typing import Any
 import numpy as np
 
 from .. import i18n
-from . import misconceptions, pipeline, sampler
+from . import budget, misconceptions, pipeline, sampler
 from .contract import Formula, HomeStage, SheetSection
 from .draft import Draft
 from .model import Exercise, Part
@@ -235,3 +236,24 @@ def prompt_keys(ex: Exercise) -> tuple[str, ...]:
 def prompt(ex: Exercise, lang: str = i18n.DEFAULT_LANG) -> str:
     """The exercise's statement in `lang`: the same text on Practice, in worksheets and on the CLI."""
     return " ".join(i18n.t(key, lang, **ex.params) for key in prompt_keys(ex))
+
+
+def operations(ex: Exercise) -> budget.Operations:
+    """The hand work of `ex`: its kind's own count where the kind declares one, else the step records'."""
+    kind = KINDS.get(ex.kind)
+    return budget.operations(ex, kind.operations if kind is not None else None)
+
+
+def minutes(ex: Exercise) -> float:
+    """The minutes a hand solution of `ex` takes (budget.RATES)."""
+    return operations(ex).minutes
+
+
+def about_minutes(ex: Exercise) -> int:
+    """The time to show ("about N minutes"): minutes rounded up to a whole minute, at least 1."""
+    return max(1, math.ceil(minutes(ex) - 1e-9))
+
+
+def within_budget(ex: Exercise) -> bool:
+    """The exercise fits its level's minutes (budget.BUDGET_MINUTES)."""
+    return minutes(ex) <= budget.BUDGET_MINUTES[ex.level] + 1e-9

@@ -86,7 +86,7 @@ def sample(kind: Any, rng: np.random.Generator, level: int, make: Callable[..., 
             ex = make(batch.candidate(i), _parts(batch, env, i), batch.params)
             computed = {k: v[i] for k, v in env.items() if k not in batch.given}
             pipeline.seed_reference_env(ex, computed)
-            if budget.within_budget(ex):
+            if budget.within_budget(ex, kind.operations):
                 return ex
     raise RuntimeError(f"{kind.ID}: no candidate kept in {MAX_ROUNDS} rounds (level {level})")
 

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import exercises
-from exercises.core import budget, misconceptions
+from exercises.core import budget, engine, misconceptions
 from exercises.core.model import Part
 from exercises.kinds import grad_multi_head as K
 from tests.stored_exercise import still_shows_and_grades
@@ -75,7 +75,7 @@ def test_every_exercise_keeps_its_guarantees(level):
         assert not misconceptions.clash_by_part({p.name: p for p in ex.parts},
                                                 {p.name: K.mistakes_of(g, p.name) for p in ex.parts}), case
         assert all(np.abs(p.reference).max() > 0 for p in ex.parts), case
-        assert budget.within_budget(ex), case
+        assert engine.within_budget(ex), case
         references = K.references_of(g)
         assert [p.name for p in ex.parts] == list(references), case
         for p in ex.parts:

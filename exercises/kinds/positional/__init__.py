@@ -33,7 +33,6 @@ from ...core.numbers import choice, decimals_for, nonzero_matrix, round_half_up
 from ...i18n import msg
 from ...rendering import latex as L
 from .._shared.aids import softmax_aids
-from .._shared.fast import all_clash_free
 from .._shared.hand import carried, own_diagnosis
 
 ID = "positional"

@@ -28,7 +28,6 @@ from ...core.numbers import choice, decimals_for
 from ...i18n import msg
 from ...rendering import latex as L
 from .._shared.aids import softmax_aids
-from .._shared.fast import clash_free
 
 ID = "variance"
 ORDER = 100

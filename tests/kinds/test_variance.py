@@ -1,5 +1,4 @@
-"""`variance` teaches what it claims (issue 14): no_exp never gives the right softmax, skipping e^x on
-the scaled row is named no_exp (not no_scaling), and a row with large scores gets max-shifted eˣ aids."""
+"""variance: why scores are divided by √d_k (Var(q·k) = d_k), the softmax of a scaled and an unscaled row."""
 
 from __future__ import annotations
 
@@ -12,6 +11,8 @@ from exercises.core import engine, misconceptions
 from exercises.i18n import t
 
 SEEDS = range(60)
+
+
 LEVELS = (1, 2, 3)
 
 

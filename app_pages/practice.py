@@ -42,8 +42,9 @@ def check() -> None:
     state.pop(ps.PASTE_UNREAD, None)
     answer = answer_grid.collect(ex, prefix)
     fb = exercises.grade(ex, answer)
+    again = ps.same_check(state.get(ps.FEEDBACK), ex, answer)  # the very answer checked before: no new attempt
     state[ps.FEEDBACK] = (ex.id, fb, answer)
-    if fb.graded:
+    if fb.graded and not again:
         attempts.record(ex, fb, state.get(ps.STARTED), solution_shown=solution.was_shown(ex),
                         hints_used=hints.used(ex))
 

@@ -1,4 +1,4 @@
-"""Spaced, mastery-based practice (issue 20) with FSRS, the Free Spaced Repetition Scheduler (`fsrs`).
+"""Spaced, mastery-based practice with FSRS, the Free Spaced Repetition Scheduler (`fsrs`).
 
 Each (kind, level) is a card; every graded attempt is a review of its card, rated from the score, the
 hints opened, whether the worked solution was open before answering, and the time taken. The cards are
@@ -9,8 +9,12 @@ its own and every attempt stored before this module existed counts too.
     review.up_next(attempts, list(exercises.KINDS), now)  # what Home suggests
     review.due_count(table, now), review.mastery(table, now)
 
-Up next is the most overdue card (a failed card at a level above the first comes back one level easier
-while that level is not passed), else the next new stage of the pipeline at the level passed on the
+A review is one new attempt: Practice records a check only when the answer changed or the problem is
+new, so checking the same answer again is no review. A card is mastered when it is passed, its stability
+reaches MASTERED_DAYS, and it was passed on at least two different problems on different days.
+
+Up next is the most overdue card (a failed card comes back within minutes, one level easier while that
+level is not passed, and says so), else the next new stage of the pipeline at the level passed on the
 stage before it, else a passed topic one level up, else the card whose predicted recall is lowest.
 """
 
@@ -31,10 +35,11 @@ GOOD_SCORE = 0.9  # below it (or with two hints or more) a recall with difficult
 QUICK_SECONDS = {1: 120.0, 2: 240.0, 3: 420.0}  # a perfect answer without hints within this is Easy
 MASTERED_DAYS = 21.0  # a card whose stability reaches this many days counts as mastered
 
-# One learning step and one relearning step of ten minutes: a failed exercise comes back within the
+# One learning step and one relearning step of a few minutes: a failed exercise comes back within the
 # session; a passed one graduates to days. No fuzzing, so the schedule is a function of the attempts.
-SCHEDULER = fsrs.Scheduler(learning_steps=(timedelta(minutes=10),), relearning_steps=(timedelta(minutes=10),),
-                           maximum_interval=365, enable_fuzzing=False)
+RETRY = timedelta(minutes=3)
+SCHEDULER = fsrs.Scheduler(learning_steps=(RETRY,), relearning_steps=(RETRY,), maximum_interval=365,
+                           enable_fuzzing=False)
 
 
 def rating(attempt: Any) -> fsrs.Rating:
@@ -70,6 +75,8 @@ class Card:
     reviews: int
     last_rating: fsrs.Rating
     lapses: int
+    passes: frozenset = frozenset()  # (problem, day) of every attempt that was not a lapse
+    last_at: datetime | None = None  # the latest review
 
     @property
     def due(self) -> datetime:
@@ -87,7 +94,9 @@ class Card:
 
     @property
     def mastered(self) -> bool:
-        return self.passed and self.stability >= MASTERED_DAYS
+        """Passed, stable for MASTERED_DAYS, and passed on two different problems on different days."""
+        spread = any(p != q and d != e for p, d in self.passes for q, e in self.passes)
+        return self.passed and self.stability >= MASTERED_DAYS and spread
 
     def recall(self, now: datetime) -> float:
         """The predicted probability of recalling the card now."""
@@ -110,10 +119,14 @@ def cards(rows: Iterable[Any]) -> dict[tuple[str, int], Card]:
         key = (str(a.kind), int(a.level))
         before = table.get(key)
         given = rating(a)
-        card, _log = SCHEDULER.review_card(before.card if before else fsrs.Card(card_id=len(table) + 1), given,
-                                           _utc(a.at))
+        at = _utc(a.at)
+        card, _log = SCHEDULER.review_card(before.card if before else fsrs.Card(card_id=len(table) + 1), given, at)
+        passes = before.passes if before else frozenset()
+        if given != AGAIN:  # a problem is its seed; an attempt stored without one counts as a problem of its own
+            seed = getattr(a, "seed", None)
+            passes = passes | {(("attempt", id(a)) if seed is None else seed, at.date())}
         table[key] = Card(key[0], key[1], card, (before.reviews if before else 0) + 1, given,
-                          (before.lapses if before else 0) + (given == AGAIN))
+                          (before.lapses if before else 0) + (given == AGAIN), passes, at)
     return table
 
 
@@ -135,15 +148,16 @@ def passed_level(table: Mapping[tuple[str, int], Card], kind: str) -> int | None
 
 @dataclass(frozen=True)
 class Next:
-    """What to practise next, and why: "start" (a new learner), "review" (the most overdue card),
-    "easier" (a failed card, one level down), "new" (the next new stage), "level_up", or "ahead"
-    (nothing due: the card whose predicted recall is lowest)."""
+    """What to practise next, and why: "start" (a new learner), "review" (the most overdue card), "again"
+    (a card failed a few minutes ago, at its level), "easier" (a failed card, one level down), "new" (the
+    next new stage), "level_up", or "ahead" (nothing due: the card whose predicted recall is lowest)."""
 
     kind: str
     level: int
     reason: str
     due: datetime | None = None
     recall: float | None = None
+    minutes_ago: int | None = None  # for a failed card: since it was failed
 
 
 def _levels(kind: str) -> tuple[int, ...]:
@@ -171,12 +185,15 @@ def next_from(table: Mapping[tuple[str, int], Card], kinds: Sequence[str], now: 
     due = due_cards(table, now, kinds)
     if due:
         card = due[0]
-        lower = [lv for lv in _levels(card.kind) if lv < card.level]
-        if card.last_rating == AGAIN and lower:
-            easier = max(lower)
-            below = table.get((card.kind, easier))
-            if below is None or not below.passed or below.is_due(now):
-                return Next(card.kind, easier, "easier", card.due, card.recall(now))
+        if card.last_rating == AGAIN:
+            ago = max(0, int((_utc(now) - card.last_at) / timedelta(minutes=1))) if card.last_at else None
+            lower = [lv for lv in _levels(card.kind) if lv < card.level]
+            if lower:
+                easier = max(lower)
+                below = table.get((card.kind, easier))
+                if below is None or not below.passed or below.is_due(now):
+                    return Next(card.kind, easier, "easier", card.due, card.recall(now), ago)
+            return Next(card.kind, card.level, "again", card.due, card.recall(now), ago)
         return Next(card.kind, card.level, "review", card.due, card.recall(now))
     tried = {c.kind for c in table.values()}
     for i, kind in enumerate(kinds):

@@ -57,6 +57,24 @@ def test_correct_answer_turns_all_green(kind):
     assert len(at.session_state["practice.attempts"]) == 1
 
 
+def test_checking_the_same_answer_again_is_no_new_attempt_but_a_changed_answer_is():
+    """A spaced review is one new attempt: five Checks of one answer record one attempt (they once made
+    the topic "mastered"); the same answer changed and checked again records the next."""
+    at = open_page("app_pages/practice.py", {"kind": "projection", "level": "1", "seed": "74237"})
+    ex = current_exercise(at)
+    cells = reference_cells(ex)
+    fill_cells(at, ex, cells)
+    for _ in range(5):
+        click_check(at)
+        assert not at.exception
+    assert len(at.session_state["practice.attempts"]) == 1, "the same answer checked five times"
+    name = ex.parts[0].name
+    cells[name][0][0] = str(float(cells[name][0][0]) + 3)
+    fill_cells(at, ex, cells)
+    click_check(at)
+    assert len(at.session_state["practice.attempts"]) == 2, "a changed answer is a new attempt"
+
+
 def test_wrong_answer_marks_red_cells():
     at = open_page("app_pages/practice.py", {"kind": "scores", "level": "1", "seed": "3"})
     ex = current_exercise(at)

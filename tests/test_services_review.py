@@ -1,6 +1,7 @@
 """services.review: the FSRS schedule of (kind, level) cards, and a simulated learner over 60 days on a
-fixed clock (issue 20): a topic answered well comes back later and later, a topic failed comes back soon
-at the same or an easier level, a new learner starts at the beginning of the pipeline."""
+fixed clock: a topic answered well comes back later and later, a topic failed comes back within minutes
+at the same or an easier level and says so, a new learner starts at the beginning of the pipeline, and
+"mastered" takes passes on two different problems on different days."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ class Row:
     hints_used: int = 0
     seconds: float = 300.0
     solution_shown: bool | None = False
+    seed: int | None = None
 
 
 # ---------------------------------------------------------------- ratings
@@ -57,7 +59,7 @@ def test_a_new_learner_starts_at_the_beginning_of_the_pipeline():
 def test_a_failed_card_comes_back_soon_at_the_same_level_or_one_easier():
     now = T0 + timedelta(minutes=30)
     same = review.up_next([Row("scores", 1, 0.2, T0)], KINDS, now)
-    assert (same.kind, same.level, same.reason) == ("scores", 1, "review")
+    assert (same.kind, same.level, same.reason) == ("scores", 1, "again")
     failed_at_two = [Row("scores", 2, 0.2, T0)]
     easier = review.up_next(failed_at_two, KINDS, now)
     assert (easier.kind, easier.level, easier.reason) == ("scores", 1, "easier"), "level 1 is not passed yet"
@@ -65,14 +67,43 @@ def test_a_failed_card_comes_back_soon_at_the_same_level_or_one_easier():
     assert table[("scores", 2)].due <= T0 + timedelta(minutes=10), "a lapse is due within minutes"
     passed_below = [Row("scores", 1, 1.0, T0 - timedelta(days=1)), Row("scores", 2, 0.2, T0)]
     again = review.up_next(passed_below, KINDS, now)
-    assert (again.kind, again.level, again.reason) == ("scores", 2, "review"), "level 1 is passed: level 2 again"
+    assert (again.kind, again.level, again.reason) == ("scores", 2, "again"), "level 1 is passed: level 2 again"
+
+
+def test_a_failed_card_comes_back_within_minutes_and_says_when_it_was_failed():
+    rows = [Row("projection", 1, 0.0, T0, seed=74237)]
+    assert review.cards(rows)[("projection", 1)].due <= T0 + timedelta(minutes=5), "back within minutes"
+    nxt = review.up_next(rows, KINDS, T0 + timedelta(minutes=5, seconds=30))
+    assert (nxt.kind, nxt.level, nxt.reason, nxt.minutes_ago) == ("projection", 1, "again", 5)
+    failed_at_two = review.up_next([Row("projection", 2, 0.0, T0)], KINDS, T0 + timedelta(minutes=4))
+    assert (failed_at_two.level, failed_at_two.reason, failed_at_two.minutes_ago) == (1, "easier", 4)
+
+
+def test_mastery_takes_passes_on_two_different_problems_on_different_days():
+    def learner(seed_of):  # a full, quick pass whenever the card is due, for 90 days
+        rows = []
+        now = T0
+        for day in range(90):
+            now = T0 + timedelta(days=day)
+            table = review.cards(rows)
+            card = table.get(("projection", 1))
+            if card is None or card.is_due(now):
+                rows.append(Row("projection", 1, 1.0, now, seconds=200.0, seed=seed_of(len(rows))))
+        return review.cards(rows)[("projection", 1)]
+
+    one_problem = learner(lambda k: 74237)
+    assert one_problem.stability >= review.MASTERED_DAYS and not one_problem.mastered, "one problem again and again"
+    varied = learner(lambda k: 1000 + k)
+    assert varied.mastered
+    same_day = review.cards([Row("projection", 1, 1.0, T0 + timedelta(minutes=k), seed=k) for k in range(6)])
+    assert not same_day[("projection", 1)].mastered, "two problems on one day"
 
 
 def test_the_next_new_stage_is_at_the_level_passed_below_it():
     rows = [Row("projection", 2, 1.0, T0)]
     nxt = review.up_next(rows, KINDS, T0 + timedelta(minutes=5))
     assert (nxt.kind, nxt.level, nxt.reason) == ("scores", 2, "new")
-    weak = review.up_next([Row("projection", 1, 0.75, T0)], KINDS, T0 + timedelta(minutes=5))
+    weak = review.up_next([Row("projection", 1, 0.75, T0)], KINDS, T0 + timedelta(minutes=2))
     assert (weak.kind, weak.level, weak.reason) == ("scores", 1, "new"), "a weak stage never sends anyone up a level"
 
 
@@ -103,7 +134,7 @@ def _simulate(days: int = 60, per_day: int = 3):
                 score, seconds = (0.25 if day < 21 else 1.0), 400.0
             else:
                 score, seconds = 1.0, 300.0
-            rows.append(Row(nxt.kind, nxt.level, score, now, seconds=seconds))
+            rows.append(Row(nxt.kind, nxt.level, score, now, seconds=seconds, seed=len(rows)))
             now += timedelta(minutes=15)
     return rows, shown
 

@@ -6,6 +6,7 @@ have their own keys and copy into them through callbacks, so leaving the page lo
 
 from __future__ import annotations
 
+import json
 import secrets
 import time
 
@@ -82,6 +83,15 @@ def feedback_for(ex: exercises.Exercise) -> tuple[exercises.Feedback | None, dic
     if not stored or stored[0] != ex.id:
         return None, None
     return stored[1], (stored[2] if len(stored) > 2 else None)  # a session from before the answer was kept
+
+
+def same_check(stored: tuple | None, ex: exercises.Exercise, answer: object) -> bool:
+    """The answer about to be graded is the very answer the last Check graded for this exercise: checking it
+    again shows the same marks and is no new attempt (a spaced review needs a changed answer or a new
+    problem)."""
+    if not stored or stored[0] != ex.id or len(stored) < 3:
+        return False
+    return json.dumps(stored[2], sort_keys=True, default=str) == json.dumps(answer, sort_keys=True, default=str)
 
 
 def sync_url(kind: str, level: int, seed: int) -> None:

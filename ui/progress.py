@@ -259,7 +259,7 @@ def up_next(kinds: Sequence[str]) -> review.Next:
 def next_text(n: review.Next) -> str:
     """Why this is up next, in the learner's language."""
     return tr(f"next.{n.reason}", topic=tr(f"kind.{n.kind}.title"), level=n.level,
-              recall="" if n.recall is None else f"{n.recall:.0%}")
+              recall="" if n.recall is None else f"{n.recall:.0%}", minutes=n.minutes_ago or 0)
 
 
 def next_link(n: review.Next) -> None:

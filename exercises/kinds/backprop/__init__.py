@@ -64,10 +64,10 @@ def draw(rng: np.random.Generator, level: int) -> Batch:
     stacked = tuple(given)
     given.update(d_k=d_k, causal=True)
     return Batch(given, stacked, PARTS + (PROJECTION_PARTS if d else []), params={"n": n, "d_k": d_k, "d_v": d_v},
-                 keep=lambda env: _teaches(env, unit), decimals=spec(level).decimals)
+                 keep=_teaches, decimals=spec(level).decimals)
 
 
-def _teaches(env, unit: float) -> np.ndarray:
+def _teaches(env) -> np.ndarray:
     """Per candidate: distinct nonzero keys, no zero column in K (in X at level 3, nor a zero token),
     visible exponents m within ±MAX_EXPONENT, no zero value and two first values that differ (else the
     softmax passes nothing back there), weights that are not the plain mean (its G_V is wrong), a G_A that

@@ -1,18 +1,17 @@
 """The backward kinds answer the engine's redraw test early (misconceptions.clash_by_part): every variant
 they refuse themselves is one the engine would refuse (so the exercises stay those the pins hold), and a
-check they leave out is one that always passes. (backprop's own tests of this, since its constructive
-generator of VERSION 4: tests/test_kinds_backprop_constructive.py.)"""
+check they leave out is one that always passes. (backprop and backprop_loss draw through the sampler:
+tests/test_sampler.py, tests/kinds/.)"""
 
 from __future__ import annotations
 
 import numpy as np
-import pytest
 
-from exercises.core import budget, engine, misconceptions
+from exercises.core import engine, misconceptions
 from exercises.core.draft import reference_parts
 from exercises.core.levels import spec
 from exercises.core.model import Exercise
-from exercises.kinds import backprop_loss, grad_weighted_sum
+from exercises.kinds import grad_weighted_sum
 
 
 def _exercise(kind, level: int, draft) -> Exercise:
@@ -59,46 +58,3 @@ def test_grad_weighted_sum_refuses_only_what_the_engine_refuses():
             assert ours == theirs, (level, seed)
             refused += ours
     assert refused > 0  # the test sees refusals, not only variants that pass
-
-
-def test_backprop_level_3_always_fits_its_budget():
-    """Its budget check is left out: the count with every cell a nonzero non-unit (the most work a
-    variant of its sizes can need; zeros and ±1 only save work) fits the level's minutes."""
-    rng = np.random.default_rng(0)
-    ex = engine.generate("backprop", 0, 3)
-    given = dict(ex.given)
-    for name, value in given.items():
-        if isinstance(value, np.ndarray) and name != "A":
-            given[name] = rng.uniform(1.5, 2.5, value.shape) * rng.choice([-1, 1], value.shape)
-    A = np.tril(rng.uniform(0.1, 0.5, ex.given["A"].shape))
-    given["A"] = A / A.sum(axis=1, keepdims=True)  # every visible weight positive, none 1 but the first row's
-    assert budget.count(given, ex.part_names).minutes <= budget.BUDGET_MINUTES[3]
-
-
-def _apart_value_by_value(ex, by_part) -> bool:
-    """The rounding check written plainly: every mistake's value apart from the careful student's, one by one."""
-    from exercises.core.grading import declared_decimals
-
-    careful = engine.default_chain(ex, {}, declared_decimals(ex))
-    return all(misconceptions.apart(alt, careful[name], misconceptions.separation(ex.part(name)))
-               for name, alts in by_part.items() if name in careful for alt in alts.values())
-
-
-@pytest.mark.parametrize("level", backprop_loss.LEVELS)
-def test_backprop_loss_checks_decide_as_the_engine_and_the_rounding_check(level):
-    from exercises.kinds._shared.apart import apart_from_rounded
-
-    seen = 0
-    for seed in range(60):
-        rng = engine.rng_for("backprop_loss", seed, level)
-        found = backprop_loss._draft(rng, level)
-        if found is None:
-            continue
-        ex = _exercise(backprop_loss, level, found[0])
-        by_part = misconceptions.by_part(ex, backprop_loss.GUARDS)
-        assert (misconceptions.clash_by_part(misconceptions.parts_by_name(ex), by_part)
-                == bool(misconceptions.collisions(ex, backprop_loss.GUARDS)))
-        assert (apart_from_rounded(ex, backprop_loss.GUARDS, engine.default_chain)
-                == _apart_value_by_value(ex, by_part))
-        seen += 1
-    assert seen > 5

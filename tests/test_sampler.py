@@ -14,6 +14,7 @@ import pytest
 
 import exercises
 from exercises.core import engine, misconceptions, sampler
+from exercises.core.grading import declared_decimals
 from exercises.core.model import Exercise
 
 BATCH_KINDS = [k for k, kind in exercises.KINDS.items() if kind.draw is not None]
@@ -42,14 +43,21 @@ def _plain_first(kind_id: str, seed: int, level: int) -> tuple[Exercise, list[st
 
 
 def _plain_collides(ex: Exercise, batch: sampler.Batch, guards) -> bool:
-    """misconceptions.collides on one exercise, plus the kind's own mistakes computed on that one candidate."""
+    """misconceptions.collides on one exercise, plus the kind's own mistakes computed on that one candidate,
+    and (a careful batch) every guarded mistake near what a careful student writes, mistake by mistake."""
     if misconceptions.collides(ex, guards):
         return True
+    if batch.careful:
+        careful = engine.default_chain(ex, {}, declared_decimals(ex))
+        for name, alternatives in misconceptions.by_part(ex, guards).items():
+            gap = misconceptions.separation(ex.part(name))
+            if name in careful and any(not misconceptions.apart(alt, careful[name], gap) for alt in alternatives.values()):
+                return True
     if not batch.own:
         return False
     one = {k: (np.asarray(v)[None] if k in batch.stacked else v) for k, v in ex.given.items()}
     single = sampler.Batch(one, batch.stacked, ex.part_names, derive=batch.derive, sources=batch.sources,
-                           own=batch.own, decimals=batch.decimals)
+                           own=batch.own, decimals=batch.decimals, careful=batch.careful)
     return bool(sampler.clashing(single, single.computed(one), ())[0])
 
 
@@ -61,3 +69,23 @@ def test_the_sampler_picks_the_first_candidate_a_plain_loop_keeps(kind_id):
             assert not disagreements, f"{kind_id} level {level} seed {seed}: {disagreements}"
             got = exercises.generate(kind_id, seed, level)
             assert got.to_dict() == expected.to_dict(), f"{kind_id} level {level} seed {seed}: another candidate"
+
+
+def test_a_careful_batch_keeps_mistakes_apart_from_the_rounded_answer_too():
+    """backprop_loss level 3 (rng 22, its fifth batch, candidate 22): a guarded mistake lands apart from the
+    answer but within reach of what a student who rounds as they write gets. Only the careful check refuses
+    it, and the plain check (mistake by mistake, against the grader's rounded chain) refuses it too."""
+    from dataclasses import replace
+
+    kind = exercises.KINDS["backprop_loss"]
+    rng = np.random.default_rng(22)
+    for _ in range(5):
+        batch = kind.draw(rng, 3)
+    env = batch.computed(batch.given)
+    i = 22
+    assert batch.keep(env)[i] and batch.careful
+    assert sampler.clashing(batch, env, kind.GUARDS)[i], "backprop_loss level 3 rng 22 batch 4 candidate 22"
+    assert not sampler.clashing(replace(batch, careful=False), env, kind.GUARDS)[i]
+    ex = Exercise(kind="backprop_loss", seed=0, level=3, version=kind.VERSION, given=batch.candidate(i),
+                  parts=tuple(sampler._parts(batch, env, i)), params=batch.params)
+    assert _plain_collides(ex, batch, kind.GUARDS) and not misconceptions.collides(ex, kind.GUARDS)

@@ -1,0 +1,1 @@
+"""One test file per kind: tests/kinds/test_<kind>.py."""

@@ -249,3 +249,16 @@ def test_discovery_rejects_a_kind_without_guards_or_with_unknown_ones():
     kind = engine.Kind.from_module(module)
     assert (kind.solve, kind.hints, kind.home, kind.sheet, kind.ORDER) == (None, None, None, None, engine.DEFAULT_ORDER)
     assert kind.prompt_keys(exercises.generate("softmax", 0, 1)) == ("kind.softmax.prompt",)
+
+
+BACKWARD = ["grad_weighted_sum", "grad_value_proj", "grad_softmax", "grad_scores", "grad_projections",
+            "grad_embedding"]  # backprop: tests/kinds/test_backprop.py
+
+
+def test_every_backward_kind_is_registered_in_order():
+    assert BACKWARD == [k for k in exercises.KINDS if k in BACKWARD]
+    assert [exercises.KINDS[k].ORDER for k in BACKWARD] == sorted(exercises.KINDS[k].ORDER for k in BACKWARD)
+    for k in BACKWARD:
+        assert 200 <= exercises.KINDS[k].ORDER <= 270
+        for key in ("title", "summary", "prompt"):
+            assert exercises.t(f"kind.{k}.{key}") != f"kind.{k}.{key}"

@@ -389,3 +389,31 @@ def test_multi_head_names_a_catalogued_mistake_in_one_head(level):
                     assert fb.parts[name].misconception == mid, (level, seed, mid, name, fb.parts[name].misconception)
                 named += 1
     assert named > 0
+
+
+BACKWARD = ["grad_weighted_sum", "grad_value_proj", "grad_softmax", "grad_scores", "grad_projections",
+            "grad_embedding"]  # backprop: tests/kinds/test_backprop.py
+
+
+KIND_LEVELS = [(k, level) for k in BACKWARD for level in (1, 2, 3)]
+
+
+BACKWARD_MISTAKES = ["grad_a_transposed", "grad_v_no_transpose", "softmax_grad_missing_term",
+                     "grad_scores_no_scale", "grad_k_no_transpose", "embedding_grad_no_accumulate"]
+
+
+@pytest.mark.parametrize("mistake", BACKWARD_MISTAKES)
+def test_each_backward_mistake_is_named_where_it_applies(mistake):
+    named = 0
+    for kind_id, level in KIND_LEVELS:
+        for seed in range(3):
+            ex = exercises.generate(kind_id, seed, level)
+            alt = misconceptions.alternatives(ex).get(mistake)
+            if not alt:
+                continue
+            answers = {p.name: alt.get(p.name, p.reference) for p in ex.parts}
+            fb = exercises.grade(ex, answers)
+            assert not fb.correct
+            assert mistake in {p.misconception for p in fb.parts.values()}, (kind_id, level, seed)
+            named += 1
+    assert named >= 3, mistake

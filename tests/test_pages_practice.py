@@ -183,3 +183,27 @@ def test_the_mask_prompt_asks_for_the_softmax_when_the_exercise_has_an_a_part():
     one, two = exercises.generate("masking", 3, 1), exercises.generate("masking", 3, 2)
     assert t("kind.masking.prompt_softmax") not in prompt_text(one)
     assert prompt_text(two).endswith(" " + t("kind.masking.prompt_softmax"))
+
+
+BACKWARD = ["grad_weighted_sum", "grad_value_proj", "grad_softmax", "grad_scores", "grad_projections",
+            "grad_embedding"]  # backprop: tests/kinds/test_backprop.py
+
+
+@pytest.mark.parametrize("kind_id", BACKWARD)
+def test_practice_page_poses_grades_and_solves_each_backward_kind(kind_id):
+    from tests.apptest_helpers import click_check, current_exercise, fill_cells, open_page, reference_cells
+
+    at = open_page("app_pages/practice.py", {"kind": kind_id, "level": "2", "seed": "3"})
+    assert not at.exception
+    ex = current_exercise(at)
+    assert ex.kind == kind_id
+    fill_cells(at, ex, reference_cells(ex))
+    click_check(at)
+    assert not at.exception
+    fb = at.session_state["practice.feedback"][1]
+    assert fb.correct and fb.score == 1.0
+    next(b for b in at.button if b.label == exercises.t("solution.show")).click()
+    at.run()
+    assert not at.exception
+    shown = " ".join(x.value for x in at.latex)
+    assert r"\frac{L(" in shown  # the closing finite-difference check is on the page

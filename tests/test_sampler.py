@@ -14,6 +14,7 @@ import pytest
 
 import exercises
 from exercises.core import engine, misconceptions, sampler
+from exercises.core.grading import declared_decimals
 from exercises.core.model import Exercise
 
 BATCH_KINDS = [k for k, kind in exercises.KINDS.items() if kind.draw is not None]
@@ -42,14 +43,21 @@ def _plain_first(kind_id: str, seed: int, level: int) -> tuple[Exercise, list[st
 
 
 def _plain_collides(ex: Exercise, batch: sampler.Batch, guards) -> bool:
-    """misconceptions.collides on one exercise, plus the kind's own mistakes computed on that one candidate."""
+    """misconceptions.collides on one exercise, plus the kind's own mistakes computed on that one candidate,
+    and (a careful batch) every guarded mistake near what a careful student writes, mistake by mistake."""
     if misconceptions.collides(ex, guards):
         return True
+    if batch.careful:
+        careful = engine.default_chain(ex, {}, declared_decimals(ex))
+        for name, alternatives in misconceptions.by_part(ex, guards).items():
+            gap = misconceptions.separation(ex.part(name))
+            if name in careful and any(not misconceptions.apart(alt, careful[name], gap) for alt in alternatives.values()):
+                return True
     if not batch.own:
         return False
     one = {k: (np.asarray(v)[None] if k in batch.stacked else v) for k, v in ex.given.items()}
     single = sampler.Batch(one, batch.stacked, ex.part_names, derive=batch.derive, sources=batch.sources,
-                           own=batch.own, decimals=batch.decimals)
+                           own=batch.own, decimals=batch.decimals, careful=batch.careful)
     return bool(sampler.clashing(single, single.computed(one), ())[0])
 
 

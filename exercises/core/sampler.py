@@ -41,6 +41,9 @@ class Batch:
              mistaken too. `sources` names the record values each derived one reads
     own      the kind's own catalogued mistakes: {id: env -> {part name: stacked value}}, kept apart like
              the records' mistakes (the records' are the kind's GUARDS)
+    careful  keep every mistake apart from what a careful student writes too: each computed value rounded to
+             `decimals` as it is written, the next computed from it (pipeline.run(given, rounding=decimals)),
+             which the grader takes as right ("round what you write, then compute")
     """
 
     given: dict[str, Any]
@@ -52,6 +55,7 @@ class Batch:
     derive: Callable[[Mapping[str, Any]], dict[str, np.ndarray]] | None = None
     sources: dict[str, tuple[str, ...]] = field(default_factory=dict)
     own: dict[str, Callable[[Mapping[str, Any]], dict[str, np.ndarray]]] = field(default_factory=dict)
+    careful: bool = False
 
     @property
     def size(self) -> int:
@@ -156,6 +160,11 @@ def clashing(batch: Batch, env: Mapping[str, Any], guards: tuple[str, ...]) -> n
         for mistaken in batch.own.values():
             values = mistaken(env)
             add(values, wanted & set(values), every)
+    careful = {}
+    if batch.careful and by_part:
+        careful = dict(pipeline.run(batch.given, until=needed, rounding=batch.decimals))
+        if batch.derive is not None:
+            careful.update(batch.derive(careful))
     clash = np.zeros(batch.size, dtype=bool)
     for name, alternatives in by_part.items():
         reference = np.asarray(env[name], dtype=float).reshape(batch.size, -1)
@@ -168,6 +177,10 @@ def clashing(batch: Batch, env: Mapping[str, Any], guards: tuple[str, ...]) -> n
         k = values.shape[1]
         pairs = (widest <= gap[:, None, None]) & usable[:, :, None] & usable[:, None, :] & ~np.eye(k, dtype=bool)
         clash |= like_answer.any(axis=1) | pairs.any(axis=(1, 2))
+        if name in careful:  # a mistake the grader would take for a careful student's rounded answer
+            written = misconceptions.comparable(np.asarray(careful[name], dtype=float).reshape(batch.size, -1))
+            like_careful = np.abs(values - written[:, None, :]).max(axis=-1, initial=0.0) <= gap[:, None]  # (B, k)
+            clash |= (like_careful & usable).any(axis=1)
     return clash
 
 

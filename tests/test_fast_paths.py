@@ -185,11 +185,11 @@ def test_any_along_and_all_along_are_numpys_any_and_all():
     assert np.array_equal(numbers.no_zero_lines(M), nonzero.any(axis=2).all(axis=1) & nonzero.any(axis=1).all(axis=1))
 
 
-@pytest.mark.parametrize("kind", ["padding_mask", "backprop_loss"])
+@pytest.mark.parametrize("kind", ["backprop_loss"])
 def test_a_mistake_the_kind_computed_for_its_check_is_not_computed_again_by_the_engine(kind, monkeypatch):
     """Issue 14: a kind that checks its draft on an exercise hands that exercise's memo to the engine
-    (Draft.memo), so no guarded mistake of a draft is run twice; since their constructive generators (VERSION 2)
-    these two kinds decide by closed forms and run none through the pipeline at all."""
+    (Draft.memo), so no guarded mistake of a draft is run twice; since its constructive generator (VERSION 2)
+    backprop_loss decides by closed forms and runs none through the pipeline at all."""
     runs: list[tuple[bytes, str]] = []
     original = pipeline.run_mistake
 

@@ -111,14 +111,17 @@ def apply_mask_backward(G_masked: np.ndarray, causal: bool) -> np.ndarray:
 def padding_mask(pad, causal: bool = False) -> np.ndarray:
     """The additive mask of one padded sequence: (n, n), −∞ where query i may not see key j, else 0.
 
-    pad holds one flag per position (1 = a padding token). Padding hides a KEY from every query (its
-    column); with causal=True the future keys (j > i) are hidden too. A query whose every key is
-    hidden has a row of −∞ only (see softmax_visible)."""
-    pad = np.asarray(pad, dtype=bool).ravel()  # (n,)
-    hidden = np.repeat(pad[None, :], pad.size, axis=0)  # (n, n): row i, column j hidden when key j pads
+    pad holds one flag per position (1 = a padding token), as (n,) or as a row (1, n); a stack of rows
+    (..., 1, n) gives a stack of masks (..., n, n). Padding hides a KEY from every query (its column);
+    with causal=True the future keys (j > i) are hidden too. A query whose every key is hidden has a
+    row of −∞ only (see softmax_visible)."""
+    pad = np.asarray(pad, dtype=bool)
+    flags = pad[..., 0, :] if pad.ndim > 1 else pad  # (..., n)
+    n = flags.shape[-1]
+    hidden = np.broadcast_to(flags[..., None, :], (*flags.shape[:-1], n, n))  # column j hidden when key j pads
     if causal:
-        hidden |= hidden_cells(pad.size)
-    return np.where(hidden, -np.inf, 0.0)  # (n, n)
+        hidden = hidden | hidden_cells(n)
+    return np.where(hidden, -np.inf, 0.0)  # (..., n, n)
 
 
 # ---------------------------------------------------------------- softmax

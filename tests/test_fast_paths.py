@@ -185,27 +185,3 @@ def test_any_along_and_all_along_are_numpys_any_and_all():
     assert np.array_equal(numbers.no_zero_lines(M), nonzero.any(axis=2).all(axis=1) & nonzero.any(axis=1).all(axis=1))
 
 
-@pytest.mark.parametrize("kind", ["cross_attention", "padding_mask"])
-def test_a_mistake_the_kind_computed_for_its_check_is_not_computed_again_by_the_engine(kind, monkeypatch):
-    """Issue 14: a kind that checks its draft on an exercise hands that exercise's memo to the engine
-    (Draft.memo), so no guarded mistake of a draft is run twice; since their constructive generators (VERSION 2)
-    these kinds decide by closed forms and run none through the pipeline at all."""
-    runs: list[tuple[bytes, str]] = []
-    original = pipeline.run_mistake
-
-    def content(given) -> bytes:  # an exercise holds its own copy of the given values: compare them
-        return repr(sorted((name, np.asarray(value).tobytes()) for name, value in given.items())).encode()
-
-    def counted(given, reference, mistake, *args, **kwargs):
-        runs.append((content(given), mistake))
-        return original(given, reference, mistake, *args, **kwargs)
-
-    monkeypatch.setattr(pipeline, "run_mistake", counted)
-    for level in exercises.KINDS[kind].LEVELS:
-        for seed in range(4):
-            runs.clear()
-            ex = exercises.generate(kind, 900 + seed, level)
-            mine = [mistake for given, mistake in runs if given == content(ex.given)]
-            # issue 14, constructive: their checks are closed forms (tests/test_kinds_<kind>_constructive.py),
-            # so neither the kind nor the engine runs a mistake through the pipeline
-            assert not mine, (kind, level, seed, sorted(mine))

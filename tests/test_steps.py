@@ -215,3 +215,13 @@ def test_the_mask_mistakes_keep_the_decoding_diagonal_of_a_rectangle():
     assert np.array_equal(hidden["mask_wrong_triangle"], [[True, True, False, False], [True, True, True, False]])
     zeroed = pipeline.run(given, mistakes={"mask_after_softmax"})["A"]
     assert zeroed[0, 3] == 0 and np.all(zeroed[0, :3] == 0.25)  # the future zeroed, not renormalised
+
+
+def test_the_new_records_change_nothing_without_their_given_values():
+    """H, pad and T are read only when given: self-attention runs as before (the pins hold too)."""
+    rng = np.random.default_rng(3)
+    given = {"X": rng.integers(-2, 3, (3, 2)).astype(float), "W_Q": np.eye(2), "W_K": np.eye(2),
+             "W_V": np.eye(2), "d_k": 2, "causal": True, "G_O": np.ones((3, 2))}
+    env = pipeline.run(given)
+    assert "M" not in env and np.array_equal(env["G_O"], given["G_O"])
+    np.testing.assert_allclose(env["K"], given["X"])

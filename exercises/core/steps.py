@@ -573,8 +573,9 @@ def _padding_after_softmax(env):
     return np.where(np.isneginf(np.asarray(env["M"], dtype=float)), 0.0, A)  # then padded keys zeroed, no renormalising
 
 
-def _empty_row(env: Values) -> bool:
-    return _padded(env) and bool(np.all(np.isneginf(env["masked"]), axis=-1).any())
+def _empty_row(env: Values) -> bool | np.ndarray:
+    """A query that sees no key (on a stack: per candidate)."""
+    return _padded(env) and np.all(np.isneginf(env["masked"]), axis=-1).any(axis=-1)
 
 
 def _empty_row_uniform(env):
@@ -600,7 +601,8 @@ def _exact_softmax_or_padded(xs: dict, values: Values):
 
 
 def _pad_flags(env: Values) -> np.ndarray:
-    return np.asarray(env["pad"], dtype=bool).ravel()  # (n,)
+    pad = np.asarray(env["pad"], dtype=bool)  # (1, n), or (..., 1, n) on a stack
+    return pad[..., 0, :] if pad.ndim > 1 else pad  # (..., n)
 
 
 def _m(env):
@@ -609,16 +611,17 @@ def _m(env):
 
 def _m_on_queries(env):
     pad = _pad_flags(env)
-    hidden = np.repeat(pad[:, None], pad.size, axis=1)  # rows of padded queries instead of columns of keys
+    n = pad.shape[-1]
+    hidden = np.broadcast_to(pad[..., :, None], (*pad.shape[:-1], n, n))  # rows of padded queries, not columns
     if _causal(env):
-        hidden |= ops.hidden_cells(pad.size)
+        hidden = hidden | ops.hidden_cells(n)
     return np.where(hidden, -np.inf, 0.0)
 
 
 M_MISTAKES = (
     Mistake("padding_on_queries", _m_on_queries),
-    Mistake("padding_ignored", lambda env: _padding_mask(np.zeros(_pad_flags(env).size), _causal(env)),
-            applies=lambda env: bool(_pad_flags(env).any())),
+    Mistake("padding_ignored", lambda env: _padding_mask(np.zeros(np.shape(env["pad"])), _causal(env)),
+            applies=lambda env: _pad_flags(env).any(axis=-1)),
     Mistake("no_mask", lambda env: _padding_mask(env["pad"], False), applies=_causal),
 )
 

@@ -14,32 +14,26 @@ the mask applied after the softmax (weights zeroed, not renormalised).
 
 from __future__ import annotations
 
-import functools
-import itertools
 from dataclasses import replace
 
 import numpy as np
 
-from attention_core.ops import padding_mask, softmax_visible
+from attention_core.ops import padding_mask
 
 from ... import solutions
-from ...core import misconceptions
 from ...core.contract import Formula, HomeStage, SheetSection
-from ...core.draft import Draft, reference_parts
 from ...core.levels import spec
 from ...core.model import Exercise
+from ...core.numbers import matrices
+from ...core.sampler import Batch
 from ...i18n import msg
 from ...rendering import latex as L
-from . import distinct
 
 ID = "padding_mask"
 ORDER = 45
-# 2: constructive generator (issue 14): each query's visible scores drawn from the tuples that are not all
-# equal (no draw refused for teaching nothing), the mistakes of M decided once per padding pattern and those
-# of A by closed forms (distinct.py) instead of the pipeline's mistake runs
-VERSION = 2
+VERSION = 3
 LEVELS = (1, 2, 3)
-# every catalogued mistake that can apply to this kind's parts: the redraw keeps them apart
+# every catalogued mistake that can apply to this kind's parts: the sampler keeps them apart
 GUARDS = ("no_mask", "no_exp", "mask_zero_instead_of_inf", "softmax_no_normalise", "padding_on_queries",
           "padding_ignored", "padding_after_softmax", "padding_empty_row_uniform")
 # not guarded: softmax down the columns gives 0/0 in a padded key's column (no one can write it)
@@ -48,51 +42,26 @@ GUARDS = ("no_mask", "no_exp", "mask_zero_instead_of_inf", "softmax_no_normalise
 SIZES = {1: (3, (1,), ("right",), ["M", "masked"]),
          2: (3, (1,), ("right", "left"), ["M", "masked", "A"]),
          3: (4, (1, 2), ("right", "left"), ["M", "masked", "A"])}
-MAX_TRIES = 2000
+BATCH = 32
 
 
-def flags(ex_or_given) -> np.ndarray:
-    given = ex_or_given.given if isinstance(ex_or_given, Exercise) else ex_or_given
-    return np.asarray(given["pad"], dtype=bool).ravel()  # (n,)
-
-
-def _draft(rng: np.random.Generator, level: int) -> Draft:
-    given, params = _draw(rng, level)
-    return Draft(given=given, parts=_parts(given, level), params=params)
-
-
-def _parts(given: dict, level: int):
-    return reference_parts(given, SIZES[level][3], spec(level).decimals)
-
-
-def _draw(rng: np.random.Generator, level: int) -> tuple[dict, dict]:
-    """The given values and the prompt's params, in the order the generator draws them: the padding and
-    the causal flag (one of the level's patterns), every score, then each query's visible scores again
-    from the tuples of the level's values that are not all equal (a query that sees two keys or more:
-    else its weights are uniform whatever is masked, _teaches_given)."""
+def draw(rng: np.random.Generator, level: int) -> Batch:
+    """A batch of candidates sharing one padding and causal flag (one of the level's patterns), each with
+    its own scores Z."""
+    n, _, _, names = SIZES[level]
     patterns = _patterns(level)
-    pad, causal, params, rows = patterns[int(rng.integers(len(patterns)))] if len(patterns) > 1 else patterns[0]
-    values = _values(level)
-    n = pad.shape[1]
-    scaled = values[rng.integers(len(values), size=(n, n))]  # (n, n): numbers.matrix
-    if rows:
-        picks = rng.integers([len(table) for _, _, table in rows]).tolist()
-        for (i, visible, table), pick in zip(rows, picks, strict=True):
-            scaled[i, visible] = table[pick]
-    return {"scaled": scaled, "pad": np.array(pad), "causal": causal}, dict(params)
+    pad, causal = patterns[int(rng.integers(len(patterns)))]
+    given = {"scaled": matrices(rng, BATCH, (n, n), spec(level).values),  # (B, n, n)
+             "pad": np.broadcast_to(pad, (BATCH, 1, n)).copy(),  # (B, 1, n)
+             "causal": causal}
+    params = {"n": n, "pad": ", ".join(str(int(p)) for p in pad[0]),
+              "padded": ", ".join(str(j + 1) for j in np.flatnonzero(pad[0]))}
+    return Batch(given, ("scaled", "pad"), list(names), params=params, keep=_teaches,
+                 decimals=spec(level).decimals, careful=True)
 
 
-@functools.cache
-def _values(level: int) -> np.ndarray:
-    values = np.asarray(spec(level).values, dtype=float)
-    values.setflags(write=False)
-    return values
-
-
-@functools.cache
-def _patterns(level: int) -> tuple[tuple, ...]:
-    """The level's paddings × causal flags: (pad (1, n), causal, the prompt's params, per query that sees
-    two keys or more (its row, its visible cells, _uneven's table of its scores)), in draw order."""
+def _patterns(level: int) -> list[tuple[np.ndarray, bool]]:
+    """The level's paddings (pad (1, n)) × causal flags, in draw order."""
     n, pads, sides, _ = SIZES[level]
     found = []
     for count in pads:
@@ -102,87 +71,21 @@ def _patterns(level: int) -> tuple[tuple, ...]:
                 pad[0, n - count:] = 1
             else:
                 pad[0, :count] = 1
-            pad.setflags(write=False)
-            for causal in ((False, True) if level == 1 else (True,)):
-                visible = ~np.isneginf(padding_mask(pad, causal))  # (n, n)
-                rows = tuple((i, visible[i], _uneven(tuple(spec(level).values), int(visible[i].sum())))
-                             for i in range(n) if visible[i].sum() > 1)
-                params = {"n": n, "pad": ", ".join(str(int(p)) for p in pad[0]),
-                          "padded": ", ".join(str(j + 1) for j in np.flatnonzero(pad[0]))}
-                found.append((pad, causal, params, rows))
-    return tuple(found)
+            found += [(pad, causal) for causal in ((False, True) if level == 1 else (True,))]
+    return found
 
 
-@functools.cache
-def _uneven(values: tuple, size: int) -> np.ndarray:
-    """Every tuple of `size` entries from `values` that are not all equal, in order: (m^size − m, size)."""
-    options = np.asarray(values, dtype=float)
-    grid = options[np.array(list(itertools.product(range(len(options)), repeat=size)))]
-    out = np.ascontiguousarray(grid[grid.max(axis=1) > grid.min(axis=1)])
-    out.setflags(write=False)
-    return out
+def _teaches(env) -> np.ndarray:
+    """Per candidate: no query that sees two keys or more sees them all score the same (its weights
+    would be uniform whatever is masked)."""
+    masked = env["masked"]  # (B, n, n)
+    seen = np.isfinite(masked)
+    spread = np.where(seen, masked, -np.inf).max(axis=2) - np.where(seen, masked, np.inf).min(axis=2)  # (B, n)
+    return ((seen.sum(axis=2) < 2) | (spread > 0)).all(axis=1)
 
 
-def _teaches(draft: Draft) -> bool:
-    return _teaches_given(draft.given)
-
-
-def _teaches_given(given: dict) -> bool:
-    """At level 2+ no row of visible scores is all equal (its weights would be uniform whatever is
-    masked) unless it is a single key or none."""
-    masked = given["scaled"] + padding_mask(given["pad"], given["causal"])  # (n, n)
-    for row in masked:
-        seen = row[np.isfinite(row)]
-        if seen.size > 1 and np.ptp(seen) == 0:
-            return False
-    return True
-
-
-_MEMO_KEY = "padding_mask.collides"  # the kind's own answer to the redraw's question, in an exercise's memo
-
-
-def generate(rng: np.random.Generator, level: int) -> Draft:
-    """A padded variant whose guarded mistakes are all told apart: the padding pattern's mistakes at M
-    decided once per pattern, those at A by distinct's closed forms (about 1 in 100 drafts at level 2
-    and 1 in 35 at level 3 are drawn again; level 1 asks no A). The pipeline's values are the kind's
-    own (references): Z + M and the row softmax, the same operations on the same values."""
-    names = SIZES[level][3]
-    for _ in range(MAX_TRIES):
-        given, params = _draw(rng, level)
-        key = (tuple(int(p) for p in given["pad"][0].tolist()), bool(given["causal"]))
-        if not distinct.pattern_apart(*key, GUARDS):
-            continue
-        env, table = references(given, key, with_mistakes="A" in names)
-        if table is not None:
-            collides, apart = distinct.decide_table(table)  # A's separation is distinct.GAP
-            if collides or not apart:
-                continue
-        parts = reference_parts(given, names, spec(level).decimals, env=env)
-        return Draft(given=given, parts=parts, params=params, env=env, memo={(_MEMO_KEY, GUARDS): False})
-    raise RuntimeError(f"padding_mask: no distinguishable variant in {MAX_TRIES} draws")
-
-
-def references(given: dict, key: tuple, with_mistakes: bool = True) -> tuple[dict, np.ndarray | None]:
-    """(pipeline.run(given) computed as its steps compute it: M, Z̃ = Z + M, A = the visible softmax of
-    Z̃; with_mistakes: the table of the guarded mistakes' A too, distinct.weights_table, else None)."""
-    M = np.array(distinct.pattern(*key, GUARDS)[0][0])
-    env = {**given, "M": M, "masked": np.asarray(given["scaled"], dtype=float) + M}
-    if not with_mistakes:
-        env["A"] = softmax_visible(env["masked"])
-        return env, None
-    table = distinct.weights_table(env, GUARDS, key)
-    env["A"] = table[0].reshape(M.shape)
-    return env, table
-
-
-def collides(ex: Exercise, guards: tuple[str, ...]) -> bool:
-    """misconceptions.collides(ex, guards): the generator's own answer when it made the exercise (its
-    memo), else misconceptions itself."""
-    memo = ex.__dict__.setdefault("_memo", {})
-    key = (_MEMO_KEY, tuple(guards))
-    if key not in memo:
-        memo[key] = misconceptions.collides(ex, guards=guards)
-    return memo[key]
+def flags(ex: Exercise) -> np.ndarray:
+    return np.asarray(ex.given["pad"], dtype=bool).ravel()  # (n,)
 
 
 def empty_rows(ex: Exercise) -> np.ndarray:
@@ -294,12 +197,6 @@ def aids(ex: Exercise) -> solutions.Aids:
     masked = np.asarray(ex.given["scaled"], dtype=float) + padding_mask(flags(ex), bool(ex.given["causal"]))
     stand_in = replace(ex, given={"masked": masked, "causal": False}, parts=(ex.part("A"),))
     return replace(solutions.generic_aids(stand_in), shapes=solutions.shapes_of(ex))
-
-
-def check_reference(ex: Exercise) -> np.ndarray:
-    """A independently of the registry: the visible keys' e^z over their sum, 0 where hidden."""
-    return softmax_visible(np.asarray(ex.given["scaled"], dtype=float)
-                           + padding_mask(flags(ex), bool(ex.given["causal"])))
 
 
 # ---------------------------------------------------------------- Home and the formula sheet

@@ -33,7 +33,7 @@ def _plain_first(kind_id: str, seed: int, level: int) -> tuple[Exercise, list[st
         for i in np.flatnonzero(keep):
             ex = Exercise(kind=kind_id, seed=seed, level=level, version=kind.VERSION, given=batch.candidate(i),
                           parts=tuple(sampler._parts(batch, env, i)), params=batch.params)
-            plain = _plain_collides(ex, batch, kind.GUARDS)
+            plain = _plain_collides(ex, batch, i, kind.GUARDS)
             if plain != bool(stacked[i]):
                 disagreements.append(f"candidate {i}: plain {plain}, stacked {bool(stacked[i])}")
             if not plain and budget.within_budget(ex):
@@ -41,16 +41,21 @@ def _plain_first(kind_id: str, seed: int, level: int) -> tuple[Exercise, list[st
     raise AssertionError(f"{kind_id} level {level} seed {seed}: no candidate kept")
 
 
-def _plain_collides(ex: Exercise, batch: sampler.Batch, guards) -> bool:
-    """misconceptions.collides on one exercise, plus the kind's own mistakes computed on that one candidate."""
-    if misconceptions.collides(ex, guards):
+def _plain_collides(ex: Exercise, batch: sampler.Batch, i: int, guards) -> bool:
+    """misconceptions.collides on one exercise, plus the kind's own mistakes computed on that one candidate.
+    A kind whose exercise names its given values otherwise than its stack (`shown`: heads one by one) is
+    asked on that one candidate's slice of the stack, alone (its kind's test checks the parts head by head)."""
+    if batch.shown is not None:
+        one = {k: (v[i:i + 1] if k in batch.stacked else v) for k, v in batch.given.items()}
+    elif misconceptions.collides(ex, guards):
         return True
-    if not batch.own:
+    elif not batch.own:
         return False
-    one = {k: (np.asarray(v)[None] if k in batch.stacked else v) for k, v in ex.given.items()}
+    else:
+        one = {k: (np.asarray(v)[None] if k in batch.stacked else v) for k, v in ex.given.items()}
     single = sampler.Batch(one, batch.stacked, ex.part_names, derive=batch.derive, sources=batch.sources,
                            own=batch.own, decimals=batch.decimals)
-    return bool(sampler.clashing(single, single.computed(one), ())[0])
+    return bool(sampler.clashing(single, single.computed(one), guards if batch.shown else ())[0])
 
 
 @pytest.mark.parametrize("kind_id", BATCH_KINDS)

@@ -142,7 +142,7 @@ def _product_terms(left: Any, right: Any) -> tuple[int, int]:
 def _product(step: AttentionStep, env: Mapping[str, Any]) -> Operations:
     p = step.product
     left, right = np.asarray(env[p.left], dtype=float), np.asarray(env[p.right], dtype=float)
-    return product_operations(left.T if p.left_t else left, right.T if p.right_t else right)
+    return product_operations(left.mT if p.left_t else left, right.mT if p.right_t else right)  # stacks too
 
 
 def _scale(step: AttentionStep, env: Mapping[str, Any]) -> Operations:
@@ -167,7 +167,7 @@ def softmax_operations(Z: Any) -> Operations:
     Z = np.atleast_2d(np.asarray(Z, dtype=float))
     if Z.size == 0:
         return NONE
-    Z = Z.reshape(len(Z), -1)  # (rows, keys): a row is raveled, as softmax_row_operations does
+    Z = Z.reshape(-1, Z.shape[-1])  # (rows, keys): the rows of every matrix of a stack
     finite = np.isfinite(Z)
     visible = finite.sum(axis=1)  # (rows,)
     worked = visible > 1  # a row with at most one visible key needs nothing

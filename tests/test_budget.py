@@ -71,6 +71,17 @@ def test_head_seconds_of_a_batch_is_the_count_of_each_candidate(causal):
             assert batch[b] == pytest.approx(budget.count(given, ["O"], written=()).seconds), (n, d_k, d_v, b)
 
 
+def test_the_count_of_a_stack_of_heads_is_the_sum_of_each_heads():
+    """budget.count on heads stacked (h, n, …), as a kind with several heads runs them: each head's count, summed."""
+    rng = np.random.default_rng(8)
+    for n, d_k, causal in ((2, 1, False), (3, 2, True), (3, 2, False)):
+        X = rng.integers(-1, 3, (n, 2)).astype(float)  # (n, d)
+        W = {w: rng.integers(-1, 2, (3, 2, d_k)).astype(float) for w in ("W_Q", "W_K", "W_V")}  # (h, d, d_k)
+        heads = [{"X": X, **{w: v[i] for w, v in W.items()}, "d_k": d_k, "causal": causal} for i in range(3)]
+        each = sum((budget.count(head, ["O"], written=()) for head in heads), budget.NONE)
+        assert budget.count({"X": X, **W, "d_k": d_k, "causal": causal}, ["O"], written=()) == each, (n, d_k, causal)
+
+
 def test_a_kind_can_declare_its_own_count():
     ex = exercises.generate("multi_head", 0, 3)
     kind = exercises.KINDS["multi_head"]

@@ -1,8 +1,8 @@
-"""The kinds of the forward-pass issue: attention, multi_head, shapes, variance, concepts.
+"""The kinds of the forward-pass issue: attention, shapes, variance, concepts (multi_head: tests/kinds).
 
 Each runs the generic self-test over 50 seeds per level; then what is special to each: errors carried
 forward through every step of `attention`, the named wrong orders of `shapes`, the √d_k golden
-example of `variance`, the wrong-option explanations of `concepts`, the heads of `multi_head`.
+example of `variance`, the wrong-option explanations of `concepts`.
 """
 
 from __future__ import annotations
@@ -11,14 +11,14 @@ import numpy as np
 import pytest
 
 import exercises
-from attention_core import multi_head_attention, softmax
+from attention_core import softmax
 from exercises.cli import selftest
 from exercises.core import pipeline
 from exercises.core.grading import CONSISTENT, RIGHT, WRONG
 from exercises.i18n import catalog, t
-from exercises.kinds import concepts, multi_head, shapes
+from exercises.kinds import concepts, shapes
 
-MY_KINDS = ("attention", "multi_head", "shapes", "variance", "concepts")
+MY_KINDS = ("attention", "shapes", "variance", "concepts")
 KIND_LEVELS = [(k, level) for k in MY_KINDS for level in exercises.KINDS[k].LEVELS]
 SEEDS = range(50)
 
@@ -35,7 +35,7 @@ def _find(kind: str, level: int, wanted, seeds=range(400)) -> exercises.Exercise
 # ---------------------------------------------------------------- every kind: the generic self-test
 
 
-def test_all_five_kinds_are_registered_in_order():
+def test_the_kinds_are_registered_in_order():
     assert set(MY_KINDS) <= set(exercises.KINDS)
     orders = [exercises.KINDS[k].ORDER for k in MY_KINDS]
     assert orders == sorted(orders) and all(70 <= o <= 110 for o in orders)
@@ -148,48 +148,6 @@ def test_attention_names_a_catalogued_mistake():
     fb = exercises.grade(ex, answer)
     assert fb.parts["scaled"].misconception == "no_scaling"
     assert fb.misconception == "no_scaling"
-
-
-# ---------------------------------------------------------------- multi_head
-
-
-@pytest.mark.parametrize("level", [1, 2, 3])
-def test_multi_head_references_come_from_attention_core(level):
-    for seed in range(20):
-        ex = exercises.generate("multi_head", seed, level)
-        h = multi_head.head_count(ex)
-        assert h in ((2,) if level != 2 else (2, 3))
-        weights = [[ex.given[multi_head.head_names(i)[k]] for i in range(1, h + 1)] for k in range(3)]
-        tr = multi_head_attention(ex.given["X"], *weights, W_O=ex.given.get("W_O"), causal=ex.given["causal"])
-        for i, head in enumerate(tr.heads, start=1):
-            np.testing.assert_allclose(ex.part(f"O{i}").reference, head.O)
-        np.testing.assert_allclose(ex.part("concat").reference, tr.concat)
-        assert ("out" in ex.part_names) == (level == 3) == ("W_O" in ex.given)
-        if level == 3:
-            np.testing.assert_allclose(ex.part("out").reference, tr.out)
-
-
-def test_multi_head_names_heads_out_of_order_and_a_head_mistake():
-    ex = exercises.generate("multi_head", 4, 1)
-    answer = selftest.correct_answer(ex)
-    O1, O2 = ex.part("O1").reference, ex.part("O2").reference
-    answer["concat"] = selftest.as_text(np.concatenate([O2, O1], axis=1))
-    fb = exercises.grade(ex, answer)
-    assert fb.parts["concat"].misconception == "concat_order"
-    assert "misconception.concat_order" in catalog("en")
-
-    found = 0
-    for seed in range(30):
-        ex = exercises.generate("multi_head", seed, 2)
-        env = pipeline.run(multi_head.head_given(ex.given, 1), mistakes={"transposed_scores"})
-        if "O" not in env.tainted:
-            continue
-        answer = selftest.correct_answer(ex)
-        answer["O1"] = selftest.as_text(env["O"])
-        fb = exercises.grade(ex, answer)
-        assert fb.parts["O1"].misconception == "transposed_scores", seed
-        found += 1
-    assert found >= 10
 
 
 # ---------------------------------------------------------------- shapes
@@ -402,15 +360,6 @@ def test_concepts_solution_shows_the_letter_and_the_reason():
             assert step.note.key == part.options[right]
 
 
-def test_multi_head_solution_walks_each_head_then_concatenates():
-    ex = exercises.generate("multi_head", 2, 3)
-    names = [s.name for s in exercises.solve(ex)]
-    assert names[:2] == ["Q1", "K1"] and names[-2:] == ["concat", "out"]
-    assert names.index("O1") < names.index("Q2") < names.index("O2") < names.index("concat")
-    concat = exercises.solve(ex)[names.index("concat")]
-    assert r"O^{(2)}" in concat.cell(0, concat.shape[1] - 1).latex
-
-
 def test_variance_solution_golden_lines():
     ex = _find("variance", 1, lambda e: e.given["d_k"] == 64)
     steps = {s.name: s for s in exercises.solve(ex)}
@@ -443,20 +392,12 @@ def test_practice_page_shows_and_grades_each_kind(kind_id):
     assert at.success and not at.error, [e.value for e in at.error]
 
 
-@pytest.mark.parametrize("kind_id", ["multi_head", "variance"])
-def test_aids_hold_every_exponent_of_every_softmax(kind_id):
+def test_variance_aids_hold_every_exponent_of_every_softmax():
     for level in (1, 2, 3):
         for seed in range(6):
-            ex = exercises.generate(kind_id, seed, level)
+            ex = exercises.generate("variance", seed, level)
             table = {round(e.x, 9) for e in exercises.aids(ex).exp_table}
-            if kind_id == "variance":
-                z = ex.given["scores"]
-                z = z - z.max() if np.abs(z).max() > 10 else z  # a row with large scores: max-shifted (issue 14)
-                needed = set(np.round(z, 9).ravel()) | set(np.round(ex.given["scores"] / np.sqrt(ex.given["d_k"]),
-                                                                     9).ravel())
-            else:
-                needed = set()
-                for i in range(1, multi_head.head_count(ex) + 1):
-                    masked = pipeline.run(multi_head.head_given(ex.given, i))["masked"]
-                    needed |= {round(float(x), 9) for x in masked.ravel() if np.isfinite(x)}
-            assert needed == table, (kind_id, level, seed)
+            z = ex.given["scores"]
+            z = z - z.max() if np.abs(z).max() > 10 else z  # a row with large scores: max-shifted (issue 14)
+            needed = set(np.round(z, 9).ravel()) | set(np.round(ex.given["scores"] / np.sqrt(ex.given["d_k"]), 9).ravel())
+            assert needed == table, ("variance", level, seed)

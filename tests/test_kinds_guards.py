@@ -15,16 +15,14 @@ import exercises
 from exercises.cli import pins
 from exercises.core import engine, misconceptions, pipeline, sampler
 from exercises.core.model import Exercise
-from exercises.kinds import multi_head
 
 NEW = "scaled_by_sqrt_n"  # a mistake the catalog does not have: divided by √n (the tokens) instead of √d_k
 
 
-def drafts(kind_id: str, seed: int, level: int):
-    """Every exercise the generator draws for (kind, seed, level), the redrawn ones included, up to the one
-    it keeps."""
+def drafts(kind_id: str, seed: int, level: int, kept: Exercise):
+    """Every exercise the generator draws for (kind, seed, level), the redrawn ones included, up to `kept`,
+    the one it keeps."""
     kind = exercises.KINDS[kind_id]
-    kept = pins.fingerprint(exercises.generate(kind_id, seed, level))
 
     def make(given, parts, params):
         return Exercise(kind=kind_id, seed=seed, level=level, version=kind.VERSION, given=given, parts=tuple(parts),
@@ -32,35 +30,59 @@ def drafts(kind_id: str, seed: int, level: int):
 
     for ex in sampler.candidates(kind, engine.rng_for(kind_id, seed, level), level, make):
         yield ex
-        if pins.fingerprint(ex) == kept:
+        if pins.fingerprint(ex) == pins.fingerprint(kept):
             return
+    raise AssertionError(f"{kind_id} level {level} seed {seed}: the sampler's candidates never reach its pick")
+
+
+def made_on_the_way(batch: sampler.Batch) -> set[str]:
+    """The catalogued mistakes the step records make on the way to a part of `batch`, the values its
+    derived parts read included: for a kind whose exercises name their given values otherwise than its
+    stack (multi_head's heads), on which misconceptions.alternatives runs no record."""
+    env = batch.computed(batch.given)
+    needed = {source for name in batch.parts for source in batch.sources.get(name, (name,))}
+    made = set()
+    for mid in misconceptions.CATALOG:
+        if pipeline.AFFECTED.get(mid, frozenset()) & needed:
+            run = pipeline.run_mistake(batch.given, env, mid, until=needed, only_if_made=True)
+            if run.used and run.tainted & needed:
+                made.add(mid)
+    return made
+
+
+def recording(draw, batches: list):
+    """`draw` that keeps every batch it draws in `batches`."""
+    def drawn(rng, level):
+        batches.append(draw(rng, level))
+        return batches[-1]
+    return drawn
 
 
 @pytest.fixture(scope="module")
 def applicable():
-    """{kind: every catalogued mistake that applied to any draw of seeds 0–29 at any level}; for
-    multi_head also every mistake that changed a head's output in its own redraw."""
-    heads: set[str] = set()
-    original = multi_head._mistakes_clash  # the redraw's check of every head's mistakes (all heads at once)
-
-    def recording(given, stacked, outputs):
-        for i in range(1, stacked.h + 1):  # the whole catalog, head by head: what could apply
-            heads.update(multi_head._head_mistakes(multi_head.head_given(given, i)))
-        return original(given, stacked, outputs)
-
+    """{kind: every catalogued mistake that applied to any draw of seeds 0–29 at any level}; for a kind
+    whose exercises name their given values otherwise than its stack, every mistake the records made on
+    the way to its parts in the batches drawn."""
+    found: dict[str, set[str]] = {}
     mp = pytest.MonkeyPatch()
-    mp.setattr(multi_head, "_mistakes_clash", recording)
     try:
-        found: dict[str, set[str]] = {}
         for kind_id, kind in exercises.KINDS.items():
-            heads.clear()
+            batches: list[sampler.Batch] = []
+            if kind.draw is not None:  # every batch the sampler draws, kept
+                mp.setattr(kind, "draw", recording(kind.draw, batches))
             seen: set[str] = set()
             for level in kind.LEVELS:
                 for seed in pins.SEEDS:
-                    for ex in drafts(kind_id, seed, level):
+                    drawn = len(batches)
+                    kept = exercises.generate(kind_id, seed, level)
+                    del batches[drawn:]  # the candidates' batches below are the same
+                    for ex in drafts(kind_id, seed, level, kept):
                         seen.update(misconceptions.alternatives(ex))
-                    assert pins.fingerprint(ex) == pins.fingerprint(exercises.generate(kind_id, seed, level))
-            found[kind_id] = seen | heads
+            for batch in batches:
+                if batch.shown is not None:
+                    seen |= made_on_the_way(batch)
+            found[kind_id] = seen
+            mp.undo()
     finally:
         mp.undo()
     return found

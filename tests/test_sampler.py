@@ -34,7 +34,7 @@ def _plain_first(kind_id: str, seed: int, level: int) -> tuple[Exercise, list[st
         for i in np.flatnonzero(keep):
             ex = Exercise(kind=kind_id, seed=seed, level=level, version=kind.VERSION, given=batch.candidate(i),
                           parts=tuple(sampler._parts(batch, env, i)), params=batch.params)
-            plain = _plain_collides(ex, batch, kind.GUARDS)
+            plain = _plain_collides(ex, batch, i, kind.GUARDS)
             if plain != bool(stacked[i]):
                 disagreements.append(f"candidate {i}: plain {plain}, stacked {bool(stacked[i])}")
             if not plain and engine.within_budget(ex):
@@ -42,23 +42,29 @@ def _plain_first(kind_id: str, seed: int, level: int) -> tuple[Exercise, list[st
     raise AssertionError(f"{kind_id} level {level} seed {seed}: no candidate kept")
 
 
-def _plain_collides(ex: Exercise, batch: sampler.Batch, guards) -> bool:
+def _plain_collides(ex: Exercise, batch: sampler.Batch, i: int, guards) -> bool:
     """misconceptions.collides on one exercise, plus the kind's own mistakes computed on that one candidate,
-    and (a careful batch) every guarded mistake near what a careful student writes, mistake by mistake."""
-    if misconceptions.collides(ex, guards):
-        return True
-    if batch.careful:
-        careful = engine.default_chain(ex, {}, declared_decimals(ex))
-        for name, alternatives in misconceptions.by_part(ex, guards).items():
-            gap = misconceptions.separation(ex.part(name))
-            if name in careful and any(not misconceptions.apart(alt, careful[name], gap) for alt in alternatives.values()):
-                return True
-    if not batch.own:
-        return False
-    one = {k: (np.asarray(v)[None] if k in batch.stacked else v) for k, v in ex.given.items()}
+    and (a careful batch) every guarded mistake near what a careful student writes, mistake by mistake. A
+    kind whose exercise names its given values otherwise than its stack (`shown`: heads one by one) is asked
+    on that one candidate's slice of the stack, alone (its kind's test checks the parts head by head)."""
+    if batch.shown is not None:
+        one = {k: (v[i:i + 1] if k in batch.stacked else v) for k, v in batch.given.items()}
+    else:
+        if misconceptions.collides(ex, guards):
+            return True
+        if batch.careful:
+            careful = engine.default_chain(ex, {}, declared_decimals(ex))
+            for name, alternatives in misconceptions.by_part(ex, guards).items():
+                gap = misconceptions.separation(ex.part(name))
+                if name in careful and any(not misconceptions.apart(alt, careful[name], gap)
+                                           for alt in alternatives.values()):
+                    return True
+        if not batch.own:
+            return False
+        one = {k: (np.asarray(v)[None] if k in batch.stacked else v) for k, v in ex.given.items()}
     single = sampler.Batch(one, batch.stacked, ex.part_names, derive=batch.derive, sources=batch.sources,
                            own=batch.own, decimals=batch.decimals, careful=batch.careful)
-    return bool(sampler.clashing(single, single.computed(one), ())[0])
+    return bool(sampler.clashing(single, single.computed(one), guards if batch.shown else ())[0])
 
 
 @pytest.mark.parametrize("kind_id", BATCH_KINDS)
@@ -88,4 +94,4 @@ def test_a_careful_batch_keeps_mistakes_apart_from_the_rounded_answer_too():
     assert not sampler.clashing(replace(batch, careful=False), env, kind.GUARDS)[i]
     ex = Exercise(kind="backprop_loss", seed=0, level=3, version=kind.VERSION, given=batch.candidate(i),
                   parts=tuple(sampler._parts(batch, env, i)), params=batch.params)
-    assert _plain_collides(ex, batch, kind.GUARDS) and not misconceptions.collides(ex, kind.GUARDS)
+    assert _plain_collides(ex, batch, i, kind.GUARDS) and not misconceptions.collides(ex, kind.GUARDS)

@@ -225,3 +225,22 @@ def test_the_new_records_change_nothing_without_their_given_values():
     env = pipeline.run(given)
     assert "M" not in env and np.array_equal(env["G_O"], given["G_O"])
     np.testing.assert_allclose(env["K"], given["X"])
+
+
+def test_every_forward_mistake_on_a_stack_of_heads_gives_each_heads_own_values():
+    """The records compute on stacks: one candidate's heads stacked (1, h, …) give, with each catalogued
+    mistake, every value each head gives alone (a mistake's condition reads the matrix axes, the last two)."""
+    rng = np.random.default_rng(3)
+    for n, d_k, causal in ((2, 1, True), (3, 2, True), (3, 2, False)):
+        X = rng.integers(-1, 3, (n, 2)).astype(float)  # (n, d)
+        W = {w: rng.integers(-1, 2, (2, 2, d_k)).astype(float) for w in ("W_Q", "W_K", "W_V")}  # (h, d, d_k)
+        stacked = {"X": X[None, None], **{w: v[None] for w, v in W.items()}, "d_k": d_k, "causal": causal}
+        for mid in (None, *misconceptions.CATALOG):
+            wrong = () if mid is None else {mid}
+            together = pipeline.run(stacked, mistakes=wrong, until={"O"})
+            for i in range(2):
+                alone = pipeline.run({"X": X, **{w: v[i] for w, v in W.items()}, "d_k": d_k, "causal": causal},
+                                     mistakes=wrong, until={"O"})
+                for name in ("scores", "scaled", "masked", "A", "O"):
+                    np.testing.assert_array_equal(together[name][0, i], alone[name],
+                                                  err_msg=f"{mid}: {name}, n = {n}, d_k = {d_k}, head {i + 1}")

@@ -72,11 +72,13 @@ def _unit(M: Any) -> np.ndarray:
 
 def product_operations(left: Any, right: Any) -> Operations:
     """left @ right by hand: per term, nothing when a factor is 0, an addition when one is ±1, else a
-    multiply-add (Σ_ijk l_ik r_kj counted as a product of the factors' indicator matrices)."""
-    left, right = np.atleast_2d(np.asarray(left, dtype=float)), np.asarray(right, dtype=float)
+    multiply-add (Σ_ijk l_ik r_kj counted as a product of the factors' indicator matrices). A stack of
+    matrices (heads) counts as the sum of its matrices."""
+    left, right = np.asarray(left, dtype=float), np.asarray(right, dtype=float)
+    left = left[None, :] if left.ndim == 1 else left
     right = right[:, None] if right.ndim == 1 else right
-    if left.shape[1] != right.shape[0]:
-        raise ValueError(f"matmul: inner sizes {left.shape[1]} and {right.shape[0]} differ")
+    if left.shape[-1] != right.shape[-2]:
+        raise ValueError(f"matmul: inner sizes {left.shape[-1]} and {right.shape[-2]} differ")
     lz, rz = _nonzero(left).astype(int), _nonzero(right).astype(int)
     terms = int((lz @ rz).sum())
     hard = int(((lz * ~_unit(left)) @ (rz * ~_unit(right))).sum())
@@ -93,7 +95,7 @@ def softmax_operations(Z: Any) -> Operations:
     Z = np.atleast_2d(np.asarray(Z, dtype=float))
     if Z.size == 0:
         return NONE
-    Z = Z.reshape(len(Z), -1)  # (rows, keys)
+    Z = Z.reshape(-1, Z.shape[-1])  # (rows, keys): the rows of every matrix of a stack
     finite = np.isfinite(Z)
     visible = finite.sum(axis=1)  # (rows,)
     worked = visible > 1  # a row with at most one visible key needs nothing
@@ -110,7 +112,7 @@ Values = Mapping[str, Any]
 def count_product(step: Any, env: Values) -> Operations:
     p = step.product
     left, right = np.asarray(env[p.left], dtype=float), np.asarray(env[p.right], dtype=float)
-    return product_operations(left.T if p.left_t else left, right.T if p.right_t else right)
+    return product_operations(left.mT if p.left_t else left, right.mT if p.right_t else right)
 
 
 def count_scale(step: Any, env: Values) -> Operations:
@@ -124,19 +126,20 @@ def count_softmax(step: Any, env: Values) -> Operations:
 
 
 def count_softmax_backward(step: Any, env: Values) -> Operations:
-    """r_i = Σ_k a_ik g_ik per row, then a_ij (g_ij − r_i) per weight that is not 0."""
-    A, G = np.atleast_2d(np.asarray(env["A"], dtype=float)), np.atleast_2d(np.asarray(env["G_A"], dtype=float))
+    """r_i = Σ_k a_ik g_ik per row (a term where both are nonzero, a multiply-add where neither is ±1), then
+    a_ij (g_ij − r_i): one addition and one multiply-add per weight that is not 0."""
+    A, G = np.asarray(env["A"], dtype=float), np.asarray(env["G_A"], dtype=float)
     weights = int(_nonzero(A).sum())
-    rowsums = NONE
-    for a, g in zip(A, G):
-        rowsums = rowsums + product_operations(a[None, :], g[:, None])
-    return rowsums + Operations(multiply_adds=weights, additions=weights)
+    a_terms, a_hard = _factors(A)
+    g_terms, g_hard = _factors(G)
+    terms, hard = int((a_terms & g_terms).sum()), int((a_hard & g_hard).sum())
+    return Operations(multiply_adds=hard + weights, additions=terms - hard + weights)
 
 
 def count_g_x(step: Any, env: Values) -> Operations:
     total = Operations(additions=2 * int(np.size(env["G_X"])))
     for g, w in (("G_Q", "W_Q"), ("G_K", "W_K"), ("G_V", "W_V")):
-        total = total + product_operations(env[g], np.asarray(env[w], dtype=float).T)
+        total = total + product_operations(env[g], np.asarray(env[w], dtype=float).mT)
     return total
 
 

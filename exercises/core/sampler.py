@@ -14,7 +14,7 @@ Speed has this one home: a kind carries no tables, caches or fast paths of its o
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -44,6 +44,8 @@ class Batch:
     careful  keep every mistake apart from what a careful student writes too: each computed value rounded to
              `decimals` as it is written, the next computed from it (pipeline.run(given, rounding=decimals)),
              which the grader takes as right ("round what you write, then compute")
+    shown    the given values of one candidate as its exercise stores them, when the stack holds them
+             otherwise (heads as an axis of W_Q, named W_Q1, W_Q2 … in the exercise)
     """
 
     given: dict[str, Any]
@@ -56,14 +58,16 @@ class Batch:
     sources: dict[str, tuple[str, ...]] = field(default_factory=dict)
     own: dict[str, Callable[[Mapping[str, Any]], dict[str, np.ndarray]]] = field(default_factory=dict)
     careful: bool = False
+    shown: Callable[[dict[str, Any]], dict[str, Any]] | None = None
 
     @property
     def size(self) -> int:
         return len(self.given[self.stacked[0]])
 
     def candidate(self, i: int) -> dict[str, Any]:
-        """The given values of candidate `i`."""
-        return {k: (v[i] if k in self.stacked else v) for k, v in self.given.items()}
+        """The given values of candidate `i`, as its exercise stores them."""
+        given = {k: (v[i] if k in self.stacked else v) for k, v in self.given.items()}
+        return given if self.shown is None else self.shown(given)
 
     def computed(self, given: Mapping[str, Any]) -> dict[str, Any]:
         """Every value of every candidate: the records' run over the stack, and what `derive` adds."""
@@ -84,12 +88,13 @@ def sample(kind: Any, rng: np.random.Generator, level: int, make: Callable[..., 
         batch = kind.draw(rng, level)
         env = batch.computed(batch.given)  # every value of every candidate, stacked
         ok = np.ones(batch.size, dtype=bool) if batch.keep is None else np.asarray(batch.keep(env), dtype=bool)
-        if ok.any():
-            ok &= ~clashing(batch, env, kind.GUARDS)
+        kept = np.flatnonzero(ok)
+        if len(kept):  # the apartness of the kept candidates only: each candidate's is its own
+            ok[kept] = ~clashing(*_only(batch, env, kept), kind.GUARDS)
         for i in np.flatnonzero(ok):
             ex = make(batch.candidate(i), _parts(batch, env, i), batch.params)
-            computed = {k: v[i] for k, v in env.items() if k not in batch.given}
-            pipeline.seed_reference_env(ex, computed)
+            if batch.shown is None:  # the records' values of exactly the exercise's given values
+                pipeline.seed_reference_env(ex, {k: v[i] for k, v in env.items() if k not in batch.given})
             if budget.within_budget(ex, kind.operations):
                 return ex
     raise RuntimeError(f"{kind.ID}: no candidate kept in {MAX_ROUNDS} rounds (level {level})")
@@ -107,6 +112,13 @@ def candidates(kind: Any, rng: np.random.Generator, level: int, make: Callable[.
         keep = np.ones(batch.size, dtype=bool) if batch.keep is None else np.asarray(batch.keep(env), dtype=bool)
         for i in np.flatnonzero(keep):
             yield make(batch.candidate(i), _parts(batch, env, i), batch.params)
+
+
+def _only(batch: Batch, env: Mapping[str, Any], rows: np.ndarray) -> tuple[Batch, dict[str, Any]]:
+    """The batch and its values cut down to the candidates `rows`."""
+    shared = set(batch.given) - set(batch.stacked)
+    given = {k: (v if k in shared else v[rows]) for k, v in batch.given.items()}
+    return replace(batch, given=given), {k: (v if k in shared else v[rows]) for k, v in env.items()}
 
 
 def _from_draft(draft: Draft, make: Callable[..., Exercise]) -> Exercise:
@@ -156,7 +168,8 @@ def clashing(batch: Batch, env: Mapping[str, Any], guards: tuple[str, ...]) -> n
             if batch.derive is not None:
                 values.update(batch.derive(values))
             tainted = {name for name in wanted if run.tainted & set(batch.sources.get(name, (name,)))}
-            add(values, tainted, every if run.made is None else run.made)
+            # made in some matrix of a candidate's stack (a head): made for that candidate
+            add(values, tainted, every if run.made is None else run.made.reshape(batch.size, -1).any(axis=1))
         for mistaken in batch.own.values():
             values = mistaken(env)
             add(values, wanted & set(values), every)

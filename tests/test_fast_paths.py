@@ -14,6 +14,7 @@ import pytest
 
 import exercises
 from exercises.core import misconceptions, numbers, pipeline, sampler
+from exercises.kinds._shared.fast import apart_from, clash_free
 
 RNG_SEED = 14
 
@@ -185,3 +186,60 @@ def test_any_along_and_all_along_are_numpys_any_and_all():
     assert np.array_equal(numbers.no_zero_lines(M), nonzero.any(axis=2).all(axis=1) & nonzero.any(axis=1).all(axis=1))
 
 
+# ---------------------------------------------------------------- _shared/fast.py (variance, positional), nonzero_matrix
+
+
+def _cases(rng: np.random.Generator):
+    """References and mistakes that are near, equal, −∞ in places, NaN, or of other shapes."""
+    for _ in range(1000):
+        shape = (int(rng.integers(1, 3)), int(rng.integers(1, 4)))
+        ref = rng.choice([-1.0, 0.0, 0.5, 1.0], size=shape)
+        if rng.random() < 0.2:
+            ref[0, 0] = -np.inf
+        alts = {}
+        for k in range(int(rng.integers(0, 6))):
+            kind = rng.integers(5)
+            if kind == 0:
+                alt = ref + rng.choice([0.0, 0.004, misconceptions.GAP, 0.02], size=shape)  # on the gap too
+            elif kind == 1:
+                alt = rng.choice([-1.0, 0.0, 1.0], size=shape)
+            elif kind == 2:
+                alt = rng.choice([-1.0, 0.0, 1.0], size=shape[::-1])
+            elif kind == 3:
+                alt = np.where(rng.random(shape) < 0.5, -np.inf, ref)
+            else:
+                alt = ref.copy()
+                alt.flat[0] = np.nan
+            alts[f"m{k}"] = alt
+        yield ref, alts
+
+
+def test_fast_clash_free_is_no_clashes():
+    for ref, alts in _cases(np.random.default_rng(14)):
+        for gap in (misconceptions.GAP, 1e-9 + misconceptions.ROUNDING):
+            assert clash_free(ref, alts, gap) == (not misconceptions.clashes(ref, alts, gap))
+
+
+def _plain_nonzero_matrix(rng, shape, values):
+    """numbers.nonzero_matrix as it was written before its fast path: draw, test, draw again."""
+    while True:
+        M = numbers.matrix(rng, shape, values)
+        if np.all(np.any(M != 0, axis=1)) and np.all(np.any(M != 0, axis=0)):
+            return M
+
+
+def test_nonzero_matrix_draws_as_the_plain_redraw():
+    for shape, values in (((2, 1), (0, 1, 2)), ((3, 4), (-1, 0, 1, 2)), ((1, 2), (-2, -1, 1, 2)), ((1, 3), (0, 1)),
+                          ((1, 1), (0, 1))):
+        slow, fast = np.random.default_rng(7), np.random.default_rng(7)
+        for _ in range(500):
+            assert np.array_equal(_plain_nonzero_matrix(slow, shape, values),
+                                  numbers.nonzero_matrix(fast, shape, values))
+        assert slow.integers(1 << 30) == fast.integers(1 << 30)  # the same state after
+
+
+def test_fast_apart_from_is_misconceptions_apart_for_each():
+    for ref, alts in _cases(np.random.default_rng(15)):
+        gap = misconceptions.GAP
+        slow = all(misconceptions.apart(a, ref, gap) for a in alts.values() if np.shape(a) == ref.shape)
+        assert apart_from(ref, alts, gap) == slow

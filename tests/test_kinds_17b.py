@@ -1,4 +1,4 @@
-"""Issue 17 (W17b): the softmax Jacobian, RoPE, positional encodings and multi-head backward.
+"""Issue 17 (W17b): the softmax Jacobian, positional encodings and multi-head backward.
 
 Each kind against an independent NumPy computation (forward) or central finite differences
 (backward), over 50 seeds per level; every named mistake diagnosed, exactly and rounded to 2
@@ -118,71 +118,6 @@ def test_softmax_jacobian_a_wrong_weight_carries_into_its_jacobian():
     fb = exercises.grade(ex, answer)
     assert not fb.correct
     assert (fb.parts["J"].status == grading.CONSISTENT).any()
-
-
-# ---------------------------------------------------------------- RoPE
-
-
-@pytest.mark.parametrize("seed", range(20))
-def test_rope_rotates_pairs_like_the_loop_and_scores_see_only_the_distance(seed):
-    from attention_core.positions import rope, rope_loop, rope_scores
-
-    rng = np.random.default_rng(seed)
-    n, m = int(rng.integers(2, 6)), int(rng.integers(1, 4))
-    Q, K = rng.normal(size=(n, 2 * m)), rng.normal(size=(n, 2 * m))
-    pos, theta = np.arange(n, dtype=float), rng.uniform(1, 90, size=m)
-    np.testing.assert_allclose(rope(Q, pos, theta), rope_loop(Q, pos, theta), atol=1e-12)
-    np.testing.assert_allclose(np.linalg.norm(rope(Q, pos, theta), axis=1), np.linalg.norm(Q, axis=1))  # a turn
-    shift = float(rng.integers(1, 50))  # the same distances, further along: the same scores
-    np.testing.assert_allclose(rope_scores(Q, K, pos + shift, theta), rope_scores(Q, K, pos, theta), atol=1e-9)
-
-
-@pytest.mark.parametrize("level", (1, 2, 3))
-def test_rope_references_are_numpy_s_and_the_angles_come_from_the_table(level):
-    from attention_core.positions import rope, rotation_angles
-
-    for seed in SEEDS:
-        ex = exercises.generate("rope", seed, level)
-        g = ex.given
-        Q_rot, K_rot = rope(g["Q"], g["pos"], g["theta"]), rope(g["K"], g["pos"], g["theta"])
-        np.testing.assert_allclose(ex.part("Q_rot").reference, Q_rot, atol=1e-12)
-        np.testing.assert_allclose(ex.part("K_rot").reference, K_rot, atol=1e-12)
-        np.testing.assert_allclose(ex.part("scores").reference, Q_rot @ K_rot.T, atol=1e-12)
-        assert all(a % 30 == 0 for a in rotation_angles(g["pos"], g["theta"]).ravel())
-        if level == 1:
-            assert all(a % 90 == 0 for a in rotation_angles(g["pos"], g["theta"]).ravel())
-        for a in rotation_angles(g["pos"], g["theta"]).ravel():
-            assert f"cos {int(a)}° = " in ex.params["table"], ex.id
-
-
-def _rope_student(ex, places):
-    from attention_core.positions import rope
-
-    g = ex.given
-    Q_rot = round_half_up(rope(g["Q"], g["pos"], g["theta"]), places)
-    K_rot = round_half_up(rope(g["K"], g["pos"], g["theta"]), places)
-    return {"Q_rot": Q_rot, "K_rot": K_rot, "scores": round_half_up(Q_rot @ K_rot.T, places)}
-
-
-@pytest.mark.parametrize("level", (1, 2, 3))
-def test_rope_careful_student_who_rounds_is_right(level):
-    assert_careful_students_are_right("rope", level, _rope_student)
-
-
-@pytest.mark.parametrize("level", (1, 2, 3))
-def test_rope_mistakes_are_named_exact_and_rounded(level):
-    from exercises.kinds import rope as K
-
-    named = named_mistakes("rope", level, lambda ex, part: K.mistakes_of(ex.given, part))
-    assert {"rope_one_angle", "rope_sin_sign", "rope_not_applied", "rope_query_only", "transposed_scores"} <= named
-
-
-def test_rope_solution_shows_the_score_from_the_position_difference():
-    ex = exercises.generate("rope", 3, 2)
-    step = {s.name: s for s in exercises.solve(ex)}["relative"]
-    n = ex.given["Q"].shape[0]
-    assert step.value[0, 0] == ex.part("scores").reference[0, n - 1]
-    assert rf"R({n - 1}\theta)" in step.cell(0, 0).latex
 
 
 # ---------------------------------------------------------------- multi-head backward

@@ -1,8 +1,8 @@
 """The sampler picks what the plain pipeline would accept.
 
 For every kind that draws in batches, replay its generator as a plain loop would: each candidate in
-order, computed alone by the step records, kept when the kind finds it hand-friendly, no guarded
-mistake collides (misconceptions.collides, one exercise at a time) and its minutes fit the level. The
+order, computed alone by the step records, kept when the kind finds it hand-friendly, no guarded or own
+mistake collides (misconceptions.clash_by_part, one exercise at a time) and its minutes fit the level. The
 first such candidate is the exercise the sampler returns; and the sampler's stacked apartness check
 agrees with the plain one on every hand-friendly candidate it saw.
 """
@@ -43,28 +43,35 @@ def _plain_first(kind_id: str, seed: int, level: int) -> tuple[Exercise, list[st
 
 
 def _plain_collides(ex: Exercise, batch: sampler.Batch, i: int, guards) -> bool:
-    """misconceptions.collides on one exercise, plus the kind's own mistakes computed on that one candidate,
-    and (a careful batch) every guarded mistake near what a careful student writes, mistake by mistake. A
-    kind whose exercise names its given values otherwise than its stack (`shown`: heads one by one) is asked
-    on that one candidate's slice of the stack, alone (its kind's test checks the parts head by head)."""
+    """misconceptions.clash_by_part on one exercise: the guarded mistakes the step records make of its given
+    values and the kind's own mistakes computed on that one candidate, kept apart all together; and (a
+    careful batch) none of them near what a careful student writes, mistake by mistake. A kind whose exercise
+    names its given values otherwise than its stack (`shown`: heads one by one) is asked on that one
+    candidate's slice of the stack, alone (its kind's test checks the parts head by head)."""
     if batch.shown is not None:
         one = {k: (v[i:i + 1] if k in batch.stacked else v) for k, v in batch.given.items()}
-    else:
-        if misconceptions.collides(ex, guards):
-            return True
-        if batch.careful:
-            careful = engine.default_chain(ex, {}, declared_decimals(ex))
-            for name, alternatives in misconceptions.by_part(ex, guards).items():
-                gap = misconceptions.separation(ex.part(name))
-                if name in careful and any(not misconceptions.apart(alt, careful[name], gap)
-                                           for alt in alternatives.values()):
-                    return True
-        if not batch.own:
-            return False
+        single = sampler.Batch(one, batch.stacked, ex.part_names, derive=batch.derive, sources=batch.sources,
+                               own=batch.own, decimals=batch.decimals, careful=batch.careful)
+        return bool(sampler.clashing(single, single.computed(one), guards)[0])
+    by_part = {name: dict(alts) for name, alts in misconceptions.by_part(ex, guards).items()}
+    if batch.own:
         one = {k: (np.asarray(v)[None] if k in batch.stacked else v) for k, v in ex.given.items()}
-    single = sampler.Batch(one, batch.stacked, ex.part_names, derive=batch.derive, sources=batch.sources,
-                           own=batch.own, decimals=batch.decimals, careful=batch.careful)
-    return bool(sampler.clashing(single, single.computed(one), guards if batch.shown else ())[0])
+        single = sampler.Batch(one, batch.stacked, ex.part_names, derive=batch.derive)
+        env = single.computed(one)
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            for mid, mistaken in batch.own.items():
+                for name, value in mistaken(env).items():
+                    value = np.asarray(value, dtype=float)[0]
+                    if name in ex.part_names and not np.isnan(value).any() and not np.isposinf(value).any():
+                        by_part.setdefault(name, {})[f"own {mid}"] = value
+    if batch.careful:
+        careful = engine.default_chain(ex, {}, declared_decimals(ex))
+        for name, alternatives in by_part.items():
+            gap = misconceptions.separation(ex.part(name))
+            if name in careful and any(not misconceptions.apart(alt, careful[name], gap)
+                                       for alt in alternatives.values()):
+                return True
+    return misconceptions.clash_by_part(misconceptions.parts_by_name(ex), by_part)
 
 
 @pytest.mark.parametrize("kind_id", BATCH_KINDS)

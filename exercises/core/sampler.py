@@ -76,6 +76,12 @@ class Batch:
             env.update(self.derive(env))
         return env
 
+    def records(self, env: Mapping[str, Any]) -> dict[str, Any]:
+        """The values of the records' run in `env` (what pipeline.run of the given computes), stacked. A
+        derived value may bear a record's name (kv_cache's A, rope's scores of the rotated rows): left out."""
+        derived = set(self.derive(env)) if self.derive is not None else set()
+        return {k: v for k, v in env.items() if k not in self.given and k not in derived}
+
 
 def sample(kind: Any, rng: np.random.Generator, level: int, make: Callable[..., Exercise]) -> Exercise:
     """The first candidate of `kind` that the checks keep. `make(given, parts, params)` builds the Exercise."""
@@ -91,10 +97,11 @@ def sample(kind: Any, rng: np.random.Generator, level: int, make: Callable[..., 
         kept = np.flatnonzero(ok)
         if len(kept):  # the apartness of the kept candidates only: each candidate's is its own
             ok[kept] = ~clashing(*_only(batch, env, kept), kind.GUARDS)
+        records = batch.records(env) if ok.any() and batch.shown is None else {}
         for i in np.flatnonzero(ok):
             ex = make(batch.candidate(i), _parts(batch, env, i), batch.params)
             if batch.shown is None:  # the records' values of exactly the exercise's given values
-                pipeline.seed_reference_env(ex, {k: v[i] for k, v in env.items() if k not in batch.given})
+                pipeline.seed_reference_env(ex, {k: v[i] for k, v in records.items()})
             if budget.within_budget(ex, kind.operations):
                 return ex
     raise RuntimeError(f"{kind.ID}: no candidate kept in {MAX_ROUNDS} rounds (level {level})")
@@ -165,8 +172,8 @@ def clashing(batch: Batch, env: Mapping[str, Any], guards: tuple[str, ...]) -> n
             if not run.used:
                 continue
             values = dict(run)
-            if batch.derive is not None:
-                values.update(batch.derive(values))
+            if batch.derive is not None:  # a derived value of a record's name keeps what the mistake made of it
+                values.update({k: v for k, v in batch.derive(values).items() if k not in run.tainted})
             tainted = {name for name in wanted if run.tainted & set(batch.sources.get(name, (name,)))}
             # made in some matrix of a candidate's stack (a head): made for that candidate
             add(values, tainted, every if run.made is None else run.made.reshape(batch.size, -1).any(axis=1))

@@ -2,7 +2,8 @@
 
 For every kind that draws in batches, replay its generator as a plain loop would: each candidate in
 order, computed alone by the step records, kept when the kind finds it hand-friendly, no guarded
-mistake collides (misconceptions.collides, one exercise at a time) and its minutes fit the level. The
+mistake collides (misconceptions.collides, one exercise at a time; for a kind whose parts the records do not
+name, such as gqa's heads, the sampler's check on that candidate alone) and its minutes fit the level. The
 first such candidate is the exercise the sampler returns; and the sampler's stacked apartness check
 agrees with the plain one on every hand-friendly candidate it saw.
 """
@@ -31,9 +32,9 @@ def _plain_first(kind_id: str, seed: int, level: int) -> tuple[Exercise, list[st
         keep = np.ones(batch.size, bool) if batch.keep is None else np.asarray(batch.keep(env), bool)
         stacked = sampler.clashing(batch, env, kind.GUARDS)
         for i in np.flatnonzero(keep):
-            ex = Exercise(kind=kind_id, seed=seed, level=level, version=kind.VERSION, given=batch.candidate(i),
+            ex = Exercise(kind=kind_id, seed=seed, level=level, version=kind.VERSION, given=batch.exercise_given(i),
                           parts=tuple(sampler._parts(batch, env, i)), params=batch.params)
-            plain = _plain_collides(ex, batch, kind.GUARDS)
+            plain = _plain_collides(ex, batch, i, kind.GUARDS)
             if plain != bool(stacked[i]):
                 disagreements.append(f"candidate {i}: plain {plain}, stacked {bool(stacked[i])}")
             if not plain and budget.within_budget(ex):
@@ -41,16 +42,17 @@ def _plain_first(kind_id: str, seed: int, level: int) -> tuple[Exercise, list[st
     raise AssertionError(f"{kind_id} level {level} seed {seed}: no candidate kept")
 
 
-def _plain_collides(ex: Exercise, batch: sampler.Batch, guards) -> bool:
-    """misconceptions.collides on one exercise, plus the kind's own mistakes computed on that one candidate."""
+def _plain_collides(ex: Exercise, batch: sampler.Batch, i: int, guards) -> bool:
+    """misconceptions.collides on one exercise, plus the kind's own mistakes computed on that one candidate
+    alone; for a kind whose parts the records do not name (derive), its guarded mistakes too, so computed."""
     if misconceptions.collides(ex, guards):
         return True
-    if not batch.own:
+    if not (batch.own or batch.derive):
         return False
-    one = {k: (np.asarray(v)[None] if k in batch.stacked else v) for k, v in ex.given.items()}
+    one = {k: (np.asarray(v)[None] if k in batch.stacked else v) for k, v in batch.candidate(i).items()}
     single = sampler.Batch(one, batch.stacked, ex.part_names, derive=batch.derive, sources=batch.sources,
                            own=batch.own, decimals=batch.decimals)
-    return bool(sampler.clashing(single, single.computed(one), ())[0])
+    return bool(sampler.clashing(single, single.computed(one), guards if batch.derive else ())[0])
 
 
 @pytest.mark.parametrize("kind_id", BATCH_KINDS)

@@ -215,3 +215,16 @@ def test_the_mask_mistakes_keep_the_decoding_diagonal_of_a_rectangle():
     assert np.array_equal(hidden["mask_wrong_triangle"], [[True, True, False, False], [True, True, True, False]])
     zeroed = pipeline.run(given, mistakes={"mask_after_softmax"})["A"]
     assert zeroed[0, 3] == 0 and np.all(zeroed[0, :3] == 0.25)  # the future zeroed, not renormalised
+
+
+@pytest.mark.parametrize("stack", [(), (1,), (3, 2)])
+def test_a_stack_makes_each_mistake_where_one_candidate_makes_it(stack):
+    """The mistakes' conditions read the matrices' own axes, never a stack's: mask_zero_instead_of_inf is made
+    by the mask step (n_q > 1), for a stack of one candidate as for a lone one."""
+    given = self_attention_given(3, n=2)
+    single = pipeline.run(given, mistakes={"mask_zero_instead_of_inf"})
+    stacked = {k: (np.broadcast_to(v, (*stack, *np.shape(v))) if isinstance(v, np.ndarray) else v)
+               for k, v in given.items()}
+    env = pipeline.run(stacked, mistakes={"mask_zero_instead_of_inf"})
+    assert env.made is None, f"stack {stack}: made per candidate at the softmax step"
+    assert np.array_equal(env["A"], np.broadcast_to(single["A"], env["A"].shape)), f"stack {stack}"

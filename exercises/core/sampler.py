@@ -41,6 +41,8 @@ class Batch:
              mistaken too. `sources` names the record values each derived one reads
     own      the kind's own catalogued mistakes: {id: env -> {part name: stacked value}}, kept apart like
              the records' mistakes (the records' are the kind's GUARDS)
+    shown    the given values an exercise stores, from one candidate's: for a kind whose exercises name each
+             slice of a stacked axis (W_Q1 … W_Qh of W_Q (h, d, d_k)); by default the candidate's own
     """
 
     given: dict[str, Any]
@@ -52,6 +54,7 @@ class Batch:
     derive: Callable[[Mapping[str, Any]], dict[str, np.ndarray]] | None = None
     sources: dict[str, tuple[str, ...]] = field(default_factory=dict)
     own: dict[str, Callable[[Mapping[str, Any]], dict[str, np.ndarray]]] = field(default_factory=dict)
+    shown: Callable[[dict[str, Any]], dict[str, Any]] | None = None
 
     @property
     def size(self) -> int:
@@ -60,6 +63,11 @@ class Batch:
     def candidate(self, i: int) -> dict[str, Any]:
         """The given values of candidate `i`."""
         return {k: (v[i] if k in self.stacked else v) for k, v in self.given.items()}
+
+    def exercise_given(self, i: int) -> dict[str, Any]:
+        """The given values of the exercise candidate `i` makes (`shown`)."""
+        one = self.candidate(i)
+        return one if self.shown is None else self.shown(one)
 
     def computed(self, given: Mapping[str, Any]) -> dict[str, Any]:
         """Every value of every candidate: the records' run over the stack, and what `derive` adds."""
@@ -83,9 +91,9 @@ def sample(kind: Any, rng: np.random.Generator, level: int, make: Callable[..., 
         if ok.any():
             ok &= ~clashing(batch, env, kind.GUARDS)
         for i in np.flatnonzero(ok):
-            ex = make(batch.candidate(i), _parts(batch, env, i), batch.params)
-            computed = {k: v[i] for k, v in env.items() if k not in batch.given}
-            pipeline.seed_reference_env(ex, computed)
+            ex = make(batch.exercise_given(i), _parts(batch, env, i), batch.params)
+            if batch.shown is None:  # (else the records ran on other names than the exercise's)
+                pipeline.seed_reference_env(ex, {k: v[i] for k, v in env.items() if k not in batch.given})
             if budget.within_budget(ex):
                 return ex
     raise RuntimeError(f"{kind.ID}: no candidate kept in {MAX_ROUNDS} rounds (level {level})")
@@ -102,7 +110,7 @@ def candidates(kind: Any, rng: np.random.Generator, level: int, make: Callable[.
         env = batch.computed(batch.given)
         keep = np.ones(batch.size, dtype=bool) if batch.keep is None else np.asarray(batch.keep(env), dtype=bool)
         for i in np.flatnonzero(keep):
-            yield make(batch.candidate(i), _parts(batch, env, i), batch.params)
+            yield make(batch.exercise_given(i), _parts(batch, env, i), batch.params)
 
 
 def _from_draft(draft: Draft, make: Callable[..., Exercise]) -> Exercise:

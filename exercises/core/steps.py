@@ -285,7 +285,7 @@ MASKED_MISTAKES = (
     Mistake("mask_wrong_triangle", _masked_where(_strictly_below, -np.inf), applies=_causal),
     # a 0 still gets e^0 = 1 in the softmax
     Mistake("mask_zero_instead_of_inf", _masked_where(causal_mask, 0.0),
-            applies=lambda env: _causal(env) and env["scaled"].shape[0] > 1),
+            applies=lambda env: _causal(env) and env["scaled"].shape[-2] > 1),
 )
 
 

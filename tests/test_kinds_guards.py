@@ -36,17 +36,27 @@ def drafts(kind_id: str, seed: int, level: int, kept: Exercise):
 
 
 def made_on_the_way(batch: sampler.Batch) -> set[str]:
-    """The catalogued mistakes the step records make on the way to a part of `batch`, the values its
-    derived parts read included: for a kind whose exercises name their given values otherwise than its
-    stack (multi_head's heads), on which misconceptions.alternatives runs no record."""
+    """The catalogued mistakes the step records make, writably, on the way to a part of some hand-friendly
+    candidate of `batch`, the values its derived parts read included: for a kind whose exercises name their
+    given values otherwise than its stack (the heads of multi_head and gqa), on which
+    misconceptions.alternatives runs no record."""
     env = batch.computed(batch.given)
+    keep = np.ones(batch.size, bool) if batch.keep is None else np.asarray(batch.keep(env), bool)
     needed = {source for name in batch.parts for source in batch.sources.get(name, (name,))}
     made = set()
     for mid in misconceptions.CATALOG:
-        if pipeline.AFFECTED.get(mid, frozenset()) & needed:
-            run = pipeline.run_mistake(batch.given, env, mid, until=needed, only_if_made=True)
-            if run.used and run.tainted & needed:
-                made.add(mid)
+        if not pipeline.AFFECTED.get(mid, frozenset()) & needed:
+            continue
+        run = pipeline.run_mistake(batch.given, env, mid, until=needed, only_if_made=True)
+        if not run.used:
+            continue
+        values = {**run, **(batch.derive(run) if batch.derive is not None else {})}
+        where = keep if run.made is None else keep & run.made.reshape(batch.size, -1).any(axis=1)
+        for name in batch.parts:
+            if run.tainted & set(batch.sources.get(name, (name,))) and np.shape(values[name]) == np.shape(env[name]):
+                cells = np.asarray(values[name], dtype=float).reshape(batch.size, -1)
+                if (where & ~np.isnan(cells).any(axis=1) & ~(cells == np.inf).any(axis=1)).any():
+                    made.add(mid)
     return made
 
 

@@ -244,3 +244,16 @@ def test_every_forward_mistake_on_a_stack_of_heads_gives_each_heads_own_values()
                 for name in ("scores", "scaled", "masked", "A", "O"):
                     np.testing.assert_array_equal(together[name][0, i], alone[name],
                                                   err_msg=f"{mid}: {name}, n = {n}, d_k = {d_k}, head {i + 1}")
+
+
+@pytest.mark.parametrize("stack", [(), (1,), (3, 2)])
+def test_a_stack_makes_each_mistake_where_one_candidate_makes_it(stack):
+    """The mistakes' conditions read the matrices' own axes, never a stack's: mask_zero_instead_of_inf is made
+    by the mask step (n_q > 1), for a stack of one candidate as for a lone one."""
+    given = self_attention_given(3, n=2)
+    single = pipeline.run(given, mistakes={"mask_zero_instead_of_inf"})
+    stacked = {k: (np.broadcast_to(v, (*stack, *np.shape(v))) if isinstance(v, np.ndarray) else v)
+               for k, v in given.items()}
+    env = pipeline.run(stacked, mistakes={"mask_zero_instead_of_inf"})
+    assert env.made is None, f"stack {stack}: made per candidate at the softmax step"
+    assert np.array_equal(env["A"], np.broadcast_to(single["A"], env["A"].shape)), f"stack {stack}"

@@ -293,6 +293,21 @@ def test_hostile_titles_and_names_stay_text_in_every_format(hostile, tmp_path):
     assert root.find("question/category/text").text.endswith(name.replace("/", "∕"))
 
 
+XML_FORBIDDEN = ["\uffff", "\ufffe", "\x00", "\x01", "\x1b", "\ud800", "\udfff"]
+
+
+@pytest.mark.parametrize("bad", XML_FORBIDDEN, ids=lambda c: f"U+{ord(c):04X}")
+def test_characters_xml_forbids_never_reach_the_moodle_xml(bad):
+    """U+FFFF in a title or a name made the export unreadable (issue 31): they are removed."""
+    ex = exercises.generate("scores", seed=1, level=1)
+    xml = moodle.to_xml(f"Week{bad} 3", "K7QMX2PD", [(f"Ada{bad} Lovelace", [ex]), (None, [ex])])
+    root = ET.fromstring(xml)  # well-formed
+    categories = [q.find("category/text").text for q in root if q.get("type") == "category"]
+    assert categories[0].endswith("/Week 3 (K7QMX2PD)/Ada Lovelace")
+    spec = make_spec(f"Week{bad} 3", [{"kind": "scores", "level": 1, "count": 1}], seed=1, per_student=True)
+    ET.fromstring(moodle.to_xml(spec.title, None, [(f"Ada{bad}", spec.exercises("Ada"))]))
+
+
 # ---------------------------------------------------------------- the service: off the script run, to disk
 
 

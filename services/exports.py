@@ -1,4 +1,5 @@
-"""A class's printed sheets, built off the page's script run and written to disk (no Streamlit).
+"""A class's printed sheets and its Moodle XML, built off the page's script run and written to disk
+(no Streamlit).
 
 `start` queues a build and returns its Job at once; one worker thread per process writes one
 student's worksheet and answer key at a time, compiled by two Typst child processes
@@ -7,23 +8,35 @@ sheets whatever the class size, and several teachers at once wait in turn instea
 class's PDFs. The page shows `job.progress` and, when done, serves the file from disk.
 Finished files are deleted after KEEP_SECONDS (or when the process ends).
 
+The Moodle XML goes the same way (`start_moodle`): the same worker and the same print cap
+(worksheets.MAX_EXERCISES), the questions written by a child process (MOODLE_CHILD_MEMORY of address
+space at most) one student's set at a time into a file, so its CPU (seconds for a big class) is never
+the server process's and its memory stays that of one set.
+
     job = exports.start(assignment, students, "en", space="some", links={name: url})
+    job = exports.start_moodle(assignment, students, "en", variants=5)
     job.done, job.fraction, job.error, job.path
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
+import os
 import secrets
 import shutil
+import subprocess
+import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 from exercises import worksheets
+from exercises.core.model import Exercise
 from exercises.i18n import DEFAULT_LANG, Msg, msg
 from exercises.teacher.assignments import AssignmentError
 from storage import Assignment
@@ -31,7 +44,7 @@ from storage import Assignment
 from . import assignments as service
 from .submissions import secret
 
-__all__ = ["KEEP_SECONDS", "Job", "get", "moodle", "start"]
+__all__ = ["KEEP_SECONDS", "MOODLE_CHILD_MEMORY", "Job", "get", "moodle", "start", "start_moodle", "write_moodle"]
 
 KEEP_SECONDS = 3600
 _POOL = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sheets")  # one build at a time per process
@@ -50,6 +63,7 @@ class Job:
     done: bool = False
     error: Msg | None = None
     started: float = dataclasses.field(default_factory=time.monotonic)
+    mime: str = "application/zip"
 
     @property
     def fraction(self) -> float:
@@ -120,19 +134,135 @@ def _build(job: Job, a: Assignment, names: tuple[str, ...], language: str, space
         job.done = True
 
 
+# ---------------------------------------------------------------- Moodle XML, in a child process
+
+MOODLE_CHILD_MEMORY = 1024 * 2**20  # the child's address space: it imports the engine (about 200 MB) and holds one set
+_ROOT = Path(__file__).resolve().parent.parent
+
+# The Moodle child: reads a head line {title, code, lang, path} and then one JSON line per set
+# [name, [exercise dicts]] from its stdin, writes the XML into `path` piece by piece and answers each
+# piece with a line (the head, each set, the end), so the parent can show progress.
+_MOODLE_CHILD = """
+import json, os, sys
+try:
+    import resource
+    resource.setrlimit(resource.RLIMIT_AS, (int(sys.argv[2]),) * 2)
+except (ImportError, ValueError, OSError):
+    pass
+os.nice(5)  # behind the server's own requests
+sys.path.insert(0, sys.argv[1])
+from exercises.core.model import Exercise
+from exercises.teacher.moodle import xml_pieces
+head = json.loads(sys.stdin.readline())
+
+def sets():
+    for line in sys.stdin:
+        name, exercises = json.loads(line)
+        yield name, [Exercise.from_dict(e) for e in exercises]
+
+with open(head["path"], "w", encoding="utf-8") as file:
+    for piece in xml_pieces(head["title"], head["code"], sets(), head["lang"]):
+        file.write(piece)
+        sys.stdout.write("1\\n")
+        sys.stdout.flush()
+"""
+
+
+Sets = Iterator[tuple[str | None, Sequence[Exercise]]]  # (a student's name, or None for the class; exercises)
+
+
+class ExportFailed(RuntimeError):
+    """The Moodle child ended before the file was written (out of memory, killed)."""
+
+
+def _moodle_sets(a: Assignment, students: Iterable[str], variants: int) -> tuple[int, Sets]:
+    """(how many sets, the sets made one at a time): the class's set, each listed student's variants,
+    or `variants` shuffled variants. AssignmentError for a bad class list or past the print cap."""
+    per_sheet = len(a.spec.slots())
+    if a.per_student and students:
+        names = worksheets.clean_students(students)
+        check_size(len(names), per_sheet)
+        return len(names), ((n, service.exercises_for(a, n)) for n in names)
+    if a.per_student:  # shuffled variants that belong to nobody: made, never stored
+        count = max(variants, 1)
+        check_size(count, per_sheet)
+        return count, ((str(i + 1), a.spec.exercises(f"moodle variant {i + 1}", secret=secret())) for i in range(count))
+    return 1, iter([(None, service.exercises_for(a))])
+
+
+def write_moodle(path: Path, title: str, code: str | None, sets: Iterable[tuple[str | None, Sequence[Exercise]]],
+                 language: str = DEFAULT_LANG, progress: Any = None) -> Path:
+    """The Moodle XML of `sets` written to `path` by a child process, one set at a time (the sets are
+    made here, lazily, and sent as JSON). `progress(done)` after each set. ExportFailed when the child ends early."""
+    env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    child = subprocess.Popen([sys.executable, "-c", _MOODLE_CHILD, str(_ROOT), str(MOODLE_CHILD_MEMORY)],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
+    assert child.stdin is not None and child.stdout is not None
+
+    def send(value: Any) -> None:  # ASCII JSON: no name can break the line
+        child.stdin.write(json.dumps(value, ensure_ascii=True).encode("ascii") + b"\n")
+        child.stdin.flush()
+
+    def written() -> None:
+        if not child.stdout.readline():
+            raise ExportFailed("the Moodle XML process ended")
+
+    try:
+        send({"title": title, "code": code, "lang": language, "path": str(path)})
+        written()
+        for done, (name, exercises) in enumerate(sets, start=1):
+            send([name, [ex.to_dict() for ex in exercises]])
+            written()
+            if progress is not None:
+                progress(done)
+        child.stdin.close()
+        written()
+        if child.wait(timeout=60) != 0:
+            raise ExportFailed(f"the Moodle XML process ended with {child.returncode}")
+    except (BrokenPipeError, OSError) as err:
+        raise ExportFailed(f"the Moodle XML process ended ({err})") from None
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    return path
+
+
+def start_moodle(a: Assignment, students: Iterable[str] = (), language: str = DEFAULT_LANG, variants: int = 0) -> Job:
+    """Queue the assignment's Moodle XML (see `moodle`); returns at once. AssignmentError for a class
+    list that is bad or past the print cap."""
+    _sweep()
+    count, sets = _moodle_sets(a, tuple(students), variants)
+    job_id = secrets.token_urlsafe(12)
+    job = Job(job_id, f"moodle-{a.code}.xml", _FOLDER / f"{job_id}.xml", total=count, mime="application/xml")
+    with _LOCK:
+        _JOBS[job_id] = job
+    _POOL.submit(_build_moodle, job, a, sets, language)
+    return job
+
+
+def _build_moodle(job: Job, a: Assignment, sets: Sets, language: str) -> None:
+    def progress(done: int) -> None:
+        job.finished = done
+
+    try:
+        write_moodle(job.path, a.title, a.code, sets, language, progress)
+    except AssignmentError as err:
+        job.error = err.message
+    except Exception:  # noqa: BLE001 - the page says it failed; nothing else depends on it
+        job.error = msg("export.error.moodle_failed")
+        job.path.unlink(missing_ok=True)
+    finally:
+        job.done = True
+
+
 def moodle(a: Assignment, students: Iterable[str] = (), language: str = DEFAULT_LANG, variants: int = 0) -> bytes:
     """The assignment as Moodle XML (exercises.teacher.moodle): the class's set, each listed student's
-    variants, or `variants` shuffled variants, as a question-bank category."""
-    from exercises.teacher import moodle as moodle_xml
-
-    if a.per_student and students:
-        sets = [(n, service.exercises_for(a, n)) for n in worksheets.clean_students(students)]
-    elif a.per_student:  # shuffled variants that belong to nobody: made, never stored
-        sets = [(str(i + 1), a.spec.exercises(f"moodle variant {i + 1}", secret=secret()))
-                for i in range(max(variants, 1))]
-    else:
-        sets = [(None, service.exercises_for(a))]
-    return moodle_xml.to_xml(a.title, a.code, sets, language)
+    variants, or `variants` shuffled variants, as a question-bank category; made now, by the same
+    child process as `start_moodle` (for scripts and tests: the page uses start_moodle)."""
+    _count, sets = _moodle_sets(a, tuple(students), variants)
+    with tempfile.TemporaryDirectory(prefix="attention-moodle-") as folder:
+        return write_moodle(Path(folder) / "moodle.xml", a.title, a.code, sets, language).read_bytes()
 
 
 def _cleanup() -> None:

@@ -421,7 +421,7 @@ def dashboard_ui() -> None:
         st.info(tr("assign.dash_empty"), icon=":material/inbox:")
     for a in mine:
         mark = " · " + tr("assign.dash_closed") if a.rules.closed else ""
-        with st.expander(f"{a.title} · {a.code}{mark}"):
+        with st.expander(f"{user_text(a.title)} · {a.code}{mark}"):
             _dash_item(a, key)
 
 
@@ -525,7 +525,7 @@ def roster_name_ui(a: Assignment, token: str | None) -> str | None:
     if name is None:
         st.error(tr("assign.error.link_unknown", code=a.code), icon=":material/link_off:")
         return None
-    st.markdown(tr("assign.working_as", name=name))
+    st.markdown(tr("assign.working_as", name=untrusted(name)))
     return name
 
 

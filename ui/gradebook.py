@@ -112,7 +112,7 @@ def show(code: str, key: str) -> None:
         return
     missing = service.not_submitted(book)
     if missing:
-        st.warning(tr("gradebook.not_submitted", names=", ".join(missing)), icon=":material/person_off:")
+        st.warning(tr("gradebook.not_submitted", names=untrusted(", ".join(missing))), icon=":material/person_off:")
     frame = table(book)
     labels = item_labels(a)
     percent = {c: st.column_config.NumberColumn(c, format="%.1f %%") for c in [tr("gradebook.total"), *labels]}

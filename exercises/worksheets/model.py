@@ -20,6 +20,7 @@ from ..core import engine, grading
 from ..core.model import Exercise, Part
 from ..core.numbers import as_fraction
 from ..i18n import DEFAULT_LANG, catalog, msg, t
+from ..i18n.escape import untrusted
 from ..rendering import latex
 from ..solutions import Aids, Step, aids, solve
 from ..teacher.assignments import AssignmentError, AssignmentSpec, clean_student_name, student_key
@@ -73,7 +74,8 @@ def clean_students(students: Iterable[str]) -> list[str]:
     seen: dict[str, str] = {}
     for name in names:
         if student_key(name) in seen:
-            raise AssignmentError(msg("worksheet.error.duplicate_student", name=name, other=seen[student_key(name)]))
+            raise AssignmentError(msg("worksheet.error.duplicate_student", name=untrusted(name),
+                                      other=untrusted(seen[student_key(name)])))
         seen[student_key(name)] = name
     return names
 

@@ -120,8 +120,8 @@ def builder_ui() -> BuilderValues | None:
     roster = st.text_area(tr("assign.roster_label"), key="assign.roster", help=tr("assign.roster_help"),
                           placeholder=tr("assign.students_placeholder"), max_chars=MAX_CLASS_LIST_CHARS)
     upload = st.file_uploader(tr("assign.roster_csv"), type=["csv", "txt"], key="assign.roster_file")
-    if upload is not None:  # a file past the bound is not decoded: a text just past it gets the service's message
-        roster = upload.getvalue()[:4 * MAX_CLASS_LIST_CHARS + 4].decode("utf-8-sig", errors="replace")
+    if upload is not None:  # decoded no further than the bound: a longer file still decodes past it, and is refused
+        roster = upload.getvalue()[:4 * MAX_CLASS_LIST_CHARS + 8].decode("utf-8-sig", errors="replace")
     owner = st.text_input(tr("assign.owner_key"), type="password", key="assign.owner_key", max_chars=100,
                           help=tr("assign.owner_key_help"))
     if not st.button(tr("assign.create"), type="primary", icon=":material/add_task:", key="assign.create"):

@@ -344,6 +344,10 @@ def test_stored_text_is_escaped_on_every_page_that_shows_it(db, hostile):
     next(b for b in dash.button if b.label == "Issue personal links").click().run()
     assert_inert(dash)
     assert any(name.replace(escape.WORD_JOINER, "") in unescaped(e.value) for e in dash.error)  # "… twice"
+    dash.text_area(key=f"assign.roster_text.{a.code}").input(f"{name}\nBob")
+    next(b for b in dash.button if b.label == "Issue personal links").click().run()
+    (links,) = dash.table  # st.table renders Markdown in its cells
+    assert links.value.iloc[:, 0].tolist() == [escape.markdown(name), "Bob"]
     typed = AppTest.from_file(str(ROOT / "app_pages" / "assignments.py"), default_timeout=60)
     typed.session_state["assign.created"] = {"code": a.code, "title": title, "key": None, "assignment": a}
     typed.run()

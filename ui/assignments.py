@@ -179,7 +179,7 @@ def links_ui(code: str, links: dict[str, str]) -> None:
     st.warning(tr("assign.links_once"), icon=":material/badge:")
     frame = pd.DataFrame([(n, share_link(code, t)) for n, t in links.items()],
                          columns=[tr("gradebook.student"), tr("assign.link")])
-    st.table(frame)
+    st.table(frame.assign(**{tr("gradebook.student"): frame[tr("gradebook.student")].map(user_text)}))  # Markdown cells
     st.download_button(tr("assign.links_csv"), data=gradebook_service.csv_bytes(frame),
                        file_name=f"links-{code}.csv", mime="text/csv", key=f"assign.links_csv.{code}",
                        icon=":material/download:", on_click="ignore")

@@ -9,9 +9,9 @@ class's PDFs. The page shows `job.progress` and, when done, serves the file from
 Finished files are deleted after KEEP_SECONDS (or when the process ends).
 
 The Moodle XML goes the same way (`start_moodle`): the same worker and the same print cap
-(worksheets.MAX_EXERCISES), the questions written by a child process (MOODLE_CHILD_MEMORY of address
-space at most) one student's set at a time into a file, so its CPU (seconds for a big class) is never
-the server process's and its memory stays that of one set.
+(worksheets.MAX_EXERCISES); a child process (MOODLE_CHILD_MEMORY of address space at most) reads and
+makes the exercises and writes the questions one student's set at a time into a file, so its CPU
+(a minute for a big class) is never the server process's and its memory stays that of one set.
 
     job = exports.start(assignment, students, "en", space="some", links={name: url})
     job = exports.start_moodle(assignment, students, "en", variants=5)
@@ -139,9 +139,10 @@ def _build(job: Job, a: Assignment, names: tuple[str, ...], language: str, space
 MOODLE_CHILD_MEMORY = 1024 * 2**20  # the child's address space: it imports the engine (about 200 MB) and holds one set
 _ROOT = Path(__file__).resolve().parent.parent
 
-# The Moodle child: reads a head line {title, code, lang, path} and then one JSON line per set
-# [name, [exercise dicts]] from its stdin, writes the XML into `path` piece by piece and answers each
-# piece with a line (the head, each set, the end), so the parent can show progress.
+# The Moodle child: reads one JSON line {code, names, variants, lang, path}, opens the same database
+# (the environment's DATABASE_URL or SQLite file), makes the sets there (stored exercises read, missing
+# ones generated and stored: none of that CPU is the server's) and writes the XML into `path` piece by
+# piece, answering each piece with a line (the head, each set, the end) so the parent can show progress.
 _MOODLE_CHILD = """
 import json, os, sys
 try:
@@ -151,28 +152,20 @@ except (ImportError, ValueError, OSError):
     pass
 os.nice(5)  # behind the server's own requests
 sys.path.insert(0, sys.argv[1])
-from exercises.core.model import Exercise
-from exercises.teacher.moodle import xml_pieces
-head = json.loads(sys.stdin.readline())
+from services import exports
 
-def sets():
-    for line in sys.stdin:
-        name, exercises = json.loads(line)
-        yield name, [Exercise.from_dict(e) for e in exercises]
+def written():
+    sys.stdout.write("1\\n")
+    sys.stdout.flush()
 
-with open(head["path"], "w", encoding="utf-8") as file:
-    for piece in xml_pieces(head["title"], head["code"], sets(), head["lang"]):
-        file.write(piece)
-        sys.stdout.write("1\\n")
-        sys.stdout.flush()
+exports.write_moodle_here(json.loads(sys.stdin.readline()), written)
 """
-
 
 Sets = Iterator[tuple[str | None, Sequence[Exercise]]]  # (a student's name, or None for the class; exercises)
 
 
 class ExportFailed(RuntimeError):
-    """The Moodle child ended before the file was written (out of memory, killed)."""
+    """The Moodle child ended before the file was written (out of memory, killed, the database gone)."""
 
 
 def _moodle_sets(a: Assignment, students: Iterable[str], variants: int) -> tuple[int, Sets]:
@@ -190,36 +183,45 @@ def _moodle_sets(a: Assignment, students: Iterable[str], variants: int) -> tuple
     return 1, iter([(None, service.exercises_for(a))])
 
 
-def write_moodle(path: Path, title: str, code: str | None, sets: Iterable[tuple[str | None, Sequence[Exercise]]],
-                 language: str = DEFAULT_LANG, progress: Any = None) -> Path:
-    """The Moodle XML of `sets` written to `path` by a child process, one set at a time (the sets are
-    made here, lazily, and sent as JSON). `progress(done)` after each set. ExportFailed when the child ends early."""
+def write_moodle_here(head: Mapping[str, Any], written: Any = None) -> None:
+    """In the Moodle child: the XML of assignment head["code"] for head["names"] (or head["variants"]
+    shuffled variants) written into head["path"], one set at a time; `written()` after each piece."""
+    from exercises.teacher import moodle as moodle_xml
+
+    a = service.load(head["code"])
+    if a is None:
+        raise ExportFailed(f"no assignment {head['code']!r}")
+    _count, sets = _moodle_sets(a, head["names"], head["variants"])
+    with open(head["path"], "w", encoding="utf-8") as file:
+        for piece in moodle_xml.xml_pieces(a.title, a.code, sets, head["lang"]):
+            file.write(piece)
+            if written is not None:
+                written()
+
+
+def write_moodle(path: Path, a: Assignment, students: Iterable[str] = (), language: str = DEFAULT_LANG,
+                 variants: int = 0, progress: Any = None) -> Path:
+    """The Moodle XML of `a` written to `path` by a child process (write_moodle_here); `progress(done)`
+    after each set. AssignmentError at once for a bad class list or past the print cap; ExportFailed
+    when the child ends before the end."""
+    names = tuple(students)
+    count, _sets = _moodle_sets(a, names, variants)  # checked here, made in the child
     env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    head = {"code": a.code, "names": list(names), "variants": variants, "lang": language, "path": str(path)}
     child = subprocess.Popen([sys.executable, "-c", _MOODLE_CHILD, str(_ROOT), str(MOODLE_CHILD_MEMORY)],
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
     assert child.stdin is not None and child.stdout is not None
-
-    def send(value: Any) -> None:  # ASCII JSON: no name can break the line
-        child.stdin.write(json.dumps(value, ensure_ascii=True).encode("ascii") + b"\n")
-        child.stdin.flush()
-
-    def written() -> None:
-        if not child.stdout.readline():
-            raise ExportFailed("the Moodle XML process ended")
-
     try:
-        send({"title": title, "code": code, "lang": language, "path": str(path)})
-        written()
-        for done, (name, exercises) in enumerate(sets, start=1):
-            send([name, [ex.to_dict() for ex in exercises]])
-            written()
-            if progress is not None:
-                progress(done)
+        child.stdin.write(json.dumps(head, ensure_ascii=True).encode("ascii") + b"\n")  # no name breaks the line
         child.stdin.close()
-        written()
-        if child.wait(timeout=60) != 0:
-            raise ExportFailed(f"the Moodle XML process ended with {child.returncode}")
-    except (BrokenPipeError, OSError) as err:
+        pieces = 0
+        while child.stdout.readline():
+            pieces += 1
+            if progress is not None and 2 <= pieces <= count + 1:  # the head, then one piece a set
+                progress(pieces - 1)
+        if child.wait() != 0 or pieces != count + 2:
+            raise ExportFailed(f"the Moodle XML process ended with {child.returncode} after {pieces} pieces")
+    except OSError as err:
         raise ExportFailed(f"the Moodle XML process ended ({err})") from None
     finally:
         if child.poll() is None:
@@ -232,21 +234,22 @@ def start_moodle(a: Assignment, students: Iterable[str] = (), language: str = DE
     """Queue the assignment's Moodle XML (see `moodle`); returns at once. AssignmentError for a class
     list that is bad or past the print cap."""
     _sweep()
-    count, sets = _moodle_sets(a, tuple(students), variants)
+    names = tuple(students)
+    count, _sets = _moodle_sets(a, names, variants)  # nothing made yet: the checks only
     job_id = secrets.token_urlsafe(12)
     job = Job(job_id, f"moodle-{a.code}.xml", _FOLDER / f"{job_id}.xml", total=count, mime="application/xml")
     with _LOCK:
         _JOBS[job_id] = job
-    _POOL.submit(_build_moodle, job, a, sets, language)
+    _POOL.submit(_build_moodle, job, a, names, language, variants)
     return job
 
 
-def _build_moodle(job: Job, a: Assignment, sets: Sets, language: str) -> None:
+def _build_moodle(job: Job, a: Assignment, names: tuple[str, ...], language: str, variants: int) -> None:
     def progress(done: int) -> None:
         job.finished = done
 
     try:
-        write_moodle(job.path, a.title, a.code, sets, language, progress)
+        write_moodle(job.path, a, names, language, variants, progress)
     except AssignmentError as err:
         job.error = err.message
     except Exception:  # noqa: BLE001 - the page says it failed; nothing else depends on it
@@ -260,9 +263,8 @@ def moodle(a: Assignment, students: Iterable[str] = (), language: str = DEFAULT_
     """The assignment as Moodle XML (exercises.teacher.moodle): the class's set, each listed student's
     variants, or `variants` shuffled variants, as a question-bank category; made now, by the same
     child process as `start_moodle` (for scripts and tests: the page uses start_moodle)."""
-    _count, sets = _moodle_sets(a, tuple(students), variants)
     with tempfile.TemporaryDirectory(prefix="attention-moodle-") as folder:
-        return write_moodle(Path(folder) / "moodle.xml", a.title, a.code, sets, language).read_bytes()
+        return write_moodle(Path(folder) / "moodle.xml", a, students, language, variants).read_bytes()
 
 
 def _cleanup() -> None:

@@ -357,7 +357,8 @@ def test_a_class_pdf_is_compiled_outside_the_server_process(sqlite_db):
 
 def test_the_moodle_xml_is_written_off_the_script_run_by_a_child_process(sqlite_db, monkeypatch):
     """Issue 31: 200 students × 40 level-3 items cost 75 s of CPU inside the server process. The
-    questions are now written by a child process, one student's set at a time, with progress."""
+    exercises are now read (or made) and the questions written by a child process, one student's set
+    at a time, with progress."""
     import time
 
     from services import assignments, exports
@@ -367,6 +368,7 @@ def test_the_moodle_xml_is_written_off_the_script_run_by_a_child_process(sqlite_
 
     monkeypatch.setattr(moodle, "xml_pieces", in_this_process)  # the child imports its own
     monkeypatch.setattr(moodle, "question_text", in_this_process)
+    monkeypatch.setattr(assignments, "exercises_for", in_this_process)  # … and reads or makes the exercises
     a = assignments.create("Moodle \uffff", [{"kind": "scores", "level": 1, "count": 2}], seed=4,
                            per_student=True).assignment
     started = time.monotonic()

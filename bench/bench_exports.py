@@ -2,6 +2,7 @@
 student at a time into a ZIP on disk, as services.exports does off the page's script run.
 
     python bench/bench_exports.py [--students 200] [--items mix|attention3]
+    python bench/bench_exports.py --cli [--students 200]    # the command line's class PDFs (issue 31)
 
 Reports wall time, CPU time (this process and its compiler children), the process's peak resident
 memory, the largest compiler child's (ru_maxrss of the children: Typst runs in `worksheets.files.compilers()`
@@ -40,12 +41,15 @@ ATTENTION3 = [{"kind": "attention", "level": 3, "count": 20}, {"kind": "attentio
 
 
 def _children(pid: int) -> list[int]:
+    """Every descendant of `pid` (children, their children …)."""
     out: list[int] = []
     for task in Path(f"/proc/{pid}/task").glob("*"):
         try:
-            out += [int(c) for c in (task / "children").read_text().split()]
+            children = [int(c) for c in (task / "children").read_text().split()]
         except OSError:
-            pass
+            continue
+        for child in children:
+            out += [child, *_children(child)]
     return out
 
 
@@ -64,12 +68,40 @@ class Sampler(threading.Thread):
             self.peak = max(self.peak, _rss_mib(me) + sum(_rss_mib(c) for c in _children(me)))
 
 
+def cli(students: int) -> int:
+    """`python -m exercises worksheet --kinds attention,backprop,softmax,scores --level 2 --count 5
+    --students NAMES --format pdf` (20 items a student), its process tree's memory sampled from /proc."""
+    import subprocess
+
+    with tempfile.TemporaryDirectory() as folder:
+        names = Path(folder) / "names.txt"
+        names.write_text("\n".join(f"Student {i:03d}" for i in range(students)) + "\n", encoding="utf-8")
+        sampler = Sampler()  # samples this process and its children: the CLI and its compiler children
+        sampler.start()
+        t0 = time.perf_counter()
+        subprocess.run([sys.executable, "-m", "exercises", "worksheet", "--kinds", "attention,backprop,softmax,scores",
+                        "--level", "2", "--count", "5", "--students", str(names), "--format", "pdf",
+                        "--out", str(Path(folder) / "out")], check=True, stdout=subprocess.DEVNULL,
+                       cwd=Path(__file__).resolve().parent.parent)
+        elapsed = time.perf_counter() - t0
+        sampler.stop.set()
+        files_written = len(list((Path(folder) / "out").glob("*.pdf")))
+    child = resource.getrusage(resource.RUSAGE_CHILDREN)
+    print(f"CLI, {students} students × 20 items: {elapsed:.1f} s (CPU {child.ru_utime + child.ru_stime:.0f} s), "
+          f"{files_written} PDFs; largest process {child.ru_maxrss / 1024:.0f} MiB, sampled peak of the whole "
+          f"tree at once {sampler.peak:.0f} MiB")
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--students", type=int, default=200)
     parser.add_argument("--items", choices=("mix", "attention3"), default="mix")
     parser.add_argument("--no-tracemalloc", action="store_true", help="time without tracemalloc's overhead")
+    parser.add_argument("--cli", action="store_true", help="the command line's class PDFs instead (issue 31)")
     args = parser.parse_args()
+    if args.cli:
+        return cli(args.students)
     items = MIX if args.items == "mix" else ATTENTION3
     names = [f"Student {i:03d}" for i in range(args.students)]
     if not args.no_tracemalloc:

@@ -151,7 +151,8 @@ def _csv_names(text: str) -> str:
 
 def class_list(text: str) -> tuple[str, ...]:
     """The names of a class list (one a line, # comments, or a CSV's first column): () when empty,
-    AssignmentError when bad."""
+    AssignmentError when bad (a text longer than worksheets.MAX_CLASS_LIST_CHARS is refused unread)."""
+    worksheets.check_class_list(text or "")
     names = worksheets.read_students(_csv_names(text or ""))
     return tuple(worksheets.clean_students(names)) if names else ()
 

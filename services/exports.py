@@ -1,4 +1,5 @@
-"""A class's printed sheets, built off the page's script run and written to disk (no Streamlit).
+"""A class's printed sheets and its Moodle XML, built off the page's script run and written to disk
+(no Streamlit).
 
 `start` queues a build and returns its Job at once; one worker thread per process writes one
 student's worksheet and answer key at a time, compiled by two Typst child processes
@@ -7,23 +8,35 @@ sheets whatever the class size, and several teachers at once wait in turn instea
 class's PDFs. The page shows `job.progress` and, when done, serves the file from disk.
 Finished files are deleted after KEEP_SECONDS (or when the process ends).
 
+The Moodle XML goes the same way (`start_moodle`): the same worker and the same print cap
+(worksheets.MAX_EXERCISES); a child process (MOODLE_CHILD_MEMORY of address space at most) reads and
+makes the exercises and writes the questions one student's set at a time into a file, so its CPU
+(a minute for a big class) is never the server process's and its memory stays that of one set.
+
     job = exports.start(assignment, students, "en", space="some", links={name: url})
+    job = exports.start_moodle(assignment, students, "en", variants=5)
     job.done, job.fraction, job.error, job.path
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
+import os
 import secrets
 import shutil
+import subprocess
+import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 from exercises import worksheets
+from exercises.core.model import Exercise
 from exercises.i18n import DEFAULT_LANG, Msg, msg
 from exercises.teacher.assignments import AssignmentError
 from exercises.worksheets import moodle as moodle_xml
@@ -32,7 +45,7 @@ from storage import Assignment
 from . import assignments as service
 from .submissions import secret
 
-__all__ = ["KEEP_SECONDS", "Job", "get", "moodle", "start"]
+__all__ = ["KEEP_SECONDS", "MOODLE_CHILD_MEMORY", "Job", "get", "moodle", "start", "start_moodle", "write_moodle"]
 
 KEEP_SECONDS = 3600
 _POOL = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sheets")  # one build at a time per process
@@ -51,6 +64,7 @@ class Job:
     done: bool = False
     error: Msg | None = None
     started: float = dataclasses.field(default_factory=time.monotonic)
+    mime: str = "application/zip"
 
     @property
     def fraction(self) -> float:
@@ -121,18 +135,136 @@ def _build(job: Job, a: Assignment, names: tuple[str, ...], language: str, space
         job.done = True
 
 
+# ---------------------------------------------------------------- Moodle XML, in a child process
+
+MOODLE_CHILD_MEMORY = 1024 * 2**20  # the child's address space: it imports the engine (about 200 MB) and holds one set
+_ROOT = Path(__file__).resolve().parent.parent
+
+# The Moodle child: reads one JSON line {code, names, variants, lang, path}, opens the same database
+# (the environment's DATABASE_URL or SQLite file), makes the sets there (stored exercises read, missing
+# ones generated and stored: none of that CPU is the server's) and writes the XML into `path` piece by
+# piece, answering each piece with a line (the head, each set, the end) so the parent can show progress.
+_MOODLE_CHILD = """
+import json, os, sys
+try:
+    import resource
+    resource.setrlimit(resource.RLIMIT_AS, (int(sys.argv[2]),) * 2)
+except (ImportError, ValueError, OSError):
+    pass
+os.nice(5)  # behind the server's own requests
+sys.path.insert(0, sys.argv[1])
+from services import exports
+
+def written():
+    sys.stdout.write("1\\n")
+    sys.stdout.flush()
+
+exports.write_moodle_here(json.loads(sys.stdin.readline()), written)
+"""
+
+Sets = Iterator[tuple[str | None, Sequence[Exercise]]]  # (a student's name, or None for the class; exercises)
+
+
+class ExportFailed(RuntimeError):
+    """The Moodle child ended before the file was written (out of memory, killed, the database gone)."""
+
+
+def _moodle_sets(a: Assignment, students: Iterable[str], variants: int) -> tuple[int, Sets]:
+    """(how many sets, the sets made one at a time): the class's set, each listed student's variants,
+    or `variants` shuffled variants. AssignmentError for a bad class list or past the print cap."""
+    per_sheet = len(a.spec.slots())
+    if a.per_student and students:
+        names = worksheets.clean_students(students)
+        check_size(len(names), per_sheet)
+        return len(names), ((n, service.exercises_for(a, n)) for n in names)
+    if a.per_student:  # shuffled variants that belong to nobody: made, never stored
+        count = max(variants, 1)
+        check_size(count, per_sheet)
+        return count, ((str(i + 1), a.spec.exercises(f"moodle variant {i + 1}", secret=secret())) for i in range(count))
+    return 1, iter([(None, service.exercises_for(a))])
+
+
+def write_moodle_here(head: Mapping[str, Any], written: Any = None) -> None:
+    """In the Moodle child: the XML of assignment head["code"] for head["names"] (or head["variants"]
+    shuffled variants) written into head["path"], one set at a time; `written()` after each piece."""
+
+    a = service.load(head["code"])
+    if a is None:
+        raise ExportFailed(f"no assignment {head['code']!r}")
+    _count, sets = _moodle_sets(a, head["names"], head["variants"])
+    with open(head["path"], "w", encoding="utf-8") as file:
+        for piece in moodle_xml.xml_pieces(a.title, a.code, sets, head["lang"]):
+            file.write(piece)
+            if written is not None:
+                written()
+
+
+def write_moodle(path: Path, a: Assignment, students: Iterable[str] = (), language: str = DEFAULT_LANG,
+                 variants: int = 0, progress: Any = None) -> Path:
+    """The Moodle XML of `a` written to `path` by a child process (write_moodle_here); `progress(done)`
+    after each set. AssignmentError at once for a bad class list or past the print cap; ExportFailed
+    when the child ends before the end."""
+    names = tuple(students)
+    count, _sets = _moodle_sets(a, names, variants)  # checked here, made in the child
+    env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    head = {"code": a.code, "names": list(names), "variants": variants, "lang": language, "path": str(path)}
+    child = subprocess.Popen([sys.executable, "-c", _MOODLE_CHILD, str(_ROOT), str(MOODLE_CHILD_MEMORY)],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
+    assert child.stdin is not None and child.stdout is not None
+    try:
+        child.stdin.write(json.dumps(head, ensure_ascii=True).encode("ascii") + b"\n")  # no name breaks the line
+        child.stdin.close()
+        pieces = 0
+        while child.stdout.readline():
+            pieces += 1
+            if progress is not None and 2 <= pieces <= count + 1:  # the head, then one piece a set
+                progress(pieces - 1)
+        if child.wait() != 0 or pieces != count + 2:
+            raise ExportFailed(f"the Moodle XML process ended with {child.returncode} after {pieces} pieces")
+    except OSError as err:
+        raise ExportFailed(f"the Moodle XML process ended ({err})") from None
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    return path
+
+
+def start_moodle(a: Assignment, students: Iterable[str] = (), language: str = DEFAULT_LANG, variants: int = 0) -> Job:
+    """Queue the assignment's Moodle XML (see `moodle`); returns at once. AssignmentError for a class
+    list that is bad or past the print cap."""
+    _sweep()
+    names = tuple(students)
+    count, _sets = _moodle_sets(a, names, variants)  # nothing made yet: the checks only
+    job_id = secrets.token_urlsafe(12)
+    job = Job(job_id, f"moodle-{a.code}.xml", _FOLDER / f"{job_id}.xml", total=count, mime="application/xml")
+    with _LOCK:
+        _JOBS[job_id] = job
+    _POOL.submit(_build_moodle, job, a, names, language, variants)
+    return job
+
+
+def _build_moodle(job: Job, a: Assignment, names: tuple[str, ...], language: str, variants: int) -> None:
+    def progress(done: int) -> None:
+        job.finished = done
+
+    try:
+        write_moodle(job.path, a, names, language, variants, progress)
+    except AssignmentError as err:
+        job.error = err.message
+    except Exception:  # noqa: BLE001 - the page says it failed; nothing else depends on it
+        job.error = msg("export.error.moodle_failed")
+        job.path.unlink(missing_ok=True)
+    finally:
+        job.done = True
+
+
 def moodle(a: Assignment, students: Iterable[str] = (), language: str = DEFAULT_LANG, variants: int = 0) -> bytes:
     """The assignment as Moodle XML (exercises.worksheets.moodle): the class's set, each listed student's
-    variants, or `variants` shuffled variants, as a question-bank category."""
-
-    if a.per_student and students:
-        sets = [(n, service.exercises_for(a, n)) for n in worksheets.clean_students(students)]
-    elif a.per_student:  # shuffled variants that belong to nobody: made, never stored
-        sets = [(str(i + 1), a.spec.exercises(f"moodle variant {i + 1}", secret=secret()))
-                for i in range(max(variants, 1))]
-    else:
-        sets = [(None, service.exercises_for(a))]
-    return moodle_xml.to_xml(a.title, a.code, sets, language)
+    variants, or `variants` shuffled variants, as a question-bank category; made now, by the same
+    child process as `start_moodle` (for scripts and tests: the page uses start_moodle)."""
+    with tempfile.TemporaryDirectory(prefix="attention-moodle-") as folder:
+        return write_moodle(Path(folder) / "moodle.xml", a, students, language, variants).read_bytes()
 
 
 def _cleanup() -> None:

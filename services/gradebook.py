@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import csv
 import math
-import unicodedata
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -16,7 +15,7 @@ import pandas as pd
 
 import storage
 from exercises import Feedback
-from exercises.i18n import Msg, msg
+from exercises.i18n import Msg, escape, msg
 from exercises.teacher.assignments import student_key
 
 from . import db
@@ -202,18 +201,10 @@ def _cells(value: Any) -> list[tuple[tuple[int, int], float]]:
     return [((i, j), float(grid[i, j])) for i in range(grid.shape[0]) for j in range(grid.shape[1])]
 
 
-_FORMULA = ("=", "+", "-", "@", "\t", "\r")
-
-
 def inert(cell: Any) -> Any:
-    """A text cell a spreadsheet would run as a formula (it starts with =, +, -, @, a tab or a carriage
-    return — also after NFKC normalisation, which turns a full-width ＝ into =) gets a leading apostrophe."""
-    if not isinstance(cell, str):
-        return cell
-    text = cell.lstrip(" ")
-    if text.startswith(_FORMULA) or unicodedata.normalize("NFKC", text).lstrip(" ").startswith(_FORMULA):
-        return "'" + cell
-    return cell
+    """A text cell a spreadsheet would run as a formula gets a leading apostrophe (exercises.i18n.escape.csv:
+    =, +, -, @, a tab or a CR first, also behind invisible characters and after NFKC normalisation)."""
+    return escape.csv(cell)
 
 
 def csv_bytes(frame: pd.DataFrame) -> bytes:

@@ -4,6 +4,8 @@ sessions, the gradebook opens with the key only and its CSV matches the table.""
 from __future__ import annotations
 
 import io
+import time
+import xml.etree.ElementTree as ET
 
 import pandas as pd
 import pytest
@@ -16,10 +18,11 @@ import storage
 from exercises.cli import selftest
 from exercises.core import misconceptions
 from services import assignments as service_assignments
-from services import submissions
+from services import exports, submissions
 from tests.apptest_helpers import ROOT, open_page
 from tests.served_app import entrypoint_every_run  # noqa: F401  (fixture)
 from ui import assignments as ui_assignments
+from ui import exports as ui_exports
 from ui import mathview
 from ui.answer_grid import paste_key
 
@@ -145,7 +148,8 @@ def test_teacher_creates_an_assignment_and_sees_the_key_once(db):
     a = storage.get_assignment(db, code)
     assert (a.title, a.seed, a.item_count, a.allow_solutions, a.per_student) == ("Week 3", 42, 3, True, False)
     assert storage.verify_teacher_key(db, code, key)
-    assert sorted(b.label for b in at.get("download_button")) == ["Answer key (PDF)", "Moodle XML", "Worksheet (PDF)"]
+    assert sorted(b.label for b in at.get("download_button")) == ["Answer key (PDF)", "Worksheet (PDF)"]
+    assert any(b.label == "Prepare the Moodle XML" for b in at.button)  # issue 31: built off the script run
     files = service_assignments.pdf_files(a, (), "en")  # what the two buttons hand out
     assert all(files[name].startswith(b"%PDF") for name in ("worksheet.pdf", "answer-key.pdf"))
 
@@ -162,8 +166,20 @@ def test_per_student_pdfs_wait_for_the_class_list(db):
     assert "are the same student" in texts(at) and not at.get("download_button")
     at.text_area(key=f"assign.students.{code}").input("Ada\nAlan").run()
     # issue 16: per-student sheets are built off the script run (a button, a progress bar, a ZIP), not on click
-    assert [b.label for b in at.get("download_button")] == ["Moodle XML"]
+    assert not at.get("download_button")
     assert any(b.label.startswith("Prepare the sheets of 2 students") for b in at.button)
+    button(at, "Prepare the Moodle XML").click().run()  # issue 31: queued, a progress bar, then the file
+    job = exports.get(at.session_state[ui_exports.MOODLE_JOB.format(code=code)])
+    deadline = time.monotonic() + 60
+    while not job.done and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert job.done and job.error is None
+    at.run()
+    (download,) = at.get("download_button")
+    assert download.label == "Moodle XML"
+    root = ET.fromstring(job.read())
+    assert [q.find("category/text").text.rsplit("/", 1)[-1] for q in root if q.get("type") == "category"] \
+        == ["Ada", "Alan"]
 
 
 def test_bad_builder_input_gets_a_message(db):

@@ -223,6 +223,85 @@ def test_exit_codes_tell_right_wrong_malformed_and_usage_apart(softmax_file):
     assert cli("grade").returncode == 2
 
 
+# ---------------------------------------------------------------- hostile exercise files (issue 31)
+
+
+def _student_file(**changes) -> str:
+    from exercises.cli.main import student_dict
+
+    d = student_dict(exercises.generate("softmax", 1, 1))
+    d.update(changes)
+    return json.dumps(d)
+
+
+HOSTILE_FILES = {
+    "empty": "", "blank": "  \n", "null": "null", "number": "3", "string": '"x"', "list": "[1, 2]", "nan": "NaN",
+    "truncated": '{"kind": "softmax", ', "bad-utf8": b"\xff\xfe{}\x89PNG",
+    "deep-list": "[" * 100_000 + "]" * 100_000, "deep-object": '{"a":' * 20_000 + "1" + "}" * 20_000,
+    "many-numbers": "[" + "1," * 100_000 + "1]", "over-the-size": '{"kind": "' + "a" * 400_000 + '"}',
+    "huge-integer": _student_file().replace('"seed": 1', '"seed": ' + "9" * 5000),
+    "kind-list": _student_file(kind=["softmax"]), "kind-object": _student_file(kind={}),
+    "kind-number": _student_file(kind=3), "level-text": _student_file(level="2"), "level-nan": _student_file(level=float("nan")),
+    "level-true": _student_file(level=True), "seed-float": _student_file(seed=1.5), "seed-inf": _student_file(seed=float("inf")),
+    "seed-list": _student_file(seed=[1]), "version-text": _student_file(version="1"),
+    "given-list": _student_file(given=[1, 2]), "given-text": _student_file(given="x"),
+    "given-nested": _student_file(given={"masked": [[[[["1"]]]]]}), "given-nan": _student_file(given={"masked": float("nan")}),
+    "params-text": _student_file(params="x"), "params-list": _student_file(params=[1]),
+    "parts-text": _student_file(parts="x"), "parts-object": _student_file(parts={}), "parts-of-text": _student_file(parts=["x"]),
+    "parts-of-numbers": _student_file(parts=[1]), "part-empty": _student_file(parts=[{}]),
+    "part-shape-text": _student_file(parts=[{"name": "A", "shape": "x", "decimals": 2}]),
+    "part-decimals-object": _student_file(parts=[{"name": "A", "shape": [3, 3], "decimals": {}}]),
+}
+
+
+@pytest.mark.parametrize("name", HOSTILE_FILES)
+def test_a_hostile_exercise_file_is_bad_input_in_one_line(name, tmp_path, capsys):
+    """Exit 2 and one line on stderr for every such file: never a traceback, never 1 ("graded, wrong")."""
+    from exercises.cli.main import EXIT_USAGE, main
+
+    content = HOSTILE_FILES[name]
+    path = tmp_path / f"{name}.json"
+    path.write_bytes(content if isinstance(content, bytes) else content.encode("utf-8"))
+    code = main(["grade", str(path), "1 0 0; 0 1 0; 0 0 1"])
+    out, err = capsys.readouterr()
+    assert code == EXIT_USAGE, (name, code, out, err)
+    assert err.startswith("error: ") and err.count("\n") == 1, (name, err)
+    assert "score" not in out
+
+
+def test_a_deep_json_answer_is_bad_input(softmax_file, capsys):
+    from exercises.cli.main import EXIT_USAGE, main
+
+    assert main(["grade", str(softmax_file), '{"A": ' * 5000 + '"1"' + "}" * 5000]) == EXIT_USAGE
+    assert capsys.readouterr().err.count("\n") == 1
+
+
+def test_a_forty_million_number_file_is_refused_at_once(tmp_path):
+    """Bounded before parsing: read up to MAX_FILE_BYTES, no more (it ran past 60 s and 2 GB)."""
+    import time
+
+    path = tmp_path / "numbers.json"
+    with path.open("wb") as file:
+        file.write(b"[")
+        for _ in range(40):
+            file.write(b"1," * 1_000_000)
+        file.write(b"1]")
+    started = time.monotonic()
+    result = cli("grade", str(path), "1")
+    assert time.monotonic() - started < 20
+    assert_clean_failure(result, "over 256 kB")
+    assert result.returncode == 2
+
+
+def test_a_file_with_a_byte_order_mark_is_read(softmax_file, tmp_path, capsys):
+    from exercises.cli.main import EXIT_RIGHT, main
+
+    ex = exercises.Exercise.from_dict(json.loads(softmax_file.read_text(encoding="utf-8")))
+    path = tmp_path / "bom.json"
+    path.write_bytes(b"\xef\xbb\xbf" + softmax_file.read_bytes())
+    assert main(["grade", str(path), as_text(ex.part("A").reference)]) == EXIT_RIGHT
+
+
 @pytest.mark.parametrize("args", [("generate", "softmax", "--lang", "fr"), ("generate", "softmax", "--lang", "zh-CN"),
                                   ("worksheet", "--kinds", "softmax", "--out", "x", "--lang", "zh-CN")])
 def test_an_unknown_language_is_bad_usage(args):

@@ -293,6 +293,21 @@ def test_hostile_titles_and_names_stay_text_in_every_format(hostile, tmp_path):
     assert root.find("question/category/text").text.endswith(name.replace("/", "∕"))
 
 
+XML_FORBIDDEN = ["\uffff", "\ufffe", "\x00", "\x01", "\x1b", "\ud800", "\udfff"]
+
+
+@pytest.mark.parametrize("bad", XML_FORBIDDEN, ids=lambda c: f"U+{ord(c):04X}")
+def test_characters_xml_forbids_never_reach_the_moodle_xml(bad):
+    """U+FFFF in a title or a name made the export unreadable (issue 31): they are removed."""
+    ex = exercises.generate("scores", seed=1, level=1)
+    xml = moodle.to_xml(f"Week{bad} 3", "K7QMX2PD", [(f"Ada{bad} Lovelace", [ex]), (None, [ex])])
+    root = ET.fromstring(xml)  # well-formed
+    categories = [q.find("category/text").text for q in root if q.get("type") == "category"]
+    assert categories[0].endswith("/Week 3 (K7QMX2PD)/Ada Lovelace")
+    spec = make_spec(f"Week{bad} 3", [{"kind": "scores", "level": 1, "count": 1}], seed=1, per_student=True)
+    ET.fromstring(moodle.to_xml(spec.title, None, [(f"Ada{bad}", spec.exercises("Ada"))]))
+
+
 # ---------------------------------------------------------------- the service: off the script run, to disk
 
 
@@ -338,3 +353,62 @@ def test_a_class_pdf_is_compiled_outside_the_server_process(sqlite_db):
     assert assignments.pdf(a, (), "en", "answer-key.pdf").startswith(b"%PDF")
     assert files._ISOLATED is not None
     assert files._ISOLATED.pids() and os.getpid() not in files._ISOLATED.pids()
+
+
+def test_the_moodle_xml_is_written_off_the_script_run_by_a_child_process(sqlite_db, monkeypatch):
+    """Issue 31: 200 students × 40 level-3 items cost 75 s of CPU inside the server process. The
+    exercises are now read (or made) and the questions written by a child process, one student's set
+    at a time, with progress."""
+    import time
+
+    from services import assignments, exports
+
+    def in_this_process(*args, **kwargs):
+        raise AssertionError("Moodle questions written in the server process")
+
+    monkeypatch.setattr(moodle, "xml_pieces", in_this_process)  # the child imports its own
+    monkeypatch.setattr(moodle, "question_text", in_this_process)
+    monkeypatch.setattr(assignments, "exercises_for", in_this_process)  # … and reads or makes the exercises
+    a = assignments.create("Moodle \uffff", [{"kind": "scores", "level": 1, "count": 2}], seed=4,
+                           per_student=True).assignment
+    started = time.monotonic()
+    job = exports.start_moodle(a, ["Ada", "Alan", "Grace"], "en")
+    assert time.monotonic() - started < 2 and job.total == 3 and job.mime == "application/xml"
+    deadline = time.monotonic() + 120
+    while not job.done and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert job.done and job.error is None and job.fraction == 1.0 and job.finished == 3
+    root = ET.fromstring(job.read())
+    assert [q.find("category/text").text.rsplit("/", 1)[-1] for q in root if q.get("type") == "category"] \
+        == ["Ada", "Alan", "Grace"]
+    assert len([q for q in root if q.get("type") == "cloze"]) == 6
+    assert ET.fromstring(exports.moodle(a, ["Ada"], "en")).find("question/category/text").text.endswith("/Ada")
+
+
+def test_the_moodle_xml_keeps_the_print_cap(sqlite_db):
+    from exercises.teacher.assignments import MAX_ITEMS, AssignmentError
+    from services import assignments, exports
+
+    a = assignments.create("Big", [{"kind": "scores", "level": 1, "count": 20}] * (MAX_ITEMS // 20), seed=4,
+                           per_student=True).assignment
+    students = [f"S{i}" for i in range(worksheets.MAX_EXERCISES // MAX_ITEMS + 1)]
+    for make in (exports.start_moodle, exports.moodle):
+        with pytest.raises(AssignmentError) as refused:
+            make(a, students, "en")
+        assert refused.value.message.key == "export.error.too_big"
+    with pytest.raises(AssignmentError):
+        exports.start_moodle(a, [], "en", variants=worksheets.MAX_EXERCISES)
+
+
+def test_a_moodle_child_that_dies_is_a_message(sqlite_db, monkeypatch):
+    import time
+
+    from services import assignments, exports
+
+    monkeypatch.setattr(exports, "MOODLE_CHILD_MEMORY", 50 * 2**20)  # too little to import the engine
+    a = assignments.create("Small", [{"kind": "scores", "level": 1, "count": 1}], seed=4).assignment
+    job = exports.start_moodle(a, [], "en")
+    deadline = time.monotonic() + 60
+    while not job.done and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert job.done and job.error is not None and job.error.key == "export.error.moodle_failed"

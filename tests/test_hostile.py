@@ -44,7 +44,7 @@ def shown(at: AppTest) -> list[str]:
     values = []
     for kind in MARKDOWN_ELEMENTS:
         values += [str(getattr(e, "value", "")) for e in at.get(kind)]
-    values += [str(getattr(e, "label", "")) for e in at.get("expandable")]
+    values += [str(getattr(e, "label", "")) for e in at.expander]  # (at.get("expandable") finds none)
     return values
 
 
@@ -280,3 +280,83 @@ def test_postgres_gets_a_connect_timeout(monkeypatch):
     with pytest.raises(RuntimeError):
         sdb.open_engine("postgresql://u:p@127.0.0.1:1/x?connect_timeout=2")
     assert seen["connect_args"] == {}
+
+
+# ---------------------------------------------------------------- issue 31: stored text on every page that shows it
+
+MARKUP = ["[Log in](https://evil.example/x)", '<a href="https://evil.example/x">Log in</a>',
+          "<b>bold</b><script>alert(1)</script>", r"$\frac{1}{0}$ and $$x^2$$", "**bold** __under__ ~~gone~~",
+          "`tick` ```fence```", "line one\nline two\n# heading", "Ada\uffffLovelace \\*x\\*",
+          "Ze\u200bro\u200dwidth\u2060\ufeff* item"]
+# what the renderer would act on, were any of them left unescaped
+INERT = ["](https://evil", "<a href", "<b>bold", "<script", "$\\frac", "$$x", "**bold**", "__under__", "~~gone~~",
+         "`tick`", "```fence", "* item"]
+
+
+def assert_inert(at: AppTest, shows: str | None = None) -> None:
+    """No Markdown element (nor an expander's label) acts on the corpus; `shows` is read back as stored."""
+    assert not at.exception, [e.message for e in at.exception]
+    values = shown(at)
+    for value in values:
+        for piece in INERT:
+            assert piece not in active(value), f"{piece!r} active in {value!r}"
+        assert not LINKIFIED.search(_ESCAPE.sub(r"\1", value)), f"a bare link in {value!r}"
+    if shows is not None:
+        one_line = " ".join(shows.split("\n")).replace(escape.WORD_JOINER, "")  # unescaped() drops joiners
+        assert any(one_line in unescaped(v) for v in values), (shows, values)
+
+
+@pytest.mark.parametrize("hostile", MARKUP, ids=range(len(MARKUP)))
+def test_stored_text_is_escaped_on_every_page_that_shows_it(db, hostile):
+    """Class-list names on the student's page, the gradebook's "Not submitted yet", titles in the
+    dashboard's expanders (16 raw renders in 25 views, issue 31), and the rest: each page that shows an
+    assignment's title, a class-list name or a typed name shows it as text."""
+    name = " ".join(hostile.replace("\n", " ").split())  # a class list has one name a line
+    created = service.create(hostile, [{"kind": "scores", "level": 1, "count": 1}], 3, per_student=True)
+    a, key = created.assignment, created.teacher_key
+    links = service.set_roster(a, key, f"{name}\nBob")
+    title = a.title  # as stored (NFKC, spaces collapsed)
+
+    # the student's page, opened with the personal link: the title, "Working as" the class-list name
+    at = AppTest.from_file(str(ROOT / "app_pages" / "assignments.py"), default_timeout=60)
+    at.query_params["assignment"] = a.code
+    at.query_params["t"] = links[name]
+    at.run()
+    assert_inert(at, name)
+    assert at.title[0].value == escape.markdown(title)
+
+    # the gradebook: its heading, and "Not submitted yet" with the class list's names (once one has)
+    storage.record_submission(db, a.code, "Bob", 0, "scores", 1, 3, {"scores": "1"}, 1.0, None)
+    book = AppTest.from_file(str(ROOT / "app_pages" / "gradebook.py"), default_timeout=60)
+    book.session_state["gradebook.auth"] = (a.code, key)
+    book.run()
+    assert_inert(book, name)
+    assert_inert(book, title)
+    assert any(name.replace(escape.WORD_JOINER, "") in unescaped(w.value) for w in book.warning)
+
+    # the teacher's dashboard: the title on its expander; a class list naming one student twice
+    dash = AppTest.from_file(str(ROOT / "app_pages" / "assignments.py"), default_timeout=60)
+    dash.session_state["assign.dash"] = key
+    dash.run()
+    assert_inert(dash, title)
+    assert any(escape.markdown(title) in e.label for e in dash.expander)
+    dash.text_area(key=f"assign.roster_text.{a.code}").input(f"{name}\n{name.upper()}")
+    next(b for b in dash.button if b.label == "Issue personal links").click().run()
+    assert_inert(dash)
+    assert any(name.replace(escape.WORD_JOINER, "") in unescaped(e.value) for e in dash.error)  # "… twice"
+    dash.text_area(key=f"assign.roster_text.{a.code}").input(f"{name}\nBob")
+    next(b for b in dash.button if b.label == "Issue personal links").click().run()
+    (links,) = dash.table  # st.table renders Markdown in its cells
+    assert links.value.iloc[:, 0].tolist() == [escape.markdown(name), "Bob"]
+    typed = AppTest.from_file(str(ROOT / "app_pages" / "assignments.py"), default_timeout=60)
+    typed.session_state["assign.created"] = {"code": a.code, "title": title, "key": None, "assignment": a}
+    typed.run()
+    assert_inert(typed, title)
+
+    # an open assignment (no class list): the typed name in "Working as"
+    open_one = service.create(hostile, [{"kind": "scores", "level": 1, "count": 1}], 3).assignment
+    student = AppTest.from_file(str(ROOT / "app_pages" / "assignments.py"), default_timeout=60)
+    student.query_params["assignment"] = open_one.code
+    student.session_state[f"assign.student.{open_one.code}"] = name
+    student.run()
+    assert_inert(student, name)

@@ -74,6 +74,22 @@ def test_csv_cells_that_would_run_as_formulas_are_inert():
     assert back["Total"].tolist() == [50.0] * len(names)
 
 
+INVISIBLE = ["\u200b", "\u061c", "\ufeff", "\u200e", "\u200f", "\u2060", "\u202e", "\u00a0", " ", "\u3164", "\u00ad",
+             "\u0301", "\U000e0041", "\u200b\ufeff\u200e"]
+
+
+@pytest.mark.parametrize("invisible", INVISIBLE, ids=lambda c: "+".join(f"U+{ord(x):04X}" for x in c))
+@pytest.mark.parametrize("formula", ["=HYPERLINK(\"http://example.invalid\")", "+1", "-2", "@SUM(A1)", "＝1+1"])
+def test_a_formula_behind_invisible_characters_is_inert(invisible, formula):
+    """"=" behind a zero-width space, an ALM or a BOM reached the CSV unprefixed (issue 31)."""
+    from exercises.i18n import escape
+
+    assert escape.csv(invisible + formula).startswith("'")
+    frame = pd.DataFrame({"Student": [invisible + formula, "Ada\u200b"], "Total": [50.0, 60.0]})
+    back = pd.read_csv(io.StringIO(gradebook.csv_bytes(frame).decode("utf-8-sig")), keep_default_na=False)
+    assert back["Student"].iloc[0].startswith("'") and back["Student"].iloc[1] == "Ada\u200b"
+
+
 def test_item_statistics_facility_and_discrimination():
     created = assignments.create("Stats", [{"kind": "scores", "level": 1, "count": 3}], seed=5)
     a, key = created.assignment, created.teacher_key

@@ -17,6 +17,7 @@ import numpy as np
 import streamlit as st
 
 from exercises import AnswerError, Exercise, Feedback, Part, parse_answer
+from exercises.core.parser import MAX_CELL_CHARS, MAX_MATRIX_CHARS
 from exercises.i18n import msg
 
 from . import theme
@@ -108,7 +109,7 @@ def draw(ex: Exercise, prefix: str, fb: Feedback | None = None, disabled: bool =
             _draw_cells(part, prefix, pfb, shown, disabled, styles)
             if paste:
                 st.text_area(tr("grid.paste_label"), key=paste_key(prefix, part.name), height=68,
-                             placeholder=tr("grid.paste_placeholder"), disabled=disabled)
+                             placeholder=tr("grid.paste_placeholder"), disabled=disabled, max_chars=MAX_MATRIX_CHARS)
         if pfb is None:
             continue
         if pfb.format_error is not None and (shown is None or not pfb.cell_errors):
@@ -150,7 +151,8 @@ def _draw_row(part: Part, live: str, pfb, shown: np.ndarray | None, disabled: bo
         for j in range(cols):
             key = cell_key(live, part.name, i, j)
             st.text_input(tr("grid.cell_label", part=symbol(part), row=i + 1, col=j + 1), key=key,
-                          label_visibility="collapsed", placeholder=f"{i + 1},{j + 1}", disabled=disabled)
+                          label_visibility="collapsed", placeholder=f"{i + 1},{j + 1}", disabled=disabled,
+                          max_chars=MAX_CELL_CHARS)
             if shown is None or not shown[i, j]:
                 continue
             error = pfb.cell_errors.get((i, j))
@@ -244,7 +246,7 @@ def paste_boxes(ex: Exercise, prefix: str) -> None:
 
 def _paste_box(ex: Exercise, prefix: str, part: Part, label: str) -> None:
     st.text_area(label, key=paste_key(prefix, part.name), height=68, placeholder=tr("grid.paste_placeholder"),
-                 on_change=fill_from_paste, args=(ex, prefix, part.name))
+                 on_change=fill_from_paste, args=(ex, prefix, part.name), max_chars=MAX_MATRIX_CHARS)
     state = st.session_state
     error = state.get(_paste_error_key(prefix, part.name))
     if error is not None:

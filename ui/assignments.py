@@ -22,7 +22,8 @@ from exercises import Exercise, Feedback
 from exercises.core.parser import run_budget
 from exercises.i18n import msg, plural
 from exercises.i18n.escape import untrusted
-from exercises.teacher.assignments import clean_student_name, student_key
+from exercises.teacher.assignments import MAX_TITLE, clean_student_name, student_key
+from exercises.worksheets import MAX_CLASS_LIST_CHARS
 from services import assignments as service
 from services import db, submissions, throttle
 from services import gradebook as gradebook_service
@@ -118,10 +119,10 @@ def builder_ui() -> BuilderValues | None:
     allow = st.checkbox(tr("assign.allow_solutions"), key="assign.allow_solutions")
     rules = rules_ui()
     roster = st.text_area(tr("assign.roster_label"), key="assign.roster", help=tr("assign.roster_help"),
-                          placeholder=tr("assign.students_placeholder"))
+                          placeholder=tr("assign.students_placeholder"), max_chars=MAX_CLASS_LIST_CHARS)
     upload = st.file_uploader(tr("assign.roster_csv"), type=["csv", "txt"], key="assign.roster_file")
-    if upload is not None:
-        roster = upload.getvalue().decode("utf-8-sig", errors="replace")
+    if upload is not None:  # decoded no further than the bound: a longer file still decodes past it, and is refused
+        roster = upload.getvalue()[:4 * MAX_CLASS_LIST_CHARS + 8].decode("utf-8-sig", errors="replace")
     owner = st.text_input(tr("assign.owner_key"), type="password", key="assign.owner_key", max_chars=100,
                           help=tr("assign.owner_key_help"))
     if not st.button(tr("assign.create"), type="primary", icon=":material/add_task:", key="assign.create"):
@@ -179,7 +180,7 @@ def links_ui(code: str, links: dict[str, str]) -> None:
     st.warning(tr("assign.links_once"), icon=":material/badge:")
     frame = pd.DataFrame([(n, share_link(code, t)) for n, t in links.items()],
                          columns=[tr("gradebook.student"), tr("assign.link")])
-    st.table(frame)
+    st.table(frame.assign(**{tr("gradebook.student"): frame[tr("gradebook.student")].map(user_text)}))  # Markdown cells
     st.download_button(tr("assign.links_csv"), data=gradebook_service.csv_bytes(frame),
                        file_name=f"links-{code}.csv", mime="text/csv", key=f"assign.links_csv.{code}",
                        icon=":material/download:", on_click="ignore")
@@ -220,7 +221,8 @@ def downloads_ui(a: Assignment) -> None:
             return
     elif a.per_student:
         text = st.text_area(tr("assign.students_label"), key=f"assign.students.{code}",
-                            placeholder=tr("assign.students_placeholder"), help=tr("assign.students_help"))
+                            placeholder=tr("assign.students_placeholder"), help=tr("assign.students_help"),
+                            max_chars=MAX_CLASS_LIST_CHARS)
         try:
             students = service.class_list(text or "")
         except AssignmentError as err:
@@ -278,7 +280,8 @@ def _dash_rules(a: Assignment, key: str) -> None:
     any time (the items have their own form)."""
     r = a.rules
     with st.form(f"assign.edit.{a.code}"):
-        title = st.text_input(tr("assign.title_label"), value=a.title, key=f"assign.edit_title.{a.code}")
+        title = st.text_input(tr("assign.title_label"), value=a.title, key=f"assign.edit_title.{a.code}",
+                              max_chars=MAX_TITLE)
         left, right = st.columns(2)
         attempts = left.number_input(tr("assign.attempts"), min_value=0, max_value=20, value=r.attempts,
                                      key=f"assign.edit_attempts.{a.code}")
@@ -384,7 +387,7 @@ def _dash_item(a: Assignment, key: str) -> None:
     _dash_items(a, key)
     with st.form(f"assign.roster_form.{a.code}"):
         text = st.text_area(tr("assign.roster_label"), key=f"assign.roster_text.{a.code}",
-                            help=tr("assign.roster_again_help"))
+                            help=tr("assign.roster_again_help"), max_chars=MAX_CLASS_LIST_CHARS)
         issued = st.form_submit_button(tr("assign.roster_issue"), icon=":material/badge:")
     if issued:
         try:
@@ -418,7 +421,7 @@ def dashboard_ui() -> None:
         st.info(tr("assign.dash_empty"), icon=":material/inbox:")
     for a in mine:
         mark = " · " + tr("assign.dash_closed") if a.rules.closed else ""
-        with st.expander(f"{a.title} · {a.code}{mark}"):
+        with st.expander(f"{user_text(a.title)} · {a.code}{mark}"):
             _dash_item(a, key)
 
 
@@ -522,7 +525,7 @@ def roster_name_ui(a: Assignment, token: str | None) -> str | None:
     if name is None:
         st.error(tr("assign.error.link_unknown", code=a.code), icon=":material/link_off:")
         return None
-    st.markdown(tr("assign.working_as", name=name))
+    st.markdown(tr("assign.working_as", name=untrusted(name)))
     return name
 
 

@@ -1,8 +1,9 @@
 """The teacher's downloads of an assignment: the printed sheets and the Moodle XML (draws only).
 
-A class-wide set is two PDFs made when their button is clicked. Per-student sheets are built off the
-page's script run (services.exports: one worker, one student's sheet at a time, written to disk);
-the page shows a progress bar and then the ZIP, read from disk when the download is asked for.
+A class-wide set is two PDFs made when their button is clicked. Per-student sheets and the Moodle XML
+are built off the page's script run (services.exports: one worker, one student's sheet or set at a
+time, written to disk by child processes); the page shows a progress bar and then the file, read from
+disk when the download is asked for.
 Only a teacher gets here: right after creating the assignment, or with the teacher key on the dashboard.
 """
 
@@ -21,6 +22,8 @@ from services.assignments import Assignment
 from .i18n import lang, render, tr
 
 JOB = "export.job.{code}"  # the session's build of this assignment's sheets
+MOODLE_JOB = "export.moodle_job.{code}"  # … and of its Moodle XML
+MOODLE_VARIANTS = 5  # shuffled variants in the XML of a per-student assignment without a class list
 
 
 def space_choice(code: str) -> str:
@@ -50,28 +53,45 @@ def student_zip(a: Assignment, students: tuple[str, ...], space: str, links: dic
             return
     job_id = st.session_state.get(state_key)
     if job_id:
-        _job_ui(job_id, a.code)
+        _job_ui(job_id, a.code, "sheets")
+
+
+_JOB_TEXTS = {  # what: (progress text, download label, icon)
+    "sheets": ("export.progress", "export.download_zip", ":material/folder_zip:"),
+    "moodle": ("export.moodle_progress", "export.moodle", ":material/school:"),
+}
 
 
 @st.fragment(run_every=1.0)
-def _job_ui(job_id: str, code: str) -> None:
+def _job_ui(job_id: str, code: str, what: str) -> None:
     job = exports.get(job_id)
     if job is None:
         return
     if job.error is not None:
         st.error(render(job.error), icon=":material/error:")
         return
+    progress, label, icon = _JOB_TEXTS[what]
     if not job.done:
-        st.progress(job.fraction, text=tr("export.progress", done=job.finished, total=job.total))
+        st.progress(job.fraction, text=tr(progress, done=job.finished, total=job.total))
         return
-    st.download_button(tr("export.download_zip"), data=job.read, file_name=job.file_name, mime="application/zip",
-                       key=f"export.zip.{code}.{job_id}", icon=":material/folder_zip:", on_click="ignore")
+    st.download_button(tr(label), data=job.read, file_name=job.file_name, mime=job.mime,
+                       key=f"export.{what}.{code}.{job_id}", icon=icon, on_click="ignore")
 
 
 def moodle_button(a: Assignment, students: tuple[str, ...]) -> None:
-    st.download_button(tr("export.moodle"), data=functools.partial(exports.moodle, a, students, lang(), 5),
-                       file_name=f"moodle-{a.code}.xml", mime="application/xml", key=f"export.moodle.{a.code}",
-                       icon=":material/school:", on_click="ignore", help=tr("export.moodle_help"))
+    """The Moodle XML: queued off the script run (the same worker and print cap as the sheets), a
+    progress bar, then the file from disk."""
+    state_key = MOODLE_JOB.format(code=a.code)
+    if st.button(tr("export.moodle_prepare"), key=f"export.moodle.{a.code}", icon=":material/school:",
+                 help=tr("export.moodle_help")):
+        try:
+            st.session_state[state_key] = exports.start_moodle(a, students, lang(), MOODLE_VARIANTS).id
+        except AssignmentError as err:
+            st.error(render(err.message), icon=":material/error:")
+            return
+    job_id = st.session_state.get(state_key)
+    if job_id:
+        _job_ui(job_id, a.code, "moodle")
 
 
 def downloads(a: Assignment, students: tuple[str, ...], links: dict[str, str]) -> None:

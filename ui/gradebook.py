@@ -18,7 +18,7 @@ from services import gradebook as service
 from services.assignments import AccessDenied, Assignment, AssignmentError, UnknownAssignment
 
 from . import feedback
-from .i18n import render, tr
+from .i18n import render, tr, user_text
 from .progress import mistake_name
 
 AUTH = "gradebook.auth"  # (code, key) once the key matched
@@ -112,7 +112,8 @@ def show(code: str, key: str) -> None:
         return
     missing = service.not_submitted(book)
     if missing:
-        st.warning(tr("gradebook.not_submitted", names=", ".join(missing)), icon=":material/person_off:")
+        st.warning(tr("gradebook.not_submitted", names=", ".join(map(user_text, missing))),  # each name escaped
+                   icon=":material/person_off:")
     frame = table(book)
     labels = item_labels(a)
     percent = {c: st.column_config.NumberColumn(c, format="%.1f %%") for c in [tr("gradebook.total"), *labels]}

@@ -8,8 +8,10 @@
 seed and version and refuses a file whose given values, parts or version differ from the rebuilt one.
 
 Exit codes (EXIT_*): 0 right (every cell), 1 graded but not all right, 2 bad usage (unknown kind,
-level, language, an unreadable, foreign or edited exercise file), 3 an answer that cannot be read
-(wrong shape, a typo: nothing graded); 141 when the output pipe closed early (| head).
+level, language, an unreadable, foreign, edited or oversized exercise file), 3 an answer that cannot be
+read (wrong shape, a typo: nothing graded); 141 when the output pipe closed early (| head). Whatever a
+file holds, the answer is one line on stderr, never a traceback: a file is bounded in size, nesting and
+values before it is parsed (MAX_FILE_BYTES, MAX_DEPTH, MAX_VALUES).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 from typing import Any
 
@@ -77,6 +80,59 @@ def describe(ex: Exercise, lang: str = "en") -> str:
 
 _MAKE = "make one with `attention-by-hand generate KIND --json`"
 
+# What a file may hold, checked before parsing: the biggest exercise file (any kind, level 3, with its
+# answers) is under 5 kB, nests 5 deep and holds under 200 values.
+MAX_FILE_BYTES = 256 * 1024
+MAX_DEPTH = 16  # brackets inside brackets
+MAX_VALUES = 20_000  # numbers, strings and literals
+_JSON_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|[\[{]|[\]}]|[^\s\[\]{},:"]+')
+
+
+def bounded_json(text: str, what: str, hint: str = _MAKE) -> Any:
+    """json.loads(text), once its nesting and number of values are known to be small; CliError for
+    text too deep, too many values or not JSON (never RecursionError, nor a number too long to read)."""
+    depth = values = 0
+    for token in _JSON_TOKEN.finditer(text):
+        first = token.group()[0]
+        if first in "[{":
+            depth += 1
+            if depth > MAX_DEPTH:
+                raise CliError(f"{what} nests deeper than {MAX_DEPTH} levels; {hint}")
+        elif first in "]}":
+            depth -= 1
+        else:
+            values += 1
+            if values > MAX_VALUES:
+                raise CliError(f"{what} holds more than {MAX_VALUES} values; {hint}")
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as err:
+        raise CliError(f"{what} is not JSON (line {err.lineno}, column {err.colno}: {err.msg}); {hint}") from None
+    except (ValueError, RecursionError):  # a number of thousands of digits
+        raise CliError(f"{what} is not JSON this command reads (a number too long); {hint}") from None
+
+
+def _read_bounded(source: str) -> str:
+    """The text of `source` (a path, or - for stdin): at most MAX_FILE_BYTES, UTF-8 (a BOM allowed)."""
+    try:
+        if source == "-":
+            data = sys.stdin.buffer.read(MAX_FILE_BYTES + 1)
+        else:
+            with open(source, "rb") as file:
+                data = file.read(MAX_FILE_BYTES + 1)
+    except OSError as err:
+        raise CliError(f"cannot read the exercise file {source!r}: {err.strerror}") from None
+    if len(data) > MAX_FILE_BYTES:
+        raise CliError(f"{source!r} is over {MAX_FILE_BYTES // 1024} kB, far more than an exercise file; {_MAKE}")
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise CliError(f"{source!r} is not a text file (not UTF-8); {_MAKE}") from None
+
+
+def _whole(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
 
 def student_dict(ex: Exercise) -> dict[str, Any]:
     """The exercise as a student file: kind, level, seed, version, given values and what to find,
@@ -91,19 +147,17 @@ def student_dict(ex: Exercise) -> dict[str, Any]:
 def _load_exercise(source: str) -> Exercise:
     """The exercise a file names, rebuilt from its kind, level, seed and version; CliError when the
     file is unreadable, or its given values, parts or version differ from the rebuilt exercise."""
-    try:
-        text = sys.stdin.read() if source == "-" else open(source, encoding="utf-8").read()
-    except OSError as err:
-        raise CliError(f"cannot read the exercise file {source!r}: {err.strerror}") from None
-    except UnicodeDecodeError:
-        raise CliError(f"{source!r} is not a text file (not UTF-8); {_MAKE}") from None
-    try:
-        d = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise CliError(f"{source!r} is not JSON (line {err.lineno}, column {err.colno}: {err.msg}); {_MAKE}") from None
+    d = bounded_json(_read_bounded(source), repr(source))
     if not isinstance(d, dict) or not all(k in d for k in ("kind", "level", "seed", "given", "parts")):
         raise CliError(f"{source!r} is not an exercise (it needs kind, level, seed, given and parts); {_MAKE}")
-    for name, value in (d.get("given") or {}).items() if isinstance(d.get("given"), dict) else ():
+    if not isinstance(d["kind"], str) or not all(_whole(d.get(k, 1)) for k in ("level", "seed", "version")):
+        raise CliError(f"{source!r} is not an exercise (kind is a word; level, seed and version whole numbers); "
+                       f"{_MAKE}")
+    if not isinstance(d["given"], dict) or not isinstance(d["parts"], list) \
+            or not all(isinstance(p, dict) for p in d["parts"]) or not isinstance(d.get("params", {}), dict):
+        raise CliError(f"{source!r} is not an exercise (given and params are objects, parts a list of objects); "
+                       f"{_MAKE}")
+    for name, value in d["given"].items():
         if not _numeric(value):
             raise CliError(f"{source!r}: the given value {name!r} is not a number, a flag or a matrix of numbers")
     kind, level, seed = d["kind"], d["level"], d["seed"]
@@ -111,20 +165,21 @@ def _load_exercise(source: str) -> Exercise:
         raise CliError(f"{source!r}: unknown kind {kind!r}; {_MAKE}")
     try:
         ex = engine.generate(kind, seed, level)
-    except (ValueError, TypeError) as err:
+    except (ValueError, TypeError, OverflowError) as err:
         raise CliError(f"{source!r} is not an exercise ({err}); {_MAKE}") from None
     if d.get("version", 1) != ex.version:
         raise CliError(f"{source!r} was made by version {d.get('version')} of the {kind!r} exercises and this is "
                        f"version {ex.version}: its answers cannot be rebuilt as they were; make a new file")
     stored = dict(d)
-    stored["parts"] = [{**p, "reference": p.get("reference", rebuilt["reference"])} if isinstance(p, dict) else p
-                       for p, rebuilt in zip(d["parts"], ex.to_dict()["parts"])] if isinstance(d["parts"], list) else []
-    try:
+    stored["parts"] = [{**p, "reference": p.get("reference", rebuilt["reference"])}
+                       for p, rebuilt in zip(d["parts"], ex.to_dict()["parts"])]
+    try:  # the file's own claims, read only to compare: whatever they hold, a wrong file is bad input
         claimed = Exercise.from_dict(stored)
-    except (KeyError, TypeError, ValueError) as err:
-        raise CliError(f"{source!r} is not an exercise ({err}); {_MAKE}") from None
-    if claimed != ex:
-        what = "its answers" if _same_problem(claimed, ex) else "its given values or parts"
+        same = claimed == ex
+        what = "" if same else "its answers" if _same_problem(claimed, ex) else "its given values or parts"
+    except Exception as err:  # noqa: BLE001 - no traceback for any file (issue 31)
+        raise CliError(f"{source!r} is not an exercise ({type(err).__name__}: {err}); {_MAKE}") from None
+    if not same:
         raise CliError(f"{source!r} does not match exercise {kind} level {level} seed {seed}: {what} were "
                        f"changed; grading uses only the rebuilt exercise, {_MAKE}")
     return ex
@@ -150,10 +205,10 @@ def _parse_answer_arg(text: str) -> Any:
     """A JSON object {part: answer} for several parts, else the text of a one-part answer."""
     stripped = text.strip()
     if stripped.startswith("{"):
-        try:
-            answer = json.loads(stripped)
-        except json.JSONDecodeError as err:
-            raise CliError(f"the answer looks like JSON but is not (character {err.pos + 1}: {err.msg})") from None
+        if len(stripped) > MAX_FILE_BYTES:
+            raise CliError(f"the answer is over {MAX_FILE_BYTES // 1024} kB")
+        answer = bounded_json(stripped, "the answer, which looks like JSON,",
+                              'write {"part": "matrix text"} or the matrix text')
         if not isinstance(answer, dict):
             raise CliError("a JSON answer must be an object {part name: answer}")
         return answer
@@ -277,7 +332,7 @@ def _main(argv: list[str] | None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return EXIT_MALFORMED
     except CliError as err:
-        print(f"error: {err}", file=sys.stderr)
+        print("error: " + " ".join(str(err).splitlines()), file=sys.stderr)  # one line, whatever a file held
         return EXIT_USAGE
     return EXIT_USAGE
 

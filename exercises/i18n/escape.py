@@ -8,7 +8,9 @@ Each target has its own function, named after the element that shows the value:
                        headings, tables and $…$ maths inert; plain punctuation (-, ., :, %) kept
     latex_text(text)   inside \\text{…} of a LaTeX formula (st.latex, a .tex worksheet)
     html(text)         HTML text or an attribute value
-    csv(text)          a CSV cell a spreadsheet opens: no formula (=, +, -, @ first)
+    csv(text)          a CSV cell a spreadsheet opens: no formula (=, +, -, @ first, also behind
+                       invisible characters such as a zero-width space, ALM or BOM)
+    xml(text)          XML text (a Moodle export): characters XML 1.0 forbids (U+FFFF, U+0000…) removed
     typst(text)        a Typst string literal: text, never markup or code
 
 A message that carries such a value marks it ``untrusted(value)``; ``escape_params`` (used by
@@ -21,13 +23,14 @@ from __future__ import annotations
 
 import html as _html
 import re
+import unicodedata
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from . import Msg
 
-__all__ = ["WORD_JOINER", "Untrusted", "csv", "distrust", "escape_params", "html", "latex_text", "markdown",
-           "markdown_file", "typst", "untrusted"]
+__all__ = ["WORD_JOINER", "XML_INVALID", "Untrusted", "csv", "distrust", "escape_params", "html", "latex_text",
+           "markdown", "markdown_file", "typst", "untrusted", "xml", "xml_chars"]
 
 CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")  # control characters other than tab and newline
 _LINE_BREAKS = re.compile(r"[\r\n\t\u2028\u2029\x85\x0b\x0c]+")
@@ -37,6 +40,14 @@ _TEX = {"\\": r"\textbackslash{}", "{": r"\{", "}": r"\}", "$": r"\$", "&": r"\&
 WORD_JOINER = "\u2060"  # invisible, zero width: breaks what GFM would turn into a link by itself
 _AUTOLINK = re.compile(r"(?i)www|[:@]")  # https://…, www.…, a@b.c: GFM links them even when escaped
 _CSV_FORMULA = ("=", "+", "-", "@", "\t", "\r", "\n", "|")
+# what a spreadsheet skips or shows as nothing before a cell's first visible character: a formula behind
+# them still runs (the format characters ZWSP, ALM, LRM/RLM, BOM, word joiner …; spaces; combining
+# marks; unassigned code points; the Hangul fillers)
+_INVISIBLE_CATEGORIES = {"Cf", "Zs", "Zl", "Zp", "Mn", "Me", "Cn", "Co", "Cs"}
+_INVISIBLE_LETTERS = {"\u115f", "\u1160", "\u3164", "\uffa0", "\u2800"}
+# XML 1.0 allows tab, newline, CR and U+0020–U+D7FF, U+E000–U+FFFD, U+10000–U+10FFFF: nothing else,
+# not even as &#…; (one U+FFFF in a name made a Moodle export unreadable)
+XML_INVALID = re.compile("[^\t\n\r\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 
 
 class Untrusted(str):
@@ -82,12 +93,35 @@ def html(text: Any) -> str:
     return _html.escape(CONTROL.sub("", "" if text is None else str(text)), quote=True)
 
 
+def _visible_start(text: str) -> str:
+    """`text` from its first visible character (or a tab, CR or newline, which start formulas too)."""
+    for i, c in enumerate(text):
+        if c in "\t\r\n" or (unicodedata.category(c) not in _INVISIBLE_CATEGORIES and c not in _INVISIBLE_LETTERS
+                                and not CONTROL.match(c)):
+            return text[i:]
+    return ""
+
+
 def csv(value: Any) -> Any:
-    """A CSV cell a spreadsheet will not run as a formula ('=1+1 shows as =1+1); numbers unchanged."""
+    """A CSV cell a spreadsheet will not run as a formula ('=1+1 shows as =1+1); numbers unchanged.
+
+    The cell is judged from its first visible character, NFKC-normalised: "=" behind a zero-width
+    space, an ALM or a BOM, and a full-width ＝, get the apostrophe too."""
     if not isinstance(value, str):
         return value
     text = CONTROL.sub("", value)
-    return "'" + text if text.startswith(_CSV_FORMULA) else text
+    start = unicodedata.normalize("NFKC", _visible_start(value)[:8])
+    return "'" + text if start.startswith(_CSV_FORMULA) or text.startswith(_CSV_FORMULA) else text
+
+
+def xml_chars(text: Any) -> str:
+    """`text` without the characters XML 1.0 cannot hold (U+FFFF, U+FFFE, lone surrogates, controls)."""
+    return XML_INVALID.sub("", "" if text is None else str(text))
+
+
+def xml(text: Any) -> str:
+    """`text` for XML text or a quoted attribute value: forbidden characters removed, then & < > " escaped."""
+    return _html.escape(xml_chars(text), quote=True)
 
 
 def typst(text: Any) -> str:

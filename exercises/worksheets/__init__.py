@@ -16,6 +16,7 @@ from .files import MAX_EXERCISES, render, sheet_file, to_json, write, write_pdf_
 from .model import (
     EXP_PLACES,
     FORMATS,
+    MAX_CLASS_LIST_CHARS,
     MAX_STUDENTS,
     NAMES,
     SPACES,
@@ -26,6 +27,7 @@ from .model import (
     Worksheet,
     answer_places,
     build,
+    check_class_list,
     clean_students,
     example_cell,
     exp_rows,
@@ -49,10 +51,10 @@ from .typst import (
 from .typst_math import UnsupportedLatex, latex_to_typst, typst_string
 
 __all__ = [
-    "CJK_FONT_DIRS", "CJK_FONT_ENV", "EXP_PLACES", "FORMATS", "Given", "MAX_EXERCISES", "MAX_STUDENTS",
-    "MissingFont", "NAME", "NAMES", "Problem", "SPACES", "Sheet", "SolutionStep", "UnsupportedLatex", "Worksheet",
-    "add_parser", "answer_places", "build", "cjk_font_dir", "clean_students", "example_cell", "exp_rows",
-    "latex_to_typst", "md_escape", "needs_cjk", "part_label", "problem", "read_students", "render", "run",
-    "sheet_file", "solution_steps", "tex_escape", "to_json", "to_latex", "to_markdown", "to_pdf", "to_typst",
-    "typst_matrix", "typst_string", "typst_symbol", "write", "write_pdf_zip",
+    "CJK_FONT_DIRS", "CJK_FONT_ENV", "EXP_PLACES", "FORMATS", "Given", "MAX_CLASS_LIST_CHARS", "MAX_EXERCISES",
+    "MAX_STUDENTS", "MissingFont", "NAME", "NAMES", "Problem", "SPACES", "Sheet", "SolutionStep", "UnsupportedLatex",
+    "Worksheet", "add_parser", "answer_places", "build", "check_class_list", "cjk_font_dir", "clean_students",
+    "example_cell", "exp_rows", "latex_to_typst", "md_escape", "needs_cjk", "part_label", "problem", "read_students",
+    "render", "run", "sheet_file", "solution_steps", "tex_escape", "to_json", "to_latex", "to_markdown", "to_pdf",
+    "to_typst", "typst_matrix", "typst_string", "typst_symbol", "write", "write_pdf_zip",
 ]

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import threading
 import zipfile
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -242,12 +243,12 @@ def compilers() -> int:
     return max(1, min(COMPILERS, os.cpu_count() or 1))
 
 
-def write_pdf_zip(ws: Worksheet, path: Path, progress: Any = None) -> Path:
-    """Every sheet's worksheet and answer key as its own PDF, into the ZIP at `path`.
+def sheet_pdfs(ws: Worksheet, progress: Any = None) -> Iterator[tuple[str, bytes]]:
+    """Every sheet's worksheet and answer key as its own PDF, (file name, PDF) in the class list's order.
 
     The sources are written here, one sheet at a time, and compiled in a Compiler's compilers()
-    children, each PDF going to disk as it arrives (in the class list's order); so memory stays that
-    of a few sheets however big the class. `progress(done, total)` after each PDF."""
+    children, each PDF handed on as it arrives; so memory stays that of a few sheets however big the
+    class. `progress(done, total)` after each PDF."""
     total = 2 * len(ws.sheets)
     jobs = ((sheet_file(number, sheet.student, name), sheet, key)
             for number, sheet in enumerate(ws.sheets, start=1) for name, key in zip(NAMES, (False, True)))
@@ -255,27 +256,46 @@ def write_pdf_zip(ws: Worksheet, path: Path, progress: Any = None) -> Path:
     children = compilers()
     compiler = Compiler(children)
     try:
-        with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_STORED) as archive:  # PDFs are compressed already
-            pending: list[tuple[str, Any]] = []
+        pending: list[tuple[str, Any]] = []
 
-            def submit() -> None:
-                job = next(jobs, None)
-                if job is not None:
-                    name, sheet, key = job
-                    pending.append((name, compiler.submit("".join(typst_chunks(ws, key, sheets=[sheet])))))
+        def submit() -> None:
+            job = next(jobs, None)
+            if job is not None:
+                name, sheet, key = job
+                pending.append((name, compiler.submit("".join(typst_chunks(ws, key, sheets=[sheet])))))
 
-            for _ in range(2 * children):  # a document ahead per child: sources are written while others compile
-                submit()
-            while pending:
-                name, future = pending.pop(0)
-                archive.writestr(zipfile.ZipInfo(name, (2000, 1, 1, 0, 0, 0)), future.result())
-                done += 1
-                if progress is not None:
-                    progress(done, total)
-                submit()
+        for _ in range(2 * children):  # a document ahead per child: sources are written while others compile
+            submit()
+        while pending:
+            name, future = pending.pop(0)
+            yield name, future.result()
+            done += 1
+            if progress is not None:
+                progress(done, total)
+            submit()
     finally:
         compiler.close()
+
+
+def write_pdf_zip(ws: Worksheet, path: Path, progress: Any = None) -> Path:
+    """Every sheet's worksheet and answer key as its own PDF (sheet_pdfs), into the ZIP at `path`."""
+
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_STORED) as archive:  # PDFs are compressed already
+        for name, pdf in sheet_pdfs(ws, progress):
+            archive.writestr(zipfile.ZipInfo(name, (2000, 1, 1, 0, 0, 0)), pdf)
     return path
+
+
+def write_pdf_files(ws: Worksheet, folder: Path, progress: Any = None) -> list[Path]:
+    """Every sheet's worksheet and answer key as its own PDF (sheet_pdfs), into `folder`: a class's
+    PDFs from the command line, bounded in memory like the ZIP."""
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for name, pdf in sheet_pdfs(ws, progress):
+        path = folder / name
+        path.write_bytes(pdf)
+        paths.append(path)
+    return paths
 
 
 _ISOLATED: Any = None

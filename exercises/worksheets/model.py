@@ -20,6 +20,7 @@ from ..core import engine, grading
 from ..core.model import Exercise, Part
 from ..core.numbers import as_fraction
 from ..i18n import DEFAULT_LANG, catalog, msg, t
+from ..i18n.escape import untrusted
 from ..rendering import latex
 from ..solutions import Aids, Step, aids, solve
 from ..teacher.assignments import AssignmentError, AssignmentSpec, clean_student_name, student_key
@@ -28,6 +29,7 @@ FORMATS = ("pdf", "md", "tex", "json")
 SPACES = ("none", "some", "lots")  # working space under each item on the worksheet: the teacher's choice
 NAMES = ("worksheet", "answer-key")
 MAX_STUDENTS = 200
+MAX_CLASS_LIST_CHARS = 64_000  # a class list's text (200 names, or a CSV export's rows): refused unread past it
 EXP_PLACES = latex.EXP_PLACES
 CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")  # control characters: never reach a document
 
@@ -72,13 +74,22 @@ def clean_students(students: Iterable[str]) -> list[str]:
     seen: dict[str, str] = {}
     for name in names:
         if student_key(name) in seen:
-            raise AssignmentError(msg("worksheet.error.duplicate_student", name=name, other=seen[student_key(name)]))
+            raise AssignmentError(msg("worksheet.error.duplicate_student", name=untrusted(name),
+                                      other=untrusted(seen[student_key(name)])))
         seen[student_key(name)] = name
     return names
 
 
+def check_class_list(text: str) -> None:
+    """AssignmentError for a class list's text too long to be one (before anything parses it)."""
+    if len(text) > MAX_CLASS_LIST_CHARS:
+        raise AssignmentError(msg("export.error.list_too_long", length=len(text), limit=MAX_CLASS_LIST_CHARS,
+                                  students=MAX_STUDENTS))
+
+
 def read_students(text: str) -> list[str]:
     """Names from a text file: one per line; blank lines and lines starting with # are skipped."""
+    check_class_list(text)
     return [line.strip() for line in text.splitlines() if line.strip() and not line.strip().startswith("#")]
 
 

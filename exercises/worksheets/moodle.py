@@ -14,7 +14,7 @@ own earlier values) is not carried over, so a Moodle mark can be below the app's
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from xml.sax.saxutils import escape as _xml
 
 from ..core.engine import prompt
@@ -24,7 +24,7 @@ from ..rendering import latex
 from .model import option_text, problem
 from .text import latex_given
 
-__all__ = ["cloze_answer", "question_text", "to_xml"]
+__all__ = ["cloze_answer", "question_text", "to_xml", "xml_pieces"]
 
 _CLOZE_SPECIAL = "\\}#~/\"{"  # escaped with a backslash inside a Cloze answer
 
@@ -92,17 +92,25 @@ def _cdata(text: str) -> str:
 def to_xml(title: str, code: str | None, sets: Iterable[tuple[str | None, Sequence[Exercise]]],
            lang: str = DEFAULT_LANG) -> bytes:
     """Moodle XML of `sets` [(name or None, exercises)]: a category per set, a Cloze question per exercise."""
+    return "".join(xml_pieces(title, code, sets, lang)).encode("utf-8")
+
+
+def xml_pieces(title: str, code: str | None, sets: Iterable[tuple[str | None, Sequence[Exercise]]],
+               lang: str = DEFAULT_LANG) -> Iterator[str]:
+    """to_xml's text piece by piece, for writing to a file as it is made: the head, one piece per set
+    (its category and questions; `sets` is read lazily), then the end. No character XML forbids
+    (U+FFFF, U+0000 …: a title or a name may hold them) is left in any piece."""
     base = "$course$/top/" + _category(t("worksheet.default_title", lang)) + "/" + _category(
         f"{title} ({code})" if code else title)
-    out = ['<?xml version="1.0" encoding="UTF-8"?>\n<quiz>\n']
+    yield '<?xml version="1.0" encoding="UTF-8"?>\n<quiz>\n'
     for name, exercises in sets:
         category = base + ("/" + _category(name) if name else "")
-        out.append(f'  <question type="category">\n    <category><text>{_xml(category)}</text></category>\n'
-                   f'  </question>\n')
+        out = [f'  <question type="category">\n    <category><text>{_xml(category)}</text></category>\n'
+               f'  </question>\n']
         for number, ex in enumerate(exercises, start=1):
             out.append(_question(f"{number}. {t(f'kind.{ex.kind}.title', lang)}", ex, lang))
-    out.append("</quiz>\n")
-    return "".join(out).encode("utf-8")
+        yield escape.xml_chars("".join(out))
+    yield "</quiz>\n"
 
 
 def _category(text: str) -> str:

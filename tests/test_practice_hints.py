@@ -208,12 +208,17 @@ def test_practice_hints_open_without_an_answer_and_are_recorded():
     hint_button(at, 2).click().run()
     assert any("\\frac{e^{" in latex for latex in texts_of(at, "latex")), "the softmax formula"
     assert not hint_button(at, 3).disabled
+    fill_cells(at, ex, {"A": [[f"{x + 0.01:.2f}" for x in row] for row in wrong]})  # a changed answer: a new attempt
     click_check(at)
     hint_button(at, 3).click().run()
     assert not at.exception
     worked = hints.hints(ex)[2]
     assert any(worked.latex[0] in latex for latex in texts_of(at, "latex")), "the worked cell is shown"
     assert any(e.label.startswith("Hints (3/3)") for e in at.expander)
+    attempts = len(at.session_state["practice.attempts"])
+    click_check(at)
+    assert len(at.session_state["practice.attempts"]) == attempts, "the same answer again: no new attempt"
+    fill_cells(at, ex, {"A": [[f"{x + 0.02:.2f}" for x in row] for row in wrong]})
     click_check(at)
     assert at.session_state["practice.attempts"][-1]["hints_used"] == 3
 

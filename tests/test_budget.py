@@ -57,18 +57,6 @@ def test_every_variant_fits_its_levels_time_budget(kind_id, level):
     assert not over, f"{kind_id} level {level} over {budget.BUDGET_MINUTES[level]} min: " + "; ".join(over[:5])
 
 
-@pytest.mark.parametrize("causal", [False, True])
-def test_head_seconds_of_a_batch_is_the_count_of_each_candidate(causal):
-    """budget.head_seconds (numpy over a batch, what multi_head filters its candidate heads with) gives
-    exactly budget.count's seconds from X to O for every candidate."""
-    rng = np.random.default_rng(5)
-    for n, d_k, d_v in ((2, 1, 1), (2, 2, 1), (3, 2, 1), (3, 2, 2)):
-        X = rng.integers(-1, 3, (n, 2)).astype(float)  # (n, d)
-        W_Q, W_K, W_V = (rng.integers(-1, 2, (16, 2, w)).astype(float) for w in (d_k, d_k, d_v))  # (B, d, w)
-        batch = budget.head_seconds(X, W_Q, W_K, W_V, causal)
-        for b in range(16):
-            given = {"X": X, "W_Q": W_Q[b], "W_K": W_K[b], "W_V": W_V[b], "d_k": d_k, "causal": causal}
-            assert batch[b] == pytest.approx(budget.count(given, ["O"], written=()).seconds), (n, d_k, d_v, b)
 
 
 def test_the_count_of_a_stack_of_heads_is_the_sum_of_each_heads():

@@ -4,6 +4,7 @@ generated variants keep every mistake apart from the reference and from each oth
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import subprocess
@@ -15,7 +16,7 @@ import numpy as np
 import pytest
 
 import exercises
-from exercises.core import misconceptions, pipeline
+from exercises.core import misconceptions, pipeline, sampler
 from exercises.core.model import Exercise, Part
 from exercises.i18n import catalog, languages
 from tests.apptest_helpers import ROOT
@@ -393,3 +394,71 @@ def test_each_backward_mistake_is_named_where_it_applies(mistake):
             assert mistake in {p.misconception for p in fb.parts.values()}, (kind_id, level, seed)
             named += 1
     assert named >= 3, mistake
+
+
+RNG_SEED = 14
+
+
+def plain_clashes(reference, alts, gap):
+    """clashes() pair by pair, cell by cell: −∞ only near −∞ (and +∞ near +∞), NaN values left out."""
+    def near(a, b):
+        a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+        if a.shape != b.shape:
+            return False
+        for x, y in zip(a.ravel(), b.ravel()):
+            if np.isnan(x) or np.isnan(y):  # (a NaN in the reference: nothing is near it)
+                return False
+            if np.isinf(x) or np.isinf(y):
+                if not (np.isinf(x) and np.isinf(y) and np.sign(x) == np.sign(y)):
+                    return False
+            elif abs(x - y) > gap:
+                return False
+        return True
+
+    usable = [(mid, alt) for mid, alt in alts.items() if not np.isnan(alt).any()]
+    found = [mid for mid, alt in usable if near(alt, reference)]
+    found += [f"{a}+{b}" for (a, x), (b, y) in itertools.combinations(usable, 2) if near(x, y)]
+    return found
+
+
+def random_value(rng, shape, base=None):
+    """A value near `base` (or anywhere), some cells −∞, +∞ or NaN now and then."""
+    value = (np.array(base, dtype=float) if base is not None else rng.integers(-3, 4, size=shape).astype(float))
+    value = value + rng.choice([0.0, 0.0, 0.004, -0.009, 0.02, 1.0], size=shape)
+    for special in (-np.inf, np.inf, np.nan):
+        if rng.random() < 0.15:
+            value[tuple(rng.integers(s) for s in shape)] = special
+    return value
+
+
+@pytest.mark.parametrize("mixed_shapes", [False, True])
+def test_clashes_and_any_clash_agree_with_the_plain_pairwise_comparison(mixed_shapes):
+    rng = np.random.default_rng(RNG_SEED)
+    gap = misconceptions.GAP
+    for _ in range(600):
+        shape = tuple(int(s) for s in rng.integers(1, 4, size=2))
+        reference = random_value(rng, shape)
+        if rng.random() < 0.3:
+            reference[0, 0] = -np.inf
+        alts = {}
+        for k in range(int(rng.integers(0, 7))):
+            base = reference if rng.random() < 0.4 else None
+            other = shape if not (mixed_shapes and rng.random() < 0.4) else (shape[1], shape[0] + 1)
+            alts[f"m{k}"] = random_value(rng, other, base if other == shape else None)
+        expected = plain_clashes(reference, alts, gap)
+        assert misconceptions.clashes(reference, alts, gap) == expected
+        assert misconceptions.any_clash(reference, alts, gap) == bool(expected)
+
+
+@pytest.mark.parametrize("kind_id", ["attention", "masking", "softmax", "backprop", "grad_projections", "scaling"])
+def test_collides_is_whether_there_are_collisions(kind_id):
+    kind = exercises.KINDS[kind_id]
+    for level in kind.LEVELS:
+        def make(given, parts, params, level=level):
+            return exercises.Exercise(kind=kind_id, seed=0, level=level, version=kind.VERSION, given=given,
+                                      parts=tuple(parts), params=params)
+
+        seen = sampler.candidates(kind, exercises.rng_for(kind_id, 777, level), level, make)
+        for _, ex in zip(range(8), seen):  # drafts as the engine sees them, colliding ones included
+            fresh = make(ex.given, ex.parts, ex.params)
+            assert misconceptions.collides(ex, kind.GUARDS) == bool(misconceptions.collisions(fresh, kind.GUARDS))

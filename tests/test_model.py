@@ -15,6 +15,7 @@ import pytest
 
 import exercises
 from exercises import Exercise, Part
+from exercises.core import numbers
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -191,3 +192,20 @@ def test_bad_triples_are_value_errors(kind_id, seed, level, words):
 
 def test_seed_and_level_given_as_text_are_read_as_numbers():
     assert exercises.generate("softmax", seed="5", level="2") == exercises.generate("softmax", seed=5, level=2)
+
+
+RNG_SEED = 14
+
+
+def test_decimals_for_is_the_numpy_test():
+    rng = np.random.default_rng(RNG_SEED)
+    for _ in range(2000):
+        shape = (int(rng.integers(1, 5)), int(rng.integers(1, 5))) if rng.random() < 0.9 else (9, 9)
+        ref = rng.integers(-5, 6, size=shape).astype(float)
+        ref = ref + rng.choice([0.0, 0.0, 1e-13, 1e-6, 0.5, 0.25, -1e-11], size=shape)
+        if rng.random() < 0.3:
+            ref[0, 0] = rng.choice([-np.inf, np.inf, np.nan, 2.5e6 + 1.0, 1e300])
+        finite = ref[np.isfinite(ref)]
+        whole = np.round(finite)
+        expected = 0 if bool(np.all(np.abs(finite - whole) <= 1e-12 + 1e-5 * np.abs(whole))) else 2
+        assert numbers.decimals_for(ref, 2) == expected

@@ -14,9 +14,10 @@ import numpy as np
 import pytest
 import sympy
 
+import exercises
 from attention_core import backward, self_attention
 from exercises import solutions
-from exercises.core import checkwork, misconceptions, pipeline, sanity, steps
+from exercises.core import checkwork, misconceptions, numbers, pipeline, sanity, steps
 from exercises.core.exact import xmatmul
 from exercises.rendering import latex
 from exercises.solutions.exact import _exact_given
@@ -257,3 +258,67 @@ def test_a_stack_makes_each_mistake_where_one_candidate_makes_it(stack):
     env = pipeline.run(stacked, mistakes={"mask_zero_instead_of_inf"})
     assert env.made is None, f"stack {stack}: made per candidate at the softmax step"
     assert np.array_equal(env["A"], np.broadcast_to(single["A"], env["A"].shape)), f"stack {stack}"
+
+
+def plain_run(given, mistakes=(), until=None, rounding=None):
+    """pipeline.run as a walk over every step of the registry, each looked at in turn."""
+    env = pipeline.Env(given, mistakes)
+    wanted = set(until) if until is not None else None
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        for step in pipeline.STEPS:
+            if step.name in env or not all(i in env for i in step.inputs):
+                continue
+            env.current = step.name
+            try:
+                value = np.asarray(pipeline.compute_step(step, env), dtype=float)
+            except ValueError:
+                continue
+            env[step.name] = value if rounding is None else numbers.round_half_up(value, rounding)
+            if env.tainted and env.tainted.intersection(step.inputs):
+                env.tainted.add(step.name)
+            if wanted is not None and wanted <= env.keys():
+                break
+    return env
+
+
+def same_env(a, b):
+    assert list(a) == list(b)
+    for name in a:
+        x, y = a[name], b[name]
+        if isinstance(x, np.ndarray):
+            assert x.dtype == y.dtype and x.shape == y.shape and np.array_equal(x, y, equal_nan=True), name
+            assert np.array_equal(np.signbit(x), np.signbit(y)), name  # bit for bit: −0.0 too
+        else:
+            assert x == y, name
+    assert a.used == b.used and a.tainted == b.tainted
+
+
+@pytest.mark.parametrize("kind_id", [k for k in exercises.KINDS if k not in ("concepts", "shapes")])
+def test_the_planned_run_is_the_step_by_step_run(kind_id):
+    for level in exercises.KINDS[kind_id].LEVELS:
+        ex = exercises.generate(kind_id, 3, level)
+        given = dict(ex.given)
+        same_env(pipeline.run(given), plain_run(given))
+        same_env(pipeline.run(given, rounding=2), plain_run(given, rounding=2))
+        reference = dict(plain_run(given))
+        for mid in misconceptions.CATALOG:
+            until = set(ex.part_names)
+            fast = pipeline.run_mistake(given, reference, mid, until=until)
+            with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+                quiet = pipeline.run_mistake(given, reference, mid, until=until, ignoring_errors=True)
+            start = {k: v for k, v in reference.items() if k not in pipeline.AFFECTED.get(mid, frozenset())}
+            start.update(given)
+            plain = plain_run(start, {mid}, until)
+            same_env(fast, plain)
+            same_env(quiet, plain)
+            # stopped early only where the mistake is not made: then nothing it would have computed is named
+            with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+                made = pipeline.run_mistake(given, reference, mid, until=until, ignoring_errors=True,
+                                            only_if_made=True)
+            if plain.used:
+                same_env(made, plain)
+            else:
+                assert not made.used and not made.tainted
+        # a learner's own earlier values: a start the plan has not seen
+        values = {p.name: p.reference + 0.5 for p in ex.parts if p.name in pipeline.STEP_BY_NAME}
+        same_env(pipeline.run({**given, **values}, rounding=2), plain_run({**given, **values}, rounding=2))

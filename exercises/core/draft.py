@@ -19,13 +19,6 @@ class Draft:
     given: dict[str, Any]
     parts: list[Part]
     params: dict[str, Any] = field(default_factory=dict)
-    # pipeline.run(given), when the kind has run it (the engine then does not run it again): exactly
-    # that run's values, for exactly these given values
-    env: dict[str, Any] | None = field(default=None, repr=False, compare=False)
-    # the memo of an Exercise made of exactly these given values and parts on which the kind ran its
-    # checks (its reference run, each mistake's values): the engine's exercise adopts it, so nothing is
-    # computed twice. What it holds depends on the given values and the parts alone
-    memo: dict[str, Any] | None = field(default=None, repr=False, compare=False)
 
 
 def reference_parts(given: dict[str, Any], names: list[str], decimals: int = 2,

@@ -16,8 +16,6 @@ discovery into a `Kind` (so no caller looks a hook up by name):
               exact); the grader's carry-forward. Default: the step pipeline over ex.given + values
               operations(ex) -> an exercises.core.budget.Operations (the hand work of a kind the pipeline
               does not run; by default exercises.core.budget counts it from the step registry)
-              collides(ex, guards) -> bool: misconceptions.collides(ex, guards), answered faster by the
-              kind (the redraw's question; it must decide exactly as misconceptions does)
 
 Its texts are in ``locales/<lang>.json`` beside it (exercises.i18n merges them). Folders whose name
 starts with ``_`` (``_shared``) are not kinds.
@@ -92,7 +90,6 @@ class Kind:
     prompt_keys: Callable[[Exercise], Sequence[str]] = default_prompt_keys
     chain: Callable[[Exercise, dict, int | None], dict] = default_chain
     operations: Callable[[Exercise], Any] | None = None  # -> exercises.core.budget.Operations
-    collides: Callable[[Exercise, tuple[str, ...]], bool] | None = None  # misconceptions.collides, faster
     home: HomeStage | None = None
     sheet: SheetSection | None = None
     folder: Path | None = None
@@ -110,7 +107,7 @@ class Kind:
         if unknown:
             raise TypeError(f"kind {names['ID']}: GUARDS names mistakes not in the catalog: {', '.join(unknown)}")
         hooks = {n: names[n] for n in ("solve", "aids", "diagnose", "explain", "hints", "prompt_keys", "chain",
-                                       "operations", "collides", "draw") if n in names}
+                                       "operations", "draw") if n in names}
         order = int(names.get("ORDER", DEFAULT_ORDER))
         sheet = names.get("SHEET")
         if not (isinstance(names.get("HOME"), (HomeStage, type(None)))
@@ -212,18 +209,6 @@ def generate(kind_id: str, seed: int = 0, level: int = 1) -> Exercise:
         return Exercise(kind=kind_id, seed=seed, level=level, version=kind.VERSION, given=given,
                         parts=tuple(parts), params=params)
 
-    if kind.draw is None and kind.collides is not None:  # a kind that still answers the redraw's question
-        rng = rng_for(kind_id, seed, level)
-        for _ in range(MAX_REDRAWS):
-            draft = kind.generate(rng, level)
-            ex = make(draft.given, draft.parts, draft.params)
-            if draft.memo:
-                ex.__dict__.setdefault("_memo", {}).update(draft.memo)
-            if draft.env is not None:
-                pipeline.seed_reference_env(ex, draft.env)
-            if not kind.collides(ex, kind.GUARDS):
-                return ex
-        raise RuntimeError(f"{kind_id}: no distinguishable variant in {MAX_REDRAWS} draws (seed {seed}, level {level})")
     return sampler.sample(kind, rng_for(kind_id, seed, level), level, make)
 
 

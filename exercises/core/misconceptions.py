@@ -140,102 +140,28 @@ def apart(a: np.ndarray, b: np.ndarray, gap: float) -> bool:
     return not bool(np.all(cell_matches(a, b, gap)))
 
 
-def clashes(reference: np.ndarray, alts: dict[str, np.ndarray], gap: float = GAP) -> list[str]:
-    """The ids among `alts` ({id: the value that mistake gives}) that cannot be told apart: their
-    value is within `gap` of the reference ("id"), or of another mistake's ("first+second").
-    Values no one can write (NaN) are left out."""
-    block = _one_block(reference, alts)
-    if block is not None:  # every value of the reference's shape (the usual case): one block, no loop
-        names, block, ref = block
-        if not names:
-            return []
-        like_reference = np.abs(block - ref).max(axis=-1, initial=0.0) <= gap
-        close = np.abs(block[:, None, :] - block[None, :, :]).max(axis=-1) <= gap  # (k, k)
-        found = [names[i] for i in np.flatnonzero(like_reference)]
-        return found + [f"{names[i]}+{names[j]}" for i, j in np.argwhere(np.triu(close, k=1))]
-    return _clashes_by_shape(reference, alts, gap)
+def clashes(reference: np.ndarray, alts: Mapping[str, np.ndarray], gap: float = GAP) -> list[str]:
+    """The ids among `alts` ({id: the value that mistake gives}) that cannot be told apart: their value is
+    within `gap` of the reference in every cell ("id"), or of another mistake's of the same shape
+    ("first+second", pairs in the order of itertools.combinations). Values no one can write (NaN) are left
+    out; −∞ compares equal to −∞ only."""
+    usable = {mid: comparable(value) for mid, value in alts.items() if not np.isnan(np.asarray(value, float)).any()}
+    ref = comparable(reference)
+    names = list(usable)
+    found = [mid for mid in names if usable[mid].shape == ref.shape and _within(usable[mid], ref, gap)]
+    found += [f"{first}+{second}" for i, first in enumerate(names) for second in names[i + 1:]
+              if usable[first].shape == usable[second].shape and _within(usable[first], usable[second], gap)]
+    return found
 
 
 def any_clash(reference: np.ndarray, alts: Mapping[str, np.ndarray] | Iterable[np.ndarray], gap: float = GAP) -> bool:
-    """bool(clashes(reference, alts, gap)), stopping at the first clash it finds. `alts`: {id: value}, or
-    the values alone (a kind's redraw asks whether, not which)."""
-    if not isinstance(alts, Mapping):
-        alts = dict(enumerate(alts))
-    block = _one_block(reference, alts)
-    if block is None:
-        return bool(_clashes_by_shape(reference, alts, gap))
-    names, block, ref = block
-    return _block_clashes(names, block, ref, gap)
+    """bool(clashes(reference, alts, gap)); `alts`: {id: value}, or the values alone."""
+    return bool(clashes(reference, alts if isinstance(alts, Mapping) else dict(enumerate(alts)), gap))
 
 
-def any_clash_in(reference: np.ndarray, values: np.ndarray, gap: float = GAP) -> bool:
-    """any_clash for mistaken values already stacked, (k, *reference.shape), none of them NaN."""
-    ref = np.asarray(reference, dtype=float)
-    block = np.asarray(values, dtype=float).reshape(len(values), -1)
-    if block.size and not np.isfinite(block).all():
-        block = comparable(block)
-    return _block_clashes(range(len(block)), block, comparable(ref).reshape(-1), gap)
-
-
-def _block_clashes(names, block, ref, gap: float) -> bool:
-    if not len(names):
-        return False
-    if (np.abs(block - ref).max(axis=-1, initial=0.0) <= gap).any():
-        return True
-    if len(names) < 2:
-        return False
-    widest = np.abs(block[:, None, :] - block[None, :, :]).max(axis=-1)  # (k, k), symmetric, 0 on the diagonal
-    if gap < 0:
-        return bool(np.triu(widest <= gap, k=1).any())
-    return np.count_nonzero(widest <= gap) > len(names)  # some pair off the diagonal (each pair twice)
-
-
-def _one_block(reference: np.ndarray, alts: dict[str, np.ndarray]) -> tuple | None:
-    """(names, values (k, cells), reference (cells,)) with the NaN values left out and ±∞ replaced by
-    their stand-in, exactly as _clashes_by_shape compares them; None unless every value has the
-    reference's shape."""
-    ref = np.asarray(reference, dtype=float)
-    values = [np.asarray(alt, dtype=float) for alt in alts.values()]
-    shape = ref.shape
-    for value in values:
-        if value.shape != shape:
-            return None
-    if not values:
-        return [], None, None
-    block = np.array(values).reshape(len(values), -1)  # (k, cells)
-    names = list(alts)
-    if block.size and not np.isfinite(block).all():  # (every cell finite, the usual case: nothing to do)
-        unwritable = np.isnan(block).any(axis=1)
-        if unwritable.any():
-            keep = ~unwritable
-            names = [mid for mid, kept in zip(names, keep) if kept]
-            block = block[keep]
-        block = comparable(block)  # a cell's stand-in depends on that cell alone: the same as value by value
-    return names, block, comparable(ref).reshape(-1)
-
-
-def _clashes_by_shape(reference: np.ndarray, alts: dict[str, np.ndarray], gap: float) -> list[str]:
-    """clashes() for values of several shapes: each shape compared as a block."""
-    usable = {mid: alt for mid, alt in alts.items() if not np.isnan(alt).any()}
-    names = list(usable)
-    ref = comparable(reference)
-    stacked = [comparable(usable[mid]) for mid in names]  # each value once, −∞ as a stand-in
-    by_shape: dict[tuple, list[int]] = {}
-    for index, value in enumerate(stacked):
-        by_shape.setdefault(value.shape, []).append(index)
-    like_reference = np.zeros(len(names), dtype=bool)
-    close = np.zeros((len(names), len(names)), dtype=bool)
-    for shape, indices in by_shape.items():
-        block = np.stack([stacked[i] for i in indices]).reshape(len(indices), -1)  # (k, cells)
-        if shape == ref.shape:  # within gap of the reference in every cell (an empty value is never far)
-            like_reference[indices] = np.abs(block - ref.reshape(-1)).max(axis=-1, initial=0.0) <= gap
-        # every pair at once: the largest cell difference of each pair of same-shaped values
-        widest = np.abs(block[:, None, :] - block[None, :, :]).max(axis=-1)  # (k, k)
-        close[np.ix_(indices, indices)] = widest <= gap
-    found = [names[i] for i in np.flatnonzero(like_reference)]
-    # the pairs (first, second) in the order of combinations(): row-major over the upper triangle
-    found += [f"{names[i]}+{names[j]}" for i, j in np.argwhere(np.triu(close, k=1))]
-    return found
+def _within(a: np.ndarray, b: np.ndarray, gap: float) -> bool:
+    """Every cell of a within gap of b's (an empty value is never far)."""
+    return a.size == 0 or bool(np.abs(a - b).max() <= gap)
 
 
 _INFINITY_STAND_IN = 1e15  # −∞ compares equal to −∞ and far from every number a mistake gives
@@ -246,10 +172,6 @@ def comparable(value: np.ndarray) -> np.ndarray:
     value = np.asarray(value, dtype=float)
     infinite = np.isinf(value)
     return np.where(infinite, np.sign(value) * _INFINITY_STAND_IN, value) if infinite.any() else value
-
-
-def _far(a: np.ndarray, b: np.ndarray, gap: float) -> bool:
-    return a.size > 0 and bool(np.abs(a - b).max() > gap)
 
 
 def by_part(ex: Exercise, guards: Iterable[str] | None) -> dict[str, dict[str, np.ndarray]]:

@@ -74,33 +74,20 @@ AFFECTED: dict[str, frozenset[str]] = {
 }
 
 
-_PLANS: list = [None, {}]  # [the STEPS they were made from, {the keys a run starts with: its plan}]
-_PLANS_KEPT = 4096  # distinct starts seen (kinds × levels × mistakes): a few hundred; a bound all the same
-
-
 def _plan(keys: frozenset) -> tuple:
     """The steps a run starting from the values `keys` computes, in step order, each with its inputs and
     its mistake ids as sets: every step whose output is not there yet and whose inputs are there or made
-    before it. Memoised on the start (and remade whenever STEPS is rebound: tests patch it). A step that
-    fails at run time (a shape a mistake made) leaves its output out, so the run checks the inputs again."""
-    if _PLANS[0] is not STEPS:  # compared by identity: hashing the records is slow
-        _PLANS[:] = [STEPS, {}]
-    plans = _PLANS[1]
-    memo = plans.get(keys)
-    if memo is None:
-        have = set(keys)
-        memo = []
-        for step in STEPS:
-            inputs = frozenset(step.inputs)
-            if step.name in have or not inputs <= have:
-                continue
-            have.add(step.name)
-            memo.append((step, step.name, inputs, frozenset(step.mistake_ids)))
-        memo = tuple(memo)
-        if len(plans) >= _PLANS_KEPT:
-            plans.clear()
-        plans[keys] = memo
-    return memo
+    before it. A step that fails at run time (a shape a mistake made) leaves its output out, so the run
+    checks the inputs again."""
+    have = set(keys)
+    plan = []
+    for step in STEPS:
+        inputs = frozenset(step.inputs)
+        if step.name in have or not inputs <= have:
+            continue
+        have.add(step.name)
+        plan.append((step, step.name, inputs, frozenset(step.mistake_ids)))
+    return tuple(plan)
 
 
 def run(given: dict, mistakes: Iterable[str] = (), until: Iterable[str] | None = None,

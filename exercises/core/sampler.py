@@ -88,7 +88,7 @@ def sample(kind: Any, rng: np.random.Generator, level: int, make: Callable[..., 
     for _ in range(MAX_ROUNDS):
         if kind.draw is None:
             ex = _from_draft(kind.generate(rng, level), make)
-            if not misconceptions.collides(ex, guards=kind.GUARDS):
+            if not misconceptions.collides(ex, guards=kind.GUARDS) and budget.within_budget(ex, kind.operations):
                 return ex
             continue
         batch = kind.draw(rng, level)
@@ -129,12 +129,7 @@ def _only(batch: Batch, env: Mapping[str, Any], rows: np.ndarray) -> tuple[Batch
 
 
 def _from_draft(draft: Draft, make: Callable[..., Exercise]) -> Exercise:
-    ex = make(draft.given, draft.parts, draft.params)
-    if draft.memo:  # what the kind's own checks computed of this very draft
-        ex.__dict__.setdefault("_memo", {}).update(draft.memo)
-    if draft.env is not None:
-        pipeline.seed_reference_env(ex, draft.env)
-    return ex
+    return make(draft.given, draft.parts, draft.params)
 
 
 def _parts(batch: Batch, env: Mapping[str, Any], i: int) -> list[Part]:

@@ -11,7 +11,6 @@ import numpy as np
 from attention_core import causal_mask
 from attention_core.ops import scale, scores
 
-from ...core import budget
 from ...core.contract import Formula, HomeStage, SheetSection
 from ...core.draft import Draft, reference_parts
 from ...core.levels import spec
@@ -47,15 +46,8 @@ def softmax_like_gradient(rng: np.random.Generator, n: int, values, causal: bool
     return G
 
 
-MAX_TRIES = 200
-
-
 def generate(rng: np.random.Generator, level: int) -> Draft:
-    """A variant that fits the level's time budget (drawn again when the numbers make it too long)."""
-    return budget.draw_within_budget(_draft, rng, level, ID, MAX_TRIES)
-
-
-def _draft(rng: np.random.Generator, level: int) -> Draft:
+    """A variant (the sampler draws again when the numbers make it too long for the level's minutes)."""
     s = spec(level)
     n = 2 if level == 1 else choice(rng, s.n)  # three tokens of d_k = 4 take over level 1's 5 minutes
     d_k = int(choice(rng, D_K[level]))

@@ -18,7 +18,6 @@ import numpy as np
 
 from attention_core.ops import apply_mask, softmax
 
-from ...core import pipeline
 from ...core.contract import Formula, HomeStage, SheetSection
 from ...core.draft import Draft, reference_parts
 from ...core.levels import spec
@@ -120,9 +119,8 @@ def generate(rng: np.random.Generator, level: int) -> Draft:
             G_A[i, v:] = [values[k] for k in rng.integers(len(values), size=n - v)]
         counts[i, :v] = [x // math.gcd(*c) for x in c]
     given = {"A": A, "G_A": G_A, "causal": causal}
-    env = pipeline.run(given)
-    return Draft(given=given, parts=reference_parts(given, ["G_scaled"], s.decimals, env=env),
-                 params={"n": n, "scores_behind": scores_text(counts)}, env=env)
+    return Draft(given=given, parts=reference_parts(given, ["G_scaled"], s.decimals),
+                 params={"n": n, "scores_behind": scores_text(counts)})
 
 
 def prompt_keys(ex: Exercise) -> tuple[str, ...]:

@@ -38,12 +38,23 @@ from exercises.teacher.assignments import (
     unchanged_slots,
 )
 
-from .db import assignment_exercises, assignments, attempts, openings, roster, settings, submissions, writing
+from .db import (
+    assignment_exercises,
+    assignments,
+    attempt_claims,
+    attempts,
+    openings,
+    roster,
+    settings,
+    submissions,
+    writing,
+)
 from .keys import check_key, hash_key, new_code, new_key, parse_code, parse_key
 
 MAX_ANSWER_CHARS = 50_000  # one submitted answer, as JSON
 MAX_PROFILE = 100
 CODE_RETRIES = 8
+CLAIM_RETRIES = 40  # a submission counts again when another one of the same student took its number
 
 
 class UnknownAssignment(LookupError):
@@ -454,10 +465,26 @@ def record_submissions(engine: Engine, code: Any, student: Any, entries: Iterabl
                      "attempt_id": attempt_id, "person": person})
     if not rows:
         raise ValueError("nothing to submit")
+    for _ in range(CLAIM_RETRIES - 1):
+        try:
+            return _store_attempt(engine, code, who, person, at, attempt_id, rows)
+        except sa.exc.IntegrityError:
+            # another submission of this student took the number first (its commit is what we waited
+            # for): count again, now seeing it. Nothing of this one was stored.
+            continue
+    return _store_attempt(engine, code, who, person, at, attempt_id, rows)
+
+
+def _store_attempt(engine: Engine, code: str, who: str, person: str, at: datetime, attempt_id: str,
+                   rows: list[dict[str, Any]]) -> list[int]:
+    """One try at storing an attempt: the rules checked and the attempt's number claimed (the primary
+    key of attempt_claims: one per student and number) in the transaction that stores its rows."""
     ids = []
     with writing(engine).begin() as conn:
         assignment, _ = _load(conn, code)
         number = check_rules(conn, assignment, who, person, at)
+        conn.execute(sa.insert(attempt_claims).values(assignment_code=code, student_key=who, attempt=number,
+                                                      attempt_id=attempt_id, claimed_at=at))
         for row in rows:
             row["attempt"] = number
         expected = slots(assignment.items)
@@ -750,7 +777,7 @@ def delete_assignment(engine: Engine, code: Any, key: Any) -> None:
     """Delete an assignment with everything stored for it (AccessDenied without the key)."""
     with writing(engine).begin() as conn:
         assignment = _authorised(conn, code, key)
-        for table in (submissions, assignment_exercises, roster, openings):
+        for table in (submissions, attempt_claims, assignment_exercises, roster, openings):
             conn.execute(sa.delete(table).where(table.c.assignment_code == assignment.code))
         conn.execute(sa.delete(assignments).where(assignments.c.code == assignment.code))
 

@@ -96,6 +96,19 @@ openings = sa.Table(
     sa.Column("opened_at", sa.DateTime, nullable=False),
 )
 
+# One row per attempt number a student has used (issue 31): two sessions submitting at once both count
+# the same earlier attempts and ask for the same number; the primary key lets one of them through and
+# the other counts again (and is refused when none is left). Attempts stored before it have no row.
+attempt_claims = sa.Table(
+    "attempt_claims", metadata,
+    sa.Column("assignment_code", sa.String(16), sa.ForeignKey("assignments.code", ondelete="CASCADE"),
+              primary_key=True),
+    sa.Column("student_key", sa.String(100), primary_key=True),
+    sa.Column("attempt", sa.Integer, primary_key=True),
+    sa.Column("attempt_id", sa.String(40), nullable=False),
+    sa.Column("claimed_at", sa.DateTime, nullable=False),
+)
+
 # The very exercises of an assignment, stored once: the class's set when the assignment is created
 # (student_key ""), a student's own variants when they first open it. Later views and regrades read
 # these, so a generator change after that never changes what a student saw or how it is graded.

@@ -1,0 +1,89 @@
+"""Rules live in the database (DESIGN §9, issue 31): attempt limits and exam clocks hold when many
+sessions, tabs or replicas act at once, on SQLite and on PostgreSQL (the db_url fixture: under CI the
+PostgreSQL half must run, and fails when no server can be started).
+"""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+import storage
+from exercises.i18n import t
+from tests.test_storage import ITEMS, _entry, db_url, engine  # noqa: F401  (fixtures: SQLite and PostgreSQL)
+
+SESSIONS = 12  # submits pressed at the same moment (the engine's pool holds 15 connections)
+TRIALS = 4
+
+
+def _at_once(count: int, act) -> tuple[list, list[BaseException]]:
+    """Run act(i) for i in range(count) in threads released together; (results, errors)."""
+    barrier = threading.Barrier(count)
+    results: list = []
+    errors: list[BaseException] = []
+    lock = threading.Lock()
+
+    def run(i: int) -> None:
+        barrier.wait()
+        try:
+            out = act(i)
+        except BaseException as err:  # noqa: BLE001 - reported by the main thread
+            with lock:
+                errors.append(err)
+        else:
+            with lock:
+                results.append(out)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(count)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    return results, errors
+
+
+@pytest.mark.parametrize("allowed", [1, 3])
+def test_many_submits_at_once_store_exactly_the_allowed_attempts(engine, allowed):  # noqa: F811
+    """8 submits at once stored up to 7 of 1 allowed on PostgreSQL (count, then insert, no lock)."""
+    created = storage.create_assignment(engine, "Limit", ITEMS, 1, rules={"attempts": allowed})
+    code, key = created.assignment.code, created.teacher_key
+    for trial in range(TRIALS):
+        student = f"Student {trial}"
+
+        def submit(i: int, student=student) -> list[int]:
+            return storage.record_submissions(engine, code, student, [_entry(0, 0.5), _entry(1, 1.0)],
+                                              person=f"tab-{student}-{i}")
+
+        stored, refused = _at_once(SESSIONS, submit)
+        assert len(stored) == allowed, f"trial {trial}: {len(stored)} of {allowed} allowed were stored"
+        assert len(refused) == SESSIONS - allowed
+        assert all(isinstance(err, storage.Refused) and err.reason == "no_attempts" for err in refused), refused
+        rows = [s for s in storage.list_submissions(engine, code, key) if s.student == student]
+        assert len({s.attempt_id for s in rows}) == allowed and len(rows) == 2 * allowed
+        assert sorted({s.attempt for s in rows}) == list(range(1, allowed + 1))
+        assert sorted(i for ids in stored for i in ids) == sorted(s.id for s in rows)  # every acknowledged one
+    # every refused one is told why, in each language
+    assert "attempts" in t("assign.refused.no_attempts", "en")
+    assert t("assign.refused.no_attempts", "zh") != t("assign.refused.no_attempts", "en")
+
+
+def test_unlimited_attempts_at_once_are_all_kept_with_distinct_numbers(engine):  # noqa: F811
+    created = storage.create_assignment(engine, "Open", ITEMS, 1, rules={"attempts": 0})
+    code, key = created.assignment.code, created.teacher_key
+    stored, errors = _at_once(SESSIONS, lambda i: storage.record_submissions(
+        engine, code, "Ada", [_entry(0)], person=f"tab-{i}"))
+    assert errors == [] and len(stored) == SESSIONS
+    numbers = sorted(s.attempt for s in storage.list_submissions(engine, code, key))
+    assert numbers == list(range(1, SESSIONS + 1))
+
+
+def test_deleting_an_assignment_deletes_its_attempt_claims(engine):  # noqa: F811
+    created = storage.create_assignment(engine, "Gone", ITEMS, 1, rules={"attempts": 1})
+    code, key = created.assignment.code, created.teacher_key
+    storage.record_submissions(engine, code, "Ada", [_entry(0)])
+    storage.delete_assignment(engine, code, key)
+    with engine.connect() as conn:
+        left = conn.execute(storage.db.attempt_claims.select()).all()
+    assert left == []
+

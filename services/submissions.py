@@ -242,15 +242,16 @@ def attempts_left(a: storage.Assignment, done: int) -> int | None:
     return None if not a.rules.attempts else max(a.rules.attempts - done, 0)
 
 
-def opened(a: storage.Assignment, person: str) -> Any:
-    """When this person first opened the assignment (recorded now if never): an exam's clock."""
+def exam_clock(a: storage.Assignment, student: str) -> Any:
+    """When this student's exam clock started (now if never): one clock per student on the server, so
+    a reload or another browser does not start it again; the time limit counts from there."""
     with db.guarded():
-        return storage.opened(db.engine(), a.code, person)
+        return storage.exam_clock(db.engine(), a.code, student)
 
 
 def seen(a: storage.Assignment, person: str) -> None:
     """Record that this person has opened the assignment (once): from then on the teacher cannot change
-    what they saw. Not an exam's clock, which starts at the first opening under a time limit (opened())."""
+    what they saw. Not an exam's clock, which starts at the first opening under a time limit (exam_clock())."""
     with db.guarded():
         storage.opened(db.engine(), a.code, "seen:" + person)
 

@@ -26,6 +26,7 @@ from .api import (
     counted,
     create_assignment,
     delete_assignment,
+    exam_clock,
     get_assignment,
     gradebook,
     labels,
@@ -58,6 +59,6 @@ __all__ = [
     "list_attempts", "list_submissions", "open_engine", "parse_code", "parse_key", "record_attempt",
     "record_submission", "record_submissions", "store_exercises", "stored_exercises", "verify_teacher_key",
     "normalise_url", "Locked", "Refused", "assignments_of", "attempts_of", "counted", "delete_assignment", "labels",
-    "opened", "owner_id", "people", "roster_names", "server_secret", "set_roster", "student_for_token",
+    "exam_clock", "opened", "owner_id", "people", "roster_names", "server_secret", "set_roster", "student_for_token",
     "submission_count", "update_assignment", "merge_people", "rename_person",
 ]

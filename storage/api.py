@@ -424,12 +424,16 @@ def check_rules(conn: Connection, assignment: Assignment, who: str, person: str,
             roster.c.assignment_code == assignment.code, roster.c.student_key == who)).first() is None:
         raise Refused("not_on_roster")
     if rules.time_limit:
-        opened = conn.execute(sa.select(openings.c.opened_at).where(
-            openings.c.assignment_code == assignment.code, openings.c.person == person)).scalar()
-        if opened is not None:
-            ends = _aware(opened) + timedelta(minutes=rules.time_limit)
-            if now > ends + timedelta(seconds=GRACE_S):
-                raise Refused("time_up", ends)
+        # the student's clock (one per student, whatever browser started it), or an older per-session one
+        started = conn.execute(sa.select(sa.func.min(openings.c.opened_at)).where(
+            openings.c.assignment_code == assignment.code, openings.c.person.in_([person, _clock(who)]))).scalar()
+        if started is None:  # submitted without opening first: the clock starts now (the first start wins)
+            conn.execute(sa.insert(openings).values(assignment_code=assignment.code, person=_clock(who),
+                                                    opened_at=at))
+            started = at
+        ends = _aware(started) + timedelta(minutes=rules.time_limit)
+        if now > ends + timedelta(seconds=GRACE_S):
+            raise Refused("time_up", ends)
     done = conn.execute(sa.select(sa.func.count(sa.distinct(sa.func.coalesce(
         submissions.c.attempt_id, sa.cast(submissions.c.id, sa.String))))).where(
         submissions.c.assignment_code == assignment.code, submissions.c.student_key == who)).scalar() or 0
@@ -650,6 +654,18 @@ def opened(engine: Engine, code: Any, person: str, at: datetime | None = None) -
     with engine.connect() as conn:
         return _aware(conn.execute(sa.select(table.c.opened_at).where(
             table.c.assignment_code == code, table.c.person == person)).scalar_one())
+
+
+def _clock(who: str) -> str:
+    """The openings row of a student's exam clock: one per student (their normalised name or class-list
+    key), so a reload, a new browser or another replica finds the clock already running."""
+    return "clock:" + who
+
+
+def exam_clock(engine: Engine, code: Any, student: Any, at: datetime | None = None) -> datetime:
+    """When `student`'s exam clock started on this assignment (started now if never; the first start
+    wins when several sessions start it at once). Submissions past its time limit are refused."""
+    return opened(engine, code, _clock(student_key(student)), at)
 
 
 # ---------------------------------------------------------------- class lists and personal links

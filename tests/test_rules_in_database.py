@@ -6,6 +6,7 @@ PostgreSQL half must run, and fails when no server can be started).
 from __future__ import annotations
 
 import threading
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -87,3 +88,40 @@ def test_deleting_an_assignment_deletes_its_attempt_claims(engine):  # noqa: F81
         left = conn.execute(storage.db.attempt_claims.select()).all()
     assert left == []
 
+
+
+# ---------------------------------------------------------------- the exam clock
+
+T0 = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
+
+
+def test_the_exam_clock_is_one_per_student_on_the_server_and_survives_new_browsers(engine):  # noqa: F811
+    """Reloading an open assignment started a fresh clock: 5 minutes past a 1-minute limit was accepted."""
+    created = storage.create_assignment(engine, "Exam", ITEMS, 1, rules={"attempts": 0, "exam": True,
+                                                                         "time_limit": 1})
+    code = created.assignment.code
+    assert storage.exam_clock(engine, code, "Ada", at=T0) == T0
+    # a reload, a new browser, another letter case: the same clock
+    assert storage.exam_clock(engine, code, "ADA ", at=T0 + timedelta(minutes=5)) == T0
+    storage.record_submissions(engine, code, "Ada", [_entry(0)], T0 + timedelta(seconds=50), person="browser-1")
+    with pytest.raises(storage.Refused) as info:
+        storage.record_submissions(engine, code, "ada", [_entry(0)], T0 + timedelta(minutes=5), person="browser-2")
+    assert info.value.reason == "time_up" and info.value.when == T0 + timedelta(minutes=1)
+
+
+def test_a_submission_without_an_opening_starts_the_clock_and_cannot_restart_it(engine):  # noqa: F811
+    created = storage.create_assignment(engine, "Exam", ITEMS, 1, rules={"attempts": 0, "exam": True,
+                                                                         "time_limit": 1})
+    code = created.assignment.code
+    storage.record_submissions(engine, code, "Bob", [_entry(0)], T0, person="tab-1")  # no clock yet: starts now
+    assert storage.exam_clock(engine, code, "Bob", at=T0 + timedelta(minutes=3)) == T0
+    with pytest.raises(storage.Refused) as info:
+        storage.record_submissions(engine, code, "Bob", [_entry(0)], T0 + timedelta(minutes=3), person="tab-2")
+    assert info.value.reason == "time_up"
+
+
+def test_many_sessions_starting_one_clock_at_once_agree_on_the_first(engine):  # noqa: F811
+    created = storage.create_assignment(engine, "Exam", ITEMS, 1, rules={"exam": True, "time_limit": 10})
+    code = created.assignment.code
+    starts, errors = _at_once(SESSIONS, lambda i: storage.exam_clock(engine, code, "Cy", at=T0 + timedelta(seconds=i)))
+    assert errors == [] and len(set(starts)) == 1 and starts[0] in {T0 + timedelta(seconds=i) for i in range(SESSIONS)}

@@ -809,11 +809,15 @@ def gate(a: Assignment) -> str | None:
     return None
 
 
-def _clock(a: Assignment, person: str) -> str | None:
-    """An exam's time limit, counted on the server from the first opening: a caption, or why it is over."""
+def _clock(a: Assignment, name: str) -> str | None:
+    """An exam's time limit, counted on the server from the student's first opening: a caption, or why it is over."""
     if not a.rules.time_limit:
         return None
-    ends = submissions.opened(a, person) + timedelta(minutes=a.rules.time_limit)
+    try:
+        ends = submissions.exam_clock(a, name) + timedelta(minutes=a.rules.time_limit)
+    except db.Unavailable:
+        feedback.database_unavailable()
+        return "unavailable"
     left = (ends - datetime.now(UTC)).total_seconds()
     if left <= 0:
         st.warning(tr("assign.state.time_up", when=_when(ends)), icon=":material/timer_off:")
@@ -878,6 +882,6 @@ def student_ui(a: Assignment, token: str | None = None) -> None:
     if left == 0:
         st.warning(tr("assign.state.no_attempts", allowed=a.rules.attempts), icon=":material/block:")
         return
-    if _clock(a, person):
+    if _clock(a, name):
         return
     work_ui(a, name, items, person)

@@ -9,6 +9,7 @@ raised instead of showing (and grading) another problem.
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -17,7 +18,7 @@ from typing import Any
 import exercises
 import storage
 from exercises import Exercise, Feedback
-from exercises.teacher.assignments import slots
+from exercises.teacher.assignments import slots, student_key
 
 from . import db
 
@@ -200,14 +201,16 @@ def entries(items: Sequence[Exercise], graded: Graded) -> list[dict[str, Any]]:
 
 
 def submit(a: storage.Assignment, student: str, items: Sequence[Exercise], graded: Graded,
-           person: str | None = None) -> list[int]:
+           person: str | None = None, profile: str | None = None) -> list[int]:
     """Store a graded submission (one attempt) in one transaction; its ids once committed.
-    NotSaved if it failed; Refused (nothing stored) when the rules do not take it now."""
+    NotSaved if it failed; Refused (nothing stored) when the rules do not take it now. `profile`: the
+    browser profile submitting (an assignment without a class list takes a name only from its holder)."""
     if not graded.ready:
         raise ValueError("fix the unreadable or blank answers first")
     try:
         with db.guarded():
-            return storage.record_submissions(db.engine(), a.code, student, entries(items, graded), person=person)
+            return storage.record_submissions(db.engine(), a.code, student, entries(items, graded), person=person,
+                                              claimant=None if a.has_roster else profile)
     except (db.Unavailable, ValueError, storage.UnknownAssignment) as err:
         raise NotSaved(str(err)) from err
 
@@ -254,6 +257,22 @@ def seen(a: storage.Assignment, person: str) -> None:
     what they saw. Not an exam's clock, which starts at the first opening under a time limit (exam_clock())."""
     with db.guarded():
         storage.opened(db.engine(), a.code, "seen:" + person)
+
+
+def claim(a: storage.Assignment, student: str, profile: str) -> None:
+    """Take a typed name for this browser profile (an assignment without a class list): the first
+    profile to type a name holds it; Refused("name_taken") for another one (the teacher is told)."""
+    with db.guarded():
+        mine = storage.claim_name(db.engine(), a.code, student, profile)
+    if not mine:
+        raise Refused("name_taken")
+
+
+def person_for(profile: str, student: str) -> str:
+    """Who submits on an assignment without a class list: this browser profile under this name (a
+    digest: the profile id stays private), the same in every session of the browser."""
+    digest = hashlib.sha256(b"person\x1f" + profile.encode()).hexdigest()[:16]
+    return f"p:{digest}:{student_key(student)}"[:120]
 
 
 def student_for_token(a: storage.Assignment, token: str) -> str | None:

@@ -38,11 +38,14 @@ from exercises.teacher.assignments import (
     unchanged_slots,
 )
 
+from . import claims
 from .db import (
     assignment_exercises,
     assignments,
     attempt_claims,
     attempts,
+    name_claims,
+    name_clashes,
     openings,
     roster,
     settings,
@@ -67,7 +70,7 @@ class AccessDenied(PermissionError):
 
 class Refused(Exception):
     """A submission the assignment's rules do not accept now; nothing was stored. `reason` is one of
-    closed, not_open, late, time_up, no_attempts, not_on_roster; `when` the time it is about."""
+    closed, not_open, late, time_up, no_attempts, not_on_roster, name_taken; `when` the time it is about."""
 
     def __init__(self, reason: str, when: datetime | None = None):
         super().__init__(reason)
@@ -409,9 +412,12 @@ def store_exercises(engine: Engine, code: Any, student: Any, exercises: Mapping[
 # ---------------------------------------------------------------- submissions
 
 
-def check_rules(conn: Connection, assignment: Assignment, who: str, person: str, at: datetime) -> int:
+def check_rules(conn: Connection, assignment: Assignment, who: str, person: str, at: datetime,
+                claimant: str | None = None, name: str = "") -> int:
     """The number of this attempt (1, 2, …) if the rules take a submission by `who` at `at` (naive
-    UTC); Refused otherwise. `who` is the normalised name or class-list key attempts are counted by."""
+    UTC); Refused otherwise. `who` is the normalised name or class-list key attempts are counted by;
+    `claimant` the browser profile submitting to an assignment without a class list (the name must be
+    its own: claimed first, or admitted by the teacher)."""
     rules = assignment.rules
     if rules.closed:
         raise Refused("closed")
@@ -423,6 +429,9 @@ def check_rules(conn: Connection, assignment: Assignment, who: str, person: str,
     if assignment.has_roster and conn.execute(sa.select(roster.c.student_key).where(
             roster.c.assignment_code == assignment.code, roster.c.student_key == who)).first() is None:
         raise Refused("not_on_roster")
+    if claimant is not None and not assignment.has_roster and not claims.holds(
+            conn, assignment.code, who, claimant, name or who, at):
+        raise Refused("name_taken")
     if rules.time_limit:
         # the student's clock (one per student, whatever browser started it), or an older per-session one
         started = conn.execute(sa.select(sa.func.min(openings.c.opened_at)).where(
@@ -443,12 +452,15 @@ def check_rules(conn: Connection, assignment: Assignment, who: str, person: str,
 
 
 def record_submissions(engine: Engine, code: Any, student: Any, entries: Iterable[Mapping[str, Any]],
-                       submitted_at: datetime | None = None, person: str | None = None) -> list[int]:
+                       submitted_at: datetime | None = None, person: str | None = None,
+                       claimant: str | None = None) -> list[int]:
     """Store one student's answers (one attempt) in one transaction; returns their ids once committed.
 
     Each entry: item_index, kind, level, seed, answer (plain JSON), score (or None), misconception,
     and the exercise graded (an Exercise or its to_dict()) with its version. `person`: who pressed
     Submit (the browser session of an open assignment); rows are never replaced, each attempt is kept.
+    `claimant`: the browser profile submitting to an assignment without a class list: the name must be
+    its own (claim_name), else Refused name_taken.
     Raises MalformedCode, UnknownAssignment, AssignmentError (name), ValueError (an entry), Refused
     (the rules: closed, not open yet, late, out of time or attempts, not on the class list)."""
     code = parse_code(code)
@@ -471,22 +483,22 @@ def record_submissions(engine: Engine, code: Any, student: Any, entries: Iterabl
         raise ValueError("nothing to submit")
     for _ in range(CLAIM_RETRIES - 1):
         try:
-            return _store_attempt(engine, code, who, person, at, attempt_id, rows)
+            return _store_attempt(engine, code, who, person, at, attempt_id, rows, claimant)
         except sa.exc.IntegrityError:
             # another submission of this student took the number first (its commit is what we waited
             # for): count again, now seeing it. Nothing of this one was stored.
             continue
-    return _store_attempt(engine, code, who, person, at, attempt_id, rows)
+    return _store_attempt(engine, code, who, person, at, attempt_id, rows, claimant)
 
 
 def _store_attempt(engine: Engine, code: str, who: str, person: str, at: datetime, attempt_id: str,
-                   rows: list[dict[str, Any]]) -> list[int]:
+                   rows: list[dict[str, Any]], claimant: str | None = None) -> list[int]:
     """One try at storing an attempt: the rules checked and the attempt's number claimed (the primary
     key of attempt_claims: one per student and number) in the transaction that stores its rows."""
     ids = []
     with writing(engine).begin() as conn:
         assignment, _ = _load(conn, code)
-        number = check_rules(conn, assignment, who, person, at)
+        number = check_rules(conn, assignment, who, person, at, claimant, rows[0]["student"])
         conn.execute(sa.insert(attempt_claims).values(assignment_code=code, student_key=who, attempt=number,
                                                       attempt_id=attempt_id, claimed_at=at))
         for row in rows:
@@ -617,6 +629,77 @@ def rename_person(engine: Engine, code: Any, key: Any, who: str, name: Any) -> i
         # the person column is set too, so an older row keeps its identity when its name changes
         return conn.execute(sa.update(submissions).where(mine, _rows_of(who))
                             .values(student=cleaned, person=str(who)[:120])).rowcount
+
+
+# ---------------------------------------------------------------- names held by browsers (no class list)
+
+
+@dataclass(frozen=True)
+class Clash:
+    """A second browser that typed a name another browser holds: what the teacher decides on."""
+
+    name: str  # as the second browser typed it
+    student_key: str  # the name normalised (what attempts are counted by)
+    ref: str  # which browser (a digest of its profile; the profile id stays private)
+    at: datetime  # UTC
+    holder: str  # the name as the holding browser typed it
+    admitted: bool = False
+
+
+def claim_name(engine: Engine, code: Any, student: Any, profile: str, at: datetime | None = None) -> bool:
+    """Claim a typed name for a browser profile on an assignment without a class list: True when it is
+    the profile's (first to type it, or admitted by the teacher); False when another profile holds it
+    (the clash is listed for the teacher). With a class list the personal link says who it is: True."""
+    code, name = parse_code(code), clean_student_name(student)
+    with engine.connect() as conn:
+        assignment, _ = _load(conn, code)
+    if assignment.has_roster:
+        return True
+    return claims.claim(engine, code, student_key(name), str(profile)[:100], name, _utc_naive(at))
+
+
+def clashes_of(engine: Engine, code: Any, key: Any) -> list[Clash]:
+    """The clashes on the assignment's names, oldest first (AccessDenied without the teacher key)."""
+    with engine.connect() as conn:
+        assignment = _authorised(conn, code, key)
+        rows = conn.execute(sa.select(name_clashes, name_claims.c.name.label("holder")).select_from(
+            name_clashes.outerjoin(name_claims, sa.and_(name_claims.c.assignment_code == name_clashes.c.assignment_code,
+                                                        name_claims.c.student_key == name_clashes.c.student_key)))
+                            .where(name_clashes.c.assignment_code == assignment.code)
+                            .order_by(name_clashes.c.at)).all()
+    return [Clash(r.name, r.student_key, claims.profile_ref(r.profile), _aware(r.at), r.holder or r.name,
+                  bool(r.admitted)) for r in rows]
+
+
+def admit_clash(engine: Engine, code: Any, key: Any, who: str, ref: str) -> bool:
+    """The teacher says the second browser is the same person: it may use the name too (its attempts
+    count with the holder's). False when no such clash is listed."""
+    with writing(engine).begin() as conn:
+        assignment = _authorised(conn, code, key)
+        mine = sa.and_(name_clashes.c.assignment_code == assignment.code, name_clashes.c.student_key == who)
+        for profile in conn.execute(sa.select(name_clashes.c.profile).where(mine)).scalars():
+            if claims.profile_ref(profile) == ref:
+                conn.execute(sa.update(name_clashes).where(mine, name_clashes.c.profile == profile)
+                             .values(admitted=True))
+                return True
+    return False
+
+
+def release_name(engine: Engine, code: Any, key: Any, who: str) -> int:
+    """The teacher says the browser holding the name is not that student: the name is free again (the
+    next browser to type it holds it) and the submissions stored under it are set aside, kept and shown
+    in the gradebook, but no longer counted as the name's attempts. Returns the rows set aside."""
+    with writing(engine).begin() as conn:
+        assignment = _authorised(conn, code, key)
+        holder = conn.execute(sa.select(name_claims.c.profile).where(
+            name_claims.c.assignment_code == assignment.code, name_claims.c.student_key == who)).scalar()
+        aside = f"~{claims.profile_ref(holder or '')}:{who}"[:100]
+        mine = submissions.c.assignment_code == assignment.code
+        moved = conn.execute(sa.update(submissions).where(mine, submissions.c.student_key == who).values(
+            student_key=aside, person=sa.func.coalesce(submissions.c.person, who))).rowcount
+        for table in (name_claims, name_clashes, attempt_claims):
+            conn.execute(sa.delete(table).where(table.c.assignment_code == assignment.code, table.c.student_key == who))
+    return int(moved or 0)
 
 
 # ---------------------------------------------------------------- a student's own attempts, openings
@@ -793,7 +876,7 @@ def delete_assignment(engine: Engine, code: Any, key: Any) -> None:
     """Delete an assignment with everything stored for it (AccessDenied without the key)."""
     with writing(engine).begin() as conn:
         assignment = _authorised(conn, code, key)
-        for table in (submissions, attempt_claims, assignment_exercises, roster, openings):
+        for table in (submissions, attempt_claims, name_claims, name_clashes, assignment_exercises, roster, openings):
             conn.execute(sa.delete(table).where(table.c.assignment_code == assignment.code))
         conn.execute(sa.delete(assignments).where(assignments.c.code == assignment.code))
 

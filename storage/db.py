@@ -109,6 +109,30 @@ attempt_claims = sa.Table(
     sa.Column("claimed_at", sa.DateTime, nullable=False),
 )
 
+# Who holds a typed name on an assignment without a class list (issue 31): the first browser profile to
+# type it. Another profile typing the same name (any letter case) is refused and listed in name_clashes
+# for the teacher, who admits it (the same person on another browser) or releases the name.
+name_claims = sa.Table(
+    "name_claims", metadata,
+    sa.Column("assignment_code", sa.String(16), sa.ForeignKey("assignments.code", ondelete="CASCADE"),
+              primary_key=True),
+    sa.Column("student_key", sa.String(100), primary_key=True),
+    sa.Column("profile", sa.String(100), nullable=False),
+    sa.Column("name", sa.String(100), nullable=False),
+    sa.Column("claimed_at", sa.DateTime, nullable=False),
+)
+
+name_clashes = sa.Table(
+    "name_clashes", metadata,
+    sa.Column("assignment_code", sa.String(16), sa.ForeignKey("assignments.code", ondelete="CASCADE"),
+              primary_key=True),
+    sa.Column("student_key", sa.String(100), primary_key=True),
+    sa.Column("profile", sa.String(100), primary_key=True),
+    sa.Column("name", sa.String(100), nullable=False),  # as the second browser typed it
+    sa.Column("at", sa.DateTime, nullable=False),
+    sa.Column("admitted", sa.Boolean, nullable=False),  # the teacher said: the same person
+)
+
 # The very exercises of an assignment, stored once: the class's set when the assignment is created
 # (student_key ""), a student's own variants when they first open it. Later views and regrades read
 # these, so a generator change after that never changes what a student saw or how it is graded.

@@ -125,3 +125,64 @@ def test_many_sessions_starting_one_clock_at_once_agree_on_the_first(engine):  #
     code = created.assignment.code
     starts, errors = _at_once(SESSIONS, lambda i: storage.exam_clock(engine, code, "Cy", at=T0 + timedelta(seconds=i)))
     assert errors == [] and len(set(starts)) == 1 and starts[0] in {T0 + timedelta(seconds=i) for i in range(SESSIONS)}
+
+
+# ---------------------------------------------------------------- names held by browser profiles
+
+
+def test_a_typed_name_belongs_to_the_first_browser_and_a_clash_goes_to_the_teacher(engine):  # noqa: F811
+    """Another browser typing a classmate's name first (any letter case) used up the classmate's one
+    attempt: the classmate then read "You have used all your attempts (1)"."""
+    created = storage.create_assignment(engine, "Open", ITEMS, 1, rules={"attempts": 1})
+    code, key = created.assignment.code, created.teacher_key
+    assert storage.claim_name(engine, code, "ada lovelace", "profile-squatter")
+    storage.record_submissions(engine, code, "ada lovelace", [_entry(0, 0.0)], claimant="profile-squatter")
+    assert not storage.claim_name(engine, code, "Ada  Lovelace", "profile-ada")  # taken
+    with pytest.raises(storage.Refused) as info:  # the server refuses it too, whatever the page does
+        storage.record_submissions(engine, code, "Ada Lovelace", [_entry(0, 1.0)], claimant="profile-ada")
+    assert info.value.reason == "name_taken"
+    assert "taken" in t("assign.refused.name_taken", "en")
+    (clash,) = storage.clashes_of(engine, code, key)
+    assert (clash.name, clash.holder, clash.admitted) == ("Ada Lovelace", "ada lovelace", False)
+    assert "profile-ada" not in repr(clash)  # the profile id stays private
+    with pytest.raises(storage.AccessDenied):
+        storage.clashes_of(engine, code, storage.create_assignment(engine, "B", ITEMS, 1).teacher_key)
+    # the teacher releases the name: the squatter's attempt is kept and shown, no longer counted as Ada's
+    assert storage.release_name(engine, code, key, clash.student_key) == 1
+    assert storage.claim_name(engine, code, "Ada Lovelace", "profile-ada")
+    storage.record_submissions(engine, code, "Ada Lovelace", [_entry(0, 1.0)], claimant="profile-ada")
+    assert not storage.claim_name(engine, code, "ADA LOVELACE", "profile-squatter")
+    rows = storage.list_submissions(engine, code, key)
+    assert sorted(r.score for r in rows) == [0.0, 1.0] and storage.clashes_of(engine, code, key)[0].ref != clash.ref
+
+
+def test_the_teacher_admits_a_second_browser_of_the_same_person(engine):  # noqa: F811
+    created = storage.create_assignment(engine, "Open", ITEMS, 1, rules={"attempts": 2})
+    code, key = created.assignment.code, created.teacher_key
+    assert storage.claim_name(engine, code, "Bo", "laptop")
+    storage.record_submissions(engine, code, "Bo", [_entry(0)], claimant="laptop")
+    assert not storage.claim_name(engine, code, "bo", "phone")
+    (clash,) = storage.clashes_of(engine, code, key)
+    assert storage.admit_clash(engine, code, key, clash.student_key, clash.ref)
+    assert storage.claim_name(engine, code, "bo", "phone")
+    storage.record_submissions(engine, code, "bo", [_entry(0)], claimant="phone")
+    with pytest.raises(storage.Refused) as info:  # one person: the two browsers share the 2 attempts
+        storage.record_submissions(engine, code, "Bo", [_entry(0)], claimant="laptop")
+    assert info.value.reason == "no_attempts"
+    assert storage.clashes_of(engine, code, key)[0].admitted
+
+
+def test_many_browsers_typing_one_name_at_once_leave_one_holder(engine):  # noqa: F811
+    created = storage.create_assignment(engine, "Open", ITEMS, 1)
+    code, key = created.assignment.code, created.teacher_key
+    held, errors = _at_once(SESSIONS, lambda i: storage.claim_name(engine, code, "Cy", f"browser-{i}"))
+    assert errors == [] and sorted(held) == [False] * (SESSIONS - 1) + [True]
+    assert len(storage.clashes_of(engine, code, key)) == SESSIONS - 1
+
+
+def test_a_class_list_needs_no_claim(engine):  # noqa: F811
+    created = storage.create_assignment(engine, "Listed", ITEMS, 1)
+    code, key = created.assignment.code, created.teacher_key
+    storage.set_roster(engine, code, key, ["Ada"])
+    assert storage.claim_name(engine, code, "Ada", "one") and storage.claim_name(engine, code, "Ada", "two")
+    storage.record_submissions(engine, code, "Ada", [_entry(0)], claimant="two")

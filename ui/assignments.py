@@ -30,6 +30,7 @@ from services.assignments import MAX_COUNT, MAX_SEED, Assignment, AssignmentErro
 
 from . import aids as aids_ui
 from . import answer_grid, feedback, mathview, problem, solution
+from . import progress as progress_ui
 from .i18n import lang, lang_key, render, tr, user_text
 
 MAX_ROWS = 8  # item rows in the builder
@@ -501,10 +502,18 @@ def student_name_ui(a: Assignment) -> str | None:
         started = st.form_submit_button(tr("assign.start"), type="primary", icon=":material/play_arrow:")
     if started:
         try:
-            state[_key(a, "student")] = clean_student_name(text)
+            name = clean_student_name(text)
+            submissions.claim(a, name, progress_ui.profile())  # the first browser to type a name holds it
         except AssignmentError as err:
             st.error(render(err.message, untrusted=True), icon=":material/person_alert:")
             return None
+        except submissions.Refused as err:
+            st.error(_refusal(err), icon=":material/person_alert:")
+            return None
+        except db.Unavailable:
+            feedback.database_unavailable()
+            return None
+        state[_key(a, "student")] = name
         st.rerun()
     return None
 
@@ -527,14 +536,11 @@ def roster_name_ui(a: Assignment, token: str | None) -> str | None:
 
 
 def person_id(a: Assignment, name: str) -> str:
-    """Who submits: the class-list entry, or (an open assignment) this browser session under this name,
-    so a second person typing the same name never replaces the first one's submission."""
+    """Who submits: the class-list entry, or (an open assignment) this browser's profile under this name,
+    which holds the name (submissions.claim), so no one else's attempts are filed under it."""
     if a.has_roster:
         return student_key(name)
-    state = st.session_state
-    if _key(a, "session") not in state:
-        state[_key(a, "session")] = secrets.token_hex(8)
-    return f"s:{state[_key(a, 'session')]}:{student_key(name)}"
+    return submissions.person_for(progress_ui.profile(), name)
 
 
 def items_for(a: Assignment, name: str) -> list[Exercise] | None:
@@ -648,7 +654,7 @@ def _submit(a: Assignment, name: str, items: list[Exercise], person: str, pages:
         _go(a, items, pages, submissions.page_of(pages, first))
         return
     try:
-        ids = submissions.submit(a, name, items, graded, person=person)
+        ids = submissions.submit(a, name, items, graded, person=person, profile=progress_ui.profile())
     except submissions.Refused as err:
         state[_key(a, "refused")] = _refusal(err)
         return

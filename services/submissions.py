@@ -13,6 +13,7 @@ import hashlib
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 import exercises
@@ -238,6 +239,24 @@ def attempts_of(a: storage.Assignment, student: str) -> list[list[storage.Submis
     """This student's own earlier attempts, oldest first (what a returning student is shown)."""
     with db.guarded():
         return storage.attempts_of(db.engine(), a.code, student)
+
+
+def taking_submissions(a: storage.Assignment, now: datetime | None = None) -> bool:
+    """Can anything still be submitted: not closed, and not past the deadline."""
+    now = now or datetime.now(UTC)
+    return not a.rules.closed and (a.rules.deadline is None or now <= a.rules.deadline)
+
+
+def marks_visible(a: storage.Assignment, final: bool, on_roster: bool, now: datetime | None = None) -> bool:
+    """May the student see marks (the score and the marked grid) now? Outside an exam always. In an exam
+    only a name on the class list sees them (once released, or after their final attempt when the teacher
+    chose that): a throwaway name would learn which cells are right and then submit under the real
+    one. An exam without a class list shows marks once released and no longer taking submissions."""
+    if not a.rules.exam:
+        return True
+    if not (a.has_roster and on_roster):
+        return a.rules.released and not taking_submissions(a, now)
+    return a.rules.marks_visible(final)
 
 
 def attempts_left(a: storage.Assignment, done: int) -> int | None:

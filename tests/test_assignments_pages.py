@@ -604,7 +604,10 @@ def test_exam_mode_hides_marks_until_released_and_offers_no_solutions(db):
     storage.update_assignment(db, a.code, key, rules={**rules, "released": True})
     back = student_opens(a.code, "Ada", browser="another", taken=True)  # another browser: the name is Ada's
     assert "Your score" not in texts(back)
-    at.run()  # Ada's own session, after the release: her marks
+    at.run()  # released, but an exam without a class list still taking answers: no marks yet (issue 31)
+    assert "Your score" not in texts(at)
+    storage.update_assignment(db, a.code, key, rules={**rules, "released": True, "closed": True})
+    at.run()  # Ada's own session, released after the exam: her marks
     assert "Submitted. Your score: 100%." in texts(at)
     assert not any(b.label == "Show solution" for b in at.button)  # never in an exam
 
@@ -793,13 +796,14 @@ def test_released_exam_marks_name_no_mistake_and_no_sanity_check(db):
     [ex] = stored(a)
     part = ex.parts[0].name
     _mid, text = mistaken_answer(ex, part)
-    at = student_opens(a.code, "Ada")
+    links = storage.set_roster(db, a.code, created.teacher_key, ["Ada", "Bob"])  # an exam's marks: class list only
+    at = page(ASSIGNMENTS, {"assignment": a.code, "t": links["Ada"]})
     at.text_area(key=paste_key(item_prefix(at, a, 0, ex), part)).input(text)
     submit(at)
     shown = texts(at)
     assert "Score " in shown and "Likely mistake" not in shown and "Sanity check" not in shown
     practice = service_assignments.update(a, created.teacher_key, rules={**rules, "exam": False})
-    again = student_opens(practice.code, "Bob")
+    again = page(ASSIGNMENTS, {"assignment": a.code, "t": links["Bob"]})
     again.text_area(key=paste_key(item_prefix(again, practice, 0, ex), part)).input(text)
     submit(again)
     assert "Likely mistake" in texts(again), "outside an exam the feedback names the mistake"
@@ -842,3 +846,18 @@ def test_a_name_taken_by_another_browser_goes_to_the_teachers_list_who_releases_
     submit(ada)
     assert "Submitted. Your score: 100%." in texts(ada)
     assert sorted(s.score for s in storage.list_submissions(db, a.code, key)) == [0.0, 1.0]  # both kept
+
+
+def test_a_throwaway_name_on_an_exam_sees_no_score_and_no_marked_grid(db):
+    """Issue 31: a throwaway name saw "Your score: 0%" and the marked grid after its final attempt, and
+    the real name then scored 100 %."""
+    rules = {"attempts": 1, "exam": True, "release": "final"}
+    created = service_assignments.create("Exam", [{"kind": "scaling", "level": 1}], 2, rules=rules)
+    a = created.assignment
+    at = student_opens(a.code, "Throwaway")
+    _wrong_everywhere(at, a, "Throwaway")
+    submit(at)
+    assert "Your score" not in texts(at) and "Your marks will be shown when your teacher releases them." in texts(at)
+    assert not any(getattr(e, "value", "").startswith("Score ") for e in at.get("caption"))
+    again = student_opens(a.code, "Throwaway")  # a reload: the stored attempt, unmarked too
+    assert "Your score" not in texts(again)

@@ -750,7 +750,8 @@ def results_ui(a: Assignment, items: list[Exercise], graded: dict[int, Feedback 
                answers: dict[int, Any], final: bool, prefix: str = "asg") -> None:
     """A submission: marks and feedback of each item (in an exam only once released or after the final
     attempt), a page at a time for a long set; solutions only when the rules allow them."""
-    marks = a.rules.marks_visible(final)
+    # an exam shows marks only to a name on the class list (services.submissions.marks_visible)
+    marks = submissions.marks_visible(a, final, on_roster=a.has_roster)
     if marks:
         total = sum(fb.score for fb in graded.values() if fb is not None) / max(len(items), 1)
         st.success(tr("assign.submitted", score=f"{total:.0%}"), icon=":material/task_alt:")

@@ -37,6 +37,7 @@ from .api import (
     list_attempts,
     list_submissions,
     merge_people,
+    open_exams_giving,
     opened,
     owner_id,
     people,
@@ -66,5 +67,5 @@ __all__ = [
     "normalise_url", "Locked", "Refused", "assignments_of", "attempts_of", "counted", "delete_assignment", "labels",
     "exam_clock", "opened", "owner_id", "people", "roster_names", "server_secret", "set_roster", "student_for_token",
     "submission_count", "update_assignment", "merge_people", "rename_person",
-    "Clash", "admit_clash", "claim_name", "clashes_of", "release_name",
+    "Clash", "admit_clash", "open_exams_giving", "claim_name", "clashes_of", "release_name",
 ]

@@ -38,12 +38,13 @@ from exercises.teacher.assignments import (
     unchanged_slots,
 )
 
-from . import claims
+from . import claims, fingerprints
 from .db import (
     assignment_exercises,
     assignments,
     attempt_claims,
     attempts,
+    given_fingerprints,
     name_claims,
     name_clashes,
     openings,
@@ -337,6 +338,7 @@ def create_assignment(engine: Engine, title: Any, items: Iterable[ItemSpec | Map
                         {"assignment_code": code, "student_key": "", "item_index": index,
                          "version": int(ex["version"]), "exercise": ex, "stored_at": row["created_at"]}
                         for index, ex in enumerate(stored)])
+                    fingerprints.store(conn, code, "", dict(enumerate(stored)))
         except sa.exc.IntegrityError:
             continue  # the code is taken (31^8 codes: rare); draw another
         assignment = Assignment(code=code, title=spec.title, items=spec.items, seed=spec.seed,
@@ -403,6 +405,7 @@ def store_exercises(engine: Engine, code: Any, student: Any, exercises: Mapping[
                 new = [r for r in rows if r["item_index"] not in present]
                 if new:
                     conn.execute(sa.insert(table), new)
+                    fingerprints.store(conn, code, who, {r["item_index"]: r["exercise"] for r in new})
             break
         except sa.exc.IntegrityError:
             continue  # theirs are kept: a stored exercise is never replaced
@@ -751,6 +754,24 @@ def exam_clock(engine: Engine, code: Any, student: Any, at: datetime | None = No
     return opened(engine, code, _clock(student_key(student)), at)
 
 
+def open_exams_giving(engine: Engine, prints: Iterable[str], at: datetime | None = None) -> list[str]:
+    """The codes of exams still taking answers (or not open yet) with an item whose given matrices are
+    all among these fingerprints (storage.fingerprints): Check my work and Practice refuse to compute it."""
+    codes = fingerprints.matching(engine, prints)
+    if not codes:
+        return []
+    now = _aware(_utc_naive(at))
+    with engine.connect() as conn:
+        rows = conn.execute(sa.select(assignments.c.code, assignments.c.rules).where(
+            assignments.c.code.in_(sorted(codes)))).all()
+    out = []
+    for row in rows:
+        rules = make_rules(row.rules)
+        if rules.exam and not rules.closed and (rules.deadline is None or now <= rules.deadline):
+            out.append(row.code)
+    return sorted(out)
+
+
 # ---------------------------------------------------------------- class lists and personal links
 
 
@@ -859,6 +880,7 @@ def update_assignment(engine: Engine, code: Any, key: Any, title: Any = None, ru
             table = assignment_exercises
             conn.execute(sa.delete(table).where(table.c.assignment_code == assignment.code,
                                                 table.c.item_index >= kept))
+            fingerprints.forget(conn, assignment.code, kept)
             given = dict(exercises) if isinstance(exercises, Mapping) else dict(enumerate(exercises))
             stored = {int(i): _exercise_json(e) for i, e in given.items() if kept <= int(i) < len(slots(new))}
             if stored and not (per_student if switch else assignment.per_student):
@@ -866,6 +888,7 @@ def update_assignment(engine: Engine, code: Any, key: Any, title: Any = None, ru
                     {"assignment_code": assignment.code, "student_key": "", "item_index": i,
                      "version": int(ex["version"]), "exercise": ex, "stored_at": _utc_naive(None)}
                     for i, ex in sorted(stored.items())])
+                fingerprints.store(conn, assignment.code, "", stored)
         if values:
             conn.execute(sa.update(assignments).where(assignments.c.code == assignment.code).values(**values))
         row = conn.execute(sa.select(assignments).where(assignments.c.code == assignment.code)).first()
@@ -876,7 +899,8 @@ def delete_assignment(engine: Engine, code: Any, key: Any) -> None:
     """Delete an assignment with everything stored for it (AccessDenied without the key)."""
     with writing(engine).begin() as conn:
         assignment = _authorised(conn, code, key)
-        for table in (submissions, attempt_claims, name_claims, name_clashes, assignment_exercises, roster, openings):
+        for table in (submissions, attempt_claims, name_claims, name_clashes, given_fingerprints, assignment_exercises,
+                      roster, openings):
             conn.execute(sa.delete(table).where(table.c.assignment_code == assignment.code))
         conn.execute(sa.delete(assignments).where(assignments.c.code == assignment.code))
 

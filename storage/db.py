@@ -147,6 +147,21 @@ assignment_exercises = sa.Table(
     sa.Column("stored_at", sa.DateTime, nullable=False),
 )
 
+# A fingerprint of each given matrix of every stored exercise (issue 31): Check my work and Practice look
+# up the matrices they are given and refuse an open exam's item. `matrices` is how many distinct
+# matrices the item gives (an item matches when all of them are among those looked up); an item with
+# none has one row with fingerprint "-" (it is fingerprinted, and matches nothing).
+given_fingerprints = sa.Table(
+    "given_fingerprints", metadata,
+    sa.Column("assignment_code", sa.String(16), sa.ForeignKey("assignments.code", ondelete="CASCADE"),
+              primary_key=True),
+    sa.Column("student_key", sa.String(100), primary_key=True),  # "" for the class's set
+    sa.Column("item_index", sa.Integer, primary_key=True),
+    sa.Column("fingerprint", sa.String(32), primary_key=True),
+    sa.Column("matrices", sa.Integer, nullable=False),
+    sa.Index("ix_given_fingerprints_fingerprint", "fingerprint"),
+)
+
 attempts = sa.Table(
     "attempts", metadata,
     sa.Column("id", _ID, primary_key=True, autoincrement=True),
@@ -223,6 +238,8 @@ def open_engine(url: str | None = None) -> Engine:
     add_missing_columns(engine)
     from .profiles import register_legacy_profiles  # the migration of issue 20 (needs the tables above)
     register_legacy_profiles(engine)
+    from .fingerprints import backfill  # the migration of issue 31: stored exercises get fingerprints
+    backfill(engine)
     return engine
 
 

@@ -186,3 +186,69 @@ def test_a_class_list_needs_no_claim(engine):  # noqa: F811
     storage.set_roster(engine, code, key, ["Ada"])
     assert storage.claim_name(engine, code, "Ada", "one") and storage.claim_name(engine, code, "Ada", "two")
     storage.record_submissions(engine, code, "Ada", [_entry(0)], claimant="two")
+
+
+# ---------------------------------------------------------------- an open exam's items, by their matrices
+
+
+def _prints(exercise: dict) -> set[str]:
+    return storage.fingerprints.of_given(exercise["given"])
+
+
+def test_an_open_exams_items_are_found_by_their_given_matrices_not_by_seed(engine):  # noqa: F811
+    import exercises
+
+    item = exercises.generate("attention", 12, 1)
+    created = storage.create_assignment(engine, "Exam", [{"kind": "attention", "level": 1}], 1, exercises=[item],
+                                        rules={"exam": True})
+    code, key = created.assignment.code, created.teacher_key
+    given = {name: m.tolist() for name, m in item.matrices().items()}  # as typed elsewhere: Q, K, V
+    prints = {storage.fingerprints.matrix_fingerprint(m) for m in given.values()}
+    assert storage.open_exams_giving(engine, prints) == [code]
+    assert storage.open_exams_giving(engine, set(list(prints)[:-1])) == []  # part of an item is not the item
+    other = exercises.generate("attention", 13, 1)
+    assert storage.open_exams_giving(engine, _prints(other.to_dict())) == []
+    # a student's own variant, stored when they open it, is found the same way
+    own = exercises.generate("attention", 99, 1)
+    per = storage.create_assignment(engine, "Own", [{"kind": "attention", "level": 1}], 1, per_student=True,
+                                    rules={"exam": True})
+    storage.store_exercises(engine, per.assignment.code, "Ada", {0: own})
+    assert storage.open_exams_giving(engine, _prints(own.to_dict())) == [per.assignment.code]
+    # over (closed, or past its deadline): computed again
+    storage.update_assignment(engine, code, key, rules={"exam": True, "closed": True})
+    assert storage.open_exams_giving(engine, prints) == []
+    storage.update_assignment(engine, code, key, rules={"exam": True, "deadline": (T0 - timedelta(days=1))})
+    assert storage.open_exams_giving(engine, prints, at=T0) == []
+    storage.update_assignment(engine, code, key, rules={"exam": False})
+    assert storage.open_exams_giving(engine, prints) == []
+
+
+def test_a_database_from_before_fingerprints_gets_them(db_url):  # noqa: F811
+    import exercises
+
+    item = exercises.generate("scores", 5, 1)
+    eng = storage.open_engine(db_url)
+    created = storage.create_assignment(eng, "Old", [{"kind": "scores", "level": 1}], 1, exercises=[item],
+                                        rules={"exam": True})
+    with eng.begin() as conn:  # as an older version left it: exercises stored, no fingerprints
+        conn.exec_driver_sql("DROP TABLE given_fingerprints")
+    eng.dispose()
+    eng = storage.open_engine(db_url)
+    try:
+        assert storage.open_exams_giving(eng, _prints(item.to_dict())) == [created.assignment.code]
+        assert storage.fingerprints.backfill(eng) == 0, "nothing left to fingerprint"
+    finally:
+        eng.dispose()
+
+
+def test_fingerprints_read_the_same_from_json_arrays_and_typed_text():
+    import numpy as np
+
+    from exercises.core.checkwork import read_matrix
+
+    typed = read_matrix("Q", "0.5 -1\n2 .25")
+    assert storage.fingerprints.matrix_fingerprint(typed.tolist()) == storage.fingerprints.matrix_fingerprint(
+        [[0.5, -1], [2.0, 0.25]]) == storage.fingerprints.matrix_fingerprint(np.array([[0.5, -1.0], [2, 0.25]]).tolist())
+    assert storage.fingerprints.matrix_fingerprint([[1, "-inf"]]) != storage.fingerprints.matrix_fingerprint([[1, 0]])
+    assert storage.fingerprints.matrix_fingerprint([[1, 2]]) != storage.fingerprints.matrix_fingerprint([[1], [2]])
+    assert storage.fingerprints.matrix_fingerprint([[1, 2], [3]]) is None

@@ -87,6 +87,18 @@ roster = sa.Table(
     sa.Column("issued_at", sa.DateTime, nullable=False),
 )
 
+# Wrong tries at a form that accepts a secret (issue 31), shared by every session and replica: one row
+# per form and client address (a digest), and one per form with source "*" (the form's global budget).
+throttles = sa.Table(
+    "throttles", metadata,
+    sa.Column("form", sa.String(40), primary_key=True),
+    sa.Column("source", sa.String(64), primary_key=True),
+    sa.Column("failures", sa.Integer, nullable=False),  # wrong tries in a row (the global row: in its window)
+    sa.Column("until", sa.DateTime, nullable=False),  # naive UTC: no try is taken before it
+    sa.Column("since", sa.DateTime, nullable=False),  # the first of those tries (the global row: its window)
+    sa.Column("last", sa.String(64), nullable=True),  # a digest of the last try (a rerun is no new guess)
+)
+
 # When each person first opened an assignment (an exam's time limit counts from there).
 openings = sa.Table(
     "openings", metadata,

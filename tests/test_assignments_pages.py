@@ -16,7 +16,7 @@ import storage
 from exercises.cli import selftest
 from exercises.core import misconceptions
 from services import assignments as service_assignments
-from services import submissions
+from services import submissions, throttle
 from tests.apptest_helpers import ROOT, open_page
 from tests.served_app import entrypoint_every_run  # noqa: F401  (fixture)
 from ui import assignments as ui_assignments
@@ -299,8 +299,13 @@ def test_the_gradebook_needs_the_right_key(db):
     cases = [("nope", key, "not an assignment code"), ("ZZZZZZZZ", key, "No assignment has the code ZZZZZZZZ"),
              (code, "short", "not a teacher key"), (code, other_key, f"does not open the gradebook of {code}"),
              (code, "", "not a teacher key")]
-    for code_text, key_text, message in cases:
+    for n, (code_text, key_text, message) in enumerate(cases):
         at = open_gradebook(code_text, key_text)
+        if n == throttle.FREE + 1:  # wrong tries from one address are throttled across sessions (issue 31)
+            assert "Wait" in at.error[0].value
+            with db.begin() as conn:
+                conn.execute(sa.delete(storage.db.throttles))
+            at = open_gradebook(code_text, key_text)
         assert message in at.error[0].value
         assert not at.dataframe and "Ada" not in texts(at)
     at = open_gradebook(code, key)

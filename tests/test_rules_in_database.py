@@ -252,3 +252,26 @@ def test_fingerprints_read_the_same_from_json_arrays_and_typed_text():
     assert storage.fingerprints.matrix_fingerprint([[1, "-inf"]]) != storage.fingerprints.matrix_fingerprint([[1, 0]])
     assert storage.fingerprints.matrix_fingerprint([[1, 2]]) != storage.fingerprints.matrix_fingerprint([[1], [2]])
     assert storage.fingerprints.matrix_fingerprint([[1, 2], [3]]) is None
+
+
+# ---------------------------------------------------------------- throttles shared by sessions and replicas
+
+
+def test_wrong_tries_at_once_are_all_counted_per_source_and_for_everyone(engine):  # noqa: F811
+    from storage import throttles
+
+    now = datetime(2026, 1, 5, 9, 0)
+
+    def delay(failures: int) -> float:
+        return 0.0 if failures <= 3 else 2.0 ** (failures - 4)
+
+    waits, errors = _at_once(SESSIONS, lambda i: throttles.failed(engine, "gradebook", "one-address", f"try-{i}",
+                                                                  now, delay, budget=1000, window_s=60))
+    assert errors == [] and len(waits) == SESSIONS
+    assert throttles.wait(engine, "gradebook", "one-address", now) == 2.0 ** (SESSIONS - 4)  # none lost
+    assert throttles.wait(engine, "gradebook", "another", now) == 0.0
+    _, errors = _at_once(SESSIONS, lambda i: throttles.failed(engine, "recovery", f"address-{i}", None, now, delay,
+                                                              budget=SESSIONS, window_s=60))
+    assert errors == [] and throttles.wait(engine, "recovery", "a-new-address", now) == 60.0  # budget spent
+    throttles.succeeded(engine, "gradebook", "one-address")
+    assert throttles.wait(engine, "gradebook", "one-address", now) == 0.0

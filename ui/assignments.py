@@ -24,12 +24,12 @@ from exercises.i18n import msg, plural
 from exercises.i18n.escape import untrusted
 from exercises.teacher.assignments import clean_student_name, student_key
 from services import assignments as service
-from services import db, submissions, throttle
+from services import db, submissions
 from services import gradebook as gradebook_service
 from services.assignments import MAX_COUNT, MAX_SEED, Assignment, AssignmentError
 
 from . import aids as aids_ui
-from . import answer_grid, feedback, mathview, problem, solution
+from . import answer_grid, feedback, guard, mathview, problem, solution
 from . import progress as progress_ui
 from .i18n import lang, lang_key, render, tr, user_text
 
@@ -247,19 +247,22 @@ def _dash_open() -> None:
     with st.form("assign.dash_form"):
         text = st.text_input(tr("gradebook.key"), type="password", key="assign.dash_key", max_chars=100)
         pressed = st.form_submit_button(tr("assign.dash_open"), icon=":material/lock_open:")
-    if not pressed:
+    if not pressed or guard.refused("dashboard"):  # throttled per browser address and for everyone (issue 31)
         return
     try:
         found = service.mine(text)
     except service.MalformedKey:
+        guard.failed("dashboard")
         st.error(tr("gradebook.error.key_malformed"), icon=":material/key_off:")
         return
     except db.Unavailable:
         feedback.database_unavailable()
         return
     if not found:
+        guard.failed("dashboard")
         st.error(tr("assign.dash_none"), icon=":material/lock:")
         return
+    guard.succeeded("dashboard")
     st.session_state[DASH] = service.parse_key(text)
     st.rerun()
 
@@ -438,24 +441,25 @@ def open_code_ui() -> None:
 
 def load(code_text: str) -> Assignment | None:
     """The assignment behind ?assignment=…, or None after a clear message."""
-    tries = throttle.record_in(st.session_state, "assignments")  # throttled guesses (issue 18)
-    if throttle.GATE.remaining(tries) > 0:
-        st.error(tr("throttle.wait", seconds=throttle.GATE.remaining_text(tries)), icon=":material/timer:")
+    known = st.session_state.setdefault("assign.known_codes", set())  # opened in this session: no guess
+    # throttled guesses per browser address and for everyone, shared by sessions and replicas (issue 31)
+    if code_text not in known and guard.refused("assignments"):
         return None
     try:
         a = service.load(code_text)
     except service.MalformedCode:
-        throttle.GATE.failed(tries, attempt=code_text)
+        guard.failed("assignments", attempt=code_text)
         st.error(tr("assign.error.code_malformed", code=untrusted(code_text[:40])), icon=":material/link_off:")
         return None
     except db.Unavailable:
         feedback.database_unavailable()
         return None
     if a is None:
-        throttle.GATE.failed(tries, attempt=code_text)
+        guard.failed("assignments", attempt=code_text)
         st.error(tr("assign.error.code_unknown", code=service.parse_code(code_text)), icon=":material/link_off:")
-    else:
-        throttle.GATE.succeeded(tries)
+    elif code_text not in known:
+        guard.succeeded("assignments")
+        known.add(code_text)
     return a
 
 
@@ -523,14 +527,23 @@ def roster_name_ui(a: Assignment, token: str | None) -> str | None:
     if not token:
         st.info(tr("assign.roster.needs_link"), icon=":material/badge:")
         return None
+    known = st.session_state.setdefault("assign.known_links", set())  # links opened in this session: no guess
+    link = f"{a.code}:{token}"
+    if link not in known and guard.refused("personal_link"):  # throttled per address and for everyone (issue 31)
+        return None
     try:
-        name = submissions.student_for_token(a, token)
+        name = submissions.student_for_token(a, token)  # every run: a class list issued again ends the link
     except db.Unavailable:
         feedback.database_unavailable()
         return None
     if name is None:
+        if link not in known:
+            guard.failed("personal_link", attempt=link)
         st.error(tr("assign.error.link_unknown", code=a.code), icon=":material/link_off:")
         return None
+    if link not in known:
+        guard.succeeded("personal_link")
+        known.add(link)
     st.markdown(tr("assign.working_as", name=name))
     return name
 

@@ -13,11 +13,11 @@ import streamlit as st
 from exercises.i18n import plural
 from exercises.i18n.escape import untrusted
 from exercises.teacher.assignments import slots
-from services import db, throttle
+from services import db
 from services import gradebook as service
 from services.assignments import AccessDenied, Assignment, AssignmentError, UnknownAssignment
 
-from . import feedback
+from . import feedback, guard
 from .i18n import render, tr
 from .progress import mistake_name
 
@@ -70,17 +70,16 @@ def open_ui() -> tuple[str, str] | None:
         pressed = st.form_submit_button(tr("gradebook.open"), type="primary", icon=":material/lock_open:")
     if not pressed:
         return None
-    tries = throttle.record_in(state, "gradebook")  # throttled guesses (issue 18): refused while waiting
-    if throttle.GATE.remaining(tries) > 0:
-        st.error(tr("throttle.wait", seconds=throttle.GATE.remaining_text(tries)), icon=":material/timer:")
+    # throttled guesses per browser address and for everyone, shared by sessions and replicas (issue 31)
+    if guard.refused("gradebook"):
         return None
     problem = service.check(code_text, key_text)
     if problem is not None:
         if problem.key != "assign.error.database":
-            throttle.GATE.failed(tries)
+            guard.failed("gradebook")
         st.error(render(problem, untrusted=True), icon=":material/lock:")
         return None
-    throttle.GATE.succeeded(tries)
+    guard.succeeded("gradebook")
     state[AUTH] = service.credentials(code_text, key_text)
     st.rerun()
 

@@ -32,6 +32,7 @@ from services.progress import (  # noqa: F401  (names Home, the Home map and the
 )
 
 from . import attempts as session_attempts
+from . import guard
 from .i18n import tr
 
 PROFILE_KEY = "progress.profile"  # the profile id this session works under (never shown)
@@ -158,6 +159,9 @@ def _make_code() -> None:
 
 
 def _open_code(widget_key: str) -> None:
+    if guard.wait("recovery") > 0:  # throttled per browser address and for everyone (issue 31)
+        st.session_state[NOTICE_KEY] = "throttled"
+        return
     try:
         opened = profiles.open_with_code(st.session_state.get(widget_key))
     except db.Unavailable:
@@ -165,8 +169,10 @@ def _open_code(widget_key: str) -> None:
         return
     st.session_state[widget_key] = ""
     if opened is None:
+        guard.failed("recovery")
         st.session_state[NOTICE_KEY] = "unknown_code"
         return
+    guard.succeeded("recovery")
     _adopt(opened)
     st.session_state[NOTICE_KEY] = "opened"
 

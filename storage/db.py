@@ -211,6 +211,10 @@ profile_keys = sa.Table(
               index=True),
     sa.Column("purpose", sa.String(10), nullable=False),
     sa.Column("created_at", sa.DateTime, nullable=False),
+    # the browser a browser secret was issued to (a digest of that browser's own id cookie; issue 31): a
+    # secret presented by another browser (a planted cookie) files nothing until its user confirms.
+    # None: issued before this was kept (bound to the first browser that presents it)
+    sa.Column("browser", sa.String(64), nullable=True),
 )
 
 

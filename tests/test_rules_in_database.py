@@ -275,3 +275,45 @@ def test_wrong_tries_at_once_are_all_counted_per_source_and_for_everyone(engine)
     assert errors == [] and throttles.wait(engine, "recovery", "a-new-address", now) == 60.0  # budget spent
     throttles.succeeded(engine, "gradebook", "one-address")
     assert throttles.wait(engine, "gradebook", "one-address", now) == 0.0
+
+
+# ---------------------------------------------------------------- replicas: separate processes on one database
+
+_SUBMITTER = r"""
+import sys, time
+import storage
+url, code, start, tab = sys.argv[1], sys.argv[2], float(sys.argv[3]), sys.argv[4]
+engine = storage.open_engine(url)
+entry = {"item_index": 0, "kind": "softmax", "level": 2, "seed": 100, "answer": None, "score": 1.0}
+time.sleep(max(0.0, start - time.time()))
+try:
+    storage.record_submissions(engine, code, "Ada", [entry], person=tab)
+    print("stored")
+except storage.Refused as err:
+    print("refused", err.reason)
+"""
+
+
+def test_submits_from_separate_processes_store_exactly_the_allowed_one(db_url):  # noqa: F811
+    """Replicas are processes: the limit holds between them too (no lock of one process can)."""
+    import subprocess
+    import sys
+    import time
+
+    from tests.test_storage import REPO_ROOT
+
+    eng = storage.open_engine(db_url)
+    try:
+        created = storage.create_assignment(eng, "Replicas", ITEMS, 1, rules={"attempts": 1})
+        code, key = created.assignment.code, created.teacher_key
+        start = time.time() + 8.0  # every process imported and connected by then
+        procs = [subprocess.Popen([sys.executable, "-c", _SUBMITTER, db_url, code, str(start), f"replica-{i}"],
+                                  cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                 for i in range(6)]
+        outs = [p.communicate(timeout=120) for p in procs]
+        lines = [out.strip() for out, _ in outs]
+        assert all(p.returncode == 0 for p in procs), [err for _, err in outs]
+        assert sorted(lines) == ["refused no_attempts"] * 5 + ["stored"], lines
+        assert len(storage.list_submissions(eng, code, key)) == 1
+    finally:
+        eng.dispose()

@@ -866,3 +866,17 @@ def test_a_throwaway_name_on_an_exam_sees_no_score_and_no_marked_grid(db):
     assert not any(getattr(e, "value", "").startswith("Score ") for e in at.get("caption"))
     again = student_opens(a.code, "Throwaway")  # a reload: the stored attempt, unmarked too
     assert "Your score" not in texts(again)
+
+
+def test_a_planted_profile_cookie_does_not_hold_the_victims_name_for_its_maker(db):
+    """A profile opened from a cookie this browser did not create (planted) is not trusted with names: the
+    cookie's maker, in their own browser with the same profile, cannot then submit as the victim."""
+    created = service_assignments.create("Open", [{"kind": "scaling", "level": 1}], 2, rules={"attempts": 1})
+    a = created.assignment
+    victim = page(ASSIGNMENTS, {"assignment": a.code})
+    victim.session_state[PROFILE] = "p-test-planted"
+    victim.session_state["progress.confirmed"] = False  # the cookie was issued to another browser
+    victim.text_input(key=f"assign.name_input.{a.code}").input("Ada")
+    button(victim, "Start").click().run()
+    assert "Working as **Ada**." in texts(victim)
+    student_opens(a.code, "Ada", browser="planted", taken=True)  # the maker's own browser, same profile

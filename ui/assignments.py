@@ -507,7 +507,7 @@ def student_name_ui(a: Assignment) -> str | None:
     if started:
         try:
             name = clean_student_name(text)
-            submissions.claim(a, name, progress_ui.profile())  # the first browser to type a name holds it
+            submissions.claim(a, name, claimant())  # the first browser to type a name holds it
         except AssignmentError as err:
             st.error(render(err.message, untrusted=True), icon=":material/person_alert:")
             return None
@@ -548,12 +548,22 @@ def roster_name_ui(a: Assignment, token: str | None) -> str | None:
     return name
 
 
+def claimant() -> str:
+    """Who holds the names this browser types on open assignments: its profile, once it is its own. A
+    profile from a cookie this browser did not create (planted?) is not: until its user says it is
+    theirs, names are held for this session alone, so the cookie's maker cannot submit under them."""
+    state = st.session_state
+    if state.get(progress_ui.CONFIRMED_KEY, True):
+        return progress_ui.profile()
+    return state.setdefault("assign.claimant", "session-" + secrets.token_hex(16))
+
+
 def person_id(a: Assignment, name: str) -> str:
     """Who submits: the class-list entry, or (an open assignment) this browser's profile under this name,
     which holds the name (submissions.claim), so no one else's attempts are filed under it."""
     if a.has_roster:
         return student_key(name)
-    return submissions.person_for(progress_ui.profile(), name)
+    return submissions.person_for(claimant(), name)
 
 
 def items_for(a: Assignment, name: str) -> list[Exercise] | None:
@@ -667,7 +677,7 @@ def _submit(a: Assignment, name: str, items: list[Exercise], person: str, pages:
         _go(a, items, pages, submissions.page_of(pages, first))
         return
     try:
-        ids = submissions.submit(a, name, items, graded, person=person, profile=progress_ui.profile())
+        ids = submissions.submit(a, name, items, graded, person=person, profile=claimant())
     except submissions.Refused as err:
         state[_key(a, "refused")] = _refusal(err)
         return

@@ -750,8 +750,13 @@ def _clock(who: str) -> str:
 
 def exam_clock(engine: Engine, code: Any, student: Any, at: datetime | None = None) -> datetime:
     """When `student`'s exam clock started on this assignment (started now if never; the first start
-    wins when several sessions start it at once). Submissions past its time limit are refused."""
-    return opened(engine, code, _clock(student_key(student)), at)
+    wins when several sessions start it at once). Submissions past its time limit are refused. A
+    class-list student's clock from before (kept under their key) still counts."""
+    code, who = parse_code(code), student_key(student)
+    with engine.connect() as conn:
+        earlier = conn.execute(sa.select(openings.c.opened_at).where(
+            openings.c.assignment_code == code, openings.c.person == who)).scalar()
+    return _aware(earlier) if earlier is not None else opened(engine, code, _clock(who), at)
 
 
 def open_exams_giving(engine: Engine, prints: Iterable[str], at: datetime | None = None) -> list[str]:

@@ -317,3 +317,15 @@ def test_submits_from_separate_processes_store_exactly_the_allowed_one(db_url): 
         assert len(storage.list_submissions(eng, code, key)) == 1
     finally:
         eng.dispose()
+
+
+def test_a_class_list_students_clock_from_before_still_counts(engine):  # noqa: F811
+    created = storage.create_assignment(engine, "Exam", ITEMS, 1, rules={"attempts": 0, "exam": True,
+                                                                         "time_limit": 10})
+    code, key = created.assignment.code, created.teacher_key
+    storage.set_roster(engine, code, key, ["Ada"])
+    storage.opened(engine, code, "ada", at=T0)  # how the clock of a class-list student was kept before
+    assert storage.exam_clock(engine, code, "Ada", at=T0 + timedelta(minutes=5)) == T0
+    with pytest.raises(storage.Refused) as info:
+        storage.record_submissions(engine, code, "Ada", [_entry(0)], T0 + timedelta(minutes=11), person="ada")
+    assert info.value.reason == "time_up"

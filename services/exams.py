@@ -18,12 +18,13 @@ from . import db
 
 
 def fingerprints(matrices: Mapping[str, Any]) -> set[str]:
-    """The fingerprints of the 2-D matrices among these values."""
+    """The fingerprints of the 2-D matrices among these values, by name (Q, K, V, X, W_Q …: the names
+    the exercises give them)."""
     found = set()
-    for value in matrices.values():
+    for name, value in matrices.items():
         array = np.asarray(value, dtype=float) if not isinstance(value, str) else None
         if array is not None and array.ndim == 2:
-            found.add(matrix_fingerprint(array.tolist()))
+            found.add(matrix_fingerprint(array.tolist(), name))
     return {f for f in found if f is not None}
 
 

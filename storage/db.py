@@ -161,7 +161,7 @@ assignment_exercises = sa.Table(
 
 # A fingerprint of each given matrix of every stored exercise (issue 31): Check my work and Practice look
 # up the matrices they are given and refuse an open exam's item. `matrices` is how many distinct
-# matrices the item gives (an item matches when all of them are among those looked up); an item with
+# matrices the item gives (storage.fingerprints says how many must be shared to match); an item with
 # none has one row with fingerprint "-" (it is fingerprinted, and matches nothing).
 given_fingerprints = sa.Table(
     "given_fingerprints", metadata,

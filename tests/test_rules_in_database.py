@@ -203,9 +203,10 @@ def test_an_open_exams_items_are_found_by_their_given_matrices_not_by_seed(engin
                                         rules={"exam": True})
     code, key = created.assignment.code, created.teacher_key
     given = {name: m.tolist() for name, m in item.matrices().items()}  # as typed elsewhere: Q, K, V
-    prints = {storage.fingerprints.matrix_fingerprint(m) for m in given.values()}
+    prints = {storage.fingerprints.matrix_fingerprint(m, name) for name, m in given.items()}
     assert storage.open_exams_giving(engine, prints) == [code]
-    assert storage.open_exams_giving(engine, set(list(prints)[:-1])) == []  # part of an item is not the item
+    assert storage.open_exams_giving(engine, set(sorted(prints)[:1])) == []  # one matrix alone is not the item
+    assert storage.open_exams_giving(engine, set(sorted(prints)[:2])) == [code]  # two are (Q and K: the scores)
     other = exercises.generate("attention", 13, 1)
     assert storage.open_exams_giving(engine, _prints(other.to_dict())) == []
     # a student's own variant, stored when they open it, is found the same way
@@ -251,7 +252,25 @@ def test_fingerprints_read_the_same_from_json_arrays_and_typed_text():
         [[0.5, -1], [2.0, 0.25]]) == storage.fingerprints.matrix_fingerprint(np.array([[0.5, -1.0], [2, 0.25]]).tolist())
     assert storage.fingerprints.matrix_fingerprint([[1, "-inf"]]) != storage.fingerprints.matrix_fingerprint([[1, 0]])
     assert storage.fingerprints.matrix_fingerprint([[1, 2]]) != storage.fingerprints.matrix_fingerprint([[1], [2]])
+    assert storage.fingerprints.matrix_fingerprint([[1, 2]], "W_Q1") == storage.fingerprints.matrix_fingerprint(
+        [[1, 2]], "W_Q") != storage.fingerprints.matrix_fingerprint([[1, 2]], "K")  # a head's W_Q is a W_Q
     assert storage.fingerprints.matrix_fingerprint([[1, 2], [3]]) is None
+    # nothing to recognise: an identity, every cell the same (the page's example uses such weights)
+    assert storage.fingerprints.matrix_fingerprint([[1, 0], [0, 1]]) is None
+    assert storage.fingerprints.matrix_fingerprint([[0.5, 0.5]]) is None
+
+
+def test_one_head_of_a_multi_head_exam_item_is_recognised(engine):  # noqa: F811
+    """Check my work takes X and one head's weights: an item giving more matrices (other heads, W_O)
+    is recognised by the ones it shares."""
+    import exercises
+
+    item = exercises.generate("multi_head", 4, 2)
+    created = storage.create_assignment(engine, "Exam", [{"kind": "multi_head", "level": 2}], 1, exercises=[item],
+                                        rules={"exam": True})
+    head = {name: item.given[name].tolist() for name in ("X", "W_Q1", "W_K1", "W_V1")}
+    prints = {storage.fingerprints.matrix_fingerprint(m, name) for name, m in head.items()} - {None}
+    assert len(prints) >= 2 and storage.open_exams_giving(engine, prints) == [created.assignment.code]
 
 
 # ---------------------------------------------------------------- throttles shared by sessions and replicas

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+import time
 from datetime import UTC, datetime
 from typing import Any
 
@@ -143,12 +144,23 @@ def delete_profile(engine: Engine, profile_id: str) -> int:
             if sqlite:
                 conn.exec_driver_sql("PRAGMA secure_delete=OFF")
     if sqlite:
-        raw = engine.raw_connection()  # outside any transaction: the log's pages go into the file
-        try:
-            raw.cursor().execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
-        finally:
-            raw.close()
+        _truncate_log(engine)
     return int(gone or 0)
+
+
+def _truncate_log(engine: Engine, tries: int = 20) -> bool:
+    """Checkpoint SQLite's write-ahead log into the file and truncate it (a reader in the middle of a
+    transaction holds it back: a few more tries). True when the log is empty."""
+    raw = engine.raw_connection()  # outside any transaction: the log's pages go into the file
+    try:
+        for _ in range(tries):
+            busy, _log, _done = raw.cursor().execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+            if not busy:
+                return True
+            time.sleep(0.05)
+        return False
+    finally:
+        raw.close()
 
 
 def legacy_profiles(engine: Engine) -> dict[str, int]:

@@ -138,6 +138,7 @@ class Student:
     index: int
     cookie: str = ""
     profile: str = ""  # the secret of the browser's profile cookie (what the page's script would have set)
+    browser: str = ""  # the browser's own id cookie, which that secret was issued to
     replica: int | None = None  # where nginx sent the first page
     acked: int = 0  # checks answered with feedback and no "not saved" notice
     in_flight: int = 0  # checks or submissions whose connection died before their answer
@@ -171,7 +172,8 @@ class Student:
     def cookies(self) -> str:
         """The Cookie header of this browser: the sticky route and its profile (a name typed on an open
         assignment belongs to the profile that typed it first, issue 31)."""
-        return f"{deploy.ROUTE_COOKIE}={self.cookie}; {profiles.COOKIE}={self.profile}"
+        return (f"{deploy.ROUTE_COOKIE}={self.cookie}; {profiles.COOKIE}={self.profile}; "
+                f"{profiles.BROWSER_COOKIE}={self.browser}")
 
 
 @dataclass
@@ -367,9 +369,9 @@ def test_replica_killed_mid_class_loses_nothing(cluster):
                                                                   {"kind": "scaling", "level": 1, "count": 1}],
                                         seed=18, per_student=False, allow_solutions=False)
     code = created.assignment.code
-    students = [Student(i, profile=profiles.new_secret()) for i in range(STUDENTS)]
+    students = [Student(i, profile=profiles.new_secret(), browser=profiles.new_secret()) for i in range(STUDENTS)]
     for s in students:  # each browser has its profile, as its first page would have made it
-        storage.profiles.create_profile(engine, "browser", s.profile)
+        storage.profiles.create_profile(engine, "browser", s.profile, browser=profiles.browser_digest(s.browser))
     secret = storage.server_secret(engine)  # the variants are keyed with it (issue 15)
     items = {s.name: [exercises.generate(slot.kind, seed, slot.level)
                       for slot, seed in created.assignment.spec.seeds(s.name, secret=secret)] for s in students}

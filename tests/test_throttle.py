@@ -189,7 +189,7 @@ def test_recovery_codes_are_throttled_across_sessions(monkeypatch, db):
 
     opened = []
     real = profiles.open_with_code
-    monkeypatch.setattr(profiles, "open_with_code", lambda c: opened.append(c) or real(c))
+    monkeypatch.setattr(profiles, "open_with_code", lambda c, b=None: opened.append(c) or real(c, b))
     for i in range(throttle.FREE + 2):
         at = open_page("app_pages/progress.py")
         at.text_input(key="progress.data.code").input(f"ABCD-EFGH-JKMN-PQRS-TV{i:02d}")

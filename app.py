@@ -28,4 +28,5 @@ with runs.turn():  # a few page runs at a time, in about the order they came (ui
     progress.subscribe()  # every graded attempt is stored under this browser's private profile
     progress.open_profile()
     progress.keep_in_browser(st.sidebar)
+    progress.confirm_ui(st.sidebar)  # a profile cookie this browser did not create files nothing unasked
     navigation.run()

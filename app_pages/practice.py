@@ -3,6 +3,7 @@
 import streamlit as st
 
 import exercises
+from services import exams
 from ui import aids, answer_grid, attempts, budget, cache, feedback, hints, problem, solution
 from ui import practice_state as ps
 from ui.i18n import render, tr
@@ -15,6 +16,7 @@ prefix = f"ans-{ex.id}"
 st.title(tr("practice.title"))
 for notice in st.session_state.get(ps.NOTICES, []):
     st.warning(render(notice, untrusted=True), icon=":material/link_off:")
+exam_item = exams.locked(ex.matrices())  # an open exam's item is shown and graded nowhere else (issue 31)
 
 left, right, button = st.columns([3, 1, 1], vertical_alignment="bottom")
 kinds = list(exercises.KINDS)
@@ -26,6 +28,9 @@ right.selectbox(tr("practice.level"), levels, index=levels.index(level), key=f"p
 button.button(tr("practice.new_problem"), on_click=ps.on_new_problem, icon=":material/casino:",
               use_container_width=True)
 
+if exam_item:
+    st.error(tr("practice.exam_locked"), icon=":material/lock_clock:")
+    st.stop()
 st.caption(tr("practice.share", kind=ps.kind_label(kind), level=level, seed=seed))  # the title, not the id
 problem.show(ex)
 budget.show(ex)  # "about N minutes" by hand, and what each level means

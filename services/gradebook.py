@@ -230,3 +230,25 @@ def regraded(code: str, key: str) -> list[tuple[storage.Submission, Feedback | N
     with db.guarded():
         subs = storage.list_submissions(db.engine(), code, key)
     return [(sub, regrade(sub)) for sub in subs]
+
+
+# ---------------------------------------------------------------- names held by browsers (no class list)
+
+
+def clashes(code: str, key: str) -> list[storage.Clash]:
+    """Browsers refused a name another browser holds, oldest first: the teacher admits or releases."""
+    with db.guarded():
+        return storage.clashes_of(db.engine(), code, key)
+
+
+def admit(code: str, key: str, clash: storage.Clash) -> bool:
+    """The second browser is the same person: it may use the name too."""
+    with db.guarded():
+        return storage.admit_clash(db.engine(), code, key, clash.student_key, clash.ref)
+
+
+def release(code: str, key: str, clash: storage.Clash) -> int:
+    """The browser holding the name is not that student: the name is free again; its submissions are
+    kept and shown but no longer counted as the name's attempts."""
+    with db.guarded():
+        return storage.release_name(db.engine(), code, key, clash.student_key)

@@ -31,6 +31,7 @@ from storage import profiles as store
 from . import db, review
 
 COOKIE = "attention_profile"  # the cookie a browser keeps its secret in
+BROWSER_COOKIE = "attention_browser"  # this browser's own random id (what its profile secrets are issued to)
 COOKIE_DAYS = 400  # browsers cap a cookie's life at 400 days
 SECRET_BYTES = 32
 _SECRET = re.compile(r"[A-Za-z0-9_-]{43}")  # token_urlsafe(32)
@@ -47,6 +48,13 @@ class Opened:
     secret: str | None  # None for a signed-in user (no cookie needed)
     fresh: bool  # a new, empty profile
     notice: str | None = None  # "unknown_id": the browser's cookie opened nothing, so it got a new profile
+    browser: str | None = None  # this browser's own id, to keep in its cookie (None: signed in)
+    confirmed: bool = True  # False: the secret was issued to another browser (a planted cookie?): ask first
+
+
+class NotConfirmed(PermissionError):
+    """The profile was opened with a cookie this browser did not create: nothing is filed in it until
+    the user confirms it is theirs (confirm())."""
 
 
 def new_secret() -> str:
@@ -57,20 +65,70 @@ def well_formed_secret(text: Any) -> bool:
     return isinstance(text, str) and _SECRET.fullmatch(text) is not None
 
 
-def open_browser(secret: Any) -> Opened:
+def browser_digest(browser: str) -> str:
+    return hashlib.sha256(b"browser\x1f" + browser.encode()).hexdigest()
+
+
+def open_browser(secret: Any, browser: Any = None) -> Opened:
     """The profile of the browser whose cookie holds `secret`: its own when the secret is known, else a
     fresh empty one with a new secret (and notice "unknown_id" when a secret was there but opened
-    nothing: forged, from a deleted profile, or from another server). db.Unavailable on a failure."""
+    nothing: forged, from a deleted profile, or from another server). `browser`: this browser's own id
+    (its other cookie; a new one is made when missing). A secret issued to another browser opens the
+    profile unconfirmed: nothing is filed in it until the user confirms (a cookie planted by someone
+    else must not collect this browser's attempts). db.Unavailable on a failure."""
+    own = browser if well_formed_secret(browser) else new_secret()
     with db.guarded():
         engine = db.engine()
         if well_formed_secret(secret):
-            found = store.profile_for_secret(engine, secret, "browser")
+            found = store.browser_of(engine, secret)
             if found is not None:
-                return Opened(found, secret, fresh=False)
+                profile, issued_to = found
+                if issued_to is None:  # issued before browsers were kept: it belongs to the first to show it
+                    store.bind_browser(engine, secret, browser_digest(own))
+                confirmed = issued_to is None or issued_to == browser_digest(own)
+                return Opened(profile, secret, fresh=False, browser=own, confirmed=confirmed)
         fresh = new_secret()
-        profile = store.create_profile(engine, "browser", fresh, "browser")
+        profile = store.create_profile(engine, "browser", fresh, "browser", browser=browser_digest(own))
     notice = None if secret in (None, "") else "unknown_id"
-    return Opened(profile, fresh, fresh=True, notice=notice)
+    return Opened(profile, fresh, fresh=True, notice=notice, browser=own)
+
+
+def confirm(secret: str, browser: str) -> bool:
+    """The user says the profile this browser's cookie opens is theirs: its attempts are filed there
+    from now on. False when the secret opens nothing (any more)."""
+    if not (well_formed_secret(secret) and well_formed_secret(browser)):
+        return False
+    with db.guarded():
+        return store.bind_browser(db.engine(), secret, browser_digest(browser))
+
+
+def may_file(profile: str, secret: str | None, browser: str | None) -> bool:
+    """May this browser's attempts be filed in `profile`: its secret still opens it and was issued to
+    this browser (or confirmed by its user). A signed-in user (no secret) always may."""
+    if secret is None:
+        return True
+    if not (well_formed_secret(secret) and well_formed_secret(browser)):
+        return False
+    with db.guarded():
+        found = store.browser_of(db.engine(), secret)
+    return found is not None and found[0] == profile and found[1] == browser_digest(str(browser))
+
+
+def still_open(profile: str, secret: str | None) -> bool:
+    """Does the browser secret still open the profile (not signed out by a new recovery code, or by
+    "sign out other browsers")? A signed-in user's session (no secret) always does."""
+    if secret is None:
+        return True
+    with db.guarded():
+        found = store.browser_of(db.engine(), secret)
+    return found is not None and found[0] == profile
+
+
+def sign_out_others(profile: str, keep: str) -> int:
+    """Every other browser of the profile stops opening it (their cookies open nothing any more, and
+    their open pages lose it at their next run); `keep` is this browser's secret. The number signed out."""
+    with db.guarded():
+        return store.sign_out_browsers(db.engine(), profile, keep)
 
 
 def unsaved_profile_id() -> str:
@@ -95,11 +153,13 @@ def open_login(issuer: Any, subject: Any) -> Opened:
     return Opened(profile, None, fresh=False)
 
 
-def new_recovery_code(profile: str) -> str:
-    """A recovery code for `profile`, shown once: it replaces any earlier code of the profile."""
+def new_recovery_code(profile: str, keep: str | None = None) -> str:
+    """A recovery code for `profile`, shown once: it replaces any earlier code of the profile, and every
+    browser but this one (its secret `keep`) is signed out (someone who opened it with the old code
+    keeps no access)."""
     raw = "".join(secrets.choice(CODE_ALPHABET) for _ in range(CODE_LENGTH))
     with db.guarded():
-        store.add_secret(db.engine(), profile, raw, "recovery", replace=True)
+        store.add_secret(db.engine(), profile, raw, "recovery", replace=True, keep_browser=keep)
     return format_code(raw)
 
 
@@ -121,20 +181,22 @@ def has_recovery_code(profile: str) -> bool:
         return store.has_secret(db.engine(), profile, "recovery")
 
 
-def open_with_code(code: Any) -> Opened | None:
-    """The profile a recovery code opens, with a new browser secret linked to it (the browser that typed
-    the code keeps that profile from now on); None for a malformed, forged or unknown code."""
+def open_with_code(code: Any, browser: Any = None) -> Opened | None:
+    """The profile a recovery code opens, with a new browser secret linked to it and issued to this
+    browser (`browser`, its own id: the browser that typed the code keeps that profile from now on);
+    None for a malformed, forged or unknown code."""
     raw = clean_code(code)
     if raw is None:
         return None
+    own = browser if well_formed_secret(browser) else new_secret()
     with db.guarded():
         engine = db.engine()
         found = store.profile_for_secret(engine, raw, "recovery")
         if found is None:
             return None
         secret = new_secret()
-        store.add_secret(engine, found, secret, "browser")
-    return Opened(found, secret, fresh=False)
+        store.add_secret(engine, found, secret, "browser", browser=browser_digest(own))
+    return Opened(found, secret, fresh=False, browser=own)
 
 
 def export(profile: str, now: datetime | None = None) -> dict[str, Any]:
@@ -185,8 +247,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-__all__ = ["COOKIE", "COOKIE_DAYS", "Opened", "clean_code", "delete", "export", "format_code", "has_recovery_code",
-           "login_profile_id", "new_recovery_code", "new_secret", "open_browser", "open_login", "open_with_code",
+__all__ = ["BROWSER_COOKIE", "COOKIE", "COOKIE_DAYS", "NotConfirmed", "Opened", "clean_code", "confirm", "delete",
+           "export", "format_code", "has_recovery_code", "login_profile_id", "may_file", "new_recovery_code",
+           "new_secret", "open_browser", "open_login", "open_with_code", "sign_out_others", "still_open",
            "unsaved_profile_id", "well_formed_secret"]
 
 if __name__ == "__main__":

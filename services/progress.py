@@ -18,7 +18,7 @@ import pandas as pd
 import exercises
 import storage
 
-from . import db
+from . import db, profiles
 
 RECENT = 5  # a topic's standing is judged on its last few attempts
 MASTERED = 0.8  # mean score over the recent attempts at which a topic counts as done
@@ -27,12 +27,17 @@ MASTERED = 0.8  # mean score over the recent attempts at which a topic counts as
 # ---------------------------------------------------------------- the store
 
 
-def record_attempt(profile: str, entry: Mapping[str, Any]) -> int | None:
+def record_attempt(profile: str, entry: Mapping[str, Any], secret: str | None = None,
+                   browser: str | None = None) -> int | None:
     """Store one graded attempt (a ui.attempts record: kind, level, seed, score, misconception,
     hints_used, seconds, at, solution_shown, and the exercise with its version); None when it was not graded.
+    `secret`, `browser`: the browser's profile secret and own id; the attempt is filed only when the
+    secret was issued to this browser (or its user confirmed the profile), else profiles.NotConfirmed.
     db.Unavailable (or ValueError for a bad profile) when it could not be stored."""
     if entry.get("score") is None:
         return None
+    if secret is not None and not profiles.may_file(profile, secret, browser):
+        raise profiles.NotConfirmed(profile)
     exercise = entry.get("exercise")
     version = entry.get("version", exercise.get("version") if isinstance(exercise, Mapping) else None)
     with db.guarded():

@@ -9,15 +9,17 @@ raised instead of showing (and grading) another problem.
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 import exercises
 import storage
 from exercises import Exercise, Feedback
-from exercises.teacher.assignments import slots
+from exercises.teacher.assignments import slots, student_key
 
 from . import db
 
@@ -200,14 +202,16 @@ def entries(items: Sequence[Exercise], graded: Graded) -> list[dict[str, Any]]:
 
 
 def submit(a: storage.Assignment, student: str, items: Sequence[Exercise], graded: Graded,
-           person: str | None = None) -> list[int]:
+           person: str | None = None, profile: str | None = None) -> list[int]:
     """Store a graded submission (one attempt) in one transaction; its ids once committed.
-    NotSaved if it failed; Refused (nothing stored) when the rules do not take it now."""
+    NotSaved if it failed; Refused (nothing stored) when the rules do not take it now. `profile`: the
+    browser profile submitting (an assignment without a class list takes a name only from its holder)."""
     if not graded.ready:
         raise ValueError("fix the unreadable or blank answers first")
     try:
         with db.guarded():
-            return storage.record_submissions(db.engine(), a.code, student, entries(items, graded), person=person)
+            return storage.record_submissions(db.engine(), a.code, student, entries(items, graded), person=person,
+                                              claimant=None if a.has_roster else profile)
     except (db.Unavailable, ValueError, storage.UnknownAssignment) as err:
         raise NotSaved(str(err)) from err
 
@@ -237,22 +241,57 @@ def attempts_of(a: storage.Assignment, student: str) -> list[list[storage.Submis
         return storage.attempts_of(db.engine(), a.code, student)
 
 
+def taking_submissions(a: storage.Assignment, now: datetime | None = None) -> bool:
+    """Can anything still be submitted: not closed, and not past the deadline."""
+    now = now or datetime.now(UTC)
+    return not a.rules.closed and (a.rules.deadline is None or now <= a.rules.deadline)
+
+
+def marks_visible(a: storage.Assignment, final: bool, on_roster: bool, now: datetime | None = None) -> bool:
+    """May the student see marks (the score and the marked grid) now? Outside an exam always. In an exam
+    only a name on the class list sees them (once released, or after their final attempt when the teacher
+    chose that): a throwaway name would learn which cells are right and then submit under the real
+    one. An exam without a class list shows marks once released and no longer taking submissions."""
+    if not a.rules.exam:
+        return True
+    if not (a.has_roster and on_roster):
+        return a.rules.released and not taking_submissions(a, now)
+    return a.rules.marks_visible(final)
+
+
 def attempts_left(a: storage.Assignment, done: int) -> int | None:
     """How many more attempts the rules allow after `done` (None: unlimited)."""
     return None if not a.rules.attempts else max(a.rules.attempts - done, 0)
 
 
-def opened(a: storage.Assignment, person: str) -> Any:
-    """When this person first opened the assignment (recorded now if never): an exam's clock."""
+def exam_clock(a: storage.Assignment, student: str) -> Any:
+    """When this student's exam clock started (now if never): one clock per student on the server, so
+    a reload or another browser does not start it again; the time limit counts from there."""
     with db.guarded():
-        return storage.opened(db.engine(), a.code, person)
+        return storage.exam_clock(db.engine(), a.code, student)
 
 
 def seen(a: storage.Assignment, person: str) -> None:
     """Record that this person has opened the assignment (once): from then on the teacher cannot change
-    what they saw. Not an exam's clock, which starts at the first opening under a time limit (opened())."""
+    what they saw. Not an exam's clock, which starts at the first opening under a time limit (exam_clock())."""
     with db.guarded():
         storage.opened(db.engine(), a.code, "seen:" + person)
+
+
+def claim(a: storage.Assignment, student: str, profile: str) -> None:
+    """Take a typed name for this browser profile (an assignment without a class list): the first
+    profile to type a name holds it; Refused("name_taken") for another one (the teacher is told)."""
+    with db.guarded():
+        mine = storage.claim_name(db.engine(), a.code, student, profile)
+    if not mine:
+        raise Refused("name_taken")
+
+
+def person_for(profile: str, student: str) -> str:
+    """Who submits on an assignment without a class list: this browser profile under this name (a
+    digest: the profile id stays private), the same in every session of the browser."""
+    digest = hashlib.sha256(b"person\x1f" + profile.encode()).hexdigest()[:16]
+    return f"p:{digest}:{student_key(student)}"[:120]
 
 
 def student_for_token(a: storage.Assignment, token: str) -> str | None:

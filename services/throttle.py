@@ -1,4 +1,7 @@
-"""Throttling of guesses in one session: teacher keys on the gradebook, share codes on assignments.
+"""Throttling of guesses: every form that accepts a secret (teacher keys, share codes, recovery codes,
+personal-link tokens), per client address and with a global budget per form, counted in the database
+so that a new websocket, another tab or another replica meets the same wait (issue 31: `Shared`,
+`client_address`). The per-session record below (issue 18) keeps the same policy in a plain dict.
 
 The first FREE wrong tries cost nothing; after that each further wrong try must wait longer before
 the next one is taken: BASE seconds, then twice that, … up to CAP. A right try clears the record.
@@ -15,11 +18,19 @@ is taken at all.
 
 from __future__ import annotations
 
+import hashlib
+import ipaddress
 import math
+import os
 import time
-from collections.abc import Callable, MutableMapping
+from collections.abc import Callable, Mapping, MutableMapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
+
+import storage.throttles as store
+
+from . import db
 
 FREE = 3  # wrong tries before any wait
 BASE_S = 2.0  # the first wait
@@ -73,3 +84,108 @@ def record_in(state: MutableMapping[str, Any], name: str) -> MutableMapping[str,
     if not isinstance(state.get(key), dict):
         state[key] = {}
     return state[key]
+
+
+# ---------------------------------------------------------------- shared by sessions and replicas (issue 31)
+
+FORMS = ("gradebook", "assignments", "dashboard", "recovery", "personal_link")
+GLOBAL_BUDGET = 120  # wrong tries at one form, from everyone, in a window: more make every source wait
+WINDOW_S = 60.0
+TRUSTED_ENV = "ATTENTION_TRUSTED_PROXIES"  # comma-separated addresses or networks of the proxies
+DEFAULT_TRUSTED = "127.0.0.1/32,::1/128"  # nginx on the same machine (deploy/nginx.conf)
+
+
+def _networks(text: str) -> list[Any]:
+    out = []
+    for part in text.split(","):
+        try:
+            out.append(ipaddress.ip_network(part.strip(), strict=False))
+        except ValueError:
+            continue
+    return out
+
+
+def _address(text: Any) -> Any:
+    try:
+        return ipaddress.ip_address(str(text or "").strip().strip("[]"))
+    except ValueError:
+        return None
+
+
+def client_address(peer: str | None, headers: Mapping[str, str], trusted: str | None = None) -> str:
+    """The address of the browser behind the proxy. `peer` is the connection's address (Streamlit's
+    st.context.ip_address: None for localhost, where nginx runs); the forwarded headers are believed
+    only from a trusted proxy: X-Real-IP, else the right-most X-Forwarded-For entry that is not a
+    trusted proxy (the entries to its left are whatever the browser sent). "local" when none is known."""
+    nets = _networks(os.environ.get(TRUSTED_ENV, "") or DEFAULT_TRUSTED if trusted is None else trusted)
+    direct = _address(peer) if peer else _address("127.0.0.1")
+    if direct is None:
+        return "local"
+    if not any(direct in n for n in nets if n.version == direct.version):
+        return str(direct)
+    lower = {k.lower(): v for k, v in headers.items()}
+    for hop in reversed([h for h in str(lower.get("x-forwarded-for", "")).split(",") if h.strip()]):
+        found = _address(hop)
+        if found is None:
+            break
+        if not any(found in n for n in nets if n.version == found.version):
+            return str(found)
+    real = _address(lower.get("x-real-ip"))  # a proxy that sets only this one
+    if real is not None:
+        return str(real)
+    return str(direct) if peer else "local"
+
+
+def source_of(address: str) -> str:
+    """The key a client address is counted under: a digest (no address is stored), an IPv6 address by
+    its /64 (one household or host gets a whole /64 to pick from)."""
+    found = _address(address)
+    if found is not None and found.version == 6:
+        address = str(ipaddress.ip_network(f"{found}/64", strict=False))
+    return hashlib.sha256(b"throttle\x1f" + str(address).encode()).hexdigest()[:32]
+
+
+def _now() -> datetime:
+    return datetime.now(UTC).replace(tzinfo=None)
+
+
+@dataclass
+class Shared:
+    """The throttle of one form, counted in the database per client source and for everyone."""
+
+    form: str
+    policy: Throttle = field(default_factory=Throttle)
+    budget: int = GLOBAL_BUDGET
+    window: float = WINDOW_S
+
+    def remaining(self, source: str) -> float:
+        """Seconds before a try from `source` is taken (0: go ahead; also when the database is down,
+        where no secret can be checked anyway)."""
+        try:
+            with db.guarded():
+                return store.wait(db.engine(), self.form, source, _now())
+        except db.Unavailable:
+            return 0.0
+
+    def remaining_text(self, source: str) -> int:
+        return max(1, math.ceil(self.remaining(source)))
+
+    def failed(self, source: str, attempt: str | None = None) -> float:
+        """Count a wrong try (the same attempt as the source's last one is not counted twice)."""
+        digest = None if attempt is None else hashlib.sha256(attempt.encode()).hexdigest()[:32]
+        try:
+            with db.guarded():
+                return store.failed(db.engine(), self.form, source, digest, _now(), self.policy.delay,
+                                    self.budget, self.window)
+        except db.Unavailable:
+            return 0.0
+
+    def succeeded(self, source: str) -> None:
+        try:
+            with db.guarded():
+                store.succeeded(db.engine(), self.form, source)
+        except db.Unavailable:
+            pass
+
+
+SHARED = {form: Shared(form) for form in FORMS}

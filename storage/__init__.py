@@ -15,29 +15,36 @@ from .api import (
     AccessDenied,
     Assignment,
     Attempt,
+    Clash,
     Created,
     Gradebook,
     Locked,
     Refused,
     Submission,
     UnknownAssignment,
+    admit_clash,
     assignments_of,
     attempts_of,
+    claim_name,
+    clashes_of,
     counted,
     create_assignment,
     delete_assignment,
+    exam_clock,
     get_assignment,
     gradebook,
     labels,
     list_attempts,
     list_submissions,
     merge_people,
+    open_exams_giving,
     opened,
     owner_id,
     people,
     record_attempt,
     record_submission,
     record_submissions,
+    release_name,
     rename_person,
     roster_names,
     server_secret,
@@ -49,7 +56,8 @@ from .api import (
     update_assignment,
     verify_teacher_key,
 )
-from .db import database_url, normalise_url, open_engine
+from .db import database_url, normalise_url
+from .engine import open_engine
 from .keys import MalformedCode, MalformedKey, parse_code, parse_key
 
 __all__ = [
@@ -58,6 +66,7 @@ __all__ = [
     "list_attempts", "list_submissions", "open_engine", "parse_code", "parse_key", "record_attempt",
     "record_submission", "record_submissions", "store_exercises", "stored_exercises", "verify_teacher_key",
     "normalise_url", "Locked", "Refused", "assignments_of", "attempts_of", "counted", "delete_assignment", "labels",
-    "opened", "owner_id", "people", "roster_names", "server_secret", "set_roster", "student_for_token",
+    "exam_clock", "opened", "owner_id", "people", "roster_names", "server_secret", "set_roster", "student_for_token",
     "submission_count", "update_assignment", "merge_people", "rename_person",
+    "Clash", "admit_clash", "open_exams_giving", "claim_name", "clashes_of", "release_name",
 ]

@@ -35,12 +35,27 @@ from exercises.teacher.assignments import (
     unchanged_slots,
 )
 
-from .db import assignment_exercises, assignments, attempts, openings, roster, settings, submissions, writing
+from . import claims, fingerprints
+from .db import (
+    assignment_exercises,
+    assignments,
+    attempt_claims,
+    attempts,
+    given_fingerprints,
+    name_claims,
+    name_clashes,
+    openings,
+    roster,
+    settings,
+    submissions,
+    writing,
+)
 from .keys import check_key, hash_key, new_code, new_key, parse_code, parse_key
 
 MAX_ANSWER_CHARS = 50_000  # one submitted answer, as JSON
 MAX_PROFILE = 100
 CODE_RETRIES = 8
+CLAIM_RETRIES = 40  # a submission counts again when another one of the same student took its number
 
 
 class UnknownAssignment(LookupError):
@@ -53,7 +68,7 @@ class AccessDenied(PermissionError):
 
 class Refused(Exception):
     """A submission the assignment's rules do not accept now; nothing was stored. `reason` is one of
-    closed, not_open, late, time_up, no_attempts, not_on_roster; `when` the time it is about."""
+    closed, not_open, late, time_up, no_attempts, not_on_roster, name_taken; `when` the time it is about."""
 
     def __init__(self, reason: str, when: datetime | None = None):
         super().__init__(reason)
@@ -321,6 +336,7 @@ def create_assignment(engine: Engine, title: Any, items: Iterable[ItemSpec | Map
                         {"assignment_code": code, "student_key": "", "item_index": index,
                          "version": int(ex["version"]), "exercise": ex, "stored_at": row["created_at"]}
                         for index, ex in enumerate(stored)])
+                    fingerprints.store(conn, code, "", dict(enumerate(stored)))
         except sa.exc.IntegrityError:
             continue  # the code is taken (31^8 codes: rare); draw another
         assignment = Assignment(code=code, title=spec.title, items=spec.items, seed=spec.seed,
@@ -387,6 +403,7 @@ def store_exercises(engine: Engine, code: Any, student: Any, exercises: Mapping[
                 new = [r for r in rows if r["item_index"] not in present]
                 if new:
                     conn.execute(sa.insert(table), new)
+                    fingerprints.store(conn, code, who, {r["item_index"]: r["exercise"] for r in new})
             break
         except sa.exc.IntegrityError:
             continue  # theirs are kept: a stored exercise is never replaced
@@ -396,9 +413,12 @@ def store_exercises(engine: Engine, code: Any, student: Any, exercises: Mapping[
 # ---------------------------------------------------------------- submissions
 
 
-def check_rules(conn: Connection, assignment: Assignment, who: str, person: str, at: datetime) -> int:
+def check_rules(conn: Connection, assignment: Assignment, who: str, person: str, at: datetime,
+                claimant: str | None = None, name: str = "") -> int:
     """The number of this attempt (1, 2, …) if the rules take a submission by `who` at `at` (naive
-    UTC); Refused otherwise. `who` is the normalised name or class-list key attempts are counted by."""
+    UTC); Refused otherwise. `who` is the normalised name or class-list key attempts are counted by;
+    `claimant` the browser profile submitting to an assignment without a class list (the name must be
+    its own: claimed first, or admitted by the teacher)."""
     rules = assignment.rules
     if rules.closed:
         raise Refused("closed")
@@ -410,13 +430,20 @@ def check_rules(conn: Connection, assignment: Assignment, who: str, person: str,
     if assignment.has_roster and conn.execute(sa.select(roster.c.student_key).where(
             roster.c.assignment_code == assignment.code, roster.c.student_key == who)).first() is None:
         raise Refused("not_on_roster")
+    if claimant is not None and not assignment.has_roster and not claims.holds(
+            conn, assignment.code, who, claimant, name or who, at):
+        raise Refused("name_taken")
     if rules.time_limit:
-        opened = conn.execute(sa.select(openings.c.opened_at).where(
-            openings.c.assignment_code == assignment.code, openings.c.person == person)).scalar()
-        if opened is not None:
-            ends = _aware(opened) + timedelta(minutes=rules.time_limit)
-            if now > ends + timedelta(seconds=GRACE_S):
-                raise Refused("time_up", ends)
+        # the student's clock (one per student, whatever browser started it), or an older per-session one
+        started = conn.execute(sa.select(sa.func.min(openings.c.opened_at)).where(
+            openings.c.assignment_code == assignment.code, openings.c.person.in_([person, _clock(who)]))).scalar()
+        if started is None:  # submitted without opening first: the clock starts now (the first start wins)
+            conn.execute(sa.insert(openings).values(assignment_code=assignment.code, person=_clock(who),
+                                                    opened_at=at))
+            started = at
+        ends = _aware(started) + timedelta(minutes=rules.time_limit)
+        if now > ends + timedelta(seconds=GRACE_S):
+            raise Refused("time_up", ends)
     done = conn.execute(sa.select(sa.func.count(sa.distinct(sa.func.coalesce(
         submissions.c.attempt_id, sa.cast(submissions.c.id, sa.String))))).where(
         submissions.c.assignment_code == assignment.code, submissions.c.student_key == who)).scalar() or 0
@@ -426,12 +453,15 @@ def check_rules(conn: Connection, assignment: Assignment, who: str, person: str,
 
 
 def record_submissions(engine: Engine, code: Any, student: Any, entries: Iterable[Mapping[str, Any]],
-                       submitted_at: datetime | None = None, person: str | None = None) -> list[int]:
+                       submitted_at: datetime | None = None, person: str | None = None,
+                       claimant: str | None = None) -> list[int]:
     """Store one student's answers (one attempt) in one transaction; returns their ids once committed.
 
     Each entry: item_index, kind, level, seed, answer (plain JSON), score (or None), misconception,
     and the exercise graded (an Exercise or its to_dict()) with its version. `person`: who pressed
     Submit (the browser session of an open assignment); rows are never replaced, each attempt is kept.
+    `claimant`: the browser profile submitting to an assignment without a class list: the name must be
+    its own (claim_name), else Refused name_taken.
     Raises MalformedCode, UnknownAssignment, AssignmentError (name), ValueError (an entry), Refused
     (the rules: closed, not open yet, late, out of time or attempts, not on the class list)."""
     code = parse_code(code)
@@ -452,10 +482,26 @@ def record_submissions(engine: Engine, code: Any, student: Any, entries: Iterabl
                      "attempt_id": attempt_id, "person": person})
     if not rows:
         raise ValueError("nothing to submit")
+    for _ in range(CLAIM_RETRIES - 1):
+        try:
+            return _store_attempt(engine, code, who, person, at, attempt_id, rows, claimant)
+        except sa.exc.IntegrityError:
+            # another submission of this student took the number first (its commit is what we waited
+            # for): count again, now seeing it. Nothing of this one was stored.
+            continue
+    return _store_attempt(engine, code, who, person, at, attempt_id, rows, claimant)
+
+
+def _store_attempt(engine: Engine, code: str, who: str, person: str, at: datetime, attempt_id: str,
+                   rows: list[dict[str, Any]], claimant: str | None = None) -> list[int]:
+    """One try at storing an attempt: the rules checked and the attempt's number claimed (the primary
+    key of attempt_claims: one per student and number) in the transaction that stores its rows."""
     ids = []
     with writing(engine).begin() as conn:
         assignment, _ = _load(conn, code)
-        number = check_rules(conn, assignment, who, person, at)
+        number = check_rules(conn, assignment, who, person, at, claimant, rows[0]["student"])
+        conn.execute(sa.insert(attempt_claims).values(assignment_code=code, student_key=who, attempt=number,
+                                                      attempt_id=attempt_id, claimed_at=at))
         for row in rows:
             row["attempt"] = number
         expected = slots(assignment.items)
@@ -586,6 +632,77 @@ def rename_person(engine: Engine, code: Any, key: Any, who: str, name: Any) -> i
                             .values(student=cleaned, person=str(who)[:120])).rowcount
 
 
+# ---------------------------------------------------------------- names held by browsers (no class list)
+
+
+@dataclass(frozen=True)
+class Clash:
+    """A second browser that typed a name another browser holds: what the teacher decides on."""
+
+    name: str  # as the second browser typed it
+    student_key: str  # the name normalised (what attempts are counted by)
+    ref: str  # which browser (a digest of its profile; the profile id stays private)
+    at: datetime  # UTC
+    holder: str  # the name as the holding browser typed it
+    admitted: bool = False
+
+
+def claim_name(engine: Engine, code: Any, student: Any, profile: str, at: datetime | None = None) -> bool:
+    """Claim a typed name for a browser profile on an assignment without a class list: True when it is
+    the profile's (first to type it, or admitted by the teacher); False when another profile holds it
+    (the clash is listed for the teacher). With a class list the personal link says who it is: True."""
+    code, name = parse_code(code), clean_student_name(student)
+    with engine.connect() as conn:
+        assignment, _ = _load(conn, code)
+    if assignment.has_roster:
+        return True
+    return claims.claim(engine, code, student_key(name), str(profile)[:100], name, _utc_naive(at))
+
+
+def clashes_of(engine: Engine, code: Any, key: Any) -> list[Clash]:
+    """The clashes on the assignment's names, oldest first (AccessDenied without the teacher key)."""
+    with engine.connect() as conn:
+        assignment = _authorised(conn, code, key)
+        rows = conn.execute(sa.select(name_clashes, name_claims.c.name.label("holder")).select_from(
+            name_clashes.outerjoin(name_claims, sa.and_(name_claims.c.assignment_code == name_clashes.c.assignment_code,
+                                                        name_claims.c.student_key == name_clashes.c.student_key)))
+                            .where(name_clashes.c.assignment_code == assignment.code)
+                            .order_by(name_clashes.c.at)).all()
+    return [Clash(r.name, r.student_key, claims.profile_ref(r.profile), _aware(r.at), r.holder or r.name,
+                  bool(r.admitted)) for r in rows]
+
+
+def admit_clash(engine: Engine, code: Any, key: Any, who: str, ref: str) -> bool:
+    """The teacher says the second browser is the same person: it may use the name too (its attempts
+    count with the holder's). False when no such clash is listed."""
+    with writing(engine).begin() as conn:
+        assignment = _authorised(conn, code, key)
+        mine = sa.and_(name_clashes.c.assignment_code == assignment.code, name_clashes.c.student_key == who)
+        for profile in conn.execute(sa.select(name_clashes.c.profile).where(mine)).scalars():
+            if claims.profile_ref(profile) == ref:
+                conn.execute(sa.update(name_clashes).where(mine, name_clashes.c.profile == profile)
+                             .values(admitted=True))
+                return True
+    return False
+
+
+def release_name(engine: Engine, code: Any, key: Any, who: str) -> int:
+    """The teacher says the browser holding the name is not that student: the name is free again (the
+    next browser to type it holds it) and the submissions stored under it are set aside, kept and shown
+    in the gradebook, but no longer counted as the name's attempts. Returns the rows set aside."""
+    with writing(engine).begin() as conn:
+        assignment = _authorised(conn, code, key)
+        holder = conn.execute(sa.select(name_claims.c.profile).where(
+            name_claims.c.assignment_code == assignment.code, name_claims.c.student_key == who)).scalar()
+        aside = f"~{claims.profile_ref(holder or '')}:{who}"[:100]
+        mine = submissions.c.assignment_code == assignment.code
+        moved = conn.execute(sa.update(submissions).where(mine, submissions.c.student_key == who).values(
+            student_key=aside, person=sa.func.coalesce(submissions.c.person, who))).rowcount
+        for table in (name_claims, name_clashes, attempt_claims):
+            conn.execute(sa.delete(table).where(table.c.assignment_code == assignment.code, table.c.student_key == who))
+    return int(moved or 0)
+
+
 # ---------------------------------------------------------------- a student's own attempts, openings
 
 
@@ -621,6 +738,41 @@ def opened(engine: Engine, code: Any, person: str, at: datetime | None = None) -
     with engine.connect() as conn:
         return _aware(conn.execute(sa.select(table.c.opened_at).where(
             table.c.assignment_code == code, table.c.person == person)).scalar_one())
+
+
+def _clock(who: str) -> str:
+    """The openings row of a student's exam clock: one per student (their normalised name or class-list
+    key), so a reload, a new browser or another replica finds the clock already running."""
+    return "clock:" + who
+
+
+def exam_clock(engine: Engine, code: Any, student: Any, at: datetime | None = None) -> datetime:
+    """When `student`'s exam clock started on this assignment (started now if never; the first start
+    wins when several sessions start it at once). Submissions past its time limit are refused. A
+    class-list student's clock from before (kept under their key) still counts."""
+    code, who = parse_code(code), student_key(student)
+    with engine.connect() as conn:
+        earlier = conn.execute(sa.select(openings.c.opened_at).where(
+            openings.c.assignment_code == code, openings.c.person == who)).scalar()
+    return _aware(earlier) if earlier is not None else opened(engine, code, _clock(who), at)
+
+
+def open_exams_giving(engine: Engine, prints: Iterable[str], at: datetime | None = None) -> list[str]:
+    """The codes of exams still taking answers (or not open yet) with an item whose given matrices are
+    all among these fingerprints (storage.fingerprints): Check my work and Practice refuse to compute it."""
+    codes = fingerprints.matching(engine, prints)
+    if not codes:
+        return []
+    now = _aware(_utc_naive(at))
+    with engine.connect() as conn:
+        rows = conn.execute(sa.select(assignments.c.code, assignments.c.rules).where(
+            assignments.c.code.in_(sorted(codes)))).all()
+    out = []
+    for row in rows:
+        rules = make_rules(row.rules)
+        if rules.exam and not rules.closed and (rules.deadline is None or now <= rules.deadline):
+            out.append(row.code)
+    return sorted(out)
 
 
 # ---------------------------------------------------------------- class lists and personal links
@@ -733,6 +885,7 @@ def update_assignment(engine: Engine, code: Any, key: Any, title: Any = None, ru
             table = assignment_exercises
             conn.execute(sa.delete(table).where(table.c.assignment_code == assignment.code,
                                                 table.c.item_index >= kept))
+            fingerprints.forget(conn, assignment.code, kept)
             given = dict(exercises) if isinstance(exercises, Mapping) else dict(enumerate(exercises))
             stored = {int(i): _exercise_json(e) for i, e in given.items() if kept <= int(i) < len(slots(new))}
             if stored and not (per_student if switch else assignment.per_student):
@@ -740,6 +893,7 @@ def update_assignment(engine: Engine, code: Any, key: Any, title: Any = None, ru
                     {"assignment_code": assignment.code, "student_key": "", "item_index": i,
                      "version": int(ex["version"]), "exercise": ex, "stored_at": _utc_naive(None)}
                     for i, ex in sorted(stored.items())])
+                fingerprints.store(conn, assignment.code, "", stored)
         if values:
             conn.execute(sa.update(assignments).where(assignments.c.code == assignment.code).values(**values))
         row = conn.execute(sa.select(assignments).where(assignments.c.code == assignment.code)).first()
@@ -750,7 +904,8 @@ def delete_assignment(engine: Engine, code: Any, key: Any) -> None:
     """Delete an assignment with everything stored for it (AccessDenied without the key)."""
     with writing(engine).begin() as conn:
         assignment = _authorised(conn, code, key)
-        for table in (submissions, assignment_exercises, roster, openings):
+        for table in (submissions, attempt_claims, name_claims, name_clashes, given_fingerprints, assignment_exercises,
+                      roster, openings):
             conn.execute(sa.delete(table).where(table.c.assignment_code == assignment.code))
         conn.execute(sa.delete(assignments).where(assignments.c.code == assignment.code))
 

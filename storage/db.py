@@ -88,6 +88,18 @@ roster = sa.Table(
     sa.Column("issued_at", sa.DateTime, nullable=False),
 )
 
+# Wrong tries at a form that accepts a secret (issue 31), shared by every session and replica: one row
+# per form and client address (a digest), and one per form with source "*" (the form's global budget).
+throttles = sa.Table(
+    "throttles", metadata,
+    sa.Column("form", sa.String(40), primary_key=True),
+    sa.Column("source", sa.String(64), primary_key=True),
+    sa.Column("failures", sa.Integer, nullable=False),  # wrong tries in a row (the global row: in its window)
+    sa.Column("until", sa.DateTime, nullable=False),  # naive UTC: no try is taken before it
+    sa.Column("since", sa.DateTime, nullable=False),  # the first of those tries (the global row: its window)
+    sa.Column("last", sa.String(64), nullable=True),  # a digest of the last try (a rerun is no new guess)
+)
+
 # When each person first opened an assignment (an exam's time limit counts from there).
 openings = sa.Table(
     "openings", metadata,
@@ -95,6 +107,43 @@ openings = sa.Table(
               primary_key=True),
     sa.Column("person", sa.String(120), primary_key=True),
     sa.Column("opened_at", sa.DateTime, nullable=False),
+)
+
+# One row per attempt number a student has used (issue 31): two sessions submitting at once both count
+# the same earlier attempts and ask for the same number; the primary key lets one of them through and
+# the other counts again (and is refused when none is left). Attempts stored before it have no row.
+attempt_claims = sa.Table(
+    "attempt_claims", metadata,
+    sa.Column("assignment_code", sa.String(16), sa.ForeignKey("assignments.code", ondelete="CASCADE"),
+              primary_key=True),
+    sa.Column("student_key", sa.String(100), primary_key=True),
+    sa.Column("attempt", sa.Integer, primary_key=True),
+    sa.Column("attempt_id", sa.String(40), nullable=False),
+    sa.Column("claimed_at", sa.DateTime, nullable=False),
+)
+
+# Who holds a typed name on an assignment without a class list (issue 31): the first browser profile to
+# type it. Another profile typing the same name (any letter case) is refused and listed in name_clashes
+# for the teacher, who admits it (the same person on another browser) or releases the name.
+name_claims = sa.Table(
+    "name_claims", metadata,
+    sa.Column("assignment_code", sa.String(16), sa.ForeignKey("assignments.code", ondelete="CASCADE"),
+              primary_key=True),
+    sa.Column("student_key", sa.String(100), primary_key=True),
+    sa.Column("profile", sa.String(100), nullable=False),
+    sa.Column("name", sa.String(100), nullable=False),
+    sa.Column("claimed_at", sa.DateTime, nullable=False),
+)
+
+name_clashes = sa.Table(
+    "name_clashes", metadata,
+    sa.Column("assignment_code", sa.String(16), sa.ForeignKey("assignments.code", ondelete="CASCADE"),
+              primary_key=True),
+    sa.Column("student_key", sa.String(100), primary_key=True),
+    sa.Column("profile", sa.String(100), primary_key=True),
+    sa.Column("name", sa.String(100), nullable=False),  # as the second browser typed it
+    sa.Column("at", sa.DateTime, nullable=False),
+    sa.Column("admitted", sa.Boolean, nullable=False),  # the teacher said: the same person
 )
 
 # The very exercises of an assignment, stored once: the class's set when the assignment is created
@@ -109,6 +158,21 @@ assignment_exercises = sa.Table(
     sa.Column("version", sa.Integer, nullable=False),
     sa.Column("exercise", sa.JSON, nullable=False),  # Exercise.to_dict()
     sa.Column("stored_at", sa.DateTime, nullable=False),
+)
+
+# A fingerprint of each given matrix of every stored exercise (issue 31): Check my work and Practice look
+# up the matrices they are given and refuse an open exam's item. `matrices` is how many distinct
+# matrices the item gives (storage.fingerprints says how many must be shared to match); an item with
+# none has one row with fingerprint "-" (it is fingerprinted, and matches nothing).
+given_fingerprints = sa.Table(
+    "given_fingerprints", metadata,
+    sa.Column("assignment_code", sa.String(16), sa.ForeignKey("assignments.code", ondelete="CASCADE"),
+              primary_key=True),
+    sa.Column("student_key", sa.String(100), primary_key=True),  # "" for the class's set
+    sa.Column("item_index", sa.Integer, primary_key=True),
+    sa.Column("fingerprint", sa.String(32), primary_key=True),
+    sa.Column("matrices", sa.Integer, nullable=False),
+    sa.Index("ix_given_fingerprints_fingerprint", "fingerprint"),
 )
 
 attempts = sa.Table(
@@ -148,6 +212,10 @@ profile_keys = sa.Table(
               index=True),
     sa.Column("purpose", sa.String(10), nullable=False),
     sa.Column("created_at", sa.DateTime, nullable=False),
+    # the browser a browser secret was issued to (a digest of that browser's own id cookie; issue 31): a
+    # secret presented by another browser (a planted cookie) files nothing until its user confirms.
+    # None: issued before this was kept (bound to the first browser that presents it)
+    sa.Column("browser", sa.String(64), nullable=True),
 )
 
 
@@ -167,26 +235,6 @@ def normalise_url(url: str) -> str:
         if url.startswith(prefix):
             return "postgresql+psycopg://" + url[len(prefix):]
     return url
-
-
-def open_engine(url: str | None = None) -> Engine:
-    """An engine for `url` (default: database_url()), with the tables created if missing.
-
-    Thread-safe and meant to be shared: services.db keeps one per process and URL."""
-    url = normalise_url(url) if url else database_url()
-    parsed = sa.engine.make_url(url)
-    if parsed.get_backend_name() == "sqlite":
-        engine = _sqlite_engine(parsed)
-    else:
-        connect_args = {} if "connect_timeout" in parsed.query else {"connect_timeout": CONNECT_TIMEOUT_S}
-        engine = sa.create_engine(parsed, pool_pre_ping=True, pool_size=5, max_overflow=10, connect_args=connect_args)
-    try:
-        metadata.create_all(engine)
-    except (sa.exc.IntegrityError, sa.exc.ProgrammingError, sa.exc.OperationalError):
-        metadata.create_all(engine)  # another replica was creating the same tables at that moment
-    add_missing_columns(engine)
-    register_legacy_profiles(engine)
-    return engine
 
 
 def add_missing_columns(engine: Engine) -> list[str]:

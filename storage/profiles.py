@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+import time
 from datetime import UTC, datetime
 from typing import Any
 
@@ -37,8 +38,8 @@ def new_profile_id() -> str:
 
 
 def create_profile(engine: Engine, source: str, secret: str | None = None, purpose: str = "browser",
-                   profile_id: str | None = None) -> str:
-    """A new profile (with the secret that opens it, when given); its id."""
+                   profile_id: str | None = None, browser: str | None = None) -> str:
+    """A new profile (with the secret that opens it, when given, issued to `browser`); its id."""
     if source not in SOURCES or purpose not in PURPOSES:
         raise ValueError(f"unknown profile source or key purpose: {source!r}, {purpose!r}")
     chosen = profile_id or new_profile_id()
@@ -46,7 +47,7 @@ def create_profile(engine: Engine, source: str, secret: str | None = None, purpo
         conn.execute(sa.insert(profiles).values(id=chosen, source=source, created_at=_now()))
         if secret is not None:
             conn.execute(sa.insert(profile_keys).values(key_hash=key_hash(secret), profile_id=chosen,
-                                                        purpose=purpose, created_at=_now()))
+                                                        purpose=purpose, created_at=_now(), browser=browser))
     return chosen
 
 
@@ -74,16 +75,50 @@ def profile_for_secret(engine: Engine, secret: str, purpose: str) -> str | None:
     return None if row is None else str(row.profile_id)
 
 
-def add_secret(engine: Engine, profile_id: str, secret: str, purpose: str, replace: bool = False) -> None:
-    """Link a secret to a profile; with `replace`, the profile's earlier secrets of that purpose stop working."""
+def add_secret(engine: Engine, profile_id: str, secret: str, purpose: str, replace: bool = False,
+               browser: str | None = None, keep_browser: str | None = None) -> None:
+    """Link a secret to a profile (a browser secret issued to `browser`); with `replace`, the profile's
+    earlier secrets of that purpose stop working. `keep_browser`: every browser secret of the profile
+    but this one stops working too, in the same transaction (a new recovery code signs out the others)."""
     if purpose not in PURPOSES:
         raise ValueError(f"unknown key purpose {purpose!r}")
     with writing(engine).begin() as conn:
         if replace:
             conn.execute(sa.delete(profile_keys).where(profile_keys.c.profile_id == profile_id,
                                                        profile_keys.c.purpose == purpose))
+        if keep_browser is not None:
+            _drop_browsers(conn, profile_id, keep_browser)
         conn.execute(sa.insert(profile_keys).values(key_hash=key_hash(secret), profile_id=profile_id,
-                                                    purpose=purpose, created_at=_now()))
+                                                    purpose=purpose, created_at=_now(), browser=browser))
+
+
+def _drop_browsers(conn: Any, profile_id: str, keep: str) -> int:
+    return int(conn.execute(sa.delete(profile_keys).where(
+        profile_keys.c.profile_id == profile_id, profile_keys.c.purpose == "browser",
+        profile_keys.c.key_hash != key_hash(keep))).rowcount or 0)
+
+
+def sign_out_browsers(engine: Engine, profile_id: str, keep: str) -> int:
+    """Every browser secret of the profile but `keep` stops opening it; the number signed out."""
+    with writing(engine).begin() as conn:
+        return _drop_browsers(conn, profile_id, keep)
+
+
+def browser_of(engine: Engine, secret: str) -> tuple[str, str | None] | None:
+    """(profile id, the browser it was issued to) of a browser secret, or None when it opens nothing."""
+    with engine.connect() as conn:
+        row = conn.execute(sa.select(profile_keys.c.profile_id, profile_keys.c.browser).where(
+            profile_keys.c.key_hash == key_hash(secret), profile_keys.c.purpose == "browser")).first()
+    return None if row is None else (str(row.profile_id), row.browser)
+
+
+def bind_browser(engine: Engine, secret: str, browser: str) -> bool:
+    """From now on the browser secret belongs to `browser` (its user confirmed the profile is theirs);
+    False when the secret opens nothing."""
+    with writing(engine).begin() as conn:
+        return bool(conn.execute(sa.update(profile_keys).where(
+            profile_keys.c.key_hash == key_hash(secret), profile_keys.c.purpose == "browser")
+            .values(browser=browser)).rowcount)
 
 
 def has_secret(engine: Engine, profile_id: str, purpose: str) -> bool:
@@ -93,12 +128,39 @@ def has_secret(engine: Engine, profile_id: str, purpose: str) -> bool:
 
 
 def delete_profile(engine: Engine, profile_id: str) -> int:
-    """Delete a profile, the secrets that open it and every attempt stored under it; the attempts deleted."""
+    """Delete a profile, the secrets that open it and every attempt stored under it; the attempts deleted.
+
+    On SQLite the deleted rows are overwritten (secure_delete) and the write-ahead log is checkpointed
+    and truncated, so no copy of them stays in the -wal file (issue 31: 45 copies of a deleted id)."""
+    sqlite = engine.dialect.name == "sqlite"
     with writing(engine).begin() as conn:
-        gone = conn.execute(sa.delete(attempts).where(attempts.c.profile == profile_id)).rowcount
-        conn.execute(sa.delete(profile_keys).where(profile_keys.c.profile_id == profile_id))
-        conn.execute(sa.delete(profiles).where(profiles.c.id == profile_id))
+        if sqlite:
+            conn.exec_driver_sql("PRAGMA secure_delete=ON")
+        try:
+            gone = conn.execute(sa.delete(attempts).where(attempts.c.profile == profile_id)).rowcount
+            conn.execute(sa.delete(profile_keys).where(profile_keys.c.profile_id == profile_id))
+            conn.execute(sa.delete(profiles).where(profiles.c.id == profile_id))
+        finally:
+            if sqlite:
+                conn.exec_driver_sql("PRAGMA secure_delete=OFF")
+    if sqlite:
+        _truncate_log(engine)
     return int(gone or 0)
+
+
+def _truncate_log(engine: Engine, tries: int = 20) -> bool:
+    """Checkpoint SQLite's write-ahead log into the file and truncate it (a reader in the middle of a
+    transaction holds it back: a few more tries). True when the log is empty."""
+    raw = engine.raw_connection()  # outside any transaction: the log's pages go into the file
+    try:
+        for _ in range(tries):
+            busy, _log, _done = raw.cursor().execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+            if not busy:
+                return True
+            time.sleep(0.05)
+        return False
+    finally:
+        raw.close()
 
 
 def legacy_profiles(engine: Engine) -> dict[str, int]:

@@ -18,7 +18,7 @@ import storage
 from exercises.cli import selftest
 from exercises.core import misconceptions
 from services import assignments as service_assignments
-from services import exports, submissions
+from services import exports, submissions, throttle
 from tests.apptest_helpers import ROOT, open_page
 from tests.served_app import entrypoint_every_run  # noqa: F401  (fixture)
 from ui import assignments as ui_assignments
@@ -27,6 +27,7 @@ from ui import mathview
 from ui.answer_grid import paste_key
 
 ASSIGNMENTS = str(ROOT / "app_pages" / "assignments.py")
+PROFILE = "progress.profile"  # the browser profile a session works under (ui.progress)
 GRADEBOOK = str(ROOT / "app_pages" / "gradebook.py")
 
 
@@ -93,11 +94,19 @@ def create(at: AppTest, title: str, rows: list[tuple[str, int, int]], seed: int 
     return code, key
 
 
-def student_opens(code: str, name: str) -> AppTest:
+def student_opens(code: str, name: str, browser: str | None = None, taken: bool = False) -> AppTest:
+    """A student opens the link and types their name, in a new session of their own browser (its
+    profile: `browser`, else one per name, as a browser's cookie keeps it); `taken`: the name is another
+    browser's, so the page refuses it."""
     at = page(ASSIGNMENTS, {"assignment": code})
+    at.session_state[PROFILE] = f"p-test-{browser or name.casefold()}"
     at.text_input(key=f"assign.name_input.{storage.parse_code(code)}").input(name)
     button(at, "Start").click().run()
-    assert not at.exception and f"Working as **{name}**." in texts(at)
+    assert not at.exception
+    if taken:
+        assert "That name is already taken" in texts(at) and "Working as" not in texts(at)
+    else:
+        assert f"Working as **{name}**." in texts(at)
     return at
 
 
@@ -306,8 +315,13 @@ def test_the_gradebook_needs_the_right_key(db):
     cases = [("nope", key, "not an assignment code"), ("ZZZZZZZZ", key, "No assignment has the code ZZZZZZZZ"),
              (code, "short", "not a teacher key"), (code, other_key, f"does not open the gradebook of {code}"),
              (code, "", "not a teacher key")]
-    for code_text, key_text, message in cases:
+    for n, (code_text, key_text, message) in enumerate(cases):
         at = open_gradebook(code_text, key_text)
+        if n == throttle.FREE + 1:  # wrong tries from one address are throttled across sessions (issue 31)
+            assert "Wait" in at.error[0].value
+            with db.begin() as conn:
+                conn.execute(sa.delete(storage.db.throttles))
+            at = open_gradebook(code_text, key_text)
         assert message in at.error[0].value
         assert not at.dataframe and "Ada" not in texts(at)
     at = open_gradebook(code, key)
@@ -609,9 +623,12 @@ def test_exam_mode_hides_marks_until_released_and_offers_no_solutions(db):
     assert "Your marks will be shown when your teacher releases them." in texts(at)
     assert "Your score" not in texts(at) and not any(b.label == "Show solution" for b in at.button)
     storage.update_assignment(db, a.code, key, rules={**rules, "released": True})
-    back = student_opens(a.code, "Ada")  # another browser, the same name: told what is left, not shown Ada's
-    assert "Submitted so far: 1. Attempts left: 1." in texts(back) and "Your score" not in texts(back)
-    at.run()  # Ada's own session, after the release: her marks
+    back = student_opens(a.code, "Ada", browser="another", taken=True)  # another browser: the name is Ada's
+    assert "Your score" not in texts(back)
+    at.run()  # released, but an exam without a class list still taking answers: no marks yet (issue 31)
+    assert "Your score" not in texts(at)
+    storage.update_assignment(db, a.code, key, rules={**rules, "released": True, "closed": True})
+    at.run()  # Ada's own session, released after the exam: her marks
     assert "Submitted. Your score: 100%." in texts(at)
     assert not any(b.label == "Show solution" for b in at.button)  # never in an exam
 
@@ -730,10 +747,7 @@ def test_the_teacher_merges_or_renames_same_name_duplicates_on_the_gradebook(db)
     """Two browsers typing "Ada" in an open assignment were flagged, with no way to resolve it (issue 15)."""
     created = service_assignments.create("Open", [{"kind": "scaling", "level": 1}], 2, rules={"attempts": 0})
     a, key = created.assignment, created.teacher_key
-    for name in ("Ada", "ada", "Ada"):
-        at = student_opens(a.code, name)
-        _wrong_everywhere(at, a, name)
-        submit(at)
+    _same_name_from_before(db, a, ("Ada", "ada", "Ada"))
     book = open_gradebook(a.code, key)
     assert book.dataframe[0].value.iloc[:, 0].tolist() == ["Ada", "ada (2)", "Ada (3)"]
     assert any("Same name: Ada" in e.label for e in book.get("expander"))
@@ -745,13 +759,22 @@ def test_the_teacher_merges_or_renames_same_name_duplicates_on_the_gradebook(db)
     assert len(storage.list_submissions(db, a.code, key)) == 3
 
 
+def _same_name_from_before(db, a: storage.Assignment, names: tuple[str, ...]) -> None:
+    """Submissions of one name from several browser sessions, as stored before a name was held by the
+    first browser to type it (issue 31): the duplicates the teacher resolves on the gradebook."""
+    [ex] = stored(a)
+    for n, name in enumerate(names):
+        storage.record_submissions(
+            db, a.code, name, [{"item_index": 0, "kind": ex.kind, "level": ex.level,
+                                                   "seed": ex.seed, "answer": None, "score": 0.0,
+                                                   "exercise": ex, "version": ex.version}],
+            person=f"s:{n}:{name.casefold()}")
+
+
 def test_renaming_a_duplicate_tells_them_apart(db):
     created = service_assignments.create("Open", [{"kind": "scaling", "level": 1}], 2, rules={"attempts": 0})
     a, key = created.assignment, created.teacher_key
-    for name in ("Ada", "Ada"):
-        at = student_opens(a.code, name)
-        _wrong_everywhere(at, a, name)
-        submit(at)
+    _same_name_from_before(db, a, ("Ada", "Ada"))
     book = open_gradebook(a.code, key)
     book.selectbox(key=next(k for k in book.session_state if k.startswith("gradebook.who."))).set_value(1)
     book.text_input(key=next(k for k in book.session_state if k.startswith("gradebook.name."))).input("Ada B")
@@ -763,8 +786,8 @@ def test_renaming_a_duplicate_tells_them_apart(db):
 
 def test_a_returning_student_in_a_new_browser_sees_counts_only(db):
     """Issue 15: a returning student sees what they submitted and what is left; in an open assignment a
-    name is no proof of who it is, so another browser under the same name is told the counts, never
-    shown the answers."""
+    name is no proof of who it is: another browser typing the same name (any letter case) is refused,
+    never shown the answers, and never uses up her attempts (issue 31)."""
     created = service_assignments.create("Open", [{"kind": "scaling", "level": 1}], 2, rules={"attempts": 3})
     a = created.assignment
     ada = student_opens(a.code, "Ada")
@@ -773,12 +796,16 @@ def test_a_returning_student_in_a_new_browser_sees_counts_only(db):
     submit(ada)
     button(ada, "Submit another attempt").click().run()
     assert any("Your last submission" in e.label for e in ada.get("expander")), "her own browser: her answers"
-    other = student_opens(a.code, "ada")
-    assert "Submitted so far: 1. Attempts left: 2." in texts(other)
+    again = student_opens(a.code, "Ada")  # her browser, a new session: her answers
+    assert "Submitted so far: 1. Attempts left: 2." in texts(again)
+    assert any("Your last submission" in e.label for e in again.get("expander"))
+    other = student_opens(a.code, "ada", browser="someone else", taken=True)
     assert not any("Your last submission" in e.label for e in other.get("expander"))
-    shown = [w.value for kind in ("text_input", "text_area") for w in other.get(kind)]
+    shown = [w.value for kind in ("text_input", "text_area") for w in other.get(kind)
+             if w.key != f"assign.name_input.{a.code}"]  # the name they typed stays in its box
     assert not any(v and v.strip() for v in shown if isinstance(v, str)), "no answer of Ada's in the page"
     assert "Your score" not in texts(other)
+    assert [s.score for s in storage.list_submissions(db, a.code, created.teacher_key)] == [1.0]
 
 
 def test_released_exam_marks_name_no_mistake_and_no_sanity_check(db):
@@ -790,13 +817,14 @@ def test_released_exam_marks_name_no_mistake_and_no_sanity_check(db):
     [ex] = stored(a)
     part = ex.parts[0].name
     _mid, text = mistaken_answer(ex, part)
-    at = student_opens(a.code, "Ada")
+    links = storage.set_roster(db, a.code, created.teacher_key, ["Ada", "Bob"])  # an exam's marks: class list only
+    at = page(ASSIGNMENTS, {"assignment": a.code, "t": links["Ada"]})
     at.text_area(key=paste_key(item_prefix(at, a, 0, ex), part)).input(text)
     submit(at)
     shown = texts(at)
     assert "Score " in shown and "Likely mistake" not in shown and "Sanity check" not in shown
     practice = service_assignments.update(a, created.teacher_key, rules={**rules, "exam": False})
-    again = student_opens(practice.code, "Bob")
+    again = page(ASSIGNMENTS, {"assignment": a.code, "t": links["Bob"]})
     again.text_area(key=paste_key(item_prefix(again, practice, 0, ex), part)).input(text)
     submit(again)
     assert "Likely mistake" in texts(again), "outside an exam the feedback names the mistake"
@@ -817,3 +845,54 @@ def test_a_hostile_name_typed_twice_is_shown_literally_where_it_is_resolved(db, 
     book.run()
     assert any("Same name" in e.label for e in book.get("expander"))
     assert_literal(book, hostile, echoed=len(hostile))
+
+
+def test_a_name_taken_by_another_browser_goes_to_the_teachers_list_who_releases_it(db):
+    """Issue 31: another browser typing a classmate's name first used up the classmate's one attempt.
+    Now the first browser holds the name, the second is refused, and the teacher decides."""
+    created = service_assignments.create("Open", [{"kind": "scaling", "level": 1}], 2, rules={"attempts": 1})
+    a, key = created.assignment, created.teacher_key
+    squatter = student_opens(a.code, "Ada Lovelace", browser="squatter")
+    _wrong_everywhere(squatter, a, "Ada Lovelace")
+    submit(squatter)
+    ada = student_opens(a.code, "ADA LOVELACE", browser="ada", taken=True)
+    book = open_gradebook(a.code, key)
+    assert any("Names taken by another browser: 1" in e.label for e in book.get("expander"))
+    assert "**ADA LOVELACE** (held as Ada Lovelace)" in texts(book)
+    button(book, "Release the name").click().run()
+    assert not book.exception and not any("Names taken" in e.label for e in book.get("expander"))
+    ada = student_opens(a.code, "ADA LOVELACE", browser="ada")
+    assert "You have used all your attempts" not in texts(ada)
+    type_answers(ada, a, "ADA LOVELACE", [selftest.correct_answer(stored(a)[0])])
+    submit(ada)
+    assert "Submitted. Your score: 100%." in texts(ada)
+    assert sorted(s.score for s in storage.list_submissions(db, a.code, key)) == [0.0, 1.0]  # both kept
+
+
+def test_a_throwaway_name_on_an_exam_sees_no_score_and_no_marked_grid(db):
+    """Issue 31: a throwaway name saw "Your score: 0%" and the marked grid after its final attempt, and
+    the real name then scored 100 %."""
+    rules = {"attempts": 1, "exam": True, "release": "final"}
+    created = service_assignments.create("Exam", [{"kind": "scaling", "level": 1}], 2, rules=rules)
+    a = created.assignment
+    at = student_opens(a.code, "Throwaway")
+    _wrong_everywhere(at, a, "Throwaway")
+    submit(at)
+    assert "Your score" not in texts(at) and "Your marks will be shown when your teacher releases them." in texts(at)
+    assert not any(getattr(e, "value", "").startswith("Score ") for e in at.get("caption"))
+    again = student_opens(a.code, "Throwaway")  # a reload: the stored attempt, unmarked too
+    assert "Your score" not in texts(again)
+
+
+def test_a_planted_profile_cookie_does_not_hold_the_victims_name_for_its_maker(db):
+    """A profile opened from a cookie this browser did not create (planted) is not trusted with names: the
+    cookie's maker, in their own browser with the same profile, cannot then submit as the victim."""
+    created = service_assignments.create("Open", [{"kind": "scaling", "level": 1}], 2, rules={"attempts": 1})
+    a = created.assignment
+    victim = page(ASSIGNMENTS, {"assignment": a.code})
+    victim.session_state[PROFILE] = "p-test-planted"
+    victim.session_state["progress.confirmed"] = False  # the cookie was issued to another browser
+    victim.text_input(key=f"assign.name_input.{a.code}").input("Ada")
+    button(victim, "Start").click().run()
+    assert "Working as **Ada**." in texts(victim)
+    student_opens(a.code, "Ada", browser="planted", taken=True)  # the maker's own browser, same profile

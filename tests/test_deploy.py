@@ -29,7 +29,9 @@ from streamlit.proto.Alert_pb2 import Alert
 
 import exercises
 import storage
+import storage.profiles
 from deploy import cluster as deploy
+from services import profiles
 from tests.ws_client import Session, answer_texts, elements, open_root
 
 STUDENTS = 30
@@ -135,6 +137,8 @@ def test_security_headers_and_sticky_cookie(cluster):
 class Student:
     index: int
     cookie: str = ""
+    profile: str = ""  # the secret of the browser's profile cookie (what the page's script would have set)
+    browser: str = ""  # the browser's own id cookie, which that secret was issued to
     replica: int | None = None  # where nginx sent the first page
     acked: int = 0  # checks answered with feedback and no "not saved" notice
     in_flight: int = 0  # checks or submissions whose connection died before their answer
@@ -163,6 +167,13 @@ class Student:
 
     def error(self, what: str) -> None:
         (self.errors_after_reconnect if self.reconnects else self.errors).append(what)
+
+    @property
+    def cookies(self) -> str:
+        """The Cookie header of this browser: the sticky route and its profile (a name typed on an open
+        assignment belongs to the profile that typed it first, issue 31)."""
+        return (f"{deploy.ROUTE_COOKIE}={self.cookie}; {profiles.COOKIE}={self.profile}; "
+                f"{profiles.BROWSER_COOKIE}={self.browser}")
 
 
 @dataclass
@@ -206,7 +217,7 @@ async def run(session: Session, states: list | None = None, limit: float = RUN_T
 async def submit(s: Student, lesson: Lesson) -> None:
     """Open the assignment in a second tab (same cookie), give the name, answer every item, submit."""
     code = lesson.code
-    tab = Session(lesson.url, f"assignment={code}", page="assignments", cookie=f"{deploy.ROUTE_COOKIE}={s.cookie}")
+    tab = Session(lesson.url, f"assignment={code}", page="assignments", cookie=s.cookies)
     try:
         await tab.connect()
         ok, messages = await run(tab, limit=LOAD_TIMEOUT_S)
@@ -244,7 +255,7 @@ async def practise(s: Student, lesson: Lesson, rng: random.Random) -> None:
     """One websocket session on Practice: load, then a Check every PERIOD_S (and the assignment once)."""
     ex = s.exercise()
     session = Session(lesson.url, f"kind={ex.kind}&level={ex.level}&seed={ex.seed}",
-                      cookie=f"{deploy.ROUTE_COOKIE}={s.cookie}")
+                      cookie=s.cookies)
     try:
         await session.connect()
         ok, messages = await run(session, limit=LOAD_TIMEOUT_S)
@@ -358,7 +369,9 @@ def test_replica_killed_mid_class_loses_nothing(cluster):
                                                                   {"kind": "scaling", "level": 1, "count": 1}],
                                         seed=18, per_student=False, allow_solutions=False)
     code = created.assignment.code
-    students = [Student(i) for i in range(STUDENTS)]
+    students = [Student(i, profile=profiles.new_secret(), browser=profiles.new_secret()) for i in range(STUDENTS)]
+    for s in students:  # each browser has its profile, as its first page would have made it
+        storage.profiles.create_profile(engine, "browser", s.profile, browser=profiles.browser_digest(s.browser))
     secret = storage.server_secret(engine)  # the variants are keyed with it (issue 15)
     items = {s.name: [exercises.generate(slot.kind, seed, slot.level)
                       for slot, seed in created.assignment.spec.seeds(s.name, secret=secret)] for s in students}

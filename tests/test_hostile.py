@@ -275,10 +275,10 @@ def test_postgres_gets_a_connect_timeout(monkeypatch):
 
     monkeypatch.setattr(sdb.sa, "create_engine", fake)
     with pytest.raises(RuntimeError):
-        sdb.open_engine("postgresql://u:p@127.0.0.1:1/x")
+        storage.open_engine("postgresql://u:p@127.0.0.1:1/x")
     assert seen["connect_args"] == {"connect_timeout": sdb.CONNECT_TIMEOUT_S}
     with pytest.raises(RuntimeError):
-        sdb.open_engine("postgresql://u:p@127.0.0.1:1/x?connect_timeout=2")
+        storage.open_engine("postgresql://u:p@127.0.0.1:1/x?connect_timeout=2")
     assert seen["connect_args"] == {}
 
 

@@ -36,10 +36,12 @@ def db(tmp_path, monkeypatch):
 
 @pytest.fixture
 def cookie(monkeypatch):
-    """Set the secret the next AppTest's "browser" sends (None: a browser new to the app)."""
-    sent: dict[str, str | None] = {"secret": None}
+    """Set the secret the next AppTest's "browser" sends (None: a browser new to the app), and the
+    browser's own id cookie (issue 31: a profile secret files attempts only in the browser it was issued to)."""
+    sent: dict[str, str | None] = {"secret": None, "browser": None}
     monkeypatch.setattr(progress, "browser_secret", lambda: sent["secret"])
-    return lambda secret: sent.__setitem__("secret", secret)
+    monkeypatch.setattr(progress, "browser_id", lambda: sent["browser"])
+    return lambda secret, browser=None: sent.update(secret=secret, browser=browser)
 
 
 def browser_profile() -> profiles.Opened:
@@ -90,7 +92,7 @@ def test_attempts_survive_a_restart_and_show_on_progress(db, cookie):
         storage.record_attempt(db, mine.profile, kind, 2, 100 + i, score, mistake, 1, 42.0, T0 + timedelta(minutes=i))
     storage.record_attempt(db, theirs.profile, "masking", 1, 1, 0.0, "no_mask", 0, 10.0, T0)
 
-    cookie(mine.secret)
+    cookie(mine.secret, mine.browser)
     at = open_page("app_pages/progress.py")  # a fresh AppTest: a new process state, the same database
     metrics = {m.label: m.value for m in at.metric}
     assert metrics[catalog("en")["progress.metric.attempts"]] == "4", "only this profile's attempts"
@@ -111,7 +113,7 @@ def test_progress_shows_mastery_and_what_is_due(db, cookie):
     mine = browser_profile()
     storage.record_attempt(db, mine.profile, "projection", 1, 1, 1.0, None, 0, 200.0, T0)
     storage.record_attempt(db, mine.profile, "scores", 1, 1, 0.25, "transposed_scores", 0, 200.0, T0)
-    cookie(mine.secret)
+    cookie(mine.secret, mine.browser)
     at = open_page("app_pages/progress.py")
     en = catalog("en")
     mastery = at.dataframe[0].value
@@ -139,7 +141,7 @@ def test_a_graded_attempt_on_practice_is_stored_then_shown_after_restart(db, coo
     assert [(a.kind, a.level, a.seed, a.score) for a in stored] == [("scores", 1, 3, 1.0)]
     assert stored[0].seconds >= 0 and stored[0].hints_used == 0 and stored[0].solution_shown is False
 
-    cookie(at.session_state["progress.secret"])
+    cookie(at.session_state["progress.secret"], at.session_state["progress.browser"])
     home = new_app().run()  # restart, the same browser: Home reads the standing from the database
     captions = [c.value for c in home.caption]
     assert catalog("en")["home.standing"].format(attempts=1, best="100%", mean="100%") in captions
@@ -172,7 +174,7 @@ def test_a_new_browser_gets_a_private_profile_kept_in_its_cookie(db, cookie):
     assert secret not in str(dict(first.query_params)), "the secret is never in the URL"
     assert first.session_state["progress.profile"] not in str(dict(first.query_params))
 
-    cookie(secret)
+    cookie(secret, first.session_state["progress.browser"])
     again = new_app().run()  # the same browser, back: it keeps its profile and needs no new cookie
     assert again.session_state["progress.profile"] == first.session_state["progress.profile"]
     assert not [h for h in again.get("html") if profiles.COOKIE in h.proto.body]
@@ -196,7 +198,7 @@ def test_a_forged_cookie_opens_a_fresh_profile_with_a_message(db, cookie):
 def test_a_recovery_code_on_the_progress_page(db, cookie):
     home = browser_profile()
     storage.record_attempt(db, home.profile, "softmax", 1, 1, 1.0, None, 0, 5.0, T0)
-    cookie(home.secret)
+    cookie(home.secret, home.browser)
     at = open_page("app_pages/progress.py")
     at.button(key="progress.data.make").click().run()
     (shown,) = [c.value for c in at.code]
@@ -219,7 +221,7 @@ def test_a_recovery_code_on_the_progress_page(db, cookie):
 def test_download_and_delete_all_my_data(db, cookie):
     mine = browser_profile()
     storage.record_attempt(db, mine.profile, "softmax", 1, 1, 1.0, None, 0, 5.0, T0)
-    cookie(mine.secret)
+    cookie(mine.secret, mine.browser)
     at = open_page("app_pages/progress.py")
     assert at.get("download_button"), "the learner can download their data"
     assert at.button(key="progress.data.delete").disabled, "not without the confirmation"
@@ -235,7 +237,7 @@ def test_home_links_every_stage_with_its_standing(db, cookie):
     mine = browser_profile()
     storage.record_attempt(db, mine.profile, "softmax", 2, 1, 0.5, None, 0, 5.0, T0)
     storage.record_attempt(db, mine.profile, "softmax", 2, 2, 1.0, None, 0, 5.0, T0 + timedelta(minutes=1))
-    cookie(mine.secret)
+    cookie(mine.secret, mine.browser)
     at = new_app().run()
     assert not at.exception
     links = {p.query_string for p in page_links(at)}
@@ -363,3 +365,50 @@ def test_a_database_failure_when_opening_the_profile_is_a_message(db, monkeypatc
     assert not at.exception
     assert catalog("en")["profile.not_kept"] in [w.value for w in at.warning]
     assert at.session_state["progress.secret"] is None, "no cookie for a profile that was never stored"
+
+
+def test_sign_out_other_browsers_on_progress_and_a_new_code_signs_them_out(db, cookie):
+    """Issue 31: a browser that opened a profile with a recovery code kept access after a new code."""
+    home = browser_profile()
+    storage.record_attempt(db, home.profile, "softmax", 1, 1, 1.0, None, 0, 5.0, T0)
+    code = profiles.new_recovery_code(home.profile, keep=home.secret)
+    borrowed = profiles.open_with_code(code)
+    cookie(borrowed.secret, borrowed.browser)
+    elsewhere = open_page("app_pages/progress.py")  # the other browser, its page open
+    assert elsewhere.session_state["progress.profile"] == home.profile
+    cookie(home.secret, home.browser)
+    at = open_page("app_pages/progress.py")
+    at.button(key="progress.data.others").click().run()
+    assert not at.exception and at.warning[0].value == catalog("en")["profile.notice.others_signed_out"]
+    cookie(borrowed.secret, borrowed.browser)  # what the other browser still sends
+    elsewhere.run()  # its next run: the profile is gone from it
+    assert elsewhere.session_state["progress.profile"] != home.profile
+    assert elsewhere.warning[0].value == catalog("en")["profile.notice.signed_out"]
+    assert at.session_state["progress.profile"] == home.profile
+    # and a new recovery code does the same
+    again = profiles.open_with_code(code)
+    cookie(again.secret, again.browser)
+    third = open_page("app_pages/progress.py")
+    cookie(home.secret, home.browser)
+    at.button(key="progress.data.make").click().run()
+    cookie(again.secret, again.browser)
+    third.run()
+    assert third.session_state["progress.profile"] != home.profile
+
+
+def test_a_planted_cookie_asks_before_filing_practice_attempts(db, cookie):
+    """Issue 31: a cookie planted in a victim's browser filed the victim's attempts in the planter's profile."""
+    planter = browser_profile()
+    victim = browser_profile()
+    cookie(planter.secret, victim.browser)  # the planter's secret, in the victim's browser
+    at = open_page("app_pages/practice.py", {"kind": "scores", "level": "1", "seed": "3"})
+    assert at.session_state["progress.profile"] == planter.profile
+    assert any(catalog("en")["profile.confirm_text"] == w.value for w in at.sidebar.warning)
+    ex = current_exercise(at)
+    fill_cells(at, ex, reference_cells(ex))
+    click_check(at)
+    assert not at.exception and storage.list_attempts(db, planter.profile) == [], "nothing filed unasked"
+    at.sidebar.button(key="progress.confirm_no").click().run()  # not mine: a profile of its own
+    mine = at.session_state["progress.profile"]
+    assert mine != planter.profile and storage.list_attempts(db, planter.profile) == []
+    assert [a.score for a in storage.list_attempts(db, mine)] == [1.0], "the held attempt is kept, in its own"

@@ -160,3 +160,77 @@ def test_the_migration_keeps_the_old_named_profiles_data_behind_a_code(db_url, m
     assert profiles.main(["claim", "me"]) == 0
     assert profiles.open_with_code(printed[-1]).profile == "me"
     assert profiles.main(["claim", "nobody"]) == 1
+
+
+# ---------------------------------------------------------------- issue 31: recovery signs out, planted cookies, deletion
+
+
+def test_a_new_recovery_code_signs_out_every_other_browser(db):
+    """A browser that opened a profile with a recovery code kept access after a new code replaced it."""
+    home = profiles.open_browser(None)
+    code = profiles.new_recovery_code(home.profile, keep=home.secret)
+    borrowed = profiles.open_with_code(code)  # someone who saw the old code
+    assert borrowed.profile == home.profile and profiles.still_open(home.profile, borrowed.secret)
+    profiles.new_recovery_code(home.profile, keep=home.secret)
+    assert not profiles.still_open(home.profile, borrowed.secret), "its open page loses the profile"
+    again = profiles.open_browser(borrowed.secret, borrowed.browser)  # its cookie, next visit
+    assert again.profile != home.profile and again.fresh and again.notice == "unknown_id"
+    assert profiles.open_with_code(code) is None, "the old code opens nothing"
+    assert profiles.still_open(home.profile, home.secret)
+    assert profiles.open_browser(home.secret, home.browser).profile == home.profile  # this browser keeps it
+
+
+def test_sign_out_other_browsers(db):
+    home = profiles.open_browser(None)
+    code = profiles.new_recovery_code(home.profile, keep=home.secret)
+    others = [profiles.open_with_code(code) for _ in range(3)]
+    assert profiles.sign_out_others(home.profile, home.secret) == 3
+    assert not any(profiles.still_open(home.profile, o.secret) for o in others)
+    assert profiles.still_open(home.profile, home.secret)
+    assert profiles.open_with_code(code).profile == home.profile, "the code itself still works"
+
+
+def test_a_planted_cookie_files_nothing_until_its_browser_confirms(db):
+    """A cookie planted in a victim's browser filed the victim's attempts in the planter's profile."""
+    planter = profiles.open_browser(None)
+    victim_browser = profiles.open_browser(None).browser  # the victim's browser has its own id
+    opened = profiles.open_browser(planter.secret, victim_browser)  # the planted cookie, in the victim's browser
+    assert opened.profile == planter.profile and not opened.confirmed
+    with pytest.raises(profiles.NotConfirmed):
+        progress.record_attempt(opened.profile, _attempt(), secret=opened.secret, browser=victim_browser)
+    assert progress.attempts(planter.profile) == []
+    # the planter's own browser files as always
+    progress.record_attempt(planter.profile, _attempt(), secret=planter.secret, browser=planter.browser)
+    # a browser with no id cookie at all (it was planted alone) is not trusted either
+    assert not profiles.open_browser(planter.secret, None).confirmed
+    # the victim says it is theirs after all: filed from now on
+    assert profiles.confirm(opened.secret, victim_browser)
+    progress.record_attempt(opened.profile, _attempt(score=0.5), secret=opened.secret, browser=victim_browser)
+    assert [a.score for a in progress.attempts(planter.profile)] == [1.0, 0.5]
+
+
+def test_a_secret_from_before_browser_ids_belongs_to_the_first_browser_that_shows_it(db):
+    secret = profiles.new_secret()
+    profile = store.create_profile(db, "browser", secret, "browser")  # as stored before issue 31: no browser
+    first = profiles.open_browser(secret, None)
+    assert first.profile == profile and first.confirmed and first.browser
+    assert profiles.open_browser(secret, first.browser).confirmed
+    assert not profiles.open_browser(secret, profiles.new_secret()).confirmed
+
+
+def test_a_deleted_profile_leaves_no_copy_in_the_sqlite_files(tmp_path):
+    """The SQLite -wal file kept 45 copies of a deleted profile's id until a checkpoint."""
+    engine = storage.open_engine(f"sqlite:///{tmp_path / 'wal.sqlite3'}")
+    try:
+        keep = store.create_profile(engine, "browser", profiles.new_secret(), "browser")
+        gone = store.create_profile(engine, "browser", profiles.new_secret(), "browser")
+        for i in range(45):
+            storage.record_attempt(engine, gone, "softmax", 1, i, 1.0, None, 0, 10.0)
+            storage.record_attempt(engine, keep, "softmax", 1, i, 1.0, None, 0, 10.0)
+        store.delete_profile(engine, gone)
+        files = [p for p in tmp_path.iterdir() if p.name.startswith("wal.sqlite3")]
+        for path in files:
+            assert gone.encode() not in path.read_bytes(), f"{path.name} keeps the deleted profile's id"
+        assert len(storage.list_attempts(engine, keep)) == 45  # nothing else lost
+    finally:
+        engine.dispose()

@@ -152,3 +152,28 @@ def test_long_sets_are_split_into_pages_of_few_inputs():
     assert submissions.pages(items) == [[0, 1], [2], [3], [4, 5]]
     assert submissions.page_of(submissions.pages(items), 5) == 3
     assert submissions.pages(items, budget=1000) == [[0, 1, 2, 3, 4, 5]]
+
+
+def test_an_exam_shows_marks_only_to_a_name_on_the_class_list():
+    """Issue 31: a throwaway name saw "Your score: 0%" and the marked grid after its final attempt on an
+    exam, and the real name then scored 100 %."""
+    from dataclasses import replace
+    from datetime import UTC, datetime, timedelta
+
+    from exercises.teacher.assignments import make_rules
+
+    now = datetime(2026, 3, 1, 10, 0, tzinfo=UTC)
+    base = storage.Assignment("ABCDEFGH", "Exam", (), 1, False, False, now,
+                              rules=make_rules({"attempts": 1, "exam": True, "release": "final"}))
+    open_exam, listed = base, replace(base, has_roster=True)
+    assert not submissions.marks_visible(open_exam, final=True, on_roster=False, now=now)
+    assert submissions.marks_visible(listed, final=True, on_roster=True, now=now)
+    assert not submissions.marks_visible(listed, final=True, on_roster=False, now=now)
+    released = replace(open_exam, rules=replace(open_exam.rules, released=True))
+    assert not submissions.marks_visible(released, final=True, on_roster=False, now=now)  # still taking answers
+    over = replace(released, rules=replace(released.rules, deadline=now - timedelta(minutes=1)))
+    assert submissions.marks_visible(over, final=False, on_roster=False, now=now)
+    closed = replace(released, rules=replace(released.rules, closed=True))
+    assert submissions.marks_visible(closed, final=False, on_roster=False, now=now)
+    practice = replace(open_exam, rules=replace(open_exam.rules, exam=False))
+    assert submissions.marks_visible(practice, final=False, on_roster=False, now=now)

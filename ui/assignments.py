@@ -25,13 +25,14 @@ from exercises.i18n.escape import untrusted
 from exercises.teacher.assignments import MAX_TITLE, clean_student_name, student_key
 from exercises.worksheets import MAX_CLASS_LIST_CHARS
 from services import assignments as service
-from services import db, submissions, throttle
+from services import db, submissions
 from services import gradebook as gradebook_service
 from services.assignments import MAX_COUNT, MAX_SEED, Assignment, AssignmentError
 
 from . import aids as aids_ui
-from . import answer_grid, feedback, mathview, problem, solution
+from . import answer_grid, feedback, guard, mathview, problem, solution
 from . import exports as exports_ui
+from . import progress as progress_ui
 from .i18n import lang, lang_key, render, tr, user_text
 
 MAX_ROWS = 8  # item rows in the builder
@@ -248,19 +249,22 @@ def _dash_open() -> None:
     with st.form("assign.dash_form"):
         text = st.text_input(tr("gradebook.key"), type="password", key="assign.dash_key", max_chars=100)
         pressed = st.form_submit_button(tr("assign.dash_open"), icon=":material/lock_open:")
-    if not pressed:
+    if not pressed or guard.refused("dashboard"):  # throttled per browser address and for everyone (issue 31)
         return
     try:
         found = service.mine(text)
     except service.MalformedKey:
+        guard.failed("dashboard")
         st.error(tr("gradebook.error.key_malformed"), icon=":material/key_off:")
         return
     except db.Unavailable:
         feedback.database_unavailable()
         return
     if not found:
+        guard.failed("dashboard")
         st.error(tr("assign.dash_none"), icon=":material/lock:")
         return
+    guard.succeeded("dashboard")
     st.session_state[DASH] = service.parse_key(text)
     st.rerun()
 
@@ -440,24 +444,25 @@ def open_code_ui() -> None:
 
 def load(code_text: str) -> Assignment | None:
     """The assignment behind ?assignment=…, or None after a clear message."""
-    tries = throttle.record_in(st.session_state, "assignments")  # throttled guesses (issue 18)
-    if throttle.GATE.remaining(tries) > 0:
-        st.error(tr("throttle.wait", seconds=throttle.GATE.remaining_text(tries)), icon=":material/timer:")
+    known = st.session_state.setdefault("assign.known_codes", set())  # opened in this session: no guess
+    # throttled guesses per browser address and for everyone, shared by sessions and replicas (issue 31)
+    if code_text not in known and guard.refused("assignments"):
         return None
     try:
         a = service.load(code_text)
     except service.MalformedCode:
-        throttle.GATE.failed(tries, attempt=code_text)
+        guard.failed("assignments", attempt=code_text)
         st.error(tr("assign.error.code_malformed", code=untrusted(code_text[:40])), icon=":material/link_off:")
         return None
     except db.Unavailable:
         feedback.database_unavailable()
         return None
     if a is None:
-        throttle.GATE.failed(tries, attempt=code_text)
+        guard.failed("assignments", attempt=code_text)
         st.error(tr("assign.error.code_unknown", code=service.parse_code(code_text)), icon=":material/link_off:")
-    else:
-        throttle.GATE.succeeded(tries)
+    elif code_text not in known:
+        guard.succeeded("assignments")
+        known.add(code_text)
     return a
 
 
@@ -504,10 +509,18 @@ def student_name_ui(a: Assignment) -> str | None:
         started = st.form_submit_button(tr("assign.start"), type="primary", icon=":material/play_arrow:")
     if started:
         try:
-            state[_key(a, "student")] = clean_student_name(text)
+            name = clean_student_name(text)
+            submissions.claim(a, name, claimant())  # the first browser to type a name holds it
         except AssignmentError as err:
             st.error(render(err.message, untrusted=True), icon=":material/person_alert:")
             return None
+        except submissions.Refused as err:
+            st.error(_refusal(err), icon=":material/person_alert:")
+            return None
+        except db.Unavailable:
+            feedback.database_unavailable()
+            return None
+        state[_key(a, "student")] = name
         st.rerun()
     return None
 
@@ -517,27 +530,43 @@ def roster_name_ui(a: Assignment, token: str | None) -> str | None:
     if not token:
         st.info(tr("assign.roster.needs_link"), icon=":material/badge:")
         return None
+    known = st.session_state.setdefault("assign.known_links", set())  # links opened in this session: no guess
+    link = f"{a.code}:{token}"
+    if link not in known and guard.refused("personal_link"):  # throttled per address and for everyone (issue 31)
+        return None
     try:
-        name = submissions.student_for_token(a, token)
+        name = submissions.student_for_token(a, token)  # every run: a class list issued again ends the link
     except db.Unavailable:
         feedback.database_unavailable()
         return None
     if name is None:
+        if link not in known:
+            guard.failed("personal_link", attempt=link)
         st.error(tr("assign.error.link_unknown", code=a.code), icon=":material/link_off:")
         return None
+    if link not in known:
+        guard.succeeded("personal_link")
+        known.add(link)
     st.markdown(tr("assign.working_as", name=untrusted(name)))
     return name
 
 
+def claimant() -> str:
+    """Who holds the names this browser types on open assignments: its profile, once it is its own. A
+    profile from a cookie this browser did not create (planted?) is not: until its user says it is
+    theirs, names are held for this session alone, so the cookie's maker cannot submit under them."""
+    state = st.session_state
+    if state.get(progress_ui.CONFIRMED_KEY, True):
+        return progress_ui.profile()
+    return state.setdefault("assign.claimant", "session-" + secrets.token_hex(16))
+
+
 def person_id(a: Assignment, name: str) -> str:
-    """Who submits: the class-list entry, or (an open assignment) this browser session under this name,
-    so a second person typing the same name never replaces the first one's submission."""
+    """Who submits: the class-list entry, or (an open assignment) this browser's profile under this name,
+    which holds the name (submissions.claim), so no one else's attempts are filed under it."""
     if a.has_roster:
         return student_key(name)
-    state = st.session_state
-    if _key(a, "session") not in state:
-        state[_key(a, "session")] = secrets.token_hex(8)
-    return f"s:{state[_key(a, 'session')]}:{student_key(name)}"
+    return submissions.person_for(claimant(), name)
 
 
 def items_for(a: Assignment, name: str) -> list[Exercise] | None:
@@ -651,7 +680,7 @@ def _submit(a: Assignment, name: str, items: list[Exercise], person: str, pages:
         _go(a, items, pages, submissions.page_of(pages, first))
         return
     try:
-        ids = submissions.submit(a, name, items, graded, person=person)
+        ids = submissions.submit(a, name, items, graded, person=person, profile=claimant())
     except submissions.Refused as err:
         state[_key(a, "refused")] = _refusal(err)
         return
@@ -747,7 +776,8 @@ def results_ui(a: Assignment, items: list[Exercise], graded: dict[int, Feedback 
                answers: dict[int, Any], final: bool, prefix: str = "asg") -> None:
     """A submission: marks and feedback of each item (in an exam only once released or after the final
     attempt), a page at a time for a long set; solutions only when the rules allow them."""
-    marks = a.rules.marks_visible(final)
+    # an exam shows marks only to a name on the class list (services.submissions.marks_visible)
+    marks = submissions.marks_visible(a, final, on_roster=a.has_roster)
     if marks:
         total = sum(fb.score for fb in graded.values() if fb is not None) / max(len(items), 1)
         st.success(tr("assign.submitted", score=f"{total:.0%}"), icon=":material/task_alt:")
@@ -812,11 +842,15 @@ def gate(a: Assignment) -> str | None:
     return None
 
 
-def _clock(a: Assignment, person: str) -> str | None:
-    """An exam's time limit, counted on the server from the first opening: a caption, or why it is over."""
+def _clock(a: Assignment, name: str) -> str | None:
+    """An exam's time limit, counted on the server from the student's first opening: a caption, or why it is over."""
     if not a.rules.time_limit:
         return None
-    ends = submissions.opened(a, person) + timedelta(minutes=a.rules.time_limit)
+    try:
+        ends = submissions.exam_clock(a, name) + timedelta(minutes=a.rules.time_limit)
+    except db.Unavailable:
+        feedback.database_unavailable()
+        return "unavailable"
     left = (ends - datetime.now(UTC)).total_seconds()
     if left <= 0:
         st.warning(tr("assign.state.time_up", when=_when(ends)), icon=":material/timer_off:")
@@ -881,6 +915,6 @@ def student_ui(a: Assignment, token: str | None = None) -> None:
     if left == 0:
         st.warning(tr("assign.state.no_attempts", allowed=a.rules.attempts), icon=":material/block:")
         return
-    if _clock(a, person):
+    if _clock(a, name):
         return
     work_ui(a, name, items, person)

@@ -13,10 +13,11 @@ import pandas as pd
 import streamlit as st
 
 import exercises
-from exercises.core.checkwork import BACKWARD, FORWARD, FROM_QKV, FROM_X, NEEDS_X, Report, StepCheck
+from exercises.core.checkwork import BACKWARD, FORWARD, FROM_QKV, FROM_X, NEEDS_X, Report, StepCheck, read_matrix
 from exercises.core.numbers import decimals_for
-from exercises.core.parser import MAX_MATRIX_CHARS, run_budget
-from exercises.i18n import plural
+from exercises.core.parser import MAX_MATRIX_CHARS, AnswerError, run_budget
+from exercises.i18n import msg, plural
+from services import exams
 
 from .i18n import lang_key, render, tr
 
@@ -122,7 +123,20 @@ def run(inputs: dict[str, str], claimed: dict[str, str], causal: bool) -> Report
     too_long = run_budget([inputs, claimed, g_o])
     if too_long is not None:
         return Report(errors=[too_long], causal=causal)
+    if exams.locked(_readable(inputs)):  # an open exam's item is computed nowhere else (issue 31)
+        return Report(errors=[msg("checkwork.exam_locked")], causal=causal)
     return exercises.check_work({**inputs, "G_O": g_o}, claimed, causal=causal)
+
+
+def _readable(inputs: dict[str, str]) -> dict[str, Any]:
+    """The inputs that read as matrices (the others get their message from the report)."""
+    out = {}
+    for name, text in inputs.items():
+        try:
+            out[name] = read_matrix(name, text)
+        except (AnswerError, ValueError):
+            continue
+    return out
 
 
 # ---------------------------------------------------------------- the report

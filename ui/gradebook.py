@@ -13,11 +13,11 @@ import streamlit as st
 from exercises.i18n import plural
 from exercises.i18n.escape import untrusted
 from exercises.teacher.assignments import slots
-from services import db, throttle
+from services import db
 from services import gradebook as service
 from services.assignments import AccessDenied, Assignment, AssignmentError, UnknownAssignment
 
-from . import feedback
+from . import feedback, guard
 from .i18n import render, tr, user_text
 from .progress import mistake_name
 
@@ -70,17 +70,16 @@ def open_ui() -> tuple[str, str] | None:
         pressed = st.form_submit_button(tr("gradebook.open"), type="primary", icon=":material/lock_open:")
     if not pressed:
         return None
-    tries = throttle.record_in(state, "gradebook")  # throttled guesses (issue 18): refused while waiting
-    if throttle.GATE.remaining(tries) > 0:
-        st.error(tr("throttle.wait", seconds=throttle.GATE.remaining_text(tries)), icon=":material/timer:")
+    # throttled guesses per browser address and for everyone, shared by sessions and replicas (issue 31)
+    if guard.refused("gradebook"):
         return None
     problem = service.check(code_text, key_text)
     if problem is not None:
         if problem.key != "assign.error.database":
-            throttle.GATE.failed(tries)
+            guard.failed("gradebook")
         st.error(render(problem, untrusted=True), icon=":material/lock:")
         return None
-    throttle.GATE.succeeded(tries)
+    guard.succeeded("gradebook")
     state[AUTH] = service.credentials(code_text, key_text)
     st.rerun()
 
@@ -107,6 +106,7 @@ def show(code: str, key: str) -> None:
     st.caption(tr("gradebook.summary", students=plural("gradebook.students", len(book.students)),
                   items=plural("gradebook.items", a.item_count),
                   created=a.created_at.strftime("%Y-%m-%d %H:%M UTC")))
+    clashes_ui(code, key)
     if not book.students:
         st.info(tr("gradebook.empty"), icon=":material/hourglass_empty:")
         return
@@ -174,6 +174,39 @@ def _duplicate_ui(group: list[service.Person], code: str, key: str) -> None:
         st.error(tr("gradebook.error.key_wrong", code=code), icon=":material/lock:")
     except db.Unavailable:
         feedback.database_unavailable()
+
+
+def clashes_ui(code: str, key: str) -> None:
+    """Browsers refused a name another browser holds: admit one (the same person) or release the name."""
+    try:
+        clashes = service.clashes(code, key)
+    except (AccessDenied, UnknownAssignment, ValueError):
+        return
+    except db.Unavailable:
+        feedback.database_unavailable()
+        return
+    waiting = [c for c in clashes if not c.admitted]
+    if not waiting:
+        return
+    with st.expander(tr("gradebook.clashes_heading", count=len(waiting)), icon=":material/person_alert:"):
+        st.caption(tr("gradebook.clashes_intro"))
+        for clash in waiting:
+            ident = f"{clash.ref}.{hashlib.sha256(clash.student_key.encode()).hexdigest()[:8]}"
+            left, middle, right = st.columns([3, 1, 1], vertical_alignment="center")
+            left.markdown(tr("gradebook.clash_line", name=untrusted(clash.name), holder=untrusted(clash.holder),
+                             ref=clash.ref[:6], when=clash.at.strftime("%Y-%m-%d %H:%M UTC")))
+            try:
+                if middle.button(tr("gradebook.clash_admit"), key=f"gradebook.admit.{ident}", icon=":material/merge:"):
+                    service.admit(code, key, clash)
+                    st.rerun()
+                if right.button(tr("gradebook.clash_release"), key=f"gradebook.release.{ident}",
+                                icon=":material/person_remove:"):
+                    service.release(code, key, clash)
+                    st.rerun()
+            except (AccessDenied, UnknownAssignment):
+                st.error(tr("gradebook.error.key_wrong", code=code), icon=":material/lock:")
+            except db.Unavailable:
+                feedback.database_unavailable()
 
 
 def stats_ui(book: service.Gradebook, labels: list[str]) -> None:

@@ -32,11 +32,14 @@ from services.progress import (  # noqa: F401  (names Home and the pages read fr
 )
 
 from . import attempts as session_attempts
-from . import pipeline_map
+from . import guard, pipeline_map
 from .i18n import tr
 
 PROFILE_KEY = "progress.profile"  # the profile id this session works under (never shown)
 SECRET_KEY = "progress.secret"  # the secret this browser must keep in its cookie (None: signed in)
+BROWSER_KEY = "progress.browser"  # this browser's own id, kept in its other cookie (issue 31)
+CONFIRMED_KEY = "progress.confirmed"  # False: the cookie's profile was issued to another browser: ask first
+PENDING_KEY = "progress.pending"  # attempts waiting for that answer (filed on "it is mine")
 NOTICE_KEY = "progress.notice"  # a message about the profile for this session ("unknown_id", …)
 SAVED_KEY = "progress.saved"  # False when the database could not open a profile: nothing is kept
 CODE_KEY = "progress.recovery_code"  # a recovery code just made: shown once
@@ -58,6 +61,12 @@ def browser_secret() -> str | None:
     return st.context.cookies.get(profiles.COOKIE)
 
 
+def browser_id() -> str | None:
+    """This browser's own id from its cookie (`__Host-` prefixed over TLS: a sibling site cannot plant it)."""
+    cookies = st.context.cookies
+    return cookies.get("__Host-" + profiles.BROWSER_COOKIE) or cookies.get(profiles.BROWSER_COOKIE)
+
+
 def _login_configured() -> bool:
     """Whether the deployment set up st.login (an [auth] section): st.user then says whether anyone is in."""
     try:
@@ -69,6 +78,7 @@ def _login_configured() -> bool:
 def _adopt(opened: profiles.Opened) -> None:
     state = st.session_state
     state[PROFILE_KEY], state[SECRET_KEY] = opened.profile, opened.secret
+    state[BROWSER_KEY], state[CONFIRMED_KEY] = opened.browser, opened.confirmed
     state[VERSION_KEY] = state.get(VERSION_KEY, 0) + 1
     if opened.notice:
         state[NOTICE_KEY] = opened.notice
@@ -87,13 +97,26 @@ def open_profile() -> str:
             except (db.Unavailable, ValueError):
                 state[PROFILE_KEY], state[SAVED_KEY] = wanted, False
         return state[PROFILE_KEY]
+    signed_out = PROFILE_KEY in state and bool(state.get(SECRET_KEY)) and not _still_open()
+    if signed_out:  # by a new recovery code or "sign out other browsers" elsewhere: a fresh profile
+        for key in (PROFILE_KEY, SECRET_KEY, PENDING_KEY):
+            state.pop(key, None)
     if PROFILE_KEY not in state:
         try:
-            _adopt(profiles.open_browser(browser_secret()))
+            _adopt(profiles.open_browser(browser_secret(), state.get(BROWSER_KEY) or browser_id()))
             state[SAVED_KEY] = True
         except db.Unavailable:
             state[PROFILE_KEY], state[SECRET_KEY], state[SAVED_KEY] = profiles.unsaved_profile_id(), None, False
+        if signed_out:
+            state[NOTICE_KEY] = "signed_out"
     return state[PROFILE_KEY]
+
+
+def _still_open() -> bool:
+    try:
+        return profiles.still_open(st.session_state[PROFILE_KEY], st.session_state[SECRET_KEY])
+    except db.Unavailable:
+        return True  # nothing can be filed anyway; asked again at the next run
 
 
 def profile() -> str:
@@ -104,12 +127,17 @@ def keep_in_browser(container: Any = st.sidebar) -> None:
     """Have the browser keep this session's secret in its cookie (a first-party cookie set by a line of
     script: st.context.cookies reads it back when the browser next connects). Nothing is drawn."""
     secret = st.session_state.get(SECRET_KEY)
-    if not secret or browser_secret() == secret:
+    browser = st.session_state.get(BROWSER_KEY)
+    if not secret or (browser_secret() == secret and (not browser or browser_id() == browser)):
         return
-    script = ("<script>document.cookie = " + json.dumps(f"{profiles.COOKIE}={secret}") +
-              f" + '; Max-Age={profiles.COOKIE_DAYS * 86400}; Path=/; SameSite=Strict'"
-              " + (location.protocol === 'https:' ? '; Secure' : '');</script>")
-    container.html(script, unsafe_allow_javascript=True, width="content")
+    age = f"; Max-Age={profiles.COOKIE_DAYS * 86400}; Path=/; SameSite=Strict"
+    secure = " + (tls ? '; Secure' : '');"
+    script = ("<script>const tls = location.protocol === 'https:';"
+              "document.cookie = " + json.dumps(f"{profiles.COOKIE}={secret}") + f" + '{age}'" + secure)
+    if browser:  # over TLS with the __Host- prefix: no sibling site can set it
+        script += ("document.cookie = (tls ? '__Host-' : '') + "
+                   + json.dumps(f"{profiles.BROWSER_COOKIE}={browser}") + f" + '{age}'" + secure)
+    container.html(script + "</script>", unsafe_allow_javascript=True, width="content")
 
 
 def notice() -> None:
@@ -122,9 +150,17 @@ def notice() -> None:
 
 
 def on_attempt(entry: dict[str, Any]) -> None:
-    """Store one graded attempt of this session under the current profile (a ui.attempts listener)."""
+    """Store one graded attempt of this session under the current profile (a ui.attempts listener); held
+    back while the profile came from a cookie this browser did not create and its user has not said it is
+    theirs (confirm_ui)."""
+    state = st.session_state
     try:
-        stored = progress.record_attempt(profile(), entry)
+        stored = progress.record_attempt(profile(), entry, secret=state.get(SECRET_KEY), browser=state.get(BROWSER_KEY))
+    except profiles.NotConfirmed:
+        state.setdefault(PENDING_KEY, []).append(entry)
+        state[CONFIRMED_KEY] = False
+        st.toast(tr("profile.held"), icon=":material/person_alert:")
+        return
     except (db.Unavailable, ValueError):
         st.toast(tr("progress.not_saved"), icon=":material/cloud_off:")
         return
@@ -152,22 +188,65 @@ def load(name: str | None = None) -> list[Any]:
 
 
 def _make_code() -> None:
-    try:
-        st.session_state[CODE_KEY] = profiles.new_recovery_code(profile())
+    try:  # every other browser of the profile is signed out (issue 31)
+        st.session_state[CODE_KEY] = profiles.new_recovery_code(profile(), keep=st.session_state.get(SECRET_KEY))
     except db.Unavailable:
         st.session_state[NOTICE_KEY] = "unavailable"
 
 
-def _open_code(widget_key: str) -> None:
+def _sign_out_others() -> None:
+    secret = st.session_state.get(SECRET_KEY)
+    if not secret:
+        return
     try:
-        opened = profiles.open_with_code(st.session_state.get(widget_key))
+        profiles.sign_out_others(profile(), secret)
+    except db.Unavailable:
+        st.session_state[NOTICE_KEY] = "unavailable"
+        return
+    st.session_state[NOTICE_KEY] = "others_signed_out"
+
+
+def _confirm(mine: bool) -> None:
+    """The answer to "is this profile yours?": file the held attempts there, or start a profile of its own."""
+    state = st.session_state
+    try:
+        if mine:
+            profiles.confirm(state.get(SECRET_KEY), state.get(BROWSER_KEY))
+            state[CONFIRMED_KEY] = True
+        else:
+            _adopt(profiles.open_browser(None, state.get(BROWSER_KEY)))
+    except db.Unavailable:
+        state[NOTICE_KEY] = "unavailable"
+        return
+    for entry in state.pop(PENDING_KEY, []):
+        on_attempt(entry)
+
+
+def confirm_ui(container: Any = st.sidebar) -> None:
+    """Ask, once the cookie's profile turns out to be another browser's, whether it is this user's own."""
+    if st.session_state.get(CONFIRMED_KEY, True):
+        return
+    with container.container(border=True):
+        st.warning(tr("profile.confirm_text"), icon=":material/person_alert:")
+        st.button(tr("profile.confirm_yes"), key="progress.confirm_yes", on_click=_confirm, args=(True,))
+        st.button(tr("profile.confirm_no"), key="progress.confirm_no", on_click=_confirm, args=(False,))
+
+
+def _open_code(widget_key: str) -> None:
+    if guard.wait("recovery") > 0:  # throttled per browser address and for everyone (issue 31)
+        st.session_state[NOTICE_KEY] = "throttled"
+        return
+    try:
+        opened = profiles.open_with_code(st.session_state.get(widget_key), st.session_state.get(BROWSER_KEY))
     except db.Unavailable:
         st.session_state[NOTICE_KEY] = "unavailable"
         return
     st.session_state[widget_key] = ""
     if opened is None:
+        guard.failed("recovery")
         st.session_state[NOTICE_KEY] = "unknown_code"
         return
+    guard.succeeded("recovery")
     _adopt(opened)
     st.session_state[NOTICE_KEY] = "opened"
 
@@ -178,7 +257,8 @@ def _delete(confirm_key: str) -> None:
     try:
         profiles.delete(profile())
         user = _signed_in()
-        _adopt(profiles.open_login(user.get("iss"), user["sub"]) if user else profiles.open_browser(None))
+        _adopt(profiles.open_login(user.get("iss"), user["sub"]) if user
+               else profiles.open_browser(None, st.session_state.get(BROWSER_KEY)))
     except db.Unavailable:
         st.session_state[NOTICE_KEY] = "unavailable"
         return
@@ -211,6 +291,8 @@ def data_panel(key: str = "progress.data") -> None:
                           help=tr("profile.code_enter_help"))
             st.button(tr("profile.code_open"), key=f"{key}.open", on_click=_open_code, args=(f"{key}.code",),
                       icon=":material/login:")
+            st.button(tr("profile.sign_out_others"), key=f"{key}.others", on_click=_sign_out_others,
+                      icon=":material/devices_off:", help=tr("profile.sign_out_others_help"))
         st.markdown(f"**{tr('profile.export_title')}**")
         try:
             exported = json.dumps(profiles.export(profile()), ensure_ascii=False, indent=1)

@@ -262,3 +262,12 @@ def test_every_backward_kind_is_registered_in_order():
         assert 200 <= exercises.KINDS[k].ORDER <= 270
         for key in ("title", "summary", "prompt"):
             assert exercises.t(f"kind.{k}.{key}") != f"kind.{k}.{key}"
+
+
+MY_KINDS = ("attention", "shapes", "variance", "concepts")
+
+
+def test_the_kinds_are_registered_in_order():
+    assert set(MY_KINDS) <= set(exercises.KINDS)
+    orders = [exercises.KINDS[k].ORDER for k in MY_KINDS]
+    assert orders == sorted(orders) and all(70 <= o <= 110 for o in orders)

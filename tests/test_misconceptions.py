@@ -462,3 +462,19 @@ def test_collides_is_whether_there_are_collisions(kind_id):
         for _, ex in zip(range(8), seen):  # drafts as the engine sees them, colliding ones included
             fresh = make(ex.given, ex.parts, ex.params)
             assert misconceptions.collides(ex, kind.GUARDS) == bool(misconceptions.collisions(fresh, kind.GUARDS))
+
+
+def test_clash_decides_as_clashes():
+    rng = np.random.default_rng(3)
+    for _ in range(400):
+        shape = (2, int(rng.integers(1, 4)))
+        ref = rng.integers(-2, 3, shape).astype(float)
+        values = [ref + rng.choice([0.0, 0.004, 0.02, 1.0], shape) for _ in range(int(rng.integers(1, 5)))]
+        if rng.random() < 0.2:
+            values[0] = np.where(rng.random(shape) < 0.5, -np.inf, values[0])
+        if rng.random() < 0.1:
+            values[-1] = np.full(shape, np.nan)
+        gap = misconceptions.GAP
+        alts = {str(i): v for i, v in enumerate(values)}
+        assert misconceptions.any_clash(ref, values, gap) == bool(misconceptions.clashes(ref, alts, gap))
+        assert misconceptions.any_clash(ref, alts, gap) == bool(misconceptions.clashes(ref, alts, gap))

@@ -7,6 +7,8 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 import exercises
+from exercises.cli import selftest
+from exercises.i18n import t
 from tests.apptest_helpers import ROOT, click_check, current_exercise, fill_cells, open_page, reference_cells
 from ui.answer_grid import paste_key
 
@@ -177,7 +179,6 @@ def test_topic_change_draws_a_problem_of_that_topic():
 
 def test_the_mask_prompt_asks_for_the_softmax_when_the_exercise_has_an_a_part():
     import exercises
-    from exercises.i18n import t
     from ui.problem import prompt_text
 
     one, two = exercises.generate("masking", 3, 1), exercises.generate("masking", 3, 2)
@@ -207,3 +208,26 @@ def test_practice_page_poses_grades_and_solves_each_backward_kind(kind_id):
     assert not at.exception
     shown = " ".join(x.value for x in at.latex)
     assert r"\frac{L(" in shown  # the closing finite-difference check is on the page
+
+
+MY_KINDS = ("attention", "shapes", "variance", "concepts")
+
+
+@pytest.mark.parametrize("kind_id", MY_KINDS)
+def test_practice_page_shows_and_grades_each_kind(kind_id):
+    from tests.apptest_helpers import click_check, current_exercise, fill_cells, open_page
+    from ui.answer_grid import choice_key
+
+    at = open_page("app_pages/practice.py", {"kind": kind_id, "level": "2", "seed": "3"})
+    assert not at.exception and at.session_state["practice.kind"] == kind_id
+    ex = current_exercise(at)
+    cells = {}
+    for part in ex.parts:
+        if part.is_choice:
+            at.radio(key=choice_key(f"ans-{ex.id}", part.name)).set_value(int(part.reference[0, 0]))
+        else:
+            cells[part.name] = [[selftest.format_cell(x) for x in row] for row in part.reference]
+    fill_cells(at, ex, cells)
+    click_check(at)
+    assert not at.exception
+    assert at.success and not at.error, [e.value for e in at.error]

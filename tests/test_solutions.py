@@ -298,3 +298,25 @@ def test_given_latex_is_exact():
     if any(abs(x - 1 / 3) < 1e-12 for x in np.ravel(A)):
         assert r"\frac{1}{3}" in lines["A"]
     assert "0.333" not in lines["A"]
+
+
+MY_KINDS = ("attention", "shapes", "variance", "concepts")
+
+
+@pytest.mark.parametrize("kind_id", MY_KINDS)
+def test_solutions_show_every_part_with_its_reference(kind_id):
+    for level in exercises.KINDS[kind_id].LEVELS:
+        for seed in range(8):
+            ex = exercises.generate(kind_id, seed, level)
+            steps = exercises.solve(ex)
+            by_name = {s.name: s for s in steps}
+            assert len(by_name) == len(steps), [s.name for s in steps]  # one step per name
+            for part in ex.parts:
+                step = by_name[part.name]
+                np.testing.assert_allclose(step.value, part.reference)
+                for text in step.latex_strings():
+                    assert text and "None" not in text
+                for message in (step.title, step.note):
+                    if message is not None:
+                        rendered = message.render()
+                        assert "{" not in rendered and not rendered.startswith(("solution.", "part.")), rendered

@@ -13,8 +13,10 @@ import numpy as np
 import pytest
 
 import exercises
-from exercises.core import budget, engine, misconceptions
+from attention_core import softmax
+from exercises.core import budget, engine, grading, misconceptions
 from exercises.core.model import Part
+from exercises.core.numbers import round_half_up
 from exercises.kinds import grad_multi_head as K
 from tests.stored_exercise import still_shows_and_grades
 
@@ -103,3 +105,136 @@ def test_variety_does_not_collapse(level):
     seen = {tuple((k, np.asarray(v).tobytes()) for k, v in sorted(exercises.generate(K.ID, seed, level).given.items()))
             for seed in range(200)}
     assert len(seen) >= 180, (level, len(seen))
+
+
+SEEDS = range(50)
+
+
+H = 1e-5
+
+
+def central_difference(f, x: np.ndarray) -> np.ndarray:
+    """∂f/∂x by central differences: one column per entry of x, f's output flattened; (f size, x size)."""
+    x = np.asarray(x, dtype=float)
+    cols = []
+    for idx in np.ndindex(x.shape):
+        up, down = x.copy(), x.copy()
+        up[idx] += H
+        down[idx] -= H
+        cols.append((np.ravel(f(up)) - np.ravel(f(down))) / (2 * H))
+    return np.stack(cols, axis=1)
+
+
+def graded_right(ex, answer) -> bool:
+    fb = exercises.grade(ex, answer)
+    return fb.correct and fb.score == 1.0 and all((p.status == grading.RIGHT).all() for p in fb.parts.values())
+
+
+def misconception(ex, answer) -> str | None:
+    return exercises.grade(ex, answer).misconception
+
+
+def assert_careful_students_are_right(kind: str, level: int, student) -> None:
+    """A careful student of `kind` who rounds to 2 places, to 3, or not at all is right on every seed."""
+    for seed in SEEDS:
+        ex = exercises.generate(kind, seed, level)
+        for places in (2, 3, None):
+            assert graded_right(ex, student(ex, places)), (ex.id, places)
+
+
+def named_mistakes(kind: str, level: int, mistakes_of) -> set[str]:
+    """Every mistake `mistakes_of(ex, part)` gives, exact and rounded to 2 places, is named as itself; the ids seen."""
+    named = set()
+    for seed in SEEDS:
+        ex = exercises.generate(kind, seed, level)
+        right = {p.name: p.reference for p in ex.parts}
+        for part in ex.parts:
+            for mid, alt in mistakes_of(ex, part.name).items():
+                for value in (alt, round_half_up(alt, 2)):
+                    assert misconception(ex, {**right, part.name: value}) == mid, (ex.id, part.name, mid)
+                named.add(mid)
+    return named
+
+
+def _mh_student(ex, places):
+    g = ex.given
+    d_v = g["V1"].shape[1]
+    G_concat = round_half_up(g["G_out"] @ g["W_O"].T, places)
+    answer = {"G_concat": G_concat, "G_W_O": round_half_up(g["concat"].T @ g["G_out"], places),
+              "G_V1": round_half_up(g["A1"].T @ G_concat[:, :d_v], places)}
+    for p in ex.parts:
+        if p.name.startswith("G_O"):
+            i = int(p.name[3:])
+            answer[p.name] = G_concat[:, (i - 1) * d_v:i * d_v]
+    return answer
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_multi_head_output_backward_matches_finite_differences(seed):
+    from attention_core.multi_head import head_output_backward, output_projection_backward, split_heads
+
+    rng = np.random.default_rng(seed)
+    n, h, d_v, d_out = (int(rng.integers(2, 5)) for _ in range(4))
+    A = [softmax(rng.normal(size=(n, n))) for _ in range(h)]
+    V = [rng.normal(size=(n, d_v)) for _ in range(h)]
+    W_O, G_out = rng.normal(size=(h * d_v, d_out)), rng.normal(size=(n, d_out))
+
+    def loss(V1, W):
+        concat = np.concatenate([A[0] @ V1] + [a @ v for a, v in zip(A[1:], V[1:])], axis=1)
+        return np.sum((concat @ W) * G_out)
+
+    concat = np.concatenate([a @ v for a, v in zip(A, V)], axis=1)
+    G_concat, G_W_O = output_projection_backward(concat, W_O, G_out)
+    np.testing.assert_allclose(G_W_O, central_difference(lambda W: loss(V[0], W), W_O).reshape(W_O.shape),
+                               atol=1e-7)
+    np.testing.assert_allclose(G_concat, central_difference(lambda C: np.sum((C @ W_O) * G_out), concat)
+                               .reshape(concat.shape), atol=1e-7)
+    G_O1 = split_heads(G_concat, [d_v] * h)[0]
+    G_V1 = head_output_backward(A[0], V[0], G_O1)[1]
+    np.testing.assert_allclose(G_V1, central_difference(lambda v: loss(v, W_O), V[0]).reshape(V[0].shape), atol=1e-7)
+
+
+@pytest.mark.parametrize("level", (1, 2, 3))
+def test_grad_multi_head_references_are_numpy_s_and_the_given_heads_agree(level):
+    for seed in SEEDS:
+        ex = exercises.generate("grad_multi_head", seed, level)
+        g = ex.given
+        h = sum(1 for k in g if k.startswith("A") and k[1:].isdigit())
+        np.testing.assert_allclose(g["concat"], np.hstack([g[f"A{i}"] @ g[f"V{i}"] for i in range(1, h + 1)]))
+        np.testing.assert_allclose(g["A1"].sum(axis=1), 1)
+        G_concat = g["G_out"] @ g["W_O"].T
+        d_v = g["V1"].shape[1]
+        np.testing.assert_allclose(ex.part("G_concat").reference, G_concat)
+        np.testing.assert_allclose(ex.part("G_W_O").reference, g["concat"].T @ g["G_out"])
+        for i in range(1, h + 1):
+            np.testing.assert_allclose(ex.part(f"G_O{i}").reference, G_concat[:, (i - 1) * d_v:i * d_v])
+        np.testing.assert_allclose(ex.part("G_V1").reference, g["A1"].T @ G_concat[:, :d_v])
+
+
+@pytest.mark.parametrize("level", (1, 2, 3))
+def test_grad_multi_head_careful_student_who_rounds_is_right(level):
+    assert_careful_students_are_right("grad_multi_head", level, _mh_student)
+
+
+@pytest.mark.parametrize("level", (1, 2, 3))
+def test_grad_multi_head_mistakes_are_named_exact_and_rounded(level):
+    from exercises.kinds import grad_multi_head as K
+
+    named = named_mistakes("grad_multi_head", level, lambda ex, part: K.mistakes_of(ex.given, part))
+    assert {"grad_mh_wrong_head", "grad_mh_w_o_not_summed", "grad_v_no_transpose"} <= named
+    if level < 3:  # W_O is square: its transposes have the right shape
+        assert {"grad_mh_concat_no_transpose", "grad_mh_skips_w_o", "grad_mh_w_o_transposed"} <= named
+
+
+def test_grad_multi_head_a_wrong_g_concat_carries_into_the_heads():
+    ex = exercises.generate("grad_multi_head", 0, 2)
+    answer = _mh_student(ex, 2)
+    G_concat = answer["G_concat"].copy()
+    G_concat[0, 0] += 1
+    d_v = ex.given["V1"].shape[1]
+    answer = {**answer, "G_concat": G_concat, "G_O1": G_concat[:, :d_v],
+              "G_V1": ex.given["A1"].T @ G_concat[:, :d_v]}
+    fb = exercises.grade(ex, answer)
+    assert not fb.correct
+    assert (fb.parts["G_O1"].status == grading.CONSISTENT).any()
+    assert (fb.parts["G_V1"].status == grading.CONSISTENT).any()

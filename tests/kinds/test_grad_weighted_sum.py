@@ -5,6 +5,9 @@ from __future__ import annotations
 import numpy as np
 
 import exercises
+from exercises.core import engine, misconceptions
+from exercises.core.draft import reference_parts
+from exercises.core.levels import spec
 from exercises.core.model import Exercise
 from exercises.kinds import grad_weighted_sum
 
@@ -33,3 +36,33 @@ def test_golden_chain_rule_adds_both_paths():
     assert r"1 \cdot 6 + 2 \cdot 8" in shown and shown.endswith(r"&= 22 \end{aligned}")
     matrix = exercises.solve(ex)[1]
     assert matrix.name == "G_A" and matrix.decimals == (("10", "22"),)
+
+
+def _exercise(kind, level: int, draft) -> Exercise:
+    return Exercise(kind=kind.ID, seed=0, level=level, version=kind.VERSION, given=draft.given,
+                    parts=tuple(draft.parts), params=draft.params)
+
+
+def test_grad_weighted_sum_refuses_only_what_the_engine_refuses():
+    refused = 0
+    for level in grad_weighted_sum.LEVELS:
+        s = spec(level)
+        for seed in range(60):
+            rng = engine.rng_for("grad_weighted_sum", seed, level)
+            n = 2 if level == 1 else int(rng.choice(s.n))
+            d_v = int(rng.integers(2, 4))
+            A = np.tril(np.ones((n, n))) / np.arange(1, n + 1)[:, None] if seed % 2 else np.full((n, n), 1 / n)
+            V = rng.integers(-2, 3, (n, d_v)).astype(float)
+            G_O = rng.integers(-2, 3, (n, d_v)).astype(float)
+            given = grad_weighted_sum._given(A, V, G_O, bool(seed % 2))
+            parts = reference_parts(given, grad_weighted_sum.PARTS, s.decimals)
+            draft = grad_weighted_sum._draft(given, parts)
+            answers = grad_weighted_sum._answers(given, s.decimals)
+            assert all(np.array_equal(answers[p.name].reference, p.reference) and answers[p.name].decimals == p.decimals
+                       for p in parts)
+            ours = misconceptions.clash_by_part(answers, grad_weighted_sum._mistakes(given))
+            theirs = bool(misconceptions.collisions(_exercise(grad_weighted_sum, level, draft),
+                                                    guards=grad_weighted_sum.GUARDS))
+            assert ours == theirs, (level, seed)
+            refused += ours
+    assert refused > 0  # the test sees refusals, not only variants that pass

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import exercises
+from attention_core import softmax
 from exercises.cli import selftest
 from exercises.core import engine, misconceptions
 from exercises.i18n import t
@@ -75,3 +76,62 @@ def test_level_3_aid_lists_max_shifted_exponents_and_says_so():
             assert r"\hat{S}" in step.display() and "e^{40}" not in step.display()
             assert step.note.key == "solution.variance.A_unscaled.shifted"
     assert shifted >= 20
+
+
+def _find(kind: str, level: int, wanted, seeds=range(400)) -> exercises.Exercise:
+    """The first exercise of (kind, level) that satisfies `wanted`."""
+    for seed in seeds:
+        ex = exercises.generate(kind, seed, level)
+        if wanted(ex):
+            return ex
+    raise AssertionError(f"no {kind} level {level} exercise fits")
+
+
+def test_variance_golden_dk_64_gives_8_then_1():
+    ex = _find("variance", 1, lambda e: e.given["d_k"] == 64)
+    refs = {p.name: float(p.reference[0, 0]) for p in ex.parts if p.shape == (1, 1)}
+    assert refs == {"var_before": 64.0, "std_before": 8.0, "var_after": 1.0, "std_after": 1.0}
+    assert all(ex.part(name).decimals == 0 for name in refs)
+
+
+@pytest.mark.parametrize("level", [1, 2, 3])
+def test_variance_scaling_flattens_the_softmax(level):
+    for seed in range(30):
+        ex = exercises.generate("variance", seed, level)
+        d_k, z = ex.given["d_k"], ex.given["scores"]
+        assert np.sqrt(d_k) == int(np.sqrt(d_k))
+        np.testing.assert_allclose(ex.part("A_unscaled").reference, softmax(z))
+        np.testing.assert_allclose(ex.part("A_scaled").reference, softmax(z / np.sqrt(d_k)))
+        assert ex.part("A_unscaled").reference.max() > ex.part("A_scaled").reference.max()  # sharper
+
+
+def test_variance_names_swapped_std_and_missing_scaling():
+    ex = _find("variance", 2, lambda e: True)
+    d_k = ex.given["d_k"]
+    base = selftest.correct_answer(ex)
+    fb = exercises.grade(ex, {**base, "std_before": str(d_k)})
+    assert fb.parts["std_before"].misconception == "variance_std_confused"
+    fb = exercises.grade(ex, {**base, "var_after": str(int(np.sqrt(d_k)))})
+    assert fb.parts["var_after"].misconception == "variance_divide_squared"
+    fb = exercises.grade(ex, {**base, "A_scaled": selftest.as_text(softmax(ex.given["scores"]))})
+    assert fb.parts["A_scaled"].misconception == "no_scaling"
+
+
+def test_variance_solution_golden_lines():
+    ex = _find("variance", 1, lambda e: e.given["d_k"] == 64)
+    steps = {s.name: s for s in exercises.solve(ex)}
+    assert steps["std_before"].display().endswith(r"&= \sqrt{64} \\  &= 8 \end{aligned}")
+    # the unscaled row is S (minus its maximum, Ŝ, when it has a score beyond ±10: issue 14), the scaled one Z
+    unscaled = "e^{\\hat{S}_{ij}}" if abs(ex.given["scores"]).max() > 10 else "e^{S_{ij}}"
+    assert unscaled in steps["A_unscaled"].display() and "e^{Z_{ij}}" in steps["A_scaled"].display()
+
+
+def test_variance_aids_hold_every_exponent_of_every_softmax():
+    for level in (1, 2, 3):
+        for seed in range(6):
+            ex = exercises.generate("variance", seed, level)
+            table = {round(e.x, 9) for e in exercises.aids(ex).exp_table}
+            z = ex.given["scores"]
+            z = z - z.max() if np.abs(z).max() > 10 else z  # a row with large scores: max-shifted (issue 14)
+            needed = set(np.round(z, 9).ravel()) | set(np.round(ex.given["scores"] / np.sqrt(ex.given["d_k"]), 9).ravel())
+            assert needed == table, ("variance", level, seed)

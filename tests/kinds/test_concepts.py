@@ -1,7 +1,4 @@
-"""`concepts` cannot be answered by the look of its options (issue 14, deliverable 3): in every
-question the options are about as long as one another, "pick the longest" scores no better than
-chance, each level draws from at least six questions, every wrong option has its own explanation, and
-softmax_big comes with the eˣ aid it needs."""
+"""concepts: multiple-choice questions on the ideas of the reference notes, each wrong option explained."""
 
 from __future__ import annotations
 
@@ -9,13 +6,119 @@ import numpy as np
 import pytest
 
 import exercises
+from attention_core import softmax
 from exercises.cli import selftest
 from exercises.i18n import catalog, t
 from exercises.kinds import concepts
 
+
+def _find(kind: str, level: int, wanted, seeds=range(400)) -> exercises.Exercise:
+    """The first exercise of (kind, level) that satisfies `wanted`."""
+    for seed in seeds:
+        ex = exercises.generate(kind, seed, level)
+        if wanted(ex):
+            return ex
+    raise AssertionError(f"no {kind} level {level} exercise fits")
+
+
+def _choice_parts(level_seeds):
+    for level, seed in level_seeds:
+        ex = exercises.generate("concepts", seed, level)
+        for part in ex.parts:
+            if part.is_choice:
+                yield ex, part
+
+
+ALL = [(level, seed) for level in (1, 2, 3) for seed in range(30)]
+
+
+def test_concepts_every_wrong_option_has_its_own_explanation_that_hides_the_answer():
+    seen = set()
+    for ex, part in _choice_parts(ALL):
+        right = int(part.reference[0, 0])
+        right_text = t(part.options[right], **part.params)
+        for index, option in enumerate(part.options):
+            fb = exercises.grade(ex, {**selftest.correct_answer(ex), part.name: chr(ord("A") + index)})
+            pfb = fb.parts[part.name]
+            if index == right:
+                assert fb.correct and pfb.explanation is None and pfb.misconception is None
+                continue
+            assert not fb.correct and pfb.misconception == option
+            assert pfb.explanation is not None and pfb.explanation.key == f"misconception.{option}"
+            why = pfb.explanation.render()
+            assert why != pfb.explanation.key and "{" not in why
+            assert right_text not in why and right_text not in fb.message.render()
+            assert why in fb.message.render()  # the feedback message carries the explanation
+            assert t(f"misconception.{option}") == why  # the same text without parameters
+            seen.add(option)
+    explanations = {seen_key: t(f"misconception.{seen_key}") for seen_key in seen}
+    assert len(set(explanations.values())) == len(explanations)  # one explanation per wrong option
+    wrong_options = {concepts.option_key(q.id, w) for q in concepts.QUESTIONS.values()
+                     if isinstance(q, concepts.MultipleChoice) for w in q.wrong}
+    assert seen == wrong_options
+
+
+def test_concepts_option_order_and_numbers_vary():
+    orders, cells = set(), set()
+    for _ex, part in _choice_parts(ALL):
+        if part.name == "score_cell":
+            orders.add(part.options)
+            cells.add((part.params["i"], part.params["j"]))
+            assert part.params["i"] != part.params["j"]
+            assert 1 <= part.params["i"] <= part.params["n"] and 1 <= part.params["j"] <= part.params["n"]
+    assert len(orders) >= 6 and len(cells) >= 6
+
+
+def test_concepts_questions_come_from_the_reference_topics():
+    asked = {p.name for level, seed in ALL for p in exercises.generate("concepts", seed, level).parts}
+    assert {"score_cell", "k_transposed", "mask_inf", "max_shift", "rows_sum", "heads"} <= asked
+
+
+def test_concepts_short_answers():
+    ex = _find("concepts", 1, lambda e: True)
+    part = ex.part("masked_count")
+    n = part.params["n"]
+    assert part.reference[0, 0] == n * (n - 1) / 2 and part.decimals == 0
+    fb = exercises.grade(ex, {**selftest.correct_answer(ex), "masked_count": str(n * (n + 1) // 2)})
+    assert fb.parts["masked_count"].misconception == "mask_diagonal"
+
+    ex = _find("concepts", 3, lambda e: "std_dk" in e.part_names)
+    d_k = ex.part("std_dk").params["d_k"]
+    assert ex.part("std_dk").reference[0, 0] == np.sqrt(d_k)
+    fb = exercises.grade(ex, {**selftest.correct_answer(ex), "std_dk": str(d_k)})
+    assert fb.parts["std_dk"].misconception == "variance_std_confused"
+
+    ex = _find("concepts", 2, lambda e: "softmax_big" in e.part_names)
+    p = ex.part("softmax_big").params
+    expected = softmax(np.array([[p["a"], p["b"]]], dtype=float))[0, 1]
+    assert abs(ex.part("softmax_big").reference[0, 0] - expected) < 1e-12
+
+
+def test_concepts_json_round_trip_keeps_options_and_params():
+    ex = exercises.generate("concepts", 11, 2)
+    back = exercises.Exercise.from_dict(ex.to_dict())
+    for a, b in zip(ex.parts, back.parts):
+        assert a.options == b.options and a.params == b.params and a.prompt == b.prompt
+
+
+def test_concepts_solution_shows_the_letter_and_the_reason():
+    ex = _find("concepts", 2, lambda e: True)
+    for step, part in zip(exercises.solve(ex), ex.parts):
+        if part.is_choice:
+            right = int(part.reference[0, 0])
+            assert step.display() == rf"\text{{{chr(ord('A') + right)}}}"
+            assert step.note.key == part.options[right]
+
+
 LANGS = ("en", "zh")
+
+
 MARGIN = 0.15  # over chance (1 / number of options)
+
+
 MAX_RATIO = 1.3  # the right option at most this many times the longest wrong one
+
+
 CHOICES = [q for q in concepts.QUESTIONS.values() if isinstance(q, concepts.MultipleChoice)]
 
 
@@ -26,6 +129,24 @@ def _lengths(q: concepts.MultipleChoice, lang: str, params: dict) -> tuple[int, 
 
 def _params(q: concepts.MultipleChoice, seed: int) -> dict:
     return q.draw(np.random.default_rng(seed))
+
+
+# facts each explanation (or right option) must state, in both languages: reviewed against DESIGN §1
+FACTS = {
+    "misconception.concepts.mask_inf.zero_is_zero": ["e^0 = 1", "−∞"],
+    "misconception.concepts.mask_inf.negative_pull": ["0"],
+    "misconception.concepts.causal_row.before_only": ["j > i", "np.triu", "k=1"],
+    "misconception.concepts.causal_row.from_i": ["j > i"],
+    "misconception.concepts.causal_row.all": ["e^(−∞) = 0"],
+    "misconception.concepts.scale_why.by_dk": ["1/√d_k"],
+    "misconception.concepts.scale_why.speed": ["d_k = 64", "8"],
+    "misconception.concepts.output_row.weighted_columns": ["Aᵀ V"],
+    "misconception.concepts.output_row.own_value": ["Σ_j a_ij V[j]"],
+    "misconception.concepts.embed_grad.last_row": ["G_E[ids] = G_X"],
+    "misconception.concepts.heads.averaged": ["h·d_v"],
+    "concepts.scale_why.unit_variance": ["Var(q·k) = d_k", "√d_k"],
+    "concepts.max_shift.factor_cancels": ["e^(z−c) = e^z · e^(−c)"],
+}
 
 
 @pytest.mark.parametrize("lang", LANGS)
@@ -76,24 +197,6 @@ def test_every_option_and_explanation_is_written_and_distinct(lang):
         for w in q.wrong:
             why = texts[f"misconception.concepts.{q.id}.{w}"]
             assert why and options[0] not in why, (q.id, w)
-
-
-# facts each explanation (or right option) must state, in both languages: reviewed against DESIGN §1
-FACTS = {
-    "misconception.concepts.mask_inf.zero_is_zero": ["e^0 = 1", "−∞"],
-    "misconception.concepts.mask_inf.negative_pull": ["0"],
-    "misconception.concepts.causal_row.before_only": ["j > i", "np.triu", "k=1"],
-    "misconception.concepts.causal_row.from_i": ["j > i"],
-    "misconception.concepts.causal_row.all": ["e^(−∞) = 0"],
-    "misconception.concepts.scale_why.by_dk": ["1/√d_k"],
-    "misconception.concepts.scale_why.speed": ["d_k = 64", "8"],
-    "misconception.concepts.output_row.weighted_columns": ["Aᵀ V"],
-    "misconception.concepts.output_row.own_value": ["Σ_j a_ij V[j]"],
-    "misconception.concepts.embed_grad.last_row": ["G_E[ids] = G_X"],
-    "misconception.concepts.heads.averaged": ["h·d_v"],
-    "concepts.scale_why.unit_variance": ["Var(q·k) = d_k", "√d_k"],
-    "concepts.max_shift.factor_cancels": ["e^(z−c) = e^z · e^(−c)"],
-}
 
 
 @pytest.mark.parametrize("lang", LANGS)

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import numpy as np
 import pytest
 
 import exercises
 from exercises.core import pipeline
 from exercises.core.grading import CONSISTENT, RIGHT, WRONG
+from tests.stored_exercise import still_shows_and_grades
 
 SEEDS = range(30)
 
@@ -120,3 +124,11 @@ def test_attention_names_a_catalogued_mistake():
     fb = exercises.grade(ex, answer)
     assert fb.parts["scaled"].misconception == "no_scaling"
     assert fb.misconception == "no_scaling"
+
+
+@pytest.mark.parametrize("level", ["1", "2", "3"])
+def test_an_exercise_stored_at_version_5_still_shows_and_grades(level):
+    stored = json.loads((Path(__file__).parent / "stored" / "attention-v5.json").read_text())[level]
+    ex = exercises.Exercise.from_dict(stored)
+    assert ex.version == 5 < exercises.KINDS["attention"].VERSION, level
+    still_shows_and_grades(ex)

@@ -27,7 +27,7 @@ from tests.stored_exercise import still_shows_and_grades
 
 KIND = "backprop"
 LEVELS = backprop.LEVELS
-STORED = json.loads((Path(__file__).parent / "backprop_stored.json").read_text())
+STORED = json.loads((Path(__file__).parent / "stored" / "backprop.json").read_text())
 STEP = 1e-6
 
 

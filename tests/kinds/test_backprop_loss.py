@@ -25,7 +25,7 @@ from tests.stored_exercise import still_shows_and_grades
 
 KIND = "backprop_loss"
 LEVELS = backprop_loss.LEVELS
-STORED = json.loads((Path(__file__).parent / "backprop_loss_stored.json").read_text())
+STORED = json.loads((Path(__file__).parent / "stored" / "backprop_loss.json").read_text())
 
 
 def _case(level: int, seed: int, *more) -> str:

@@ -24,7 +24,7 @@ from tests.stored_exercise import still_shows_and_grades
 LEVELS = (1, 2, 3)
 SEEDS = range(30)
 MISTAKE_SEEDS = 8  # of SEEDS per level: each wrong answer is graded twice (exact, rounded)
-STORED = json.loads((Path(__file__).parent / "gqa_stored.json").read_text(encoding="utf-8"))
+STORED = json.loads((Path(__file__).parent / "stored" / "gqa.json").read_text(encoding="utf-8"))
 
 
 @pytest.fixture(scope="module")

@@ -24,7 +24,7 @@ from tests.stored_exercise import still_shows_and_grades
 SEEDS = range(30)
 LEVELS = KV.LEVELS
 GRADED = 5  # seeds whose named mistakes go through the whole grader (the others through the kind's hook)
-STORED = json.loads((Path(__file__).parent / "stored_kv_cache.json").read_text())
+STORED = json.loads((Path(__file__).parent / "stored" / "kv_cache.json").read_text())
 
 
 def _case(ex) -> str:

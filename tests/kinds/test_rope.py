@@ -21,7 +21,7 @@ from tests.stored_exercise import still_shows_and_grades
 
 SEEDS = range(30)
 LEVELS = R.LEVELS
-STORED = json.loads((Path(__file__).parent / "stored_rope.json").read_text())
+STORED = json.loads((Path(__file__).parent / "stored" / "rope.json").read_text())
 
 
 def _case(ex) -> str:

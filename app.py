@@ -8,7 +8,7 @@ from ui.i18n import language_switch, resolve, tr
 with runs.turn():  # a few page runs at a time, in about the order they came (ui/runs.py)
     resolve()  # the language first: page titles below are translated
     st.set_page_config(page_title=tr("app.title"), page_icon=":material/grid_on:", layout="wide")
-    theme.apply()  # contrast, scrolling equations, grids that stay grids on a phone (issue 19)
+    theme.apply()  # contrast, scrolling equations, grids that stay grids on a phone
 
     assignments_page = st.Page("app_pages/assignments.py", title=tr("nav.assignments"), icon=":material/assignment:")
     pages = [

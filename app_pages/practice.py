@@ -16,7 +16,7 @@ prefix = f"ans-{ex.id}"
 st.title(tr("practice.title"))
 for notice in st.session_state.get(ps.NOTICES, []):
     st.warning(render(notice, untrusted=True), icon=":material/link_off:")
-exam_item = exams.locked(ex.matrices())  # an open exam's item is shown and graded nowhere else (issue 31)
+exam_item = exams.locked(ex.matrices())  # an open exam's item is shown and graded nowhere else
 
 left, right, button = st.columns([3, 1, 1], vertical_alignment="bottom")
 kinds = list(exercises.KINDS)

@@ -9,7 +9,7 @@ from .attention import (
     self_attention,
 )
 from .embedding import embed, embed_backward
-from .grouped import GroupedTrace, grouped_query_attention, kv_cache_floats  # gqa (issue 17)
+from .grouped import GroupedTrace, grouped_query_attention, kv_cache_floats  # gqa
 from .multi_head import MultiHeadGrads, MultiHeadTrace, multi_head_attention, multi_head_backward
 from .ops import causal_mask, softmax
 
@@ -17,5 +17,5 @@ __all__ = [
     "AttentionGrads", "AttentionTrace", "MultiHeadGrads", "MultiHeadTrace",
     "backward", "causal_mask", "cross_attention", "embed", "embed_backward", "multi_head_attention",
     "multi_head_backward", "scaled_dot_product", "self_attention", "softmax",
-    "GroupedTrace", "grouped_query_attention", "kv_cache_floats",  # gqa (issue 17)
+    "GroupedTrace", "grouped_query_attention", "kv_cache_floats",  # gqa
 ]

@@ -1,4 +1,4 @@
-"""One decoding step of a causal decoder with a KV cache (issue 17).
+"""One decoding step of a causal decoder with a KV cache.
 
 A decoder that has already produced t tokens keeps their keys and values (the cache, t rows each).
 For the next token only its own q, k and v are computed; its k and v are appended to the cache, and

@@ -66,7 +66,7 @@ def multi_head_backward(tr: MultiHeadTrace, G_out) -> MultiHeadGrads:
     )
 
 
-# ---------------------------------------------------------------- back through out = concat W_O (issue 17)
+# ---------------------------------------------------------------- back through out = concat W_O
 # G_concat = G_out W_Oᵀ, G_W_O = concatᵀ G_out; the heads' G_O are G_concat's column blocks, and each
 # head's G_V = A_iᵀ G_O_i (its O_i = A_i V_i).
 

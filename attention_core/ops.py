@@ -179,7 +179,7 @@ def weighted_sum_backward(A: np.ndarray, V: np.ndarray, G_O: np.ndarray) -> tupl
     return G_A, G_V
 
 
-# ---------------------------------------------------------------- the softmax Jacobian of one row (issue 17)
+# ---------------------------------------------------------------- the softmax Jacobian of one row
 # J = ∂a/∂z = diag(a) − aᵀ a for a = softmax(z): J_jk = a_j (δ_jk − a_k). Its largest entry is the
 # largest a_j (1 − a_j), at most 1/4: a sharp row (one weight near 1) passes almost no gradient back.
 

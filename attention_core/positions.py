@@ -1,4 +1,4 @@
-"""Where a token is: rotary position embeddings (RoPE) and sinusoidal encodings (issue 17).
+"""Where a token is: rotary position embeddings (RoPE) and sinusoidal encodings.
 
 RoPE rotates each pair (x_{2i}, x_{2i+1}) of a query or key row at position p by the angle p θ_i:
 

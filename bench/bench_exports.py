@@ -1,8 +1,8 @@
-"""A class's printed sheets, bounded (issue 16): per-student worksheet and answer key PDFs written one
+"""A class's printed sheets, bounded: per-student worksheet and answer key PDFs written one
 student at a time into a ZIP on disk, as services.exports does off the page's script run.
 
     python bench/bench_exports.py [--students 200] [--items mix|attention3]
-    python bench/bench_exports.py --cli [--students 200]    # the command line's class PDFs (issue 31)
+    python bench/bench_exports.py --cli [--students 200]    # the command line's class PDFs
 
 Reports wall time, CPU time (this process and its compiler children), the process's peak resident
 memory, the largest compiler child's (ru_maxrss of the children: Typst runs in `worksheets.files.compilers()`
@@ -98,7 +98,7 @@ def main() -> int:
     parser.add_argument("--students", type=int, default=200)
     parser.add_argument("--items", choices=("mix", "attention3"), default="mix")
     parser.add_argument("--no-tracemalloc", action="store_true", help="time without tracemalloc's overhead")
-    parser.add_argument("--cli", action="store_true", help="the command line's class PDFs instead (issue 31)")
+    parser.add_argument("--cli", action="store_true", help="the command line's class PDFs instead")
     args = parser.parse_args()
     if args.cli:
         return cli(args.students)

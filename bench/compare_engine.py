@@ -28,7 +28,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-GOAL_MEDIAN_MS, GOAL_P95_MS = 2.0, 5.0  # issue 14
+GOAL_MEDIAN_MS, GOAL_P95_MS = 2.0, 5.0
 
 WORKER = r"""
 import json, sys, time

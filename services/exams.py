@@ -1,4 +1,4 @@
-"""An open exam's items are computed nowhere else (issue 31): Check my work and Practice ask here first.
+"""An open exam's items are computed nowhere else: Check my work and Practice ask here first.
 
 Matched by the given matrices (their fingerprints are stored with every assignment's exercises), not
 by a seed: typing an exam item's Q, K and V into Check my work is refused like drawing it on Practice.

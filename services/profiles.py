@@ -1,4 +1,4 @@
-"""A learner's private profile without Streamlit (issue 20).
+"""A learner's private profile without Streamlit.
 
     opened = profiles.open_browser(cookie)     # the browser's own profile; a new one when the cookie is
                                                # missing, forged or unknown (opened.notice says which)

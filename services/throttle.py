@@ -1,7 +1,7 @@
 """Throttling of guesses: every form that accepts a secret (teacher keys, share codes, recovery codes,
 personal-link tokens), per client address and with a global budget per form, counted in the database
-so that a new websocket, another tab or another replica meets the same wait (issue 31: `Shared`,
-`client_address`). The per-session record below (issue 18) keeps the same policy in a plain dict.
+so that a new websocket, another tab or another replica meets the same wait (`Shared`,
+`client_address`). The per-session record below keeps the same policy in a plain dict.
 
 The first FREE wrong tries cost nothing; after that each further wrong try must wait longer before
 the next one is taken: BASE seconds, then twice that, … up to CAP. A right try clears the record.
@@ -86,7 +86,7 @@ def record_in(state: MutableMapping[str, Any], name: str) -> MutableMapping[str,
     return state[key]
 
 
-# ---------------------------------------------------------------- shared by sessions and replicas (issue 31)
+# ---------------------------------------------------------------- shared by sessions and replicas
 
 FORMS = ("gradebook", "assignments", "dashboard", "recovery", "personal_link")
 GLOBAL_BUDGET = 120  # wrong tries at one form, from everyone, in a window: more make every source wait

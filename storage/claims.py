@@ -1,4 +1,4 @@
-"""Names on assignments without a class list belong to the browser profile that typed them first (issue 31).
+"""Names on assignments without a class list belong to the browser profile that typed them first.
 
 A typed name is no proof of who it is: another browser typing a classmate's name first (in any letter
 case) used up the classmate's attempts. Now the first profile to type a name holds it; another

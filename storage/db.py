@@ -88,7 +88,7 @@ roster = sa.Table(
     sa.Column("issued_at", sa.DateTime, nullable=False),
 )
 
-# Wrong tries at a form that accepts a secret (issue 31), shared by every session and replica: one row
+# Wrong tries at a form that accepts a secret, shared by every session and replica: one row
 # per form and client address (a digest), and one per form with source "*" (the form's global budget).
 throttles = sa.Table(
     "throttles", metadata,
@@ -109,7 +109,7 @@ openings = sa.Table(
     sa.Column("opened_at", sa.DateTime, nullable=False),
 )
 
-# One row per attempt number a student has used (issue 31): two sessions submitting at once both count
+# One row per attempt number a student has used: two sessions submitting at once both count
 # the same earlier attempts and ask for the same number; the primary key lets one of them through and
 # the other counts again (and is refused when none is left). Attempts stored before it have no row.
 attempt_claims = sa.Table(
@@ -122,7 +122,7 @@ attempt_claims = sa.Table(
     sa.Column("claimed_at", sa.DateTime, nullable=False),
 )
 
-# Who holds a typed name on an assignment without a class list (issue 31): the first browser profile to
+# Who holds a typed name on an assignment without a class list: the first browser profile to
 # type it. Another profile typing the same name (any letter case) is refused and listed in name_clashes
 # for the teacher, who admits it (the same person on another browser) or releases the name.
 name_claims = sa.Table(
@@ -160,7 +160,7 @@ assignment_exercises = sa.Table(
     sa.Column("stored_at", sa.DateTime, nullable=False),
 )
 
-# A fingerprint of each given matrix of every stored exercise (issue 31): Check my work and Practice look
+# A fingerprint of each given matrix of every stored exercise: Check my work and Practice look
 # up the matrices they are given and refuse an open exam's item. `matrices` is how many distinct
 # matrices the item gives (storage.fingerprints says how many must be shared to match); an item with
 # none has one row with fingerprint "-" (it is fingerprinted, and matches nothing).
@@ -193,7 +193,7 @@ attempts = sa.Table(
     sa.Index("ix_attempts_profile_at", "profile", "at"),
 )
 
-# A learner's private profile (issue 20): an id never shown to anyone, which attempts.profile holds.
+# A learner's private profile: an id never shown to anyone, which attempts.profile holds.
 # source: "browser" (an anonymous browser), "login" (the signed-in user of st.login) or "legacy" (a
 # profile name typed before profiles were private, registered by the migration so its data is kept).
 profiles = sa.Table(
@@ -212,7 +212,7 @@ profile_keys = sa.Table(
               index=True),
     sa.Column("purpose", sa.String(10), nullable=False),
     sa.Column("created_at", sa.DateTime, nullable=False),
-    # the browser a browser secret was issued to (a digest of that browser's own id cookie; issue 31): a
+    # the browser a browser secret was issued to (a digest of that browser's own id cookie): a
     # secret presented by another browser (a planted cookie) files nothing until its user confirms.
     # None: issued before this was kept (bound to the first browser that presents it)
     sa.Column("browser", sa.String(64), nullable=True),

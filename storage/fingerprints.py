@@ -1,4 +1,4 @@
-"""Fingerprints of the matrices an exercise gives (issue 31): an open exam's items are recognised by
+"""Fingerprints of the matrices an exercise gives: an open exam's items are recognised by
 their values, not by a seed, wherever else they are typed (Check my work) or drawn (Practice).
 
 Matrices that carry nothing to recognise (all cells equal, an identity) get none. Values that share
@@ -120,7 +120,7 @@ def matching(engine: Engine, fingerprints: Iterable[str]) -> set[str]:
 
 def backfill(engine: Engine, batch: int = 500) -> int:
     """Fingerprint the stored exercises of a database from before fingerprints were kept (the migration of
-    issue 31); idempotent. Returns the items fingerprinted."""
+    idempotent. Returns the items fingerprinted."""
     ae, table = assignment_exercises, given_fingerprints
     missing = (sa.select(ae.c.assignment_code, ae.c.student_key, ae.c.item_index, ae.c.exercise)
                .where(~sa.exists().where(table.c.assignment_code == ae.c.assignment_code,

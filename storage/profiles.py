@@ -1,4 +1,4 @@
-"""Private profiles (issue 20): who a learner's practice attempts belong to, and the secrets that open them.
+"""Private profiles: who a learner's practice attempts belong to, and the secrets that open them.
 
 A profile id is random and never shown; attempts.profile holds it. A browser keeps a random secret
 (its cookie) and a learner may make a recovery code; both are stored only as their SHA-256, so the
@@ -131,7 +131,7 @@ def delete_profile(engine: Engine, profile_id: str) -> int:
     """Delete a profile, the secrets that open it and every attempt stored under it; the attempts deleted.
 
     On SQLite the deleted rows are overwritten (secure_delete) and the write-ahead log is checkpointed
-    and truncated, so no copy of them stays in the -wal file (issue 31: 45 copies of a deleted id)."""
+    and truncated, so no copy of them stays in the -wal file (45 copies of a deleted id)."""
     sqlite = engine.dialect.name == "sqlite"
     with writing(engine).begin() as conn:
         if sqlite:

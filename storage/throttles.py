@@ -1,4 +1,4 @@
-"""Wrong tries at the forms that accept a secret, counted in the database (issue 31), so a new
+"""Wrong tries at the forms that accept a secret, counted in the database, so a new
 websocket, another tab or another replica meets the same wait: per form and client address, and a
 global budget per form (many addresses at once). The policy (free tries, waits, budget) is the
 caller's (services.throttle); this module keeps the counts, one short transaction each.

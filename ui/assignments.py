@@ -249,7 +249,7 @@ def _dash_open() -> None:
     with st.form("assign.dash_form"):
         text = st.text_input(tr("gradebook.key"), type="password", key="assign.dash_key", max_chars=100)
         pressed = st.form_submit_button(tr("assign.dash_open"), icon=":material/lock_open:")
-    if not pressed or guard.refused("dashboard"):  # throttled per browser address and for everyone (issue 31)
+    if not pressed or guard.refused("dashboard"):  # throttled per browser address and for everyone
         return
     try:
         found = service.mine(text)
@@ -445,7 +445,7 @@ def open_code_ui() -> None:
 def load(code_text: str) -> Assignment | None:
     """The assignment behind ?assignment=…, or None after a clear message."""
     known = st.session_state.setdefault("assign.known_codes", set())  # opened in this session: no guess
-    # throttled guesses per browser address and for everyone, shared by sessions and replicas (issue 31)
+    # throttled guesses per browser address and for everyone, shared by sessions and replicas
     if code_text not in known and guard.refused("assignments"):
         return None
     try:
@@ -532,7 +532,7 @@ def roster_name_ui(a: Assignment, token: str | None) -> str | None:
         return None
     known = st.session_state.setdefault("assign.known_links", set())  # links opened in this session: no guess
     link = f"{a.code}:{token}"
-    if link not in known and guard.refused("personal_link"):  # throttled per address and for everyone (issue 31)
+    if link not in known and guard.refused("personal_link"):  # throttled per address and for everyone
         return None
     try:
         name = submissions.student_for_token(a, token)  # every run: a class list issued again ends the link
@@ -668,7 +668,7 @@ def _submit(a: Assignment, name: str, items: list[Exercise], person: str, pages:
     _keep_page(a, items, pages)
     store = _store(a)
     answers = {index: store.get(index) or {} for index in range(len(items))}
-    state[_key(a, "too_long")] = run_budget(answers)  # one run's answer text is capped (issue 18)
+    state[_key(a, "too_long")] = run_budget(answers)  # one run's answer text is capped
     if state[_key(a, "too_long")] is not None:
         return
     graded = submissions.grade_all(items, answers, allow_blank=bool(state.get(_key(a, "allow_blank"))))

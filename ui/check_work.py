@@ -123,7 +123,7 @@ def run(inputs: dict[str, str], claimed: dict[str, str], causal: bool) -> Report
     too_long = run_budget([inputs, claimed, g_o])
     if too_long is not None:
         return Report(errors=[too_long], causal=causal)
-    if exams.locked(_readable(inputs)):  # an open exam's item is computed nowhere else (issue 31)
+    if exams.locked(_readable(inputs)):  # an open exam's item is computed nowhere else
         return Report(errors=[msg("checkwork.exam_locked")], causal=causal)
     return exercises.check_work({**inputs, "G_O": g_o}, claimed, causal=causal)
 
@@ -193,7 +193,7 @@ def step_ui(name: str, reference: np.ndarray, check: StepCheck | None, problem: 
     verdict = check.verdict if check is not None else None
     badge = {"right": ":green-badge[✓ {}]", "wrong": ":red-badge[✗ {}]",
              "consistent": ":orange-badge[≈ {}]"}.get(verdict, ":gray-badge[{}]")
-    # a field that holds text which cannot be read is not "not entered" (issue 19)
+    # a field that holds text which cannot be read is not "not entered"
     missing = "unreadable" if problem is not None else "not_given"
     label = tr(f"checkwork.verdict.{verdict}") if verdict else tr(f"checkwork.verdict.{missing}")
     st.markdown(f"**{tr('part.' + name)}** " + badge.format(label))

@@ -70,7 +70,7 @@ def open_ui() -> tuple[str, str] | None:
         pressed = st.form_submit_button(tr("gradebook.open"), type="primary", icon=":material/lock_open:")
     if not pressed:
         return None
-    # throttled guesses per browser address and for everyone, shared by sessions and replicas (issue 31)
+    # throttled guesses per browser address and for everyone, shared by sessions and replicas
     if guard.refused("gradebook"):
         return None
     problem = service.check(code_text, key_text)

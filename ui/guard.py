@@ -1,4 +1,4 @@
-"""The pages' side of the shared throttles (services.throttle.Shared, issue 31): who is asking (the
+"""The pages' side of the shared throttles (services.throttle.Shared): who is asking (the
 browser's address as the proxy forwards it) and the wait message. Every form that accepts a secret
 asks `refused(form)` before checking it, and reports the outcome with `failed` or `succeeded`."""
 

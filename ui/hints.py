@@ -2,7 +2,7 @@
 
 Hint 1 whenever the learner asks; hint k is meant for after k − 1 checked answers (exercises.solutions.hints'
 `available`), but a stuck learner opens it earlier at a cost shown beside the button: the hints opened
-are saved with the attempt (issue 19: a locked hint made a stuck student submit a junk answer, which
+are saved with the attempt (a locked hint made a stuck student submit a junk answer, which
 was recorded as an attempt and steered Home's suggestion). Opened hints stay open for that problem;
 how many were open at a check is recorded (``used(ex)`` → ``attempts.record(..., hints_used=…)``).
 """

@@ -2,7 +2,7 @@
 
 KaTeX stacks a matrix's rows with no gap, so in a column of display-style fractions each row's
 denominator runs into the next row's numerator, and the first numerator touches the bracket's hook
-(issue 19: softmax level 3 seed 103, weighted_sum level 3 seed 5). The strings stay as the kinds
+(softmax level 3 seed 103, weighted_sum level 3 seed 5). The strings stay as the kinds
 write them (the worksheets typeset them in Typst, where rows never touch); only the page's copy gets
 `\\arraystretch` and a gap after each row.
 

@@ -29,7 +29,7 @@ def show(ex: Exercise) -> None:
     notes = [rounding_text(ex)]
     if ex.given.get("causal") is True:
         notes.append(tr("problem.causal"))
-    elif ex.given.get("causal") is False:  # a kind that can mask says so when it does not (issue 19)
+    elif ex.given.get("causal") is False:  # a kind that can mask says so when it does not
         notes.append(tr("problem.no_mask"))
     if any(notes):
         st.caption("\n\n".join(note for note in notes if note))

@@ -37,7 +37,7 @@ from .i18n import tr
 
 PROFILE_KEY = "progress.profile"  # the profile id this session works under (never shown)
 SECRET_KEY = "progress.secret"  # the secret this browser must keep in its cookie (None: signed in)
-BROWSER_KEY = "progress.browser"  # this browser's own id, kept in its other cookie (issue 31)
+BROWSER_KEY = "progress.browser"  # this browser's own id, kept in its other cookie
 CONFIRMED_KEY = "progress.confirmed"  # False: the cookie's profile was issued to another browser: ask first
 PENDING_KEY = "progress.pending"  # attempts waiting for that answer (filed on "it is mine")
 NOTICE_KEY = "progress.notice"  # a message about the profile for this session ("unknown_id", …)
@@ -188,7 +188,7 @@ def load(name: str | None = None) -> list[Any]:
 
 
 def _make_code() -> None:
-    try:  # every other browser of the profile is signed out (issue 31)
+    try:  # every other browser of the profile is signed out
         st.session_state[CODE_KEY] = profiles.new_recovery_code(profile(), keep=st.session_state.get(SECRET_KEY))
     except db.Unavailable:
         st.session_state[NOTICE_KEY] = "unavailable"
@@ -233,7 +233,7 @@ def confirm_ui(container: Any = st.sidebar) -> None:
 
 
 def _open_code(widget_key: str) -> None:
-    if guard.wait("recovery") > 0:  # throttled per browser address and for everyone (issue 31)
+    if guard.wait("recovery") > 0:  # throttled per browser address and for everyone
         st.session_state[NOTICE_KEY] = "throttled"
         return
     try:

@@ -1,4 +1,4 @@
-"""Page-wide styles and one small script that make every page readable and usable by everyone (issue 19).
+"""Page-wide styles and one small script that make every page readable and usable by everyone.
 
 * Contrast: Streamlit greys captions to 60 % of the text colour (3.9:1 on white, under WCAG AA's 4.5:1);
   here they keep 82 % of it (about 6:1 in the light theme, and as readable in the dark one).

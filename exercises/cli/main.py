@@ -177,7 +177,7 @@ def _load_exercise(source: str) -> Exercise:
         claimed = Exercise.from_dict(stored)
         same = claimed == ex
         what = "" if same else "its answers" if _same_problem(claimed, ex) else "its given values or parts"
-    except Exception as err:  # noqa: BLE001 - no traceback for any file (issue 31)
+    except Exception as err:  # noqa: BLE001 - no traceback for any file
         raise CliError(f"{source!r} is not an exercise ({type(err).__name__}: {err}); {_MAKE}") from None
     if not same:
         raise CliError(f"{source!r} does not match exercise {kind} level {level} seed {seed}: {what} were "

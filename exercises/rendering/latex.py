@@ -36,7 +36,7 @@ MAX_SHORT = 32  # an exact form longer than this is not "short": the decimal is 
 
 
 # Printing, exact forms and decimals are pure functions of a value: cached by it (sympy numbers hash by
-# value), so the same numbers across steps, exercises and redraws are printed once (issue 14)
+# value), so the same numbers across steps, exercises and redraws are printed once
 CACHE_SIZE = 8192
 
 

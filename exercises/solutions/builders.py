@@ -358,6 +358,6 @@ BY_KIND: dict[str, Callable[[Context, str], Step]] = {
     "product": _product_step, "scale": _scale_step, "mask": _mask_step, "softmax": _softmax_step,
     "softmax_backward": _softmax_backward_step, "g_x": _g_x_step, "embedding": _embedding_step,
     "embedding_grad": _embedding_grad_step,
-    "value": _value_step,  # a step whose kinds bring their own worked solution (issue 17: M, G_O)
+    "value": _value_step,  # a step whose kinds bring their own worked solution (M, G_O)
 }
 BUILDERS: dict[str, Callable[[Context, str], Step]] = {s.name: BY_KIND[s.builder] for s in STEPS}

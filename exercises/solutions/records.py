@@ -261,7 +261,7 @@ class Step:
 class DeferredStep:
     """A Step built on first use: its name and shape are known at once, everything else (the exact
     forms, the LaTeX, the substituted lines) is built, once, when first asked for. solve() returns these
-    for the walk's steps, so a solution that is never shown costs only the walk (issue 14)."""
+    for the walk's steps, so a solution that is never shown costs only the walk."""
 
     __slots__ = ("name", "shape", "_build", "_step")
 

@@ -1,4 +1,4 @@
-"""Worked steps for the kinds outside the step pipeline (issue 17): a matrix product written out cell
+"""Worked steps for the kinds outside the step pipeline: a matrix product written out cell
 by cell from the numbers as shown, and those numbers (given exactly, or carried as a learner writes
 them: to the part's decimals). Imported lazily by the kinds (it pulls in sympy through exercises.rendering.latex).
 """

@@ -30,8 +30,7 @@ from ...solutions import Aids, ExpEntry
 
 ID = "concepts"
 ORDER = 110
-VERSION = 3  # 2: ten questions with balanced options, six or more per level; the softmax_big aid
-# 3: level 3 also asks which vectors RoPE rotates (issue 17: rotating V, q only, one angle for all)
+VERSION = 3
 LEVELS = (1, 2, 3)
 # every catalogued mistake that can apply to this kind's parts: the redraw keeps them apart
 GUARDS = ()

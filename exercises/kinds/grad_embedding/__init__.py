@@ -27,7 +27,7 @@ from .._shared.values import whole_values
 
 ID = "grad_embedding"
 ORDER = 250
-VERSION = 2  # 2: copied-by-position and 1-based-ids answers differ from the answer and each other
+VERSION = 2
 LEVELS = (1, 2, 3)
 # every catalogued mistake that can apply to this kind's parts: the redraw keeps them apart
 GUARDS = ("embedding_grad_no_accumulate",)

@@ -20,7 +20,7 @@ from .._shared.values import whole_values
 
 ID = "grad_scores"
 ORDER = 230
-VERSION = 2  # 2: level 1 has two tokens (its time budget)
+VERSION = 2
 LEVELS = (1, 2, 3)
 # every catalogued mistake that can apply to this kind's parts: the redraw keeps them apart
 GUARDS = ("grad_scores_no_scale", "grad_k_no_transpose", "grad_q_transposed", "grad_scores_times_sqrt_dk")

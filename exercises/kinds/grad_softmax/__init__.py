@@ -29,9 +29,7 @@ from .._shared.weights import scores_text
 
 ID = "grad_softmax"
 ORDER = 220
-VERSION = 3  # 2: A is a real softmax (positive wherever the mask lets a key be seen), its scores stated;
-# 3: constructive (issue 14): A and G_A built row by row from admissible rows (no draw refused for its
-# answer): every row past the first has a gradient, and at levels 1-2 every answer has two decimals at most
+VERSION = 3
 LEVELS = (1, 2, 3)
 # every catalogued mistake that can apply to this kind's parts: the redraw keeps them apart
 GUARDS = ("softmax_grad_missing_term", "softmax_grad_sign", "softmax_grad_diagonal_only")

@@ -20,7 +20,7 @@ from .._shared.values import whole_values
 
 ID = "grad_value_proj"
 ORDER = 210
-VERSION = 2  # 2: a square W_V is never symmetric (G_V W_V without the transpose would pass)
+VERSION = 2
 LEVELS = (1, 2, 3)
 # every catalogued mistake that can apply to this kind's parts: the redraw keeps them apart
 GUARDS = ("grad_x_v_no_transpose",)  # G_V W_V where W_V is square (level 1)

@@ -23,8 +23,7 @@ from .._shared.weights import scores_behind
 
 ID = "grad_weighted_sum"
 ORDER = 200
-VERSION = 3  # 2: the larger misconception catalog redraws variants where two mistakes look alike; 3: A is a real
-# softmax (positive wherever the mask lets a key be seen), its scores stated; level 1: two tokens (time budget)
+VERSION = 3
 LEVELS = (1, 2, 3)
 # every catalogued mistake that can apply to this kind's parts: the redraw keeps them apart
 GUARDS = ("grad_a_transposed", "grad_v_no_transpose", "grad_a_no_transpose")

@@ -12,7 +12,7 @@ from ...core.numbers import choice, matrix
 
 ID = "masking"
 ORDER = 40
-VERSION = 2  # 2: the larger misconception catalog redraws variants where two mistakes look alike
+VERSION = 2
 LEVELS = (1, 2, 3)
 # every catalogued mistake that can apply to this kind's parts: the redraw keeps them apart
 GUARDS = ("mask_diagonal", "mask_wrong_triangle", "no_mask", "mask_after_softmax", "softmax_columns",

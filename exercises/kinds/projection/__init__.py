@@ -11,7 +11,7 @@ from ...core.numbers import choice, nonzero_matrix
 
 ID = "projection"
 ORDER = 10
-VERSION = 2  # 2: no two token rows alike, no weight row that is one-hot (±1 in one place, 0 elsewhere)
+VERSION = 2
 LEVELS = (1, 2, 3)
 # every catalogued mistake that can apply to this kind's parts: the redraw keeps them apart
 GUARDS = ()

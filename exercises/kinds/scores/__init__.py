@@ -11,7 +11,7 @@ from ...core.numbers import choice, nonzero_matrix
 
 ID = "scores"
 ORDER = 20
-VERSION = 2  # 2: the larger misconception catalog redraws variants where two mistakes look alike
+VERSION = 2
 LEVELS = (1, 2, 3)
 # every catalogued mistake that can apply to this kind's parts: the redraw keeps them apart
 GUARDS = ("transposed_scores", "scores_not_transposed")

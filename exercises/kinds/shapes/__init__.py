@@ -23,7 +23,7 @@ from ...rendering import latex as L
 
 ID = "shapes"
 ORDER = 90
-VERSION = 2  # 2: each part asks for the shape of a named matrix of one head; h = 1 head
+VERSION = 2
 LEVELS = (1, 2, 3)
 # every catalogued mistake that can apply to this kind's parts: the redraw keeps them apart
 GUARDS = ()

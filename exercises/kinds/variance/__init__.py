@@ -31,7 +31,7 @@ from .._shared.aids import softmax_aids
 
 ID = "variance"
 ORDER = 100
-VERSION = 2  # 2: no mistake gives the answer (or another mistake's); no_exp on the scaled row
+VERSION = 2
 LEVELS = (1, 2, 3)
 # every catalogued mistake that can apply to this kind's parts: the redraw keeps them apart
 GUARDS = ()

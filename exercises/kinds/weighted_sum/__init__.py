@@ -13,7 +13,7 @@ from .._shared.weights import scores_behind
 
 ID = "weighted_sum"
 ORDER = 60
-VERSION = 2  # 2: A is a real softmax (positive wherever the mask lets a key be seen), its scores stated
+VERSION = 2
 LEVELS = (1, 2, 3)
 # every catalogued mistake that can apply to this kind's parts: the redraw keeps them apart
 GUARDS = ("weights_transposed",)

@@ -8,7 +8,9 @@ from collections.abc import Callable, Mapping
 import numpy as np
 
 import exercises
-from exercises.core import budget, engine, misconceptions
+from exercises.cli import selftest
+from exercises.core import budget, engine, grading, misconceptions
+from exercises.core.numbers import round_half_up
 
 SEEDS = range(30)
 
@@ -52,3 +54,74 @@ def levels_hold(kind: str, check: Callable[[exercises.Exercise], None]) -> None:
             ex = exercises.generate(kind, seed, level)
             check(ex)
             assert engine.minutes(ex) <= budget.BUDGET_MINUTES[level], (kind, level, seed, engine.minutes(ex))
+
+
+H = 1e-5  # the step of central differences
+
+
+def central_difference(f, x: np.ndarray) -> np.ndarray:
+    """∂f/∂x by central differences: one column per entry of x, f's output flattened; (f size, x size)."""
+    x = np.asarray(x, dtype=float)
+    cols = []
+    for idx in np.ndindex(x.shape):
+        up, down = x.copy(), x.copy()
+        up[idx] += H
+        down[idx] -= H
+        cols.append((np.ravel(f(up)) - np.ravel(f(down))) / (2 * H))
+    return np.stack(cols, axis=1)
+
+
+def graded_right(ex, answer) -> bool:
+    fb = exercises.grade(ex, answer)
+    return fb.correct and fb.score == 1.0 and all((p.status == grading.RIGHT).all() for p in fb.parts.values())
+
+
+def misconception(ex, answer) -> str | None:
+    return exercises.grade(ex, answer).misconception
+
+
+def assert_careful_students_are_right(kind: str, level: int, student, seeds=range(50)) -> None:
+    """A careful student of `kind` who rounds to 2 places, to 3, or not at all is right on every seed."""
+    for seed in seeds:
+        ex = exercises.generate(kind, seed, level)
+        for places in (2, 3, None):
+            assert graded_right(ex, student(ex, places)), (ex.id, places)
+
+
+def named_mistakes(kind: str, level: int, mistakes_of, seeds=range(50)) -> set[str]:
+    """Every mistake `mistakes_of(ex, part)` gives, exact and rounded to 2 places, is named as itself; the ids seen."""
+    named = set()
+    for seed in seeds:
+        ex = exercises.generate(kind, seed, level)
+        right = {p.name: p.reference for p in ex.parts}
+        for part in ex.parts:
+            for mid, alt in mistakes_of(ex, part.name).items():
+                for value in (alt, round_half_up(alt, 2)):
+                    assert misconception(ex, {**right, part.name: value}) == mid, (ex.id, part.name, mid)
+                named.add(mid)
+    return named
+
+
+def find(kind: str, level: int, wanted, seeds=range(400)) -> exercises.Exercise:
+    """The first exercise of (kind, level) that satisfies `wanted`."""
+    for seed in seeds:
+        ex = exercises.generate(kind, seed, level)
+        if wanted(ex):
+            return ex
+    raise AssertionError(f"no {kind} level {level} exercise fits")
+
+
+def careful_and_selftest_answers_grade_as_such(kind: str, level: int, careful, seeds) -> None:
+    """Rounding each value to 2 or 3 places as it is written (careful(ex, places)), or keeping every digit,
+    is right; the self-test's right, wrong and unreadable answers grade as such."""
+    for seed in seeds:
+        ex = exercises.generate(kind, seed, level)
+        case = f"{kind} level {level} seed {seed}"
+        for places in (2, 3, None):
+            fb = exercises.grade(ex, careful(ex, places))
+            assert fb.correct and fb.score == 1.0 and fb.misconception is None, f"{case} rounding {places}"
+        rng = np.random.default_rng(seed)
+        assert exercises.grade(ex, selftest.correct_answer(ex)).correct, case
+        wrong = exercises.grade(ex, selftest.incorrect_answer(ex, rng))
+        assert wrong.graded and not wrong.correct, case
+        assert exercises.grade(ex, selftest.invalid_answer(ex, rng)).score is None, case

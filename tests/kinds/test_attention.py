@@ -11,6 +11,7 @@ import pytest
 import exercises
 from exercises.core import pipeline
 from exercises.core.grading import CONSISTENT, RIGHT, WRONG
+from tests.kinds.common import find
 from tests.stored_exercise import still_shows_and_grades
 
 SEEDS = range(30)
@@ -27,15 +28,6 @@ def test_attention_scales_by_a_root_that_changes_something_and_never_projects_up
             assert d_k <= ex.given["X"].shape[1], f"seed {seed}: d_model {ex.given['X'].shape[1]} → d_k {d_k}"
         S, Z = ex.part("scores").reference, ex.part("scaled").reference
         assert not np.allclose(S, Z), f"seed {seed}: the scaled scores equal the scores"
-
-
-def _find(kind: str, level: int, wanted, seeds=range(400)) -> exercises.Exercise:
-    """The first exercise of (kind, level) that satisfies `wanted`."""
-    for seed in seeds:
-        ex = exercises.generate(kind, seed, level)
-        if wanted(ex):
-            return ex
-    raise AssertionError(f"no {kind} level {level} exercise fits")
 
 
 def _chain_answer(ex: exercises.Exercise, wrong_step: str) -> tuple[dict[str, np.ndarray], tuple[int, int]]:
@@ -78,7 +70,7 @@ def test_attention_parts_follow_the_steps_and_numbers_are_hand_friendly(level):
 def test_attention_errors_carry_forward_through_every_step(level):
     checked = set()
     for causal in (True, False):
-        ex = _find("attention", level, lambda e, c=causal: e.given["causal"] == c)
+        ex = find("attention", level, lambda e, c=causal: e.given["causal"] == c)
         for wrong_step in ex.part_names[:-1]:
             answer, cell = _chain_answer(ex, wrong_step)
             fb = exercises.grade(ex, answer)
@@ -97,7 +89,7 @@ def test_attention_errors_carry_forward_through_every_step(level):
 
 
 def test_attention_consistent_cells_match_recompute_from_the_learners_values():
-    ex = _find("attention", 2, lambda e: e.given["causal"])
+    ex = find("attention", 2, lambda e: e.given["causal"])
     answer, _ = _chain_answer(ex, "scores")
     fb = exercises.grade(ex, answer)
     learner = pipeline.run({**ex.given, "scores": answer["scores"]})
@@ -110,7 +102,7 @@ def test_attention_consistent_cells_match_recompute_from_the_learners_values():
 
 
 def test_attention_two_independent_mistakes_are_not_consistent():
-    ex = _find("attention", 1, lambda e: not e.given["causal"])
+    ex = find("attention", 1, lambda e: not e.given["causal"])
     answer, _ = _chain_answer(ex, "scores")
     answer["O"] = answer["O"] + 1.0  # a second, unrelated slip in the last step
     fb = exercises.grade(ex, answer)
@@ -118,7 +110,7 @@ def test_attention_two_independent_mistakes_are_not_consistent():
 
 
 def test_attention_names_a_catalogued_mistake():
-    ex = _find("attention", 2, lambda e: e.given["d_k"] > 1 and e.given["causal"])
+    ex = find("attention", 2, lambda e: e.given["d_k"] > 1 and e.given["causal"])
     env = pipeline.run(ex.given, mistakes={"no_scaling"})
     answer = {p.name: env[p.name] for p in ex.parts}
     fb = exercises.grade(ex, answer)

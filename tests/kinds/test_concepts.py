@@ -10,15 +10,7 @@ from attention_core import softmax
 from exercises.cli import selftest
 from exercises.i18n import catalog, t
 from exercises.kinds import concepts
-
-
-def _find(kind: str, level: int, wanted, seeds=range(400)) -> exercises.Exercise:
-    """The first exercise of (kind, level) that satisfies `wanted`."""
-    for seed in seeds:
-        ex = exercises.generate(kind, seed, level)
-        if wanted(ex):
-            return ex
-    raise AssertionError(f"no {kind} level {level} exercise fits")
+from tests.kinds.common import find
 
 
 def _choice_parts(level_seeds):
@@ -75,20 +67,20 @@ def test_concepts_questions_come_from_the_reference_topics():
 
 
 def test_concepts_short_answers():
-    ex = _find("concepts", 1, lambda e: True)
+    ex = find("concepts", 1, lambda e: True)
     part = ex.part("masked_count")
     n = part.params["n"]
     assert part.reference[0, 0] == n * (n - 1) / 2 and part.decimals == 0
     fb = exercises.grade(ex, {**selftest.correct_answer(ex), "masked_count": str(n * (n + 1) // 2)})
     assert fb.parts["masked_count"].misconception == "mask_diagonal"
 
-    ex = _find("concepts", 3, lambda e: "std_dk" in e.part_names)
+    ex = find("concepts", 3, lambda e: "std_dk" in e.part_names)
     d_k = ex.part("std_dk").params["d_k"]
     assert ex.part("std_dk").reference[0, 0] == np.sqrt(d_k)
     fb = exercises.grade(ex, {**selftest.correct_answer(ex), "std_dk": str(d_k)})
     assert fb.parts["std_dk"].misconception == "variance_std_confused"
 
-    ex = _find("concepts", 2, lambda e: "softmax_big" in e.part_names)
+    ex = find("concepts", 2, lambda e: "softmax_big" in e.part_names)
     p = ex.part("softmax_big").params
     expected = softmax(np.array([[p["a"], p["b"]]], dtype=float))[0, 1]
     assert abs(ex.part("softmax_big").reference[0, 0] - expected) < 1e-12
@@ -102,7 +94,7 @@ def test_concepts_json_round_trip_keeps_options_and_params():
 
 
 def test_concepts_solution_shows_the_letter_and_the_reason():
-    ex = _find("concepts", 2, lambda e: True)
+    ex = find("concepts", 2, lambda e: True)
     for step, part in zip(exercises.solve(ex), ex.parts):
         if part.is_choice:
             right = int(part.reference[0, 0])

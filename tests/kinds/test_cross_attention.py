@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 
 import exercises
-from exercises.cli import selftest
 from exercises.core import engine, misconceptions, pipeline, sampler
 from exercises.kinds import cross_attention as K
+from tests.kinds.common import careful_and_selftest_answers_grade_as_such
 from tests.stored_exercise import still_shows_and_grades
 
 SEEDS = range(50)
@@ -165,19 +165,7 @@ def test_cross_causal_mask_hides_the_keys_right_of_the_square_diagonal():
 
 @pytest.mark.parametrize("level", K.LEVELS)
 def test_careful_students_are_right(level):
-    """Rounding each value to 2 or 3 places as it is written, or keeping every digit, is right; the
-    self-test's right, wrong and unreadable answers grade as such."""
-    for seed in SEEDS:
-        ex = exercises.generate(K.ID, seed, level)
-        case = f"cross_attention level {level} seed {seed}"
-        for places in (2, 3, None):
-            fb = exercises.grade(ex, careful(ex, places))
-            assert fb.correct and fb.score == 1.0 and fb.misconception is None, f"{case} rounding {places}"
-        rng = np.random.default_rng(seed)
-        assert exercises.grade(ex, selftest.correct_answer(ex)).correct, case
-        wrong = exercises.grade(ex, selftest.incorrect_answer(ex, rng))
-        assert wrong.graded and not wrong.correct, case
-        assert exercises.grade(ex, selftest.invalid_answer(ex, rng)).score is None, case
+    careful_and_selftest_answers_grade_as_such(K.ID, level, careful, SEEDS)
 
 
 # ---------------------------------------------------------------- stored exercises

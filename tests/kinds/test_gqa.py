@@ -19,6 +19,7 @@ from attention_core.grouped import group_of
 from exercises.cli import selftest
 from exercises.core import budget, engine, grading
 from exercises.core.numbers import round_half_up
+from tests.kinds.common import graded_right
 from tests.stored_exercise import still_shows_and_grades
 
 LEVELS = (1, 2, 3)
@@ -76,11 +77,6 @@ def student(ex, places):
     out["concat"] = np.hstack([out[f"O{i + 1}"] for i in range(h)])
     out["cache_floats"] = ex.part("cache_floats").reference
     return out
-
-
-def graded_right(ex, answer) -> bool:
-    fb = exercises.grade(ex, answer)
-    return fb.correct and fb.score == 1.0 and all((p.status == grading.RIGHT).all() for p in fb.parts.values())
 
 
 # ---------------------------------------------------------------- what the kind teaches

@@ -6,41 +6,10 @@ import numpy as np
 import pytest
 
 import exercises
-from exercises.core import grading
 from exercises.core.numbers import round_half_up
+from tests.kinds.common import assert_careful_students_are_right, graded_right, named_mistakes
 
 SEEDS = range(50)
-
-
-def graded_right(ex, answer) -> bool:
-    fb = exercises.grade(ex, answer)
-    return fb.correct and fb.score == 1.0 and all((p.status == grading.RIGHT).all() for p in fb.parts.values())
-
-
-def misconception(ex, answer) -> str | None:
-    return exercises.grade(ex, answer).misconception
-
-
-def assert_careful_students_are_right(kind: str, level: int, student) -> None:
-    """A careful student of `kind` who rounds to 2 places, to 3, or not at all is right on every seed."""
-    for seed in SEEDS:
-        ex = exercises.generate(kind, seed, level)
-        for places in (2, 3, None):
-            assert graded_right(ex, student(ex, places)), (ex.id, places)
-
-
-def named_mistakes(kind: str, level: int, mistakes_of) -> set[str]:
-    """Every mistake `mistakes_of(ex, part)` gives, exact and rounded to 2 places, is named as itself; the ids seen."""
-    named = set()
-    for seed in SEEDS:
-        ex = exercises.generate(kind, seed, level)
-        right = {p.name: p.reference for p in ex.parts}
-        for part in ex.parts:
-            for mid, alt in mistakes_of(ex, part.name).items():
-                for value in (alt, round_half_up(alt, 2)):
-                    assert misconception(ex, {**right, part.name: value}) == mid, (ex.id, part.name, mid)
-                named.add(mid)
-    return named
 
 
 def _positional_student(ex, places):

@@ -10,19 +10,11 @@ from exercises.core import engine
 from exercises.i18n import catalog, t
 from exercises.kinds import shapes
 from exercises.worksheets import model
-
-
-def _find(kind: str, level: int, wanted, seeds=range(400)) -> exercises.Exercise:
-    """The first exercise of (kind, level) that satisfies `wanted`."""
-    for seed in seeds:
-        ex = exercises.generate(kind, seed, level)
-        if wanted(ex):
-            return ex
-    raise AssertionError(f"no {kind} level {level} exercise fits")
+from tests.kinds.common import find
 
 
 def test_shapes_references():
-    ex = _find("shapes", 3, lambda e: True)
+    ex = find("shapes", 3, lambda e: True)
     s = ex.params
     expected = {"Q": (s["n"], s["d_k"]), "K_T": (s["d_k"], s["n"]), "scores": (s["n"], s["n"]),
                 "A": (s["n"], s["n"]), "O": (s["n"], s["d_v"]), "concat": (s["n"], s["h"] * s["d_v"]),
@@ -48,7 +40,7 @@ def test_shapes_every_transposed_answer_is_named(level):
 
 
 def test_shapes_named_mistakes_for_kt_scores_and_concat():
-    ex = _find("shapes", 2, lambda e: e.params["h"] > 1)
+    ex = find("shapes", 2, lambda e: e.params["h"] > 1)
     s = ex.params
     n, d_k, h, d_v = s["n"], s["d_k"], s["h"], s["d_v"]
     cases = {"K_T": (f"{n}, {d_k}", "shape_transposed"),

@@ -10,54 +10,13 @@ from attention_core import softmax
 from attention_core.ops import softmax_jacobian, softmax_jacobian_loop
 from exercises.core import grading
 from exercises.core.numbers import round_half_up
+from tests.kinds.common import (
+    assert_careful_students_are_right,
+    central_difference,
+    named_mistakes,
+)
 
 SEEDS = range(50)
-
-
-H = 1e-5
-
-
-def central_difference(f, x: np.ndarray) -> np.ndarray:
-    """∂f/∂x by central differences: one column per entry of x, f's output flattened; (f size, x size)."""
-    x = np.asarray(x, dtype=float)
-    cols = []
-    for idx in np.ndindex(x.shape):
-        up, down = x.copy(), x.copy()
-        up[idx] += H
-        down[idx] -= H
-        cols.append((np.ravel(f(up)) - np.ravel(f(down))) / (2 * H))
-    return np.stack(cols, axis=1)
-
-
-def graded_right(ex, answer) -> bool:
-    fb = exercises.grade(ex, answer)
-    return fb.correct and fb.score == 1.0 and all((p.status == grading.RIGHT).all() for p in fb.parts.values())
-
-
-def misconception(ex, answer) -> str | None:
-    return exercises.grade(ex, answer).misconception
-
-
-def assert_careful_students_are_right(kind: str, level: int, student) -> None:
-    """A careful student of `kind` who rounds to 2 places, to 3, or not at all is right on every seed."""
-    for seed in SEEDS:
-        ex = exercises.generate(kind, seed, level)
-        for places in (2, 3, None):
-            assert graded_right(ex, student(ex, places)), (ex.id, places)
-
-
-def named_mistakes(kind: str, level: int, mistakes_of) -> set[str]:
-    """Every mistake `mistakes_of(ex, part)` gives, exact and rounded to 2 places, is named as itself; the ids seen."""
-    named = set()
-    for seed in SEEDS:
-        ex = exercises.generate(kind, seed, level)
-        right = {p.name: p.reference for p in ex.parts}
-        for part in ex.parts:
-            for mid, alt in mistakes_of(ex, part.name).items():
-                for value in (alt, round_half_up(alt, 2)):
-                    assert misconception(ex, {**right, part.name: value}) == mid, (ex.id, part.name, mid)
-                named.add(mid)
-    return named
 
 
 def _jacobian_student(ex, places):

@@ -10,6 +10,7 @@ from attention_core import softmax
 from exercises.cli import selftest
 from exercises.core import engine, misconceptions
 from exercises.i18n import t
+from tests.kinds.common import find
 
 SEEDS = range(60)
 
@@ -78,17 +79,8 @@ def test_level_3_aid_lists_max_shifted_exponents_and_says_so():
     assert shifted >= 20
 
 
-def _find(kind: str, level: int, wanted, seeds=range(400)) -> exercises.Exercise:
-    """The first exercise of (kind, level) that satisfies `wanted`."""
-    for seed in seeds:
-        ex = exercises.generate(kind, seed, level)
-        if wanted(ex):
-            return ex
-    raise AssertionError(f"no {kind} level {level} exercise fits")
-
-
 def test_variance_golden_dk_64_gives_8_then_1():
-    ex = _find("variance", 1, lambda e: e.given["d_k"] == 64)
+    ex = find("variance", 1, lambda e: e.given["d_k"] == 64)
     refs = {p.name: float(p.reference[0, 0]) for p in ex.parts if p.shape == (1, 1)}
     assert refs == {"var_before": 64.0, "std_before": 8.0, "var_after": 1.0, "std_after": 1.0}
     assert all(ex.part(name).decimals == 0 for name in refs)
@@ -106,7 +98,7 @@ def test_variance_scaling_flattens_the_softmax(level):
 
 
 def test_variance_names_swapped_std_and_missing_scaling():
-    ex = _find("variance", 2, lambda e: True)
+    ex = find("variance", 2, lambda e: True)
     d_k = ex.given["d_k"]
     base = selftest.correct_answer(ex)
     fb = exercises.grade(ex, {**base, "std_before": str(d_k)})
@@ -118,7 +110,7 @@ def test_variance_names_swapped_std_and_missing_scaling():
 
 
 def test_variance_solution_golden_lines():
-    ex = _find("variance", 1, lambda e: e.given["d_k"] == 64)
+    ex = find("variance", 1, lambda e: e.given["d_k"] == 64)
     steps = {s.name: s for s in exercises.solve(ex)}
     assert steps["std_before"].display().endswith(r"&= \sqrt{64} \\  &= 8 \end{aligned}")
     # the unscaled row is S (minus its maximum, Ŝ, when it has a score beyond ±10: issue 14), the scaled one Z

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from streamlit.testing.v1 import AppTest
 
 import exercises
@@ -74,3 +75,23 @@ def test_formula_page_shows_the_whole_sheet_in_both_languages():
         assert catalog(lang)["formulas.softmax.max"] in notes
         links = [e.proto.query_string for e in at.get("page_link")]
         assert sum(1 for s in fs.sections() if s.key in exercises.KINDS) == len(links)
+
+
+READ_FROM_RECORDS = ["projection", "scores", "scaling", "weighted_sum", "grad_weighted_sum", "grad_value_proj",
+                     "grad_scores", "grad_projections", "grad_softmax"]
+
+
+@pytest.mark.parametrize("kind_id", READ_FROM_RECORDS)
+def test_a_kind_of_single_steps_shows_its_records_formulas_on_the_sheet_and_home(kind_id):
+    """One home for a step's formula: the sheet and the Home card read the step record, not a copy."""
+    from exercises.core.contract import shaped, step_source
+    from exercises.core.steps import STEP_BY_NAME
+
+    kind = exercises.KINDS[kind_id]
+    sheet = {f.latex for f in kind.sheet.formulas}
+    asked = {p.name for level in kind.LEVELS for seed in range(3) for p in exercises.generate(kind_id, seed, level).parts}
+    records = sorted(asked & set(STEP_BY_NAME))
+    for name in records:
+        assert shaped(step_source(name)) in sheet, f"{kind_id}: the sheet does not show record {name}'s formula"
+    # a card keeps to a line: it states at least one of its steps as the record does
+    assert any(STEP_BY_NAME[name].formula_latex in kind.home.formula for name in records), kind_id

@@ -72,7 +72,6 @@ def solve(ex) -> list:
 
 HOME = HomeStage("backward", r"G_{W_Q} = X^{\top} G_Q,\ G_X")
 SHEET = SheetSection("backward", (
-    Formula(r"[[G_{W_Q} | d | d_k]] = X^{\top} G_Q, \qquad [[G_{W_K} | d | d_k]] = X^{\top} G_K, \qquad "
-            r"[[G_{W_V} | d | d_v]] = X^{\top} G_V"),
-    Formula(r"[[G_X | n | d]] = G_Q W_Q^{\top} + G_K W_K^{\top} + G_V W_V^{\top}", "formulas.grad_projections.x"),
+    Formula.step("G_W_Q"), Formula.step("G_W_K"), Formula.step("G_W_V"),
+    Formula.step("G_X", "formulas.grad_projections.x"),
 ))

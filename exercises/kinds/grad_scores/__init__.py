@@ -84,9 +84,8 @@ def solve(ex) -> list:
 
 # ---------------------------------------------------------------- Home and the formula sheet
 
-HOME = HomeStage("backward", r"G_Q = G_S K,\ G_K = G_S^{\top} Q")
+HOME = HomeStage.of_steps("backward", "G_Q", "G_K")
 SHEET = SheetSection("backward", (
-    Formula(r"[[G_S | n | n]] = \frac{G_Z}{\sqrt{d_k}}", "formulas.grad_scores.scale"),
-    Formula(r"[[G_Q | n | d_k]] = [[G_S | n | n]]\,[[K | n | d_k]], \qquad "
-            r"[[G_K | n | d_k]] = [[G_S^{\top} | n | n]]\,[[Q | n | d_k]]", "formulas.grad_scores.qk"),
+    Formula.step("G_scores", "formulas.grad_scores.scale"),
+    Formula.step("G_Q"), Formula.step("G_K", "formulas.grad_scores.qk"),
 ))

@@ -156,10 +156,9 @@ def solve(ex) -> list:
 
 # ---------------------------------------------------------------- Home and the formula sheet
 
-HOME = HomeStage("backward", r"G_Z = A \odot (G_A - \operatorname{rowsum}(A \odot G_A))")
+HOME = HomeStage.of_steps("backward", "G_scaled")
 SHEET = SheetSection("backward", (
-    Formula(r"[[G_Z | n | n]] = A \odot \left(G_A - r \mathbf{1}^{\top}\right), \qquad "
-            r"r_{i} = \sum_{k} A_{ik} (G_A)_{ik}", "formulas.grad_softmax.rowsum"),
+    Formula.step("G_scaled", "formulas.grad_softmax.rowsum"),
     Formula(r"(G_Z)_{ij} = A_{ij} \left((G_A)_{ij} - r_{i}\right)", "formulas.grad_softmax.cell"),
     Formula(r"A_{ij} = 0 \ \ (j > i) \ \Rightarrow\ (G_Z)_{ij} = 0", "formulas.grad_softmax.masked"),
 ))

@@ -66,8 +66,7 @@ def solve(ex) -> list:
 
 # ---------------------------------------------------------------- Home and the formula sheet
 
-HOME = HomeStage("backward", r"G_{W_V} = X^{\top} G_V")
+HOME = HomeStage.of_steps("backward", "G_W_V")
 SHEET = SheetSection("backward", (
-    Formula(r"[[G_{W_V} | d | d_v]] = [[X^{\top} | d | n]]\,[[G_V | n | d_v]], \qquad "
-            r"[[G_X^{(V)} | n | d]] = G_V\,[[W_V^{\top} | d_v | d]]", "formulas.grad_value_proj.share"),
+    Formula.step("G_W_V"), Formula.step("G_X_V", "formulas.grad_value_proj.share"),
 ))

@@ -116,10 +116,9 @@ def solve(ex) -> list:
 
 # ---------------------------------------------------------------- Home and the formula sheet
 
-HOME = HomeStage("backward", r"G_A = G_O V^{\top},\ G_V = A^{\top} G_O")
+HOME = HomeStage.of_steps("backward", "G_A", "G_V")
 SHEET = SheetSection("backward", (
-    Formula(r"O = AV: \qquad [[G_A | n | n]] = [[G_O | n | d_v]]\,[[V^{\top} | d_v | n]], \qquad "
-            r"[[G_V | n | d_v]] = [[A^{\top} | n | n]]\,[[G_O | n | d_v]]"),
+    Formula.step("G_A"), Formula.step("G_V"),
     Formula(r"(G_A)_{ij} = \sum_{k=1}^{d_v} (G_O)_{ik} V_{jk}, \qquad (G_V)_{jk} = \sum_{i=1}^{n} A_{ij} (G_O)_{ik}",
             "formulas.grad_weighted_sum.cells"),
     Formula(r"G_O = \begin{bmatrix} 1 & 2 \end{bmatrix},\ V = \begin{bmatrix} 2 & 4 \\ 6 & 8 \end{bmatrix}"

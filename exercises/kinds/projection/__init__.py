@@ -53,9 +53,8 @@ def generate(rng: np.random.Generator, level: int) -> Draft:
 
 # ---------------------------------------------------------------- Home and the formula sheet
 
-HOME = HomeStage("forward", r"Q = XW_Q,\ K = XW_K,\ V = XW_V")
+HOME = HomeStage.of_steps("forward", "Q", "K", "V")
 SHEET = SheetSection("forward", (
-    Formula(r"[[Q | n | d_k]] = [[X | n | d]]\,[[W_Q | d | d_k]], \qquad [[K | n | d_k]] = X W_K, \qquad "
-            r"[[V | n | d_v]] = X W_V"),
+    Formula.step("Q"), Formula.step("K"), Formula.step("V"),
     Formula(r"Q_{ij} = \sum_{r=1}^{d} X_{ir} (W_Q)_{rj}", "formulas.projection.cell"),
 ))

@@ -28,7 +28,7 @@ def generate(rng: np.random.Generator, level: int) -> Draft:
 
 # ---------------------------------------------------------------- Home and the formula sheet
 
-HOME = HomeStage("forward", r"Z = S / \sqrt{d_k}")
+HOME = HomeStage.of_steps("forward", "scaled")
 SHEET = SheetSection("forward", (
-    Formula(r"[[Z | n | n]] = \frac{S}{\sqrt{d_k}}"),
+    Formula.step("scaled"),
 ))

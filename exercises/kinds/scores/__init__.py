@@ -28,8 +28,8 @@ def generate(rng: np.random.Generator, level: int) -> Draft:
 
 # ---------------------------------------------------------------- Home and the formula sheet
 
-HOME = HomeStage("forward", r"S = QK^{\top}")
+HOME = HomeStage.of_steps("forward", "scores")
 SHEET = SheetSection("forward", (
-    Formula(r"[[S | n | n]] = [[Q | n | d_k]]\,[[K^{\top} | d_k | n]]"),
+    Formula.step("scores"),
     Formula(r"S_{ij} = q_i \cdot k_j = \sum_{r=1}^{d_k} Q_{ir} K_{jr}", "formulas.scores.cell"),
 ))

@@ -37,10 +37,10 @@ def prompt_keys(ex: Exercise) -> tuple[str, ...]:
 
 # ---------------------------------------------------------------- Home and the formula sheet
 
-HOME = HomeStage("forward", r"O = AV")
+HOME = HomeStage.of_steps("forward", "O")
 SHEET = SheetSection("forward", (
-    Formula(r"[[O | n | d_v]] = [[A | n | n]]\,[[V | n | d_v]], \qquad o_i = \sum_{j=1}^{n} A_{ij} v_j",
-            "formulas.weighted_sum.rows"),
+    Formula.step("O"),
+    Formula(r"o_i = \sum_{j=1}^{n} A_{ij} v_j", "formulas.weighted_sum.rows"),
     Formula(r"O = \operatorname{softmax}\!\left(\operatorname{mask}\!\left(\frac{QK^{\top}}{\sqrt{d_k}}\right)"
             r"\right) V", "formulas.weighted_sum.whole"),
 ))

@@ -192,7 +192,7 @@ def main() -> None:
         for kind in kinds:
             r = bench_solve(kind, args.solve_seeds)
             first = first_solve_in_new_process(kind)
-            figures[kind].update({k: dict(zip(("median", "p95", "max"), v)) for k, v in r.items()})
+            figures.setdefault(kind, {}).update({k: dict(zip(("median", "p95", "max"), v)) for k, v in r.items()})
             figures[kind]["first solve in a new process"] = first
             worst_cold = max(worst_cold, r["solve+render cold"][0])
             cols = " ".join(f"{v[0]:7.2f}/{v[1]:6.1f}/{v[2]:5.0f}" for v in r.values())

@@ -193,7 +193,7 @@ def main() -> None:
             r = bench_solve(kind, args.solve_seeds)
             first = first_solve_in_new_process(kind)
             figures.setdefault(kind, {}).update({k: dict(zip(("median", "p95", "max"), v)) for k, v in r.items()})
-            figures[kind]["first solve in a new process"] = first
+            figures.setdefault(kind, {})["first solve in a new process"] = first
             worst_cold = max(worst_cold, r["solve+render cold"][0])
             cols = " ".join(f"{v[0]:7.2f}/{v[1]:6.1f}/{v[2]:5.0f}" for v in r.values())
             flag = "ok" if r["solve+render cold"][0] <= GOAL_SOLVE_COLD_MS else "OVER"

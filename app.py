@@ -17,6 +17,7 @@ with runs.turn():  # a few page runs at a time, in about the order they came (ui
         st.Page("app_pages/check_work.py", title=tr("nav.check_work"), icon=":material/fact_check:"),
         st.Page("app_pages/progress.py", title=tr("nav.progress"), icon=":material/insights:"),
         st.Page("app_pages/formulas.py", title=tr("nav.formulas"), icon=":material/functions:"),
+        st.Page("app_pages/glossary.py", title=tr("nav.glossary"), icon=":material/menu_book:"),
         assignments_page,
         st.Page("app_pages/gradebook.py", title=tr("nav.gradebook"), icon=":material/table_view:"),
     ]

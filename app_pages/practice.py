@@ -4,7 +4,7 @@ import streamlit as st
 
 import exercises
 from services import exams
-from ui import aids, answer_grid, attempts, budget, cache, feedback, hints, problem, solution
+from ui import aids, answer_grid, attempts, budget, cache, feedback, hints, print_problem, problem, solution
 from ui import practice_state as ps
 from ui.i18n import render, tr
 
@@ -35,6 +35,7 @@ st.caption(tr("practice.share", kind=ps.kind_label(kind), level=level, seed=seed
 problem.show(ex)
 budget.show(ex)  # "about N minutes" by hand, and what each level means
 aids.show(ex)
+print_problem.show(ex)  # on paper: a one-problem PDF, or the LaTeX source to copy
 
 
 def check() -> None:

@@ -6,7 +6,7 @@ import numpy as np
 
 from exercises import parse_answer
 from exercises.core import pipeline
-from exercises.i18n import t
+from exercises.i18n import escape, t
 from tests.apptest_helpers import open_page
 from ui import check_work as cw
 
@@ -114,3 +114,27 @@ def test_back_to_the_example_restores_it():
     at.button(key="checkwork.example_button").click()
     at.run()
     assert at.text_area(key=cw.input_key("X")).value == "1 0\n0 1\n1 1"
+
+
+def test_matrices_pasted_as_latex_are_read_and_the_golden_example_is_accepted():
+    at = open_page(PAGE)
+    at.text_area(key=cw.input_key("X")).input("\\begin{bmatrix}\n 1 & 0 \\\\\n 0 & 1 \\\\\n 1 & 1\n\\end{bmatrix}")
+    at.text_area(key=cw.input_key("W_Q")).input(r"\begin{pmatrix} 1 & 0 \\ 0 & 1 \end{pmatrix}")
+    at.text_area(key=cw.claim_key("scores")).input(r"$$\begin{matrix} 1 & 0 & 1 \\ 0 & 1 & 1 \\ 1 & 1 & 2 \end{matrix}$$")
+    at.text_area(key=cw.claim_key("A")).input(
+        r"\begin{bmatrix} 1 & 0 & 0 \\ 0.33 & 0.67 & 0 \\ \frac{1}{4} & \frac{1}{4} & \frac{1}{2} \end{bmatrix}")
+    at.run()
+    _check(at)
+    assert [s.value for s in at.success] == [t("checkwork.all_right.other", count=3)], _text(at)
+    assert not at.error
+
+
+def test_a_latex_command_outside_the_whitelist_is_named_with_its_place():
+    at = open_page(PAGE)
+    at.text_area(key=cw.input_key("X")).input(r"\begin{bmatrix} 1 & 0 \\ 0 & \input{x} \\ 1 & 1 \end{bmatrix}")
+    at.run()
+    _check(at)
+    text = _text(at)
+    command = escape.markdown(r"\input")  # the learner's text, shown literally
+    assert f"'{command}'" in text and "Row 2, column 2" in text and "character 1" in text, text
+    assert not at.success

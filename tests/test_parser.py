@@ -582,3 +582,155 @@ def test_the_plain_decimal_fast_path_reads_as_the_grammar_does():
         assert not P._PLAIN_DECIMAL.fullmatch(text), text
     with pytest.raises(P.AnswerError):
         P.parse_number("9999999999999")  # 13 digits: the grammar's "too large"
+
+
+# ---------------------------------------------------------------- a matrix pasted as LaTeX
+
+LATEX_MATRICES = [
+    (r"\begin{bmatrix} 1 & 2 \\ 3 & 4 \end{bmatrix}", M22),
+    (r"\begin{pmatrix}1&2\\3&4\end{pmatrix}", M22),
+    (r"\begin{matrix} 1 & 2 \\ 3 & 4 \end{matrix}", M22),
+    ("\\begin{bmatrix}\n  1 & 2 \\\\\n  3 & 4 \\\\\n\\end{bmatrix}\n", M22),  # line breaks, a trailing \\
+    (r"$$\begin{bmatrix} 1 & 2 \\ 3 & 4 \end{bmatrix}$$", M22),
+    (r"\[ \left[ \begin{matrix} 1 & 2 \\ 3 & 4 \end{matrix} \right] \]", M22),
+    (r"\begin{array}{cc} 1 & 2 \\[2pt] 3 & 4 \end{array}", M22),
+    (r"\begin{bmatrix*}[r] 1 & 2 \\ 3 & 4 \end{bmatrix*}", M22),
+    (r"1 & 2 \\ 3 & 4", M22),  # the inside of an environment alone
+    (r"\begin{bmatrix} \frac{1}{3} & -\infty \\ \sqrt{2} & e^{-1} \end{bmatrix}",
+     [[1 / 3, -math.inf], [math.sqrt(2), 1 / E]]),
+    (r"\begin{pmatrix} \dfrac{e^{2}}{e^{0}+e^{1}+e^{2}} & 2\cdot 3 \\ \tfrac{-1}{2} & \frac{\sqrt{2}}{2} \end{pmatrix}",
+     [[E**2 / (1 + E + E**2), 6.0], [-0.5, math.sqrt(2) / 2]]),
+    (r"\begin{bmatrix} \mathrm{e}^{2} & \exp(1) \\ 2\times\pi & \ln{e} \end{bmatrix}",
+     [[E**2, E], [2 * math.pi, 1.0]]),
+    (r"\begin{bmatrix} -\infty & 0{,}5 \end{bmatrix}".replace("{,}", "."), [[-math.inf, 0.5]]),
+    (r"\begin{bmatrix} 1 \\ -2 \\ \left( 3 \right) \end{bmatrix}", [[1.0], [-2.0], [3.0]]),
+    (r"\begin{bmatrix} 2\sqrt{2} \, & \; 1\quad \end{bmatrix}", [[2 * math.sqrt(2), 1.0]]),
+]
+
+
+@pytest.mark.parametrize("text, expected", LATEX_MATRICES)
+def test_a_latex_matrix_reads_as_its_entries(text, expected):
+    np.testing.assert_allclose(parse_answer(text), expected, rtol=1e-12, err_msg=text)
+
+
+HOSTILE_LATEX = [
+    (r"\begin{bmatrix} \input{/etc/passwd} & 2 \end{bmatrix}", r"\input", (1, 1, 1)),
+    (r"\begin{bmatrix} 1 & 2 \\ 3 & \include{x} \end{bmatrix}", r"\include", (2, 2, 1)),
+    (r"\begin{bmatrix} 1 & \def\x{1}\x \end{bmatrix}", r"\def", (1, 2, 1)),
+    (r"\begin{bmatrix} \newcommand{\x}{1} \end{bmatrix}", r"\newcommand", (1, 1, 1)),
+    (r"\begin{bmatrix} 1 + \immediate\write18{rm -rf /} \end{bmatrix}", r"\immediate", (1, 1, 5)),
+    (r"\begin{bmatrix} \csname x\endcsname \end{bmatrix}", r"\csname", (1, 1, 1)),
+    (r"\begin{bmatrix} 2 & \catcode`\^=7 \end{bmatrix}", r"\catcode", (1, 2, 1)),
+    (r"\begin{bmatrix} 2 & 1\hline \end{bmatrix}", r"\hline", (1, 2, 2)),
+]
+
+
+@pytest.mark.parametrize("text, command, where", HOSTILE_LATEX)
+def test_a_latex_command_outside_the_whitelist_is_refused_by_name_row_column_and_character(text, command, where):
+    err = rejection(text, parse_answer)
+    assert err.message.key == "parse.latex_command" and (err.row, err.col, err.pos) == where, (text, str(err))
+    row, col, pos = where
+    assert f"Row {row}, column {col}" in str(err) and f"'{command}'" in str(err) and f"character {pos}" in str(err)
+    assert f"第 {row} 行第 {col} 列" in err.message.render("zh") and command in err.message.render("zh")
+    assert not Path("/tmp/attention_pwned").exists()
+
+
+def test_deeply_nested_braces_are_refused_quickly():
+    deep = r"\begin{bmatrix} " + "{" * 50 + "1" + "}" * 50 + r" \end{bmatrix}"
+    err = rejection(deep, parse_answer)
+    assert err.message.key == "parse.too_deep" and (err.row, err.col) == (1, 1), str(err)
+    deeper = r"\begin{bmatrix} " + "{" * 2000 + "1" + "}" * 2000 + r" \end{bmatrix}"
+    err = rejection(deeper, parse_answer)
+    assert err.message.key == "parse.too_long" and (err.row, err.col) == (1, 1), str(err)
+    inside_frac = r"\begin{bmatrix} " + r"\frac{" * 9 + "1" + "}{2}" * 9 + r" \end{bmatrix}"
+    assert rejection(inside_frac, parse_answer).message.key == "parse.too_deep"
+    unbalanced = r"\begin{bmatrix} 1 & " + "{" * 3000 + r" \end{bmatrix}"
+    assert rejection(unbalanced, parse_answer).message.key == "parse.brackets"
+    too_long = r"\begin{bmatrix} " + "{" * P.MAX_MATRIX_CHARS + r" \end{bmatrix}"
+    assert rejection(too_long, parse_answer).message.key == "parse.too_long"
+
+
+@pytest.mark.parametrize("cell", [r"10^{400}", r"10^{10^{10}}", r"\frac{1e400}{1}", r"\frac{10^{12}}{10^{-12}}",
+                                  r"e^{e^{e^{e}}}", r"\sqrt{1e40}\cdot 1e40"])
+def test_huge_numbers_in_a_latex_matrix_are_too_large(cell):
+    err = rejection(r"\begin{bmatrix} 1 & " + cell + r" \end{bmatrix}", parse_answer)
+    assert err.message.key == "parse.too_large" and (err.row, err.col) == (1, 2), (cell, str(err))
+
+
+@pytest.mark.parametrize("text, key, pos, words", [
+    (r"\begin{bmatrix} \frac12 & 2 \end{bmatrix}", "parse.latex_braces", 1, [r"'\frac'", "braces", "Row 1, column 1"]),
+    (r"\begin{bmatrix} 1 & \sqrt2 \end{bmatrix}", "parse.latex_braces", 1, [r"'\sqrt'", "Row 1, column 2"]),
+    (r"\begin{bmatrix} 1 & \frac{1}{0} \end{bmatrix}", "parse.undefined", 1, ["Row 1, column 2"]),
+    (r"\begin{bmatrix} {1 + 2 & 3 \end{bmatrix}", "parse.brackets", None, ["brackets", "character"]),
+    (r"\begin{bmatrix} 1 & (2 \end{bmatrix}", "parse.unclosed", 1, ["Row 1, column 2", "character 1"]),
+    (r"\begin{vmatrix} 1 \end{vmatrix}", "parse.latex_environment", 1, [r"'\begin{vmatrix}'", "character 1"]),
+    (r"\begin{bmatrix} 1 & 2", "parse.latex_unclosed", 1, [r"'\begin{bmatrix}'", r"\end", "character 1"]),
+    (r"\begin{bmatrix} 1 \end{pmatrix}", "parse.latex_unclosed", 1, [r"'\begin{bmatrix}'"]),
+    (r"A = \begin{bmatrix} 1 \end{bmatrix}", "parse.latex_outside", 1, ["'A ='", "character 1"]),
+    (r"\begin{bmatrix} 1 \end{bmatrix} \begin{bmatrix} 2 \end{bmatrix}", "parse.latex_outside", 33, ["character 33"]),
+    (r"\begin{bmatrix}\begin{bmatrix}1\end{bmatrix}\end{bmatrix}", "parse.latex_outside", 16, ["character 16"]),
+    (r"\begin{bmatrix} 1 \end{bmatrix} \input{x}", "parse.latex_outside", 33, [r"'\input{x}'"]),
+])
+def test_a_latex_rejection_says_what_and_where(text, key, pos, words):
+    err = rejection(text, parse_answer)
+    assert err.message.key == key, (text, str(err))
+    if pos is not None:
+        assert err.pos == pos, (text, str(err))
+    for word in words:
+        assert word in str(err), (text, word, str(err))
+    assert "{" + "where" not in err.message.render("zh")
+
+
+def test_a_ragged_latex_matrix_names_the_row():
+    err = rejection(r"\begin{bmatrix} 1 & 2 \\ 3 \end{bmatrix}", parse_answer)
+    assert err.row == 2 and "Row 2 holds 1 when row 1 holds 2" in str(err)
+
+
+def test_latex_is_read_without_eval_exec_or_sympify(monkeypatch):
+    import sympy
+    import sympy.parsing.sympy_parser as sp
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a door to evaluation was opened")
+
+    for owner, name in [(builtins, "eval"), (builtins, "exec"), (builtins, "compile"), (sympy, "sympify"),
+                        (sp, "parse_expr")]:
+        monkeypatch.setattr(owner, name, refuse)
+    for text, expected in LATEX_MATRICES:
+        np.testing.assert_allclose(parse_answer(text), expected, rtol=1e-12)
+    for text, _, _ in HOSTILE_LATEX:
+        rejection(text, parse_answer)
+
+
+LATEX_CHARS = r"0123456789.e+-*/^(){}&\ " + "\n" + "fracsqtinfybeglmdp[]$"
+
+
+@settings(max_examples=500, deadline=None)
+@given(text=st.one_of(st.text(alphabet=LATEX_CHARS, max_size=200),
+                      st.lists(st.sampled_from([r"\begin{bmatrix}", r"\end{bmatrix}", r"\frac", r"\sqrt", "{", "}",
+                                                "&", r"\\", "1", "-", r"\infty", "e^", " ", r"\left(", r"\right)"]),
+                               max_size=40).map("".join)))
+def test_arbitrary_latex_raises_nothing_but_answer_error(text):
+    try:
+        value = parse_answer(text)
+    except AnswerError:
+        return
+    finite = value[np.isfinite(value)]
+    assert not np.isnan(value).any() and np.all(np.abs(finite) <= P.MAX_MAGNITUDE), text
+
+
+def test_a_latex_matrix_grades_in_practice_and_check_my_work():
+    """Wherever a matrix can be pasted: a part's answer text, and Check my work's boxes."""
+    import exercises
+
+    ex = exercises.generate("scores", seed=3, level=1)
+    reference = ex.part("scores").reference
+    latex = r"\begin{bmatrix} " + r" \\ ".join(" & ".join(format_cell(x) for x in row) for row in reference) + \
+        r" \end{bmatrix}"
+    assert exercises.grade(ex, {"scores": latex}).score == 1.0, ("scores", 1, 3, latex)
+    report = exercises.check_work(
+        {"X": r"\begin{bmatrix} 1 & 0 \\ 0 & 1 \\ 1 & 1 \end{bmatrix}", "W_Q": r"\begin{pmatrix}1&0\\0&1\end{pmatrix}",
+         "W_K": r"\begin{matrix}1&0\\0&1\end{matrix}", "W_V": "1 0; 0 1"},
+        {"scores": r"\begin{bmatrix} 1 & 0 & 1 \\ 0 & 1 & 1 \\ 1 & 1 & 2 \end{bmatrix}",
+         "A": r"\begin{bmatrix} 1 & 0 & 0 \\ 0.33 & 0.67 & 0 \\ 0.25 & 0.25 & 0.5 \end{bmatrix}"}, causal=True)
+    assert report.ok and report.first_error is None, [m.render() for m in report.summary()]

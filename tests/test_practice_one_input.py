@@ -239,3 +239,15 @@ def test_each_part_of_a_multi_step_exercise_has_its_own_paste_box_that_fills_onl
     assert round_key(prefix(ex), first) not in at.session_state
     assert at.session_state[round_key(prefix(ex), second)] == 1
     assert at.text_input(key=cell_key(prefix(ex), first, 0, 0)) is not None
+
+
+def test_a_matrix_pasted_as_latex_goes_into_the_grid_and_is_graded():
+    at, ex = opened()
+    reference = ex.part("scores").reference
+    latex = "\\begin{bmatrix}\n" + " \\\\\n".join(" & ".join(row) for row in texts(reference)) + "\n\\end{bmatrix}"
+    at.text_area(key=paste_key(prefix(ex), "scores")).input(latex)
+    click_check(at)
+    assert not at.exception
+    fb = assert_one_source(at, ex, "scores")
+    assert shown_grid(at, ex, "scores") == texts(reference), f"scores level 2 seed 47343: {latex}"
+    assert fb.correct and fb.score == 1.0

@@ -3,7 +3,10 @@
 Accepted in a cell: integers, decimals (``.5``, ``-1e-2``), fractions, ``+ - * / ^ **``, parentheses,
 the constants ``e``, ``pi``, ``inf``/``∞``/``oo``/``infinity`` (any case), and the functions ``exp``,
 ``sqrt``/``√``, ``ln``/``log``. Unicode minus, ``×``, ``·``, ``÷``, full-width characters, superscript
-exponents and a decimal comma in a lone number are normalised first. Every rejection is an
+exponents and a decimal comma in a lone number are normalised first. A pasted matrix may also
+be LaTeX (``\\begin{bmatrix} 1 & \\frac{1}{3} \\\\ -\\infty & \\sqrt{2} \\end{bmatrix}``, pmatrix, matrix, …): a
+cell then reads a whitelist of commands (``\\frac \\sqrt \\infty \\pi \\exp \\ln \\cdot \\times``, braces as
+groups); LaTeX is never run, and any other command is refused by name. Every rejection is an
 ``AnswerError`` that says what and where. Two readings are refused rather than guessed: a power of ten
 with a sign (``2e+1``) in a cell that also uses the constant e (is it 2·e + 1 or 20?), and a decimal
 comma inside a matrix row (``0,5 0,25``: are the commas decimals or separators?).
@@ -75,13 +78,25 @@ def normalise(text: str, lone: bool = False) -> str:
 
 _TOKEN = re.compile(
     r"\s*(?:(?P<num>(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)"
-    r"|(?P<name>[A-Za-zπ]+)|(?P<op>\*\*|[-+*/^()]))"
+    r"|(?P<name>[A-Za-zπ]+)|(?P<op>\*\*|[-+*/^(){}])|(?P<cmd>\\(?:[A-Za-z]+|[^A-Za-z])))"
 )
+# LaTeX commands a cell may hold, as the token the grammar reads; None: spacing or sizing, skipped.
+# \frac, \dfrac, \tfrac and \sqrt stay commands (they take braced arguments); anything else is refused.
+LATEX_COMMANDS: dict[str, tuple[str, str] | None] = {
+    r"\cdot": ("op", "*"), r"\times": ("op", "*"), r"\ast": ("op", "*"), r"\div": ("op", "/"),
+    r"\infty": ("name", "inf"), r"\pi": ("name", "pi"),
+    r"\exp": ("name", "exp"), r"\ln": ("name", "ln"), r"\log": ("name", "log"),
+    r"\frac": ("cmd", r"\frac"), r"\dfrac": ("cmd", r"\frac"), r"\tfrac": ("cmd", r"\frac"),
+    r"\sqrt": ("cmd", r"\sqrt"),
+    r"\left": None, r"\right": None, r"\bigl": None, r"\bigr": None, r"\Bigl": None, r"\Bigr": None,
+    r"\big": None, r"\Big": None, r"\mathrm": None, r"\,": None, r"\;": None, r"\:": None, r"\!": None,
+    "\\ ": None, r"\quad": None, r"\qquad": None,
+}
 
 
 @dataclass(frozen=True)
 class _Token:
-    kind: str  # "num", "name", "op", "end"
+    kind: str  # "num", "name", "op", "cmd" (\\frac, \\sqrt), "end"
     text: str
     pos: int  # 1-based character position
 
@@ -95,9 +110,17 @@ def _tokenize(text: str, where: Msg) -> list[_Token]:
         m = _TOKEN.match(text, i)
         if not m:
             raise AnswerError(msg("parse.bad_char", where=where, char=untrusted(text[i]), pos=i + 1), pos=i + 1)
-        kind = m.lastgroup
-        tokens.append(_Token(kind, m.group(kind), m.start(kind) + 1))
+        kind, start = m.lastgroup, m.start(m.lastgroup) + 1
         i = m.end()
+        if kind == "cmd":
+            if m.group(kind) not in LATEX_COMMANDS:
+                raise AnswerError(msg("parse.latex_command", where=where, command=untrusted(m.group(kind)),
+                                      pos=start), pos=start)
+            if LATEX_COMMANDS[m.group(kind)] is None:
+                continue
+            tokens.append(_Token(*LATEX_COMMANDS[m.group(kind)], start))
+            continue
+        tokens.append(_Token(kind, m.group(kind), start))
     tokens.append(_Token("end", "", len(text) + 1))
     return tokens
 
@@ -131,7 +154,8 @@ def _refuse_ambiguous_e(tokens: list[_Token], where: Msg) -> None:
 class _Parser:
     """expr := term (('+'|'-') term)* ;  term := unary (('*'|'/') unary | implicit unary)* ;
     unary := ('+'|'-') unary | power ;  power := atom (('^'|'**') unary)? ;
-    atom := number | constant | function '(' expr ')' | '(' expr ')'"""
+    atom := number | constant | function group | group | '\\frac' brace brace | '\\sqrt' brace ;
+    group := '(' expr ')' | brace ;  brace := '{' expr '}'"""
 
     def __init__(self, tokens: list[_Token], where: Msg):
         self.tokens, self.i, self.where, self.depth = tokens, 0, where, 0
@@ -188,8 +212,8 @@ class _Parser:
                     raise self.fail("parse.undefined", tok)
                 else:
                     value = self.checked(value / right, tok, value, right)
-            elif tok.kind == "name" or tok.text == "(":
-                # implicit product: 2sqrt(2), 2e, (1)(2); never two bare numbers ("3 1/2", "1..2")
+            elif tok.kind in ("name", "cmd") or tok.text in ("(", "{"):
+                # implicit product: 2sqrt(2), 2e, (1)(2), 2\sqrt{2}; never two bare numbers ("3 1/2", "1..2")
                 right = self.unary()
                 value = self.checked(value * right, tok, value, right)
             else:
@@ -226,19 +250,21 @@ class _Parser:
         tok = self.take()
         if tok.kind == "num":
             return self.checked(float(tok.text), tok)  # 1e400 reads as inf
-        if tok.text == "(":
+        if tok.text in ("(", "{"):
             self.enter(tok)
             value = self.expr()
             self.depth -= 1
-            if self.take().text != ")":
-                raise self.fail("parse.unclosed", tok)
+            if self.take().text != {"(": ")", "{": "}"}[tok.text]:
+                raise self.fail("parse.unclosed" if tok.text == "(" else "parse.unclosed_brace", tok)
             return value
+        if tok.kind == "cmd":
+            return self.latex_command(tok)
         if tok.kind == "name":
             name = tok.text.lower()
             if name in CONSTANTS:
                 return CONSTANTS[name]
             if name in FUNCTIONS:
-                if self.peek().text != "(":
+                if self.peek().text not in ("(", "{"):
                     raise self.fail("parse.function_paren", tok, name=name)
                 arg = self.atom()
                 try:
@@ -253,6 +279,29 @@ class _Parser:
             previous = self.tokens[self.i - 2] if self.i >= 2 else tok
             raise self.fail("parse.missing_operand", previous, token=previous.text)
         raise self.fail("parse.unexpected", tok, token=tok.text)
+
+
+    def braced(self, command: _Token) -> float:
+        """The `{…}` argument of a LaTeX command: `\\frac12` is refused, not guessed."""
+        if self.peek().text != "{":
+            raise self.fail("parse.latex_braces", command, command=command.text)
+        self.enter(command)
+        value = self.atom()
+        self.depth -= 1
+        return value
+
+    def latex_command(self, tok: _Token) -> float:
+        """\\frac{a}{b} (also \\dfrac, \\tfrac) and \\sqrt{x}."""
+        if tok.text == r"\sqrt":
+            arg = self.braced(tok)
+            if arg < 0:
+                raise self.fail("parse.undefined", tok)
+            return self.checked(math.sqrt(arg), tok, arg)
+        numerator = self.braced(tok)
+        denominator = self.braced(tok)
+        if denominator == 0:
+            raise self.fail("parse.undefined", tok)
+        return self.checked(numerator / denominator, tok, numerator, denominator)
 
 
 def _normalised_within(text: str, limit: int, where: Msg, lone: bool = False) -> str:
@@ -464,6 +513,91 @@ def parse_answer(text: str, where: Msg | None = None) -> np.ndarray:
     return fast if fast is not None else _read_matrix(text, where)
 
 
+# ---------------------------------------------------------------- a matrix pasted as LaTeX
+
+_LATEX_MATRIX = re.compile(r"\\begin|\\\\|&")  # \begin{…}, a row break \\ or a column separator &
+_ENVIRONMENT = re.compile(r"\\(?P<side>begin|end)\s*\{(?P<name>[^{}]*)\}")
+MATRIX_ENVIRONMENTS = ("matrix", "pmatrix", "bmatrix", "Bmatrix", "smallmatrix", "array",
+                       "matrix*", "pmatrix*", "bmatrix*", "Bmatrix*")
+# what may surround the environment: maths delimiters and the brackets of \left[ … \right]
+_LATEX_WRAPPING = re.compile(r"(?:\s+|\$|\\\[|\\\]|\\\(|\\\)|\\left\s*[\[(]|\\right\s*[\])])*")
+_COLUMN_SPEC = re.compile(r"\s*(?:\{[lcr|\s]*\}|\[[lcr]\])")  # array's {cc}, matrix*'s [r]
+_ROW_SPACING = re.compile(r"\s*\[[^\]\[{}\\]{0,20}\]")  # \\[2pt]
+
+
+def _wrapping_end(text: str, start: int, end: int) -> int:
+    """Where the text from `start` stops being delimiters (end when it is delimiters only)."""
+    return _LATEX_WRAPPING.match(text, start, end).end()
+
+
+def _latex_body(text: str, where: Msg) -> tuple[str, int]:
+    """The inside of the one matrix environment of `text` (or all of `text` when it has none, as in
+    `1 & 2 \\\\ 3 & 4`), and where that inside starts (0-based)."""
+    found = list(_ENVIRONMENT.finditer(text))
+    if not found:
+        return text, 0
+    begin = found[0]
+    if begin["side"] != "begin" or begin["name"].strip() not in MATRIX_ENVIRONMENTS:
+        raise AnswerError(msg("parse.latex_environment", where=where, name=untrusted(begin.group()),
+                              pos=begin.start() + 1), pos=begin.start() + 1)
+    if len(found) > 1 and found[1]["side"] == "begin":  # a matrix inside the matrix
+        inner = found[1]
+        raise AnswerError(msg("parse.latex_outside", where=where, text=untrusted(inner.group()),
+                              pos=inner.start() + 1), pos=inner.start() + 1)
+    if len(found) == 1 or found[1]["name"] != begin["name"]:
+        raise AnswerError(msg("parse.latex_unclosed", where=where, name=untrusted(begin.group()),
+                              pos=begin.start() + 1), pos=begin.start() + 1)
+    if len(found) > 2:  # a second matrix, or one inside another
+        extra = found[2]
+        raise AnswerError(msg("parse.latex_outside", where=where, text=untrusted(extra.group()),
+                              pos=extra.start() + 1), pos=extra.start() + 1)
+    end = found[1]
+    for start, stop in ((0, begin.start()), (end.end(), len(text))):
+        stray = _wrapping_end(text, start, stop)
+        if stray < stop:  # "A = \begin{bmatrix}…": only the matrix may be pasted
+            raise AnswerError(msg("parse.latex_outside", where=where, text=untrusted(text[stray:stop].strip()[:20]),
+                                  pos=stray + 1), pos=stray + 1)
+    inside = begin.end()
+    if begin["name"].strip() in ("array", "matrix*", "pmatrix*", "bmatrix*", "Bmatrix*"):
+        spec = _COLUMN_SPEC.match(text, inside)
+        inside = spec.end() if spec else inside
+    return text[inside:end.start()], inside
+
+
+def _latex_rows(text: str, where: Msg) -> list[list[str]]:
+    """Cell texts of a LaTeX matrix: rows split at `\\\\`, cells at `&`, both outside braces."""
+    body, offset = _latex_body(text, where)
+    rows: list[list[str]] = [[]]
+    depth, start, i = 0, 0, 0
+    while i < len(body):
+        ch = body[i]
+        if ch == "{":
+            depth += 1
+        elif ch == "}":
+            depth -= 1
+            if depth < 0:
+                raise AnswerError(msg("parse.brackets", where=where, pos=offset + i + 1), pos=offset + i + 1)
+        elif depth == 0 and ch == "&":
+            rows[-1].append(body[start:i])
+            start = i + 1
+        elif depth == 0 and body.startswith("\\\\", i):
+            rows[-1].append(body[start:i])
+            spacing = _ROW_SPACING.match(body, i + 2)
+            i = spacing.end() if spacing else i + 2
+            start = i
+            rows.append([])
+            continue
+        elif ch == "\\":
+            i += 2  # a command's backslash and its first character (\{ is not a brace)
+            continue
+        i += 1
+    if depth != 0:
+        raise AnswerError(msg("parse.brackets", where=where, pos=offset + len(body)), pos=offset + len(body))
+    rows[-1].append(body[start:])
+    rows = [[cell.strip() for cell in row] for row in rows]
+    return [row for row in rows if any(row)]  # blank rows (a trailing \\\\) are dropped
+
+
 def _read_matrix(text: str, where: Msg | None = None) -> np.ndarray:
     """parse_answer's general reading: any text the grammar accepts, or the AnswerError saying why not."""
     where = where or msg("where.answer")
@@ -473,11 +607,14 @@ def _read_matrix(text: str, where: Msg | None = None) -> np.ndarray:
     normalised = _normalised_within(text, MAX_MATRIX_CHARS, where)
     if _LONE_COMMA_NUMBER.match(normalised):
         return np.array([[parse_number(text, where)]])
-    row_texts = [r.strip() for r in _rows_of(normalised, where)]
-    for r, row in enumerate((row for row in row_texts if row), start=1):
-        _refuse_decimal_comma(row, r)
-    rows = [_split_cells(row) for row in row_texts]
-    rows = [r for r in rows if r and any(c for c in r)]
+    if _LATEX_MATRIX.search(normalised):
+        rows = _latex_rows(normalised, where)
+    else:
+        row_texts = [r.strip() for r in _rows_of(normalised, where)]
+        for r, row in enumerate((row for row in row_texts if row), start=1):
+            _refuse_decimal_comma(row, r)
+        rows = [_split_cells(row) for row in row_texts]
+        rows = [r for r in rows if r and any(c for c in r)]
     if not rows:
         raise AnswerError(msg("parse.no_rows", where=where))
     cells = sum(len(r) for r in rows)

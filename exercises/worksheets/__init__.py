@@ -34,9 +34,10 @@ from .model import (
     part_label,
     problem,
     read_students,
+    single,
     solution_steps,
 )
-from .text import md_escape, tex_escape, to_latex, to_markdown
+from .text import md_escape, problem_latex, tex_escape, to_latex, to_markdown
 from .typst import (
     CJK_FONT_DIRS,
     CJK_FONT_ENV,
@@ -54,7 +55,7 @@ __all__ = [
     "CJK_FONT_DIRS", "CJK_FONT_ENV", "EXP_PLACES", "FORMATS", "Given", "MAX_CLASS_LIST_CHARS", "MAX_EXERCISES",
     "MAX_STUDENTS", "MissingFont", "NAME", "NAMES", "Problem", "SPACES", "Sheet", "SolutionStep", "UnsupportedLatex",
     "Worksheet", "add_parser", "answer_places", "build", "check_class_list", "cjk_font_dir", "clean_students",
-    "example_cell", "exp_rows", "latex_to_typst", "md_escape", "needs_cjk", "part_label", "problem", "read_students",
-    "render", "run", "sheet_file", "solution_steps", "tex_escape", "to_json", "to_latex", "to_markdown", "to_pdf",
-    "to_typst", "typst_matrix", "typst_string", "typst_symbol", "write", "write_pdf_zip",
+    "example_cell", "exp_rows", "latex_to_typst", "md_escape", "needs_cjk", "part_label", "problem", "problem_latex",
+    "read_students", "render", "run", "sheet_file", "single", "solution_steps", "tex_escape", "to_json", "to_latex",
+    "to_markdown", "to_pdf", "to_typst", "typst_matrix", "typst_string", "typst_symbol", "write", "write_pdf_zip",
 ]

@@ -23,7 +23,7 @@ from ..i18n import DEFAULT_LANG, catalog, msg, t
 from ..i18n.escape import untrusted
 from ..rendering import latex
 from ..solutions import Aids, Step, aids, solve
-from ..teacher.assignments import AssignmentError, AssignmentSpec, clean_student_name, student_key
+from ..teacher.assignments import AssignmentError, AssignmentSpec, ItemSpec, clean_student_name, student_key
 
 FORMATS = ("pdf", "md", "tex", "json")
 SPACES = ("none", "some", "lots")  # working space under each item on the worksheet: the teacher's choice
@@ -62,6 +62,12 @@ def build(spec: AssignmentSpec, students: Iterable[str] = (), code: str | None =
         return Worksheet(spec, (Sheet(None, tuple(spec.exercises())),), code, lang)
     names = clean_students(students)
     return Worksheet(spec, tuple(Sheet(n, tuple(spec.exercises(n))) for n in names), code, lang)
+
+
+def single(ex: Exercise, lang: str = DEFAULT_LANG) -> Worksheet:
+    """A worksheet of the one exercise `ex` (Practice's "print this problem"): no code, no answers."""
+    spec = AssignmentSpec(t("app.title", lang), (ItemSpec(ex.kind, ex.level),), ex.seed)
+    return Worksheet(spec, (Sheet(None, (ex,)),), None, lang)
 
 
 def clean_students(students: Iterable[str]) -> list[str]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..core.model import Part
+from ..core.model import Exercise, Part
 from ..i18n import escape, t
 from ..rendering import latex
 from .model import (
@@ -65,26 +65,27 @@ def _aids_latex(p: Problem) -> list[str]:
     return [s for s in (p.aids.table_latex(), p.aids.sqrt_dk) if s]
 
 
+def _display(math_: str, fmt: str) -> list[str]:
+    return [r"\[ " + math_ + r" \]"] if fmt == "tex" else ["$$", math_, "$$"]
+
+
+def _heading(text: str, level: int, fmt: str) -> str:
+    if fmt == "tex":
+        return (r"\section*{" if level == 1 else r"\subsection*{") + tex_escape(text) + "}"
+    return "#" * level + " " + md_escape(text)
+
+
 def _doc_lines(ws: Worksheet, key: bool, fmt: str) -> list[str]:
     """The Markdown or LaTeX body: the same content, two syntaxes."""
     lang = ws.lang
     tex = fmt == "tex"
     esc = tex_escape if tex else md_escape
-
-    def display(math_: str) -> list[str]:
-        return [r"\[ " + math_ + r" \]"] if tex else ["$$", math_, "$$"]
-
-    def heading(text: str, level: int) -> str:
-        if tex:
-            return (r"\section*{" if level == 1 else r"\subsection*{") + esc(text) + "}"
-        return "#" * level + " " + esc(text)
-
     out: list[str] = []
     for index, sheet in enumerate(ws.sheets):
         if index:
             out.append(r"\newpage" if tex else "\n---\n")
         title = ws.spec.title + (" — " + t("worksheet.key_title", lang) if key else "")
-        out += [heading(title, 1), ""]
+        out += [_heading(title, 1, fmt), ""]
         if sheet.student is not None:
             out += [esc(t("worksheet.student", lang, name=sheet.student)), ""]
         elif not key:
@@ -92,41 +93,61 @@ def _doc_lines(ws: Worksheet, key: bool, fmt: str) -> list[str]:
         if ws.code:
             out += [esc(t("worksheet.code", lang, code=ws.code)), ""]
         for number, ex in enumerate(sheet.exercises, start=1):
-            p = problem(ex, number, lang)
-            level = t("worksheet.level", lang, level=ex.level)
-            out += [heading(f"{number}. {p.title} ({level})", 2), "", esc(p.prompt), ""]
-            for n in p.notes:
-                out += [(r"\emph{" + esc(n) + "}") if tex else f"*{esc(n)}*", ""]
-            if p.given:
-                out += display(r",\qquad ".join(latex_given(g) for g in p.given)) + [""]
-            if not key:
-                for aid in _aids_latex(p):
-                    out += display(aid) + [""]
-            for part, words in p.asks:
-                out += [esc(words), ""]
-                if part.is_choice:
-                    for i, option in enumerate(part.options):
-                        out.append(("\\quad " if tex else "- ") + f"{chr(ord('A') + i)}. "
-                                   + esc(option_text(option, part, lang)) + (r"\\" if tex else ""))
-                    out.append("")
-                    if key:
-                        out += [esc(_choice_answer(part, lang)), ""]
-                elif key:
-                    out += display(_latex_answer(part)) + [""]
-            if key:
-                steps = solution_steps(ex, lang)
-                if steps:
-                    out += [(r"\paragraph{" + esc(t("worksheet.solution", lang)) + "}") if tex
-                            else f"**{esc(t('worksheet.solution', lang))}**", ""]
-                for number, s in enumerate(steps, start=1):
-                    title = f"{number}. {s.title}"
-                    out += [(r"\emph{" + esc(title) + "}") if tex else f"*{esc(title)}*", ""]
-                    if s.note:
-                        out += [esc(s.note), ""]
-                    out += display(s.latex) + [""]
-                    if s.cell:
-                        out += display(s.cell) + [""]
+            out += _problem_lines(ex, number, lang, key, fmt)
     return out
+
+
+def _problem_lines(ex: Exercise, number: int, lang: str, key: bool, fmt: str) -> list[str]:
+    """One problem in Markdown or LaTeX: its heading, statement, given values, aids and what to find
+    (with the answer key: the answers and the worked solution)."""
+    tex = fmt == "tex"
+    esc = tex_escape if tex else md_escape
+
+    def display(math_: str) -> list[str]:
+        return _display(math_, fmt)
+
+    out: list[str] = []
+    p = problem(ex, number, lang)
+    level = t("worksheet.level", lang, level=ex.level)
+    out += [_heading(f"{number}. {p.title} ({level})", 2, fmt), "", esc(p.prompt), ""]
+    for n in p.notes:
+        out += [(r"\emph{" + esc(n) + "}") if tex else f"*{esc(n)}*", ""]
+    if p.given:
+        out += display(r",\qquad ".join(latex_given(g) for g in p.given)) + [""]
+    if not key:
+        for aid in _aids_latex(p):
+            out += display(aid) + [""]
+    for part, words in p.asks:
+        out += [esc(words), ""]
+        if part.is_choice:
+            for i, option in enumerate(part.options):
+                out.append(("\\quad " if tex else "- ") + f"{chr(ord('A') + i)}. "
+                           + esc(option_text(option, part, lang)) + (r"\\" if tex else ""))
+            out.append("")
+            if key:
+                out += [esc(_choice_answer(part, lang)), ""]
+        elif key:
+            out += display(_latex_answer(part)) + [""]
+    if key:
+        steps = solution_steps(ex, lang)
+        if steps:
+            out += [(r"\paragraph{" + esc(t("worksheet.solution", lang)) + "}") if tex
+                    else f"**{esc(t('worksheet.solution', lang))}**", ""]
+        for number, s in enumerate(steps, start=1):
+            title = f"{number}. {s.title}"
+            out += [(r"\emph{" + esc(title) + "}") if tex else f"*{esc(title)}*", ""]
+            if s.note:
+                out += [esc(s.note), ""]
+            out += display(s.latex) + [""]
+            if s.cell:
+                out += display(s.cell) + [""]
+    return out
+
+
+def problem_latex(ex: Exercise, lang: str) -> str:
+    """One problem as LaTeX source to copy: its statement, given values, aids and what to find (no
+    answers), as a .tex worksheet prints it."""
+    return "\n".join(_problem_lines(ex, 1, lang, key=False, fmt="tex")).rstrip() + "\n"
 
 
 def to_markdown(ws: Worksheet, key: bool = False) -> str:

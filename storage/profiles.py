@@ -144,10 +144,14 @@ def add_handoff(engine: Engine, profile_id: str, browser: str) -> None:
 def take_handoff(engine: Engine, browser: str, secret: str) -> str | None:
     """The profile waiting for `browser`, now opened by the new browser secret `secret` issued to it (in
     the same transaction the wait ends); None when no profile waits."""
+    waiting = sa.select(profile_keys.c.profile_id).where(
+        profile_keys.c.key_hash == _handoff_key(browser), profile_keys.c.purpose == "handoff")
+    with engine.connect() as conn:  # a page load without one takes no write lock
+        if conn.execute(waiting).first() is None:
+            return None
     with writing(engine).begin() as conn:
-        row = conn.execute(sa.select(profile_keys.c.profile_id).where(
-            profile_keys.c.key_hash == _handoff_key(browser), profile_keys.c.purpose == "handoff")).first()
-        if row is None:
+        row = conn.execute(waiting).first()
+        if row is None:  # another page load of this browser took it at that moment
             return None
         conn.execute(sa.delete(profile_keys).where(profile_keys.c.key_hash == _handoff_key(browser)))
         conn.execute(sa.insert(profile_keys).values(key_hash=key_hash(secret), profile_id=row.profile_id,

@@ -7,6 +7,8 @@
     profiles.open_with_code(code)              # a new browser secret for that profile, or None
     profiles.export(profile)                   # everything stored, as plain JSON
     profiles.delete(profile)                   # all of it gone
+    profiles.cookie_for(cookie, browser)       # the secret the server puts in a browser's cookie on a page load
+    profiles.hand_off(profile, browser)        # ...a new one of `profile` at that browser's next page load
 
 The browser's secret is 256 random bits (URL-safe base64), the recovery code 100 bits in Crockford's
 base32 (read aloud and typed without confusing O with 0 or I with 1); both are stored as their SHA-256
@@ -33,6 +35,7 @@ from . import db, review
 COOKIE = "attention_profile"  # the cookie a browser keeps its secret in
 BROWSER_COOKIE = "attention_browser"  # this browser's own random id (what its profile secrets are issued to)
 COOKIE_DAYS = 400  # browsers cap a cookie's life at 400 days
+HOST_PREFIX = "__Host-"  # over TLS: Secure, Path=/, no Domain, so no sibling site can set the cookie
 SECRET_BYTES = 32
 _SECRET = re.compile(r"[A-Za-z0-9_-]{43}")  # token_urlsafe(32)
 CODE_ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"  # Crockford's base32
@@ -67,6 +70,34 @@ def well_formed_secret(text: Any) -> bool:
 
 def browser_digest(browser: str) -> str:
     return hashlib.sha256(b"browser\x1f" + browser.encode()).hexdigest()
+
+
+def cookie_name(name: str, tls: bool) -> str:
+    """The name a cookie goes by: `__Host-` prefixed when the request came over TLS."""
+    return HOST_PREFIX + name if tls else name
+
+
+def cookie_for(secret: Any, browser: str) -> str:
+    """The browser secret the server gives a browser on a page load (its cookie): a new secret of the
+    profile waiting for this browser (hand_off), else the one it sent, else the secret of a fresh
+    profile issued to it. Whether a sent secret opens anything is the page's question (open_browser).
+    db.Unavailable on a failure."""
+    with db.guarded():
+        engine = db.engine()
+        fresh = new_secret()
+        if store.take_handoff(engine, browser_digest(browser), fresh) is not None:
+            return fresh
+        if well_formed_secret(secret):
+            return str(secret)
+        store.create_profile(engine, "browser", fresh, "browser", browser=browser_digest(browser))
+    return fresh
+
+
+def hand_off(profile: str, browser: str) -> None:
+    """The browser `browser` takes `profile` at its next page load (the server sets its cookie then: no
+    script on a page ever sees the secret). db.Unavailable on a failure."""
+    with db.guarded():
+        store.add_handoff(db.engine(), profile, browser_digest(browser))
 
 
 def open_browser(secret: Any, browser: Any = None) -> Opened:
@@ -247,10 +278,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-__all__ = ["BROWSER_COOKIE", "COOKIE", "COOKIE_DAYS", "NotConfirmed", "Opened", "clean_code", "confirm", "delete",
-           "export", "format_code", "has_recovery_code", "login_profile_id", "may_file", "new_recovery_code",
-           "new_secret", "open_browser", "open_login", "open_with_code", "sign_out_others", "still_open",
-           "unsaved_profile_id", "well_formed_secret"]
+__all__ = ["BROWSER_COOKIE", "COOKIE", "COOKIE_DAYS", "HOST_PREFIX", "NotConfirmed", "Opened", "clean_code", "confirm",
+           "cookie_for", "cookie_name", "delete", "export", "format_code", "hand_off", "has_recovery_code",
+           "login_profile_id", "may_file", "new_recovery_code", "new_secret", "open_browser", "open_login",
+           "open_with_code", "sign_out_others", "still_open", "unsaved_profile_id", "well_formed_secret"]
 
 if __name__ == "__main__":
     raise SystemExit(main())

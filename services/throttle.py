@@ -136,6 +136,19 @@ def client_address(peer: str | None, headers: Mapping[str, str], trusted: str | 
     return str(direct) if peer else "local"
 
 
+def over_tls(peer: str | None, headers: Mapping[str, str], scheme: str = "http", trusted: str | None = None) -> bool:
+    """Did the browser's request come over TLS: this connection's own scheme, or X-Forwarded-Proto
+    "https" from a trusted proxy (the header is the browser's own word otherwise)."""
+    if scheme in ("https", "wss"):
+        return True
+    nets = _networks(os.environ.get(TRUSTED_ENV, "") or DEFAULT_TRUSTED if trusted is None else trusted)
+    direct = _address(peer) if peer else _address("127.0.0.1")
+    if direct is None or not any(direct in n for n in nets if n.version == direct.version):
+        return False
+    lower = {k.lower(): v for k, v in headers.items()}
+    return str(lower.get("x-forwarded-proto", "")).split(",")[-1].strip().lower() == "https"
+
+
 def source_of(address: str) -> str:
     """The key a client address is counted under: a digest (no address is stored), an IPv6 address by
     its /64 (one household or host gets a whole /64 to pick from)."""

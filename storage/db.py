@@ -204,7 +204,8 @@ profiles = sa.Table(
 )
 
 # The secrets that open a profile, stored only as their SHA-256: the random id a browser keeps in its
-# cookie (purpose "browser", one per browser linked) and the recovery code (purpose "recovery", at most one).
+# cookie (purpose "browser", one per browser linked) and the recovery code (purpose "recovery", at most one);
+# purpose "handoff": a profile waiting for a browser to take it at its next page load (the server sets the cookie).
 profile_keys = sa.Table(
     "profile_keys", metadata,
     sa.Column("key_hash", sa.String(64), primary_key=True),

@@ -21,7 +21,7 @@ from sqlalchemy.engine import Engine
 from .db import attempts, profile_keys, profiles, writing
 
 SOURCES = ("browser", "login", "legacy")
-PURPOSES = ("browser", "recovery")
+PURPOSES = ("browser", "recovery", "handoff")
 
 
 def key_hash(secret: str) -> str:
@@ -93,6 +93,13 @@ def add_secret(engine: Engine, profile_id: str, secret: str, purpose: str, repla
 
 
 def _drop_browsers(conn: Any, profile_id: str, keep: str) -> int:
+    """Every browser secret of the profile but `keep` goes, and every profile waiting for a browser to
+    take it (add_handoff) but the one waiting for `keep`'s own browser."""
+    kept = conn.execute(sa.select(profile_keys.c.browser).where(profile_keys.c.key_hash == key_hash(keep))).first()
+    waiting = [profile_keys.c.profile_id == profile_id, profile_keys.c.purpose == "handoff"]
+    if kept is not None and kept.browser is not None:
+        waiting.append(profile_keys.c.browser != kept.browser)
+    conn.execute(sa.delete(profile_keys).where(*waiting))
     return int(conn.execute(sa.delete(profile_keys).where(
         profile_keys.c.profile_id == profile_id, profile_keys.c.purpose == "browser",
         profile_keys.c.key_hash != key_hash(keep))).rowcount or 0)
@@ -119,6 +126,37 @@ def bind_browser(engine: Engine, secret: str, browser: str) -> bool:
         return bool(conn.execute(sa.update(profile_keys).where(
             profile_keys.c.key_hash == key_hash(secret), profile_keys.c.purpose == "browser")
             .values(browser=browser)).rowcount)
+
+
+def _handoff_key(browser: str) -> str:
+    return key_hash("handoff\x1f" + browser)
+
+
+def add_handoff(engine: Engine, profile_id: str, browser: str) -> None:
+    """The browser `browser` (a digest of its id) is to keep a secret of `profile_id` from its next page
+    load on (one waiting profile per browser: a later one replaces it)."""
+    with writing(engine).begin() as conn:
+        conn.execute(sa.delete(profile_keys).where(profile_keys.c.key_hash == _handoff_key(browser)))
+        conn.execute(sa.insert(profile_keys).values(key_hash=_handoff_key(browser), profile_id=profile_id,
+                                                    purpose="handoff", created_at=_now(), browser=browser))
+
+
+def take_handoff(engine: Engine, browser: str, secret: str) -> str | None:
+    """The profile waiting for `browser`, now opened by the new browser secret `secret` issued to it (in
+    the same transaction the wait ends); None when no profile waits."""
+    waiting = sa.select(profile_keys.c.profile_id).where(
+        profile_keys.c.key_hash == _handoff_key(browser), profile_keys.c.purpose == "handoff")
+    with engine.connect() as conn:  # a page load without one takes no write lock
+        if conn.execute(waiting).first() is None:
+            return None
+    with writing(engine).begin() as conn:
+        row = conn.execute(waiting).first()
+        if row is None:  # another page load of this browser took it at that moment
+            return None
+        conn.execute(sa.delete(profile_keys).where(profile_keys.c.key_hash == _handoff_key(browser)))
+        conn.execute(sa.insert(profile_keys).values(key_hash=key_hash(secret), profile_id=row.profile_id,
+                                                    purpose="browser", created_at=_now(), browser=browser))
+    return str(row.profile_id)
 
 
 def has_secret(engine: Engine, profile_id: str, purpose: str) -> bool:

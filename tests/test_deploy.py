@@ -120,6 +120,9 @@ def test_security_headers_and_sticky_cookie(cluster):
     cookie = route_cookie(headers)
     assert cookie, headers.get("set-cookie")
     assert any("HttpOnly" in v and "SameSite=Lax" in v for v in headers["set-cookie"] if cookie in v)
+    profile = [v for v in headers["set-cookie"] if v.startswith(profiles.COOKIE + "=")]
+    assert len(profile) == 1 and "HttpOnly" in profile[0] and "SameSite=Strict" in profile[0], \
+        f"the replica's page through nginx sets the profile cookie: {headers['set-cookie']}"
     for _ in range(6):
         _, again = get(cluster.url + "/_stcore/health", cookie)
         assert route_cookie(again) is None  # a valid cookie is kept, not replaced
@@ -137,7 +140,7 @@ def test_security_headers_and_sticky_cookie(cluster):
 class Student:
     index: int
     cookie: str = ""
-    profile: str = ""  # the secret of the browser's profile cookie (what the page's script would have set)
+    profile: str = ""  # the secret of the browser's profile cookie (what the server's first page sets)
     browser: str = ""  # the browser's own id cookie, which that secret was issued to
     replica: int | None = None  # where nginx sent the first page
     acked: int = 0  # checks answered with feedback and no "not saved" notice

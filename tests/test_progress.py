@@ -15,6 +15,7 @@ import exercises
 import storage
 from exercises.i18n import catalog
 from services import profiles
+from storage import profiles as store
 from tests.apptest_helpers import ROOT, click_check, current_exercise, fill_cells, reference_cells
 from tests.served_app import entrypoint_every_run  # noqa: F401  (fixture)
 from ui import attempts as session_attempts
@@ -164,23 +165,35 @@ def test_an_attempt_on_practice_keeps_its_exercise_and_version(db):
     assert stored.exercise == ex.to_dict() and exercises.Exercise.from_dict(stored.exercise) == ex
 
 
-def test_a_new_browser_gets_a_private_profile_kept_in_its_cookie(db, cookie):
+def test_a_new_browser_opens_the_private_profile_of_the_cookie_the_server_set(db, cookie):
+    browser = profiles.new_secret()
+    secret = profiles.cookie_for(None, browser)  # what the server's first page response set (ui/profile_cookie.py)
+    cookie(secret, browser)
     first = new_app().run()
     assert not first.exception and not first.sidebar.text_input, "no profile name to type any more"
-    secret = first.session_state["progress.secret"]
-    assert profiles.well_formed_secret(secret)
-    scripts = [h.proto.body for h in first.get("html")]
-    assert any(f"{profiles.COOKIE}={secret}" in body and "SameSite=Strict" in body for body in scripts)
+    assert first.session_state["progress.secret"] == secret and first.session_state["progress.browser"] == browser
+    assert first.session_state["progress.profile"] == store.browser_of(db, secret)[0]
+    assert not [h for h in first.get("html") if "cookie" in h.proto.body], "no script on the page writes a cookie"
     assert secret not in str(dict(first.query_params)), "the secret is never in the URL"
     assert first.session_state["progress.profile"] not in str(dict(first.query_params))
 
-    cookie(secret, first.session_state["progress.browser"])
-    again = new_app().run()  # the same browser, back: it keeps its profile and needs no new cookie
+    again = new_app().run()  # the same browser, back: it keeps its profile
     assert again.session_state["progress.profile"] == first.session_state["progress.profile"]
-    assert not [h for h in again.get("html") if profiles.COOKIE in h.proto.body]
+    assert profiles.cookie_for(secret, browser) == secret, "and its cookie stays as it is"
     cookie(None)
     second = new_app().run()
     assert second.session_state["progress.profile"] != first.session_state["progress.profile"]
+
+
+def test_a_fresh_profile_of_a_page_is_in_the_browsers_cookie_from_its_next_page_load(db, cookie):
+    browser = profiles.new_secret()
+    cookie("A" * 43, browser)  # a forged cookie opens nothing: the page makes a fresh profile
+    at = new_app().run()
+    fresh = at.session_state["progress.profile"]
+    assert at.session_state["progress.secret"] != "A" * 43
+    assert not [h for h in at.get("html") if "cookie" in h.proto.body], "no script on the page writes a cookie"
+    handed = profiles.cookie_for("A" * 43, browser)  # the server, at the browser's next page load
+    assert handed != "A" * 43 and store.browser_of(db, handed) == (fresh, profiles.browser_digest(browser))
 
 
 def test_a_forged_cookie_opens_a_fresh_profile_with_a_message(db, cookie):

@@ -218,6 +218,48 @@ def test_a_secret_from_before_browser_ids_belongs_to_the_first_browser_that_show
     assert not profiles.open_browser(secret, profiles.new_secret()).confirmed
 
 
+# ---------------------------------------------------------------- the cookie the server sets
+
+
+def test_the_server_cookie_keeps_a_sent_secret_and_makes_a_profile_for_a_new_browser(db):
+    browser = profiles.new_secret()
+    secret = profiles.cookie_for(None, browser)  # a browser's first page
+    opened = profiles.open_browser(secret, browser)
+    assert not opened.fresh and opened.confirmed, "the cookie the server set opens a profile of this browser"
+    assert profiles.cookie_for(secret, browser) == secret, "a returning browser keeps its secret"
+    assert profiles.cookie_for("short", browser) not in ("short", secret), "a malformed cookie is replaced"
+
+
+def test_a_handed_profile_reaches_the_browser_at_its_next_page_load_once(db):
+    home = profiles.open_browser(None)
+    code = profiles.new_recovery_code(home.profile, keep=home.secret)
+    elsewhere = profiles.open_browser(None)  # another browser, with a profile of its own
+    opened = profiles.open_with_code(code, elsewhere.browser)  # its page opens the code's profile
+    profiles.hand_off(opened.profile, elsewhere.browser)
+    taken = profiles.cookie_for(elsewhere.secret, elsewhere.browser)  # its next page load
+    assert taken != elsewhere.secret
+    again = profiles.open_browser(taken, elsewhere.browser)
+    assert again.profile == home.profile and again.confirmed
+    assert profiles.cookie_for(taken, elsewhere.browser) == taken, "taken once"
+    assert profiles.cookie_for(elsewhere.secret, profiles.new_secret()) == elsewhere.secret, "for that browser only"
+
+
+def test_a_new_recovery_code_also_cancels_a_profile_waiting_for_another_browser(db):
+    home = profiles.open_browser(None)
+    code = profiles.new_recovery_code(home.profile, keep=home.secret)
+    borrower = profiles.open_browser(None)
+    opened = profiles.open_with_code(code, borrower.browser)
+    profiles.hand_off(opened.profile, borrower.browser)  # waiting for the borrower's next page load
+    mine = profiles.open_with_code(code, home.browser)  # and one waiting for the keeping browser itself
+    profiles.hand_off(mine.profile, home.browser)
+    profiles.new_recovery_code(home.profile, keep=mine.secret)
+    later = profiles.cookie_for(borrower.secret, borrower.browser)
+    assert later == borrower.secret and profiles.open_browser(later, borrower.browser).profile == borrower.profile, \
+        "the borrower's next page load brings back no access"
+    kept = profiles.cookie_for(home.secret, home.browser)
+    assert kept != home.secret and profiles.open_browser(kept, home.browser).profile == home.profile
+
+
 def test_a_deleted_profile_leaves_no_copy_in_the_sqlite_files(tmp_path):
     """The SQLite -wal file kept 45 copies of a deleted profile's id until a checkpoint."""
     engine = storage.open_engine(f"sqlite:///{tmp_path / 'wal.sqlite3'}")

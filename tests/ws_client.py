@@ -20,21 +20,24 @@ from ui.answer_grid import cell_key
 class Session:
     """One browser tab's worth of Streamlit session, over the websocket.
 
-    `cookie`: the Cookie header a browser would send (e.g. a load balancer's sticky-routing cookie)."""
+    `cookie`: the Cookie header a browser would send (e.g. a load balancer's sticky-routing cookie);
+    `headers`: more headers of the upgrade request (e.g. those a TLS-terminating proxy adds)."""
 
-    def __init__(self, url: str, query: str, page: str = "practice", cookie: str | None = None) -> None:
+    def __init__(self, url: str, query: str, page: str = "practice", cookie: str | None = None,
+                 headers: dict[str, str] | None = None) -> None:
         self.ws_url = url.replace("http://", "ws://") + "/_stcore/stream"
         self.origin = url
         self.query = query
         self.page = page
         self.cookie = cookie
+        self.headers = dict(headers or {})
         self.widgets: dict[str, str] = {}  # widget key → widget id (text boxes)
         self.buttons: dict[str, str] = {}  # label → widget id ("submit" for the form's submit button)
         self.page_hash = ""
         self.socket = None
 
     async def connect(self) -> None:
-        headers = {"Origin": self.origin}
+        headers = {"Origin": self.origin, **self.headers}
         if self.cookie:
             headers["Cookie"] = self.cookie
         self.socket = await websockets.connect(self.ws_url, subprotocols=["streamlit"], max_size=2**24,

@@ -19,7 +19,7 @@ import pandas as pd
 import streamlit as st
 
 from exercises.i18n import DEFAULT_LANG, catalog
-from services import db, profiles, progress, review
+from services import db, profiles, progress, review, throttle
 from services.progress import (  # noqa: F401  (names Home and the pages read from here)
     MASTERED,
     RECENT,
@@ -38,6 +38,7 @@ from .i18n import tr
 PROFILE_KEY = "progress.profile"  # the profile id this session works under (never shown)
 SECRET_KEY = "progress.secret"  # the secret this browser must keep in its cookie (None: signed in)
 BROWSER_KEY = "progress.browser"  # this browser's own id, kept in its other cookie
+HANDED_KEY = "progress.handed"  # the secret already handed to the browser for its next page load
 CONFIRMED_KEY = "progress.confirmed"  # False: the cookie's profile was issued to another browser: ask first
 PENDING_KEY = "progress.pending"  # attempts waiting for that answer (filed on "it is mine")
 NOTICE_KEY = "progress.notice"  # a message about the profile for this session ("unknown_id", …)
@@ -56,15 +57,26 @@ def _signed_in() -> dict[str, Any] | None:
     return info if info.get("is_logged_in") and info.get("sub") else None
 
 
+def _cookie(name: str) -> str | None:
+    """A cookie the server set (ui/profile_cookie.py): its `__Host-` name (only a TLS response can set
+    that one), else, unless the page came over TLS through the proxy, its bare name (over TLS a sibling
+    site could plant that one)."""
+    cookies = st.context.cookies
+    try:
+        tls = throttle.over_tls(st.context.ip_address, dict(st.context.headers or {}))
+    except Exception:  # noqa: BLE001  (no request context: a bare script or a test run)
+        tls = False
+    return cookies.get(profiles.cookie_name(name, True)) or (None if tls else cookies.get(name))
+
+
 def browser_secret() -> str | None:
     """The secret this browser sent in its cookie when it connected (None: a browser new to this app)."""
-    return st.context.cookies.get(profiles.COOKIE)
+    return _cookie(profiles.COOKIE)
 
 
 def browser_id() -> str | None:
-    """This browser's own id from its cookie (`__Host-` prefixed over TLS: a sibling site cannot plant it)."""
-    cookies = st.context.cookies
-    return cookies.get("__Host-" + profiles.BROWSER_COOKIE) or cookies.get(profiles.BROWSER_COOKIE)
+    """This browser's own id from its cookie."""
+    return _cookie(profiles.BROWSER_COOKIE)
 
 
 def _login_configured() -> bool:
@@ -123,21 +135,21 @@ def profile() -> str:
     return st.session_state.get(PROFILE_KEY) or open_profile()
 
 
-def keep_in_browser(container: Any = st.sidebar) -> None:
-    """Have the browser keep this session's secret in its cookie (a first-party cookie set by a line of
-    script: st.context.cookies reads it back when the browser next connects). Nothing is drawn."""
-    secret = st.session_state.get(SECRET_KEY)
-    browser = st.session_state.get(BROWSER_KEY)
-    if not secret or (browser_secret() == secret and (not browser or browser_id() == browser)):
+def hand_to_browser() -> None:
+    """When this session works under a secret the browser's cookie does not hold (a recovery code opened
+    another profile, a fresh one replaced a forged or signed-out cookie), the server gives the browser
+    that secret at its next page load (ui/profile_cookie.py): no script on the page sets or reads it."""
+    state = st.session_state
+    secret, browser = state.get(SECRET_KEY), state.get(BROWSER_KEY)
+    if not secret or browser_secret() == secret or state.get(HANDED_KEY) == secret:
         return
-    age = f"; Max-Age={profiles.COOKIE_DAYS * 86400}; Path=/; SameSite=Strict"
-    secure = " + (tls ? '; Secure' : '');"
-    script = ("<script>const tls = location.protocol === 'https:';"
-              "document.cookie = " + json.dumps(f"{profiles.COOKIE}={secret}") + f" + '{age}'" + secure)
-    if browser:  # over TLS with the __Host- prefix: no sibling site can set it
-        script += ("document.cookie = (tls ? '__Host-' : '') + "
-                   + json.dumps(f"{profiles.BROWSER_COOKIE}={browser}") + f" + '{age}'" + secure)
-    container.html(script + "</script>", unsafe_allow_javascript=True, width="content")
+    if not browser or browser_id() != browser:  # a browser that keeps no cookie cannot take it
+        return
+    try:
+        profiles.hand_off(state[PROFILE_KEY], browser)
+    except db.Unavailable:
+        return
+    state[HANDED_KEY] = secret
 
 
 def notice() -> None:

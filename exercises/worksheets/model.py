@@ -22,7 +22,7 @@ from ..core.numbers import as_fraction
 from ..i18n import DEFAULT_LANG, catalog, msg, t
 from ..i18n.escape import untrusted
 from ..rendering import latex
-from ..solutions import Aids, Step, aids, solve
+from ..solutions import Aids, Step, aids, shown_vector, solve
 from ..teacher.assignments import AssignmentError, AssignmentSpec, clean_student_name, student_key
 
 FORMATS = ("pdf", "md", "tex", "json")
@@ -153,6 +153,7 @@ class Given:
     name: str
     kind: str  # "matrix", "vector", "number"
     value: Any
+    degrees: bool = False  # a vector of angles: each entry shown with a degree sign
 
 
 @dataclass(frozen=True)
@@ -181,7 +182,8 @@ def problem(ex: Exercise, number: int, lang: str) -> Problem:
         if isinstance(value, np.ndarray) and value.ndim == 2:
             given.append(Given(name, "matrix", value))
         elif isinstance(value, np.ndarray) and value.ndim == 1:
-            given.append(Given(name, "vector", value))
+            values, degrees = shown_vector(ex, name, value)
+            given.append(Given(name, "vector", values, degrees))
         elif isinstance(value, (int, float)) and not isinstance(value, bool):
             given.append(Given(name, "number", value))
     asks = []

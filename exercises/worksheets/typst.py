@@ -131,7 +131,8 @@ def _typst_given(g: Given) -> str:
     if g.kind == "matrix":
         return f"{sym} = {typst_matrix(_tokens(g.value))}"
     if g.kind == "vector":
-        return f"{sym} = ({', '.join(_typst_cell(_token(x, None)) for x in g.value)})"
+        unit = " degree" if g.degrees else ""
+        return f"{sym} = ({', '.join(_typst_cell(_token(x, None)) + unit for x in g.value)})"
     return f"{sym} = {_typst_cell(_token(g.value, None))}"
 
 

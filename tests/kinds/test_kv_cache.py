@@ -214,3 +214,16 @@ def test_an_exercise_of_an_earlier_version_still_shows_solves_and_grades(stored)
     right = {p.name: p.reference for p in ex.parts}
     K = KV.mistakes_of(ex, "K")["kv_new_row_first"]
     assert exercises.grade(ex, {**right, "K": K}).misconception == "kv_new_row_first"
+
+
+def test_the_layers_are_not_called_n_which_counts_tokens():
+    """n counts tokens everywhere else: the cache-size question calls the layers L."""
+    for lang in ("en", "zh"):
+        ex = exercises.generate("kv_cache", 0, 1)
+        text = engine.prompt(ex, lang)
+        assert f"L = {ex.params['layers']}" in text and f"n = {ex.params['layers']}" not in text, (lang, text)
+        from exercises.i18n import catalog
+        assert "n." not in catalog(lang)["misconception.kv_cache_size_one_layer"][-3:], lang
+        assert "2 · L · h" in catalog(lang)["formulas.kv_cache.size"], lang
+    step = {s.name: s for s in exercises.solve(exercises.generate("kv_cache", 0, 1))}["cache_floats"]
+    assert r"2 \cdot L \cdot h" in step.cell(0, 0).latex, "kv_cache level 1 seed 0 cell cache_floats"

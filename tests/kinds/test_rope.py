@@ -142,6 +142,36 @@ def test_the_solution_shows_the_score_from_the_position_difference():
     assert rf"R({n - 1}\theta)" in step.cell(0, 0).latex, _case(ex)
 
 
+def _card_rotation(degrees: np.ndarray) -> np.ndarray:
+    """R(φ) of the Home card's q' = q R(pos θ) and the sheet's row-vector matrix [[cos, sin], [−sin, cos]], one
+    2×2 block per pair."""
+    blocks = [np.array([[np.cos(a), np.sin(a)], [-np.sin(a), np.cos(a)]]) for a in np.deg2rad(degrees)]
+    out = np.zeros((2 * len(blocks), 2 * len(blocks)))
+    for i, b in enumerate(blocks):
+        out[2 * i:2 * i + 2, 2 * i:2 * i + 2] = b
+    return out
+
+
+@pytest.mark.parametrize("level", LEVELS)
+def test_the_distance_line_and_the_home_card_give_the_computed_scores(level):
+    """S_pr = q_p R((pos_p − pos_r)θ) k_rᵀ with the card's R: the solution line, the sheet and the card agree with
+    the scores (the other order of the difference turns the wrong way)."""
+    assert R.HOME.formula == r"q' = q\,R(\mathrm{pos}\,\theta)"
+    assert r"(\mathrm{pos}_{p} - \mathrm{pos}_{r})\theta" in R.SHEET.formulas[1].source
+    for seed in range(20):
+        ex = exercises.generate("rope", seed, level)
+        g, S = ex.given, ex.part("scores").reference
+        n = g["Q"].shape[0]
+        step = {s.name: s for s in exercises.solve(ex)}["relative"]
+        assert rf"(\mathrm{{pos}}_{{1}} - \mathrm{{pos}}_{{{n}}})\theta" in step.latex, _case(ex)
+        np.testing.assert_allclose(g["Q"][:1] @ _card_rotation(g["pos"][0] * g["theta"]), _rotated(ex, "Q")[:1],
+                                   atol=1e-12, err_msg=_case(ex))  # the card's R turns as the exercise does
+        for p in range(n):
+            for r in range(n):
+                line = g["Q"][p] @ _card_rotation((g["pos"][p] - g["pos"][r]) * g["theta"]) @ g["K"][r]
+                assert abs(line - S[p, r]) < 1e-9, f"{_case(ex)} cell S_{p + 1}{r + 1}: {line} against {S[p, r]}"
+
+
 @pytest.mark.parametrize("stored", STORED, ids=lambda d: f"version {d['version']} level {d['level']}")
 def test_an_exercise_of_an_earlier_version_still_shows_solves_and_grades(stored):
     ex = exercises.Exercise.from_dict(stored)

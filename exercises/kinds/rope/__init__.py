@@ -4,7 +4,9 @@ Row p of Q (and of K) is split into pairs of columns (1, 2), (3, 4), …; pair i
 angle φ_pi = pos_p θ_i:
 
     q'_{2i−1} = q_{2i−1} cos φ − q_{2i} sin φ        q'_{2i} = q_{2i−1} sin φ + q_{2i} cos φ
-    scores = Q_rot K_rotᵀ,   S_pr = q_p R(φ_r − φ_p) k_rᵀ: it depends only on the position difference
+    scores = Q_rot K_rotᵀ,   S_pr = q_p R(φ_p) R(φ_r)ᵀ k_rᵀ = q_p R(φ_p − φ_r) k_rᵀ: only the position difference
+
+(row vectors: x R(φ) turns x by φ, R(φ)ᵀ = R(−φ), as the Home card's q' = q R(pos θ))
 
 Angles are multiples of 90° (level 1 and 2) or 30° (level 3 and some of level 2), so cos and sin are
 0, ±1/2, ±√3/2, ±1: the prompt lists them. The kind's own mistakes (rope_* in its locales: one angle
@@ -324,10 +326,10 @@ def _relative_step(ex: Exercise):
     exact = L.short(sympy.expand(sum(q[c] * turned[0, c] for c in range(len(q)))))
     pairs = [(solutions.number(str(q[c])), _trig_number(turned[0, c])) for c in range(len(q))]
     delta = int(pos[r] - pos[p])
-    middle = rf"q_{{{p + 1}}} \cdot \left(R({delta}\theta)\, k_{{{r + 1}}}\right)"
+    middle = rf"q_{{{p + 1}}} \cdot \left(k_{{{r + 1}}} R({delta}\theta)\right)"
     latex, sub = solutions.worked_chain(L.cell("S", p, r), exact, float(value), ex.part("scores").decimals,
                                         L.total([L.product(a.text, b.text) for a, b in pairs]), "sum", pairs, middle)
-    work = [(rf"R({delta}\theta)\, k_{{{r + 1}}}", L.APPROX if any(b.rounded for _, b in pairs) else "=",
+    work = [(rf"k_{{{r + 1}}} R({delta}\theta)", L.APPROX if any(b.rounded for _, b in pairs) else "=",
              L.bmatrix([[b.text for _, b in pairs]]))]
 
     def derive(_: int, __: int):
@@ -335,10 +337,15 @@ def _relative_step(ex: Exercise):
 
     return solutions.make_step("relative", msg("solution.rope.relative"), np.array([[value]]),
                                ex.part("scores").decimals, symbol=L.cell("S", p, r),
-                               formula=rf"q_{{{p + 1}}} R\left((\mathrm{{pos}}_{{{r + 1}}} - "
-                                       rf"\mathrm{{pos}}_{{{p + 1}}})\theta\right) k_{{{r + 1}}}^{{\top}}",
+                               formula=relative_formula(p, r),
                                work=work, exact_cells=[[exact]], note=msg("solution.rope.relative.note"),
                                derive=derive)
+
+
+def relative_formula(p: int, r: int) -> str:
+    """S_pr from the unrotated rows: q_p R(φ_p) (k_r R(φ_r))ᵀ = q_p R((pos_p − pos_r)θ) k_rᵀ (0-based p, r)."""
+    return (rf"q_{{{p + 1}}} R\left((\mathrm{{pos}}_{{{p + 1}}} - \mathrm{{pos}}_{{{r + 1}}})\theta\right) "
+            rf"k_{{{r + 1}}}^{{\top}}")
 
 
 def solve(ex: Exercise) -> list:
@@ -356,6 +363,6 @@ SHEET = SheetSection("forward", (
             r"\begin{bmatrix} \cos\varphi & \sin\varphi \\ -\sin\varphi & \cos\varphi \end{bmatrix}, \qquad "
             r"\varphi = \mathrm{pos} \cdot \theta_{i}", "formulas.rope.rotate"),
     Formula(r"[[S | n | n]] = Q_{\mathrm{rot}} K_{\mathrm{rot}}^{\top}, \qquad "
-            r"S_{pr} = q_{p} R\left((\mathrm{pos}_{r} - \mathrm{pos}_{p})\theta\right) k_{r}^{\top}",
+            r"S_{pr} = q_{p} R\left((\mathrm{pos}_{p} - \mathrm{pos}_{r})\theta\right) k_{r}^{\top}",
             "formulas.rope.relative"),
 ))

@@ -19,7 +19,7 @@ import numpy as np
 from ..core import engine, grading
 from ..core.model import Exercise, Part
 from ..core.numbers import as_fraction
-from ..i18n import DEFAULT_LANG, catalog, msg, t
+from ..i18n import DEFAULT_LANG, catalog, msg, part_key, t
 from ..i18n.escape import untrusted
 from ..rendering import latex
 from ..solutions import Aids, Step, aids, shown_vector, solve
@@ -144,8 +144,8 @@ def _text(key: str, lang: str, fallback: str | None = None, **params: Any) -> st
     return t(key, lang, **params)
 
 
-def part_label(name: str, lang: str) -> str:
-    return _text(f"part.{name}", lang, fallback=name)
+def part_label(name: str, lang: str, kind: str | None = None) -> str:
+    return _text(part_key(name, kind), lang, fallback=name)
 
 
 @dataclass(frozen=True)
@@ -191,11 +191,11 @@ def problem(ex: Exercise, number: int, lang: str) -> Problem:
         if part.prompt:
             words = t(part.prompt, lang, **part.params)
         elif part.is_choice:
-            words = t("worksheet.choose", lang, part=part_label(part.name, lang))
+            words = t("worksheet.choose", lang, part=part_label(part.name, lang, ex.kind))
         else:
             precision = (t("worksheet.exact", lang) if part.decimals == 0
                          else t("worksheet.decimals", lang, decimals=part.decimals))
-            words = t("worksheet.find", lang, part=part_label(part.name, lang), rows=part.shape[0],
+            words = t("worksheet.find", lang, part=part_label(part.name, lang, ex.kind), rows=part.shape[0],
                       cols=part.shape[1], precision=precision)
         asks.append((part, words))
     return Problem(number=number, exercise=ex, title=t(f"kind.{ex.kind}.title", lang),

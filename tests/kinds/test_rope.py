@@ -103,7 +103,7 @@ def test_every_mistake_is_named_exact_and_rounded(level):
                     got = exercises.grade(ex, {**right, part.name: value}).misconception
                     assert got == mid.split(" ")[0], f"{_case(ex)} part {part.name} mistake {mid}: named {got}"
                 named.add(mid)
-    assert {"rope_one_angle", "rope_sin_sign", "rope_not_applied", "rope_query_only", "transposed_scores"} <= named
+    assert {"rope_one_angle", "rope_sin_sign", "rope_not_applied", "rope_query_only", "rope_transposed_scores"} <= named
 
 
 def test_the_mistakes_are_what_their_messages_say():
@@ -117,7 +117,7 @@ def test_the_mistakes_are_what_their_messages_say():
     np.testing.assert_allclose(scores["rope_sin_sign"], back[0] @ back[1].T, atol=1e-12)
     np.testing.assert_allclose(scores["rope_not_applied"], g["Q"] @ g["K"].T, atol=1e-12)
     np.testing.assert_allclose(scores["rope_query_only"], Q_rot @ g["K"].T, atol=1e-12)
-    np.testing.assert_allclose(scores["transposed_scores"], K_rot @ Q_rot.T, atol=1e-12)
+    np.testing.assert_allclose(scores["rope_transposed_scores"], K_rot @ Q_rot.T, atol=1e-12)
 
 
 @pytest.mark.parametrize("level", LEVELS)
@@ -170,6 +170,55 @@ def test_the_distance_line_and_the_home_card_give_the_computed_scores(level):
             for r in range(n):
                 line = g["Q"][p] @ _card_rotation((g["pos"][p] - g["pos"][r]) * g["theta"]) @ g["K"][r]
                 assert abs(line - S[p, r]) < 1e-9, f"{_case(ex)} cell S_{p + 1}{r + 1}: {line} against {S[p, r]}"
+
+
+@pytest.mark.parametrize("level", LEVELS)
+def test_theta_is_shown_in_degrees_and_the_positions_as_plain_numbers(level):
+    from exercises.solutions import given_latex
+    from exercises.worksheets import model, text, typst
+
+    for seed in range(5):
+        ex = exercises.generate("rope", seed, level)
+        g, where = ex.given, _case(ex)
+        degrees = ", ".join(f"{int(a)}^{{\\circ}}" for a in g["theta"])
+        positions = ", ".join(str(int(p)) for p in g["pos"])
+        lines = dict(given_latex(ex))
+        assert lines["theta"] == rf"\theta = \left({degrees}\right)", (where, lines["theta"])
+        assert lines["pos"] == rf"\mathrm{{pos}} = \left({positions}\right)", (where, lines["pos"])
+        shown = {s.name: s for s in model.problem(ex, 1, "en").given}
+        assert typst._typst_given(shown["theta"]) == "theta = (" + ", ".join(
+            f"{int(a)} degree" for a in g["theta"]) + ")", where
+        assert typst._typst_given(shown["pos"]) == f'upright("pos") = ({positions})', where
+        assert text.latex_given(shown["theta"]) == rf"\theta = ({degrees})", where
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_the_scores_box_and_its_mistake_name_the_rotated_scores(lang):
+    from exercises.i18n import t
+    from exercises.worksheets import model
+
+    ex = exercises.generate("rope", 5, 3)
+    answer = {p.name: p.reference for p in ex.parts}
+    answer["scores"] = answer["scores"].T  # K_rot Q_rotᵀ
+    fb = exercises.grade(ex, answer)
+    part = fb.parts["scores"]
+    assert part.misconception == "rope_transposed_scores", _case(ex)
+    assert "K_rot Q_rotᵀ" in t(f"misconception.{part.misconception}", lang), (_case(ex), lang)
+    label = t(part.label, lang)
+    assert "Q_rot K_rotᵀ" in label and "Q Kᵀ" not in label, (_case(ex), lang, label)
+    asks = dict((p.name, words) for p, words in model.problem(ex, 1, lang).asks)
+    assert "Q_rot K_rotᵀ" in asks["scores"], (_case(ex), lang, asks["scores"])
+
+
+def test_the_scores_step_says_which_of_its_two_matrices_is_which():
+    """Level 3 seed 5: the rotated rows as written give −1.36, the exact scores −1.37: the note says which is which."""
+    ex = exercises.generate("rope", 5, 3)
+    step = {s.name: s for s in exercises.solve(ex)}["scores"]
+    assert step.work_result != step.decimals, _case(ex)  # two matrices in a row
+    assert step.note.key == "solution.rope.scores.note_rounded", f"{_case(ex)} step scores"
+    assert "first" in str(step.note) and "exact" in str(step.note)
+    plain = {s.name: s for s in exercises.solve(exercises.generate("rope", 0, 1))}["scores"]
+    assert plain.note.key == "solution.rope.scores.note", "rope level 1 seed 0 step scores: one matrix, no such note"
 
 
 @pytest.mark.parametrize("stored", STORED, ids=lambda d: f"version {d['version']} level {d['level']}")

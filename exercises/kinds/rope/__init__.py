@@ -20,6 +20,7 @@ Axes: B candidates, n tokens, m pairs (a row is 2m wide).
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from fractions import Fraction
 
 import numpy as np
@@ -51,6 +52,7 @@ SIZES = {1: (2, 1, ((90,),), (0, 1)),
          3: (3, 2, ((90, 30), (60, 30), (30, 90)), (0, 1))}
 VALUES = {1: (0, 1, 2), 2: (-1, 0, 1, 2), 3: (-1, 0, 1, 2)}
 PARTS = ("Q_rot", "K_rot", "scores")
+GIVEN_SHOWN = {"theta": "degrees"}  # the angles per position step, with their degree signs
 BATCH = 64
 SQRT3 = math.sqrt(3)
 
@@ -143,7 +145,8 @@ MISTAKES = {
     "rope_sin_sign": _sin_sign,
     "rope_not_applied": lambda env: {"Q_rot": env["Q"], "K_rot": env["K"], "scores": env["Q"] @ env["K"].mT},
     "rope_query_only": lambda env: {"scores": _product(_turn(env["Q"], _angles(env)), _plain(env["K"]))},
-    "transposed_scores": lambda env: {"scores": _product(_turn(env["K"], _angles(env)), _turn(env["Q"], _angles(env)))},
+    "rope_transposed_scores": lambda env: {"scores": _product(_turn(env["K"], _angles(env)),
+                                                              _turn(env["Q"], _angles(env)))},
 }
 
 
@@ -303,11 +306,14 @@ def _scores_step(ex: Exercise):
     q, k = ex.part("Q_rot"), ex.part("K_rot")
     g = ex.given
     E = sympy.expand(exact_rotated(g["Q"], g["pos"], g["theta"]) * exact_rotated(g["K"], g["pos"], g["theta"]).T)
-    return product_step("scores", msg("solution.rope.scores"), part.reference, part.decimals, symbol="S",
+    step = product_step("scores", msg("solution.rope.scores"), part.reference, part.decimals, symbol="S",
                         formula=r"Q_{\mathrm{rot}} K_{\mathrm{rot}}^{\top}", left=carried_grid(q.reference, q.decimals),
                         right=carried_grid(k.reference.T, k.decimals), left_symbol=r"Q_{\mathrm{rot}}",
                         right_symbol=r"K_{\mathrm{rot}}^{\top}", note=msg("solution.rope.scores.note"), exact=E,
                         cell_note=msg("solution.rope.scores.cell") if _rounded(q, k) else None)
+    if step.work_result is not None and step.work_result != step.decimals:  # two matrices: say which is which
+        step = replace(step, note=msg("solution.rope.scores.note_rounded"))
+    return step
 
 
 def _rounded(*parts: Part) -> bool:

@@ -227,3 +227,18 @@ def test_the_layers_are_not_called_n_which_counts_tokens():
         assert "2 · L · h" in catalog(lang)["formulas.kv_cache.size"], lang
     step = {s.name: s for s in exercises.solve(exercises.generate("kv_cache", 0, 1))}["cache_floats"]
     assert r"2 \cdot L \cdot h" in step.cell(0, 0).latex, "kv_cache level 1 seed 0 cell cache_floats"
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_the_scores_box_says_s_equals_q_k_transposed_like_the_text(lang):
+    """The prompt asks for s = q Kᵀ (one row): the box and the sheet call the part the same, not S = Q Kᵀ."""
+    from exercises.i18n import t
+    from exercises.worksheets import model
+
+    ex = exercises.generate("kv_cache", 0, 1)
+    assert "s = q Kᵀ" in engine.prompt(ex, lang)
+    answer = {p.name: p.reference for p in ex.parts}
+    label = t(exercises.grade(ex, answer).parts["scores"].label, lang)
+    assert "s = q Kᵀ" in label and "S = Q Kᵀ" not in label, ("kv_cache level 1 seed 0 part scores", lang, label)
+    asks = dict((p.name, words) for p, words in model.problem(ex, 1, lang).asks)
+    assert "s = q Kᵀ" in asks["scores"], ("kv_cache level 1 seed 0 part scores", lang, asks["scores"])

@@ -85,6 +85,8 @@ class Kind:
     solve: Callable[[Exercise], list] | None = None
     aids: Callable[[Exercise], Any] | None = None
     diagnose: Callable[[Exercise, Part, np.ndarray], str | None] | None = None
+    # a mistake that gives another shape (a cache not appended: t rows for t + 1), named beside the shape error
+    diagnose_shape: Callable[[Exercise, Part, np.ndarray], str | None] | None = None
     explain: Callable[[Exercise, Part, np.ndarray], i18n.Msg | None] | None = None
     hints: Callable[[Exercise], list] | None = None
     prompt_keys: Callable[[Exercise], Sequence[str]] = default_prompt_keys
@@ -108,7 +110,8 @@ class Kind:
         unknown = sorted(set(names["GUARDS"]) - set(misconceptions.CATALOG))
         if unknown:
             raise TypeError(f"kind {names['ID']}: GUARDS names mistakes not in the catalog: {', '.join(unknown)}")
-        hooks = {n: names[n] for n in ("solve", "aids", "diagnose", "explain", "hints", "prompt_keys", "chain",
+        hooks = {n: names[n] for n in ("solve", "aids", "diagnose", "diagnose_shape", "explain", "hints", "prompt_keys",
+                                       "chain",
                                        "operations", "draw") if n in names}
         order = int(names.get("ORDER", DEFAULT_ORDER))
         sheet = names.get("SHEET")

@@ -182,7 +182,9 @@ def _kind_hook(ex: Exercise, hook: str, part: Part, value: np.ndarray) -> Any:
     from .engine import KINDS  # imported here: engine imports every kind, and a kind may import grading
 
     kind = KINDS.get(ex.kind)
-    function = None if kind is None else {"diagnose": kind.diagnose, "explain": kind.explain}[hook]
+    hooks = None if kind is None else {"diagnose": kind.diagnose, "diagnose_shape": kind.diagnose_shape,
+                                       "explain": kind.explain}
+    function = None if hooks is None else hooks[hook]
     return function(ex, part, value) if function is not None else None
 
 
@@ -350,11 +352,17 @@ def grade(ex: Exercise, answer: Any) -> Feedback:
                     finite.add(part.name)
                 continue
         value, fb = read_part(part, given, ex.kind)
+        if value is None and fb.value is not None:  # another shape: a mistake the kind knows by it is named
+            fb.misconception = _kind_hook(ex, "diagnose_shape", part, fb.value)
+            if fb.misconception:
+                fb.format_error = msg("grade.explained", summary=fb.format_error,
+                                      why=Msg(f"misconception.{fb.misconception}"))
         parts[part.name] = fb
         if value is not None:
             values[part.name] = value
     if any(p.format_error for p in parts.values()):
         return Feedback(parts=parts, score=None, correct=False, message=msg("grade.invalid"),
+                        misconception=next((p.misconception for p in parts.values() if p.misconception), None),
                         warnings=_warnings(ex, parts, finite))
 
     # Round what you write, then compute (DESIGN §4): a cell is right when it is within tolerance of

@@ -221,6 +221,46 @@ def test_the_scores_step_says_which_of_its_two_matrices_is_which():
     assert plain.note.key == "solution.rope.scores.note", "rope level 1 seed 0 step scores: one matrix, no such note"
 
 
+def _pairs_of_halves(X: np.ndarray, pos: np.ndarray, theta: np.ndarray) -> np.ndarray:
+    """X rotated with pair i = columns (i, i + m): the half-split layout, written out independently."""
+    m = len(theta)
+    out = np.array(X, dtype=float)
+    for p in range(X.shape[0]):
+        for i in range(m):
+            a = np.deg2rad(pos[p] * theta[i])
+            x, y = X[p, i], X[p, i + m]
+            out[p, i], out[p, i + m] = x * np.cos(a) - y * np.sin(a), x * np.sin(a) + y * np.cos(a)
+    return out
+
+
+@pytest.mark.parametrize("level", LEVELS)
+def test_positions_off_by_one_and_the_half_split_are_named_in_the_rotated_rows(level):
+    """Off by one leaves the scores unchanged (only distances count), so Q_rot and K_rot, asked at every level,
+    name it; the half split (level 3, m = 2) is named in the rows and the scores; both stay apart from the rest."""
+    for seed in range(20):
+        ex = exercises.generate("rope", seed, level)
+        g, right, where = ex.given, {p.name: p.reference for p in ex.parts}, _case(ex)
+        assert {"Q_rot", "K_rot"} <= set(right), where
+        shift = 1.0 if g["pos"][0] == 0 else -1.0
+        off = {"Q_rot": rope(g["Q"], g["pos"] + shift, g["theta"]), "K_rot": rope(g["K"], g["pos"] + shift, g["theta"])}
+        np.testing.assert_allclose(off["Q_rot"] @ off["K_rot"].T, right["scores"], atol=1e-9, err_msg=where)
+        cases = [("rope_position_off_by_one", name, value) for name, value in off.items()]
+        if len(g["theta"]) > 1:
+            half = {"Q_rot": _pairs_of_halves(g["Q"], g["pos"], g["theta"]),
+                    "K_rot": _pairs_of_halves(g["K"], g["pos"], g["theta"])}
+            half["scores"] = half["Q_rot"] @ half["K_rot"].T
+            cases += [("rope_half_split", name, value) for name, value in half.items()]
+        for mid, name, value in cases:
+            for typed in (value, round_half_up(value, 2)):
+                fb = exercises.grade(ex, {**right, name: typed})
+                got = fb.parts[name].misconception
+                assert not fb.parts[name].correct and got == mid, f"{where} part {name} mistake {mid}: named {got}"
+    for lang in ("en", "zh"):
+        for mid in ("rope_position_off_by_one", "rope_half_split"):
+            catalog = exercises.i18n.catalog(lang)
+            assert catalog.get("misconception." + mid) and catalog.get("progress.mistake." + mid), (lang, mid)
+
+
 @pytest.mark.parametrize("stored", STORED, ids=lambda d: f"version {d['version']} level {d['level']}")
 def test_an_exercise_of_an_earlier_version_still_shows_solves_and_grades(stored):
     ex = exercises.Exercise.from_dict(stored)

@@ -185,6 +185,13 @@ def diagnose(ex: Exercise, part: Part, value: np.ndarray) -> str | None:
     return own_diagnosis(part, value, mistakes_of(ex, part.name))
 
 
+def diagnose_shape(ex: Exercise, part: Part, value: np.ndarray) -> str | None:
+    """t rows of K or V (t columns of the scores or the weights) where t + 1 are asked: the cache not appended."""
+    t = int(ex.given["K_cache"].shape[0])
+    stale = (t, part.shape[1]) if part.name in ("K", "V") else (1, t) if part.name in ("scores", "A") else None
+    return "kv_cache_not_appended" if stale is not None and tuple(value.shape) == stale else None
+
+
 def chain(ex: Exercise, values: dict[str, np.ndarray], rounding: int | None) -> dict[str, np.ndarray]:
     """K and V from the cache unless the learner gave them, the scores from their K, A from their scores
     (the unasked s/√d_k rounded too), O from their A and V, the cache size from the model (each computed

@@ -10,8 +10,10 @@ angle φ_pi = pos_p θ_i:
 
 Angles are multiples of 90° (level 1 and 2) or 30° (level 3 and some of level 2), so cos and sin are
 0, ±1/2, ±√3/2, ±1: the prompt lists them. The kind's own mistakes (rope_* in its locales: one angle
-for every position, the sign of sin, the rotation applied to q only or not at all, and K_rot Q_rotᵀ)
-are kept apart with the step records' score mistakes on the given, unrotated Q and K (GUARDS).
+for every position, positions counted off by one, the halves paired (i, i + m) instead of neighbours,
+the sign of sin, the rotation applied to q only or not at all, and K_rot Q_rotᵀ) are kept apart with
+the step records' score mistakes on the given, unrotated Q and K (GUARDS). Off by one and the half
+split leave the scores as they are or nearly: Q_rot and K_rot, asked at every level, tell them apart.
 Rotating V, which these parts cannot show, is asked in `concepts` at level 3 (its rope_rotates question).
 
 Axes: B candidates, n tokens, m pairs (a row is 2m wide).
@@ -41,7 +43,7 @@ from .._shared.hand import carried_grid, exact_number, own_diagnosis, product_st
 
 ID = "rope"
 ORDER = 84  # after multi_head: where a token is, once attention is whole
-VERSION = 3
+VERSION = 4
 LEVELS = (1, 2, 3)
 # the step records' score mistakes, made on the given (unrotated) Q and K
 GUARDS = ("transposed_scores", "scores_not_transposed")
@@ -134,6 +136,26 @@ def _one_angle(env) -> dict[str, np.ndarray]:
     return {"Q_rot": _value(_turn(env["Q"], degrees), 2), "K_rot": _value(_turn(env["K"], degrees), 2)}
 
 
+def _off_by_one(env) -> dict[str, np.ndarray]:
+    """Positions counted the other way (from 1 where they start at 0, from 0 where they start at 1): every row
+    turned one step θ too far or too short. The scores see only differences, so only the rotated rows show it."""
+    pos = np.asarray(env["pos"], dtype=float)
+    shifted = {"pos": pos + (1 if pos[0] == 0 else -1), "theta": env["theta"]}
+    return {name: _value(_turn(env[source], _angles(shifted)), 2) for name, source in (("Q_rot", "Q"), ("K_rot", "K"))}
+
+
+def _half_split(env) -> dict[str, np.ndarray]:
+    """Pairs (i, i + m) of the two halves instead of neighbours (2i − 1, 2i); the same as the right pairs for m = 1."""
+    m = len(env["theta"])
+    if m == 1:
+        return {}
+    neighbours = np.ravel(np.column_stack([np.arange(m), np.arange(m, 2 * m)]))  # column order 1, m+1, 2, m+2 …
+    back = np.argsort(neighbours)
+    q, k = (_turn(env[name][..., neighbours], _angles(env)) for name in ("Q", "K"))
+    q, k = tuple(x[..., back] for x in q), tuple(x[..., back] for x in k)
+    return {"Q_rot": _value(q, 2), "K_rot": _value(k, 2), "scores": _product(q, k)}
+
+
 def _sin_sign(env) -> dict[str, np.ndarray]:
     q, k = _turn(env["Q"], _angles(env, -1)), _turn(env["K"], _angles(env, -1))
     return {"Q_rot": _value(q, 2), "K_rot": _value(k, 2), "scores": _product(q, k)}
@@ -142,6 +164,8 @@ def _sin_sign(env) -> dict[str, np.ndarray]:
 # {mistake id: env -> {part: what it gives, stacked}}
 MISTAKES = {
     "rope_one_angle": _one_angle,
+    "rope_position_off_by_one": _off_by_one,
+    "rope_half_split": _half_split,
     "rope_sin_sign": _sin_sign,
     "rope_not_applied": lambda env: {"Q_rot": env["Q"], "K_rot": env["K"], "scores": env["Q"] @ env["K"].mT},
     "rope_query_only": lambda env: {"scores": _product(_turn(env["Q"], _angles(env)), _plain(env["K"]))},

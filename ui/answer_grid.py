@@ -18,7 +18,7 @@ import streamlit as st
 
 from exercises import AnswerError, Exercise, Feedback, Part, parse_answer
 from exercises.core.parser import MAX_CELL_CHARS, MAX_MATRIX_CHARS
-from exercises.i18n import msg
+from exercises.i18n import msg, part_key
 
 from . import theme
 from .i18n import lang_key, render, tr
@@ -73,7 +73,7 @@ def symbol(part: Part) -> str:
     return SYMBOL.get(part.name, part.name)
 
 
-def part_heading(part: Part) -> str:
+def part_heading(part: Part, kind: str | None = None) -> str:
     """Bold name (its first letter a capital), shape, and how to write the entries (−∞ when needed)."""
     rows, cols = part.shape
     if part.decimals == 0:
@@ -81,7 +81,7 @@ def part_heading(part: Part) -> str:
         how = tr("grid.exact_inf" if needs_inf else "grid.exact")
     else:
         how = tr("grid.decimals", decimals=part.decimals)
-    name = tr("part." + part.name)
+    name = tr(part_key(part.name, kind))
     return f"**{name[:1].upper() + name[1:]}** · {rows}×{cols} · {how}"
 
 
@@ -104,7 +104,7 @@ def draw(ex: Exercise, prefix: str, fb: Feedback | None = None, disabled: bool =
             _draw_choice(part, prefix, disabled)
             shown = None
         else:
-            st.markdown(part_heading(part))
+            st.markdown(part_heading(part, ex.kind))
             shown = _still_shown(part, prefix, answer) if pfb is not None and not was_pasted else None
             _draw_cells(part, prefix, pfb, shown, disabled, styles)
             if paste:
@@ -239,7 +239,7 @@ def paste_boxes(ex: Exercise, prefix: str) -> None:
     if len(parts) > 1:
         with st.expander(tr("grid.paste_many"), icon=":material/content_paste:"):
             for part in parts:
-                _paste_box(ex, prefix, part, tr("grid.paste_fill_part_label", part=tr(f"part.{part.name}")))
+                _paste_box(ex, prefix, part, tr("grid.paste_fill_part_label", part=tr(part_key(part.name, ex.kind))))
     elif parts:
         _paste_box(ex, prefix, parts[0], tr("grid.paste_fill_label"))
 
@@ -252,7 +252,7 @@ def _paste_box(ex: Exercise, prefix: str, part: Part, label: str) -> None:
     if error is not None:
         st.error(render(msg("grid.paste_unread", error=error)), icon=":material/content_paste_off:")
     elif state.pop(_paste_filled_key(prefix, part.name), False):
-        st.caption(":material/check: " + tr("grid.paste_filled", part=tr(f"part.{part.name}")))
+        st.caption(":material/check: " + tr("grid.paste_filled", part=tr(part_key(part.name, ex.kind))))
 
 
 def fill_from_paste(ex: Exercise, prefix: str, name: str) -> bool:
@@ -266,7 +266,7 @@ def fill_from_paste(ex: Exercise, prefix: str, name: str) -> bool:
     if not text.strip():
         return True
     part = ex.part(name)
-    label = msg(f"part.{name}")
+    label = msg(part_key(name, ex.kind))
     try:
         value = parse_answer(text, msg("where.part", part=label))
     except AnswerError as err:

@@ -49,7 +49,7 @@ def _mistakes(fb: Feedback) -> list[tuple[str, str]]:
         mid = part.misconception
         explained = part.explanation is not None and part.explanation.key == f"misconception.{mid}"
         if mid and not explained:
-            found.setdefault(mid, []).append(tr(f"part.{part.name}"))
+            found.setdefault(mid, []).append(tr(part.label or f"part.{part.name}"))
     several = len(fb.parts) > 1
     return [(tr(f"misconception.{mid}"), f" ({', '.join(names)})" if several else "") for mid, names in found.items()]
 

@@ -31,9 +31,9 @@ import math
 import pkgutil
 import sys
 import zlib
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -85,6 +85,8 @@ class Kind:
     solve: Callable[[Exercise], list] | None = None
     aids: Callable[[Exercise], Any] | None = None
     diagnose: Callable[[Exercise, Part, np.ndarray], str | None] | None = None
+    # a mistake that gives another shape (a cache not appended: t rows for t + 1), named beside the shape error
+    diagnose_shape: Callable[[Exercise, Part, np.ndarray], str | None] | None = None
     explain: Callable[[Exercise, Part, np.ndarray], i18n.Msg | None] | None = None
     hints: Callable[[Exercise], list] | None = None
     prompt_keys: Callable[[Exercise], Sequence[str]] = default_prompt_keys
@@ -93,6 +95,8 @@ class Kind:
     home: HomeStage | None = None
     sheet: SheetSection | None = None
     folder: Path | None = None
+    # how a given list is shown: {name: "from_one" (stored 0-based, shown from 1) or "degrees" (angles)}
+    given_shown: Mapping[str, str] = field(default_factory=dict)
 
     @classmethod
     def from_module(cls, module: ModuleType) -> Kind:
@@ -106,7 +110,8 @@ class Kind:
         unknown = sorted(set(names["GUARDS"]) - set(misconceptions.CATALOG))
         if unknown:
             raise TypeError(f"kind {names['ID']}: GUARDS names mistakes not in the catalog: {', '.join(unknown)}")
-        hooks = {n: names[n] for n in ("solve", "aids", "diagnose", "explain", "hints", "prompt_keys", "chain",
+        hooks = {n: names[n] for n in ("solve", "aids", "diagnose", "diagnose_shape", "explain", "hints", "prompt_keys",
+                                       "chain",
                                        "operations", "draw") if n in names}
         order = int(names.get("ORDER", DEFAULT_ORDER))
         sheet = names.get("SHEET")
@@ -118,7 +123,8 @@ class Kind:
                             position=order if sheet.position is None else sheet.position)
         return cls(ID=names["ID"], VERSION=int(names["VERSION"]), LEVELS=tuple(names["LEVELS"]),
                    GUARDS=tuple(names["GUARDS"]), generate=names.get("generate"), ORDER=order,
-                   home=names.get("HOME"), sheet=sheet, folder=Path(module.__file__).parent, **hooks)
+                   home=names.get("HOME"), sheet=sheet, folder=Path(module.__file__).parent,
+                   given_shown=dict(names.get("GIVEN_SHOWN", {})), **hooks)
 
 
 def _kind_modules(paths: Sequence[str]) -> Iterator[ModuleType]:

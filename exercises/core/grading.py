@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from ..i18n import DEFAULT_LANG, Msg, msg, t
+from ..i18n import DEFAULT_LANG, Msg, msg, part_key, t
 from . import misconceptions, sanity
 from .model import Exercise, Part
 from .parser import AnswerError, fast_matrix, parse_answer, parse_grid
@@ -37,6 +37,7 @@ class PartFeedback:
     cell_errors: dict[tuple[int, int], Msg] = field(default_factory=dict)  # 0-based (row, col)
     misconception: str | None = None
     explanation: Msg | None = None  # why the chosen option (or value) is wrong, from the kind's explain()
+    label: str | None = None  # catalog key of the part's name (i18n.part_key), when it was graded
 
     @property
     def correct(self) -> bool:
@@ -73,27 +74,29 @@ class Feedback:
 # ---------------------------------------------------------------- reading answers
 
 
-def _label(part: Part) -> Msg:
-    return msg(f"part.{part.name}")
+def _label(part: Part, kind: str | None = None) -> Msg:
+    return msg(part_key(part.name, kind))
 
 
-def read_part(part: Part, answer: Any) -> tuple[np.ndarray | None, PartFeedback]:
-    """Turn one part's answer (text, grid of texts, numbers, option index) into a matrix."""
-    fb = PartFeedback(part.name)
+def read_part(part: Part, answer: Any, kind: str | None = None) -> tuple[np.ndarray | None, PartFeedback]:
+    """Turn one part's answer (text, grid of texts, numbers, option index) into a matrix; `kind`: the
+    exercise's kind, for the part's name in messages."""
+    label = _label(part, kind)
+    fb = PartFeedback(part.name, label=label.key)
     try:
         if part.is_choice:
             value = _read_choice(part, answer)
         elif isinstance(answer, str):
             value = fast_matrix(answer)  # (a fast path) a plain matrix of decimals: no message to build
             if value is None:
-                value = parse_answer(answer, msg("where.part", part=_label(part)))
+                value = parse_answer(answer, msg("where.part", part=label))
         elif _is_text_grid(answer):
-            value, errors = parse_grid(answer, _label(part))
+            value, errors = parse_grid(answer, label)
             if errors:
                 fb.cell_errors = {rc: e.message for rc, e in errors.items()}
                 first = next(iter(errors.values())).message
                 fb.format_error = (first if len(errors) == 1 else
-                                   msg("grade.cell_errors", count=len(errors), part=_label(part), first=first))
+                                   msg("grade.cell_errors", count=len(errors), part=label, first=first))
                 return None, fb
         else:
             value = np.atleast_2d(np.asarray(answer, dtype=float))
@@ -103,10 +106,10 @@ def read_part(part: Part, answer: Any) -> tuple[np.ndarray | None, PartFeedback]
         fb.format_error = err.message
         return None, fb
     except (TypeError, ValueError):
-        fb.format_error = msg("parse.no_rows", where=_label(part))
+        fb.format_error = msg("parse.no_rows", where=label)
         return None, fb
     if value.shape != part.shape:
-        fb.format_error = msg("grade.shape", part=_label(part), expected_rows=part.shape[0],
+        fb.format_error = msg("grade.shape", part=label, expected_rows=part.shape[0],
                               expected_cols=part.shape[1], got_rows=value.shape[0], got_cols=value.shape[1])
         fb.value = value  # kept for the sanity checks (a transposed shape gets a word of its own)
         return None, fb
@@ -179,7 +182,9 @@ def _kind_hook(ex: Exercise, hook: str, part: Part, value: np.ndarray) -> Any:
     from .engine import KINDS  # imported here: engine imports every kind, and a kind may import grading
 
     kind = KINDS.get(ex.kind)
-    function = None if kind is None else {"diagnose": kind.diagnose, "explain": kind.explain}[hook]
+    hooks = None if kind is None else {"diagnose": kind.diagnose, "diagnose_shape": kind.diagnose_shape,
+                                       "explain": kind.explain}
+    function = None if hooks is None else hooks[hook]
     return function(ex, part, value) if function is not None else None
 
 
@@ -334,22 +339,30 @@ def grade(ex: Exercise, answer: Any) -> Feedback:
     for part in ex.parts:
         given = answers.get(part.name)
         if given is None:
-            parts[part.name] = PartFeedback(part.name, format_error=msg("grade.missing_part", part=_label(part)))
+            label = _label(part, ex.kind)
+            parts[part.name] = PartFeedback(part.name, format_error=msg("grade.missing_part", part=label),
+                                            label=label.key)
             continue
         if type(given) is str and part.options is None:  # (a fast path) read_part's reading of a plain matrix
             value = fast_matrix(given)
             if value is not None and value.shape == part.shape:
-                parts[part.name] = PartFeedback(part.name, value=value)
+                parts[part.name] = PartFeedback(part.name, value=value, label=part_key(part.name, ex.kind))
                 values[part.name] = value
                 if "inf" not in given:  # every cell a decimal of at most 12 + 12 digits
                     finite.add(part.name)
                 continue
-        value, fb = read_part(part, given)
+        value, fb = read_part(part, given, ex.kind)
+        if value is None and fb.value is not None:  # another shape: a mistake the kind knows by it is named
+            fb.misconception = _kind_hook(ex, "diagnose_shape", part, fb.value)
+            if fb.misconception:
+                fb.format_error = msg("grade.explained", summary=fb.format_error,
+                                      why=Msg(f"misconception.{fb.misconception}"))
         parts[part.name] = fb
         if value is not None:
             values[part.name] = value
     if any(p.format_error for p in parts.values()):
         return Feedback(parts=parts, score=None, correct=False, message=msg("grade.invalid"),
+                        misconception=next((p.misconception for p in parts.values() if p.misconception), None),
                         warnings=_warnings(ex, parts, finite))
 
     # Round what you write, then compute (DESIGN §4): a cell is right when it is within tolerance of

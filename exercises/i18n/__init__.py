@@ -107,6 +107,13 @@ def msg(key: str, **params: Any) -> Msg:
     return Msg(key, params)
 
 
+def part_key(name: str, kind: str | None = None) -> str:
+    """The catalog key of a part's name: ``part.<kind>.<name>`` where a kind names its part its own way (rope's
+    scores are of the rotated rows), else ``part.<name>``."""
+    own = f"part.{kind}.{name}"
+    return own if kind and own in catalog(DEFAULT_LANG) else f"part.{name}"
+
+
 def plural(key: str, count: int, **params: Any) -> Msg:
     """The message `key.one` when `count` is 1, else `key.other`; both get {count} (a catalog has both keys)."""
     return Msg(f"{key}.{'one' if count == 1 else 'other'}", {"count": count, **params})

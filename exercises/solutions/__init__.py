@@ -28,7 +28,7 @@ references), context (what the builders read), builders (one per kind of registr
 """
 
 from ..core.steps import G_X_PATHS, Product
-from .aids import Aids, ExpEntry, aids, generic_aids, given_latex, shapes_of
+from .aids import Aids, ExpEntry, aids, generic_aids, given_latex, shapes_of, shown_vector
 from .builders import BUILDERS, BY_KIND
 from .context import Context
 from .exact import PRODUCTS, SCALES
@@ -61,5 +61,6 @@ __all__ = [
     "Matrix", "Number", "PRODUCTS", "Product", "SCALES", "Step", "Substitution", "aids", "all_latex",
     "build_context", "exercise_context",
     "generic_aids", "generic_solve", "given_latex", "make_step", "pipeline_steps", "result_chain", "shapes_of",
+    "shown_vector",
     "solution", "solve", "_solved", "number", "worked_chain",
 ]

@@ -96,6 +96,16 @@ def aids(ex: Exercise) -> Aids:
     return own(ex) if own is not None else generic_aids(ex)
 
 
+def shown_vector(ex: Exercise, name: str, value: np.ndarray) -> tuple[np.ndarray, bool]:
+    """A given list as a learner reads it, by its kind's GIVEN_SHOWN: "from_one" counts a stored 0-based
+    list (an order of tokens) from 1 like the prose, "degrees" marks angles. (values, in degrees)."""
+    from ..core import engine  # imported here: the kinds import this package
+
+    how = getattr(engine.KINDS.get(ex.kind), "given_shown", {}).get(name)
+    values = np.asarray(value, dtype=float) + (1 if how == "from_one" else 0)
+    return values, how == "degrees"
+
+
 def given_latex(ex: Exercise) -> list[tuple[str, str]]:
     """[(name, LaTeX)] for the given matrices and numbers, shown exactly (\\frac{1}{3}, -\\infty)."""
     lines = []
@@ -103,7 +113,10 @@ def given_latex(ex: Exercise) -> list[tuple[str, str]]:
         if isinstance(value, np.ndarray) and value.ndim == 2:
             lines.append((name, f"{L.symbol(name)} = {L.matrix_exact(value)}"))
         elif isinstance(value, np.ndarray) and value.ndim == 1:
-            lines.append((name, f"{L.symbol(name)} = {_token_list(value)}"))
+            values, degrees = shown_vector(ex, name, value)
+            text = (r"\left(" + ", ".join(rf"{int(v)}^{{\circ}}" for v in values) + r"\right)" if degrees
+                    else _token_list(values))
+            lines.append((name, f"{L.symbol(name)} = {text}"))
         elif isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool):
             lines.append((name, f"{L.symbol(name)} = {L.number(float(value))}"))
     return lines

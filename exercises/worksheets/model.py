@@ -19,10 +19,10 @@ import numpy as np
 from ..core import engine, grading
 from ..core.model import Exercise, Part
 from ..core.numbers import as_fraction
-from ..i18n import DEFAULT_LANG, catalog, msg, t
+from ..i18n import DEFAULT_LANG, catalog, msg, part_key, t
 from ..i18n.escape import untrusted
 from ..rendering import latex
-from ..solutions import Aids, Step, aids, solve
+from ..solutions import Aids, Step, aids, shown_vector, solve
 from ..teacher.assignments import AssignmentError, AssignmentSpec, ItemSpec, clean_student_name, student_key
 
 FORMATS = ("pdf", "md", "tex", "json")
@@ -150,8 +150,8 @@ def _text(key: str, lang: str, fallback: str | None = None, **params: Any) -> st
     return t(key, lang, **params)
 
 
-def part_label(name: str, lang: str) -> str:
-    return _text(f"part.{name}", lang, fallback=name)
+def part_label(name: str, lang: str, kind: str | None = None) -> str:
+    return _text(part_key(name, kind), lang, fallback=name)
 
 
 @dataclass(frozen=True)
@@ -159,6 +159,7 @@ class Given:
     name: str
     kind: str  # "matrix", "vector", "number"
     value: Any
+    degrees: bool = False  # a vector of angles: each entry shown with a degree sign
 
 
 @dataclass(frozen=True)
@@ -187,7 +188,8 @@ def problem(ex: Exercise, number: int, lang: str) -> Problem:
         if isinstance(value, np.ndarray) and value.ndim == 2:
             given.append(Given(name, "matrix", value))
         elif isinstance(value, np.ndarray) and value.ndim == 1:
-            given.append(Given(name, "vector", value))
+            values, degrees = shown_vector(ex, name, value)
+            given.append(Given(name, "vector", values, degrees))
         elif isinstance(value, (int, float)) and not isinstance(value, bool):
             given.append(Given(name, "number", value))
     asks = []
@@ -195,11 +197,11 @@ def problem(ex: Exercise, number: int, lang: str) -> Problem:
         if part.prompt:
             words = t(part.prompt, lang, **part.params)
         elif part.is_choice:
-            words = t("worksheet.choose", lang, part=part_label(part.name, lang))
+            words = t("worksheet.choose", lang, part=part_label(part.name, lang, ex.kind))
         else:
             precision = (t("worksheet.exact", lang) if part.decimals == 0
                          else t("worksheet.decimals", lang, decimals=part.decimals))
-            words = t("worksheet.find", lang, part=part_label(part.name, lang), rows=part.shape[0],
+            words = t("worksheet.find", lang, part=part_label(part.name, lang, ex.kind), rows=part.shape[0],
                       cols=part.shape[1], precision=precision)
         asks.append((part, words))
     return Problem(number=number, exercise=ex, title=t(f"kind.{ex.kind}.title", lang),

@@ -53,7 +53,8 @@ def latex_given(g: Given) -> str:
     if g.kind == "matrix":
         return f"{sym} = {_latex_matrix(_tokens(g.value))}"
     if g.kind == "vector":
-        return f"{sym} = ({', '.join(_latex_cell(_token(x, None)) for x in g.value)})"
+        unit = r"^{\circ}" if g.degrees else ""
+        return f"{sym} = ({', '.join(_latex_cell(_token(x, None)) + unit for x in g.value)})"
     return f"{sym} = {_latex_cell(_token(g.value, None))}"
 
 

@@ -131,7 +131,8 @@ def _typst_given(g: Given) -> str:
     if g.kind == "matrix":
         return f"{sym} = {typst_matrix(_tokens(g.value))}"
     if g.kind == "vector":
-        return f"{sym} = ({', '.join(_typst_cell(_token(x, None)) for x in g.value)})"
+        unit = " degree" if g.degrees else ""
+        return f"{sym} = ({', '.join(_typst_cell(_token(x, None)) + unit for x in g.value)})"
     return f"{sym} = {_typst_cell(_token(g.value, None))}"
 
 
@@ -219,7 +220,7 @@ def _typst_problem(p: Problem, lang: str, key: bool, space: str = "some", given:
             else:
                 ask.append(f"#write-in({typst_string(t('worksheet.answer_line', lang))})")
         elif key:
-            ask += _typst_answer(part, lang)
+            ask += _typst_answer(part, lang, p.exercise.kind)
         else:
             ask.append(f"#answer-grid({part.shape[0]}, {part.shape[1]}, {cell_width(part.shape[1])})")
         sticky = "true" if index + 1 < len(p.asks) or height else "false"
@@ -259,10 +260,10 @@ def _typst_value(name: str, value, places: int, label: str) -> str:
     return f"$ {symbol} = {shown} $"
 
 
-def _typst_answer(part: Part, lang: str = "en") -> list[str]:
+def _typst_answer(part: Part, lang: str = "en", kind: str | None = None) -> list[str]:
     if part.is_choice:
         return []
-    label = t("worksheet.value_answer", lang, part=part_label(part.name, lang)) if not part.prompt else \
+    label = t("worksheet.value_answer", lang, part=part_label(part.name, lang, kind)) if not part.prompt else \
         t("worksheet.number_answer", lang)
     return [_typst_value(part.name, part.reference, part.decimals, label)]
 

@@ -182,3 +182,15 @@ def test_an_exercise_stored_at_an_earlier_version_still_shows_and_grades(version
         np.testing.assert_allclose(part.reference, env[part.name], err_msg=f"{case} part {part.name}")
     steps = still_shows_and_grades(ex)
     assert [s.name for s in steps if s.name in ex.part_names] == list(ex.part_names), case
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_one_query_is_one_query(lang):
+    for seed in range(10):
+        ex = exercises.generate("cross_attention", seed, 1)
+        text = engine.prompt(ex, lang)
+        assert ex.params["n_q"] == 1 and "1 queries" not in text and "every query" not in text, \
+            f"cross_attention level 1 seed {seed} ({lang}): {text}"
+        assert ("one query" if lang == "en" else "1 个查询") in text, f"cross_attention level 1 seed {seed} ({lang})"
+    ex = exercises.generate("cross_attention", 0, 2)
+    assert f"{ex.params['n_q']} queries" in engine.prompt(ex, "en") or "H" in ex.given

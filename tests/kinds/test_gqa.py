@@ -19,6 +19,7 @@ from attention_core.grouped import group_of
 from exercises.cli import selftest
 from exercises.core import budget, engine, grading
 from exercises.core.numbers import round_half_up
+from exercises.i18n import catalog
 from tests.kinds.common import graded_right
 from tests.stored_exercise import still_shows_and_grades
 
@@ -378,3 +379,21 @@ def test_a_stored_exercise_still_shows_solves_and_grades(stored):
     for part in ex.parts:  # the worked solution still computes what the students were asked
         assert np.allclose(next(s.value for s in steps if s.name == part.name), part.reference), (where, part.name)
     assert graded_right(ex, student(ex, 2)), where
+
+
+def test_the_wrong_group_text_counts_heads_and_groups_from_one():
+    """Heads and groups are numbered from 1: dealt out in turn, head i goes to group ((i − 1) mod g) + 1."""
+    for lang in ("en", "zh"):
+        text = catalog(lang)["misconception.gqa_wrong_group"]
+        assert "((i − 1) mod g) + 1" in text and "i mod g）" not in text and "i mod g)" not in text, (lang, text)
+
+
+@pytest.mark.parametrize("level", G.LEVELS)
+def test_the_concatenation_names_exactly_the_heads_there_are(level):
+    for seed in range(10):
+        ex = exercises.generate("gqa", seed, level)
+        h, _ = G.sizes_of(ex.given)
+        for lang in ("en", "zh"):
+            text = engine.prompt(ex, lang)
+            want = "[O1 | O2]" if h == 2 else f"[O1 | O2 | … | O{h}]"
+            assert want in text and "[O1 | … | O2]" not in text, f"gqa level {level} seed {seed} ({lang}): {text}"

@@ -214,3 +214,55 @@ def test_an_exercise_of_an_earlier_version_still_shows_solves_and_grades(stored)
     right = {p.name: p.reference for p in ex.parts}
     K = KV.mistakes_of(ex, "K")["kv_new_row_first"]
     assert exercises.grade(ex, {**right, "K": K}).misconception == "kv_new_row_first"
+
+
+def test_the_layers_are_not_called_n_which_counts_tokens():
+    """n counts tokens everywhere else: the cache-size question calls the layers L."""
+    for lang in ("en", "zh"):
+        ex = exercises.generate("kv_cache", 0, 1)
+        text = engine.prompt(ex, lang)
+        assert f"L = {ex.params['layers']}" in text and f"n = {ex.params['layers']}" not in text, (lang, text)
+        from exercises.i18n import catalog
+        assert "n." not in catalog(lang)["misconception.kv_cache_size_one_layer"][-3:], lang
+        assert "2 · L · h" in catalog(lang)["formulas.kv_cache.size"], lang
+    step = {s.name: s for s in exercises.solve(exercises.generate("kv_cache", 0, 1))}["cache_floats"]
+    assert r"2 \cdot L \cdot h" in step.cell(0, 0).latex, "kv_cache level 1 seed 0 cell cache_floats"
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_the_scores_box_says_s_equals_q_k_transposed_like_the_text(lang):
+    """The prompt asks for s = q Kᵀ (one row): the box and the sheet call the part the same, not S = Q Kᵀ."""
+    from exercises.i18n import t
+    from exercises.worksheets import model
+
+    ex = exercises.generate("kv_cache", 0, 1)
+    assert "s = q Kᵀ" in engine.prompt(ex, lang)
+    answer = {p.name: p.reference for p in ex.parts}
+    label = t(exercises.grade(ex, answer).parts["scores"].label, lang)
+    assert "s = q Kᵀ" in label and "S = Q Kᵀ" not in label, ("kv_cache level 1 seed 0 part scores", lang, label)
+    asks = dict((p.name, words) for p, words in model.problem(ex, 1, lang).asks)
+    assert "s = q Kᵀ" in asks["scores"], ("kv_cache level 1 seed 0 part scores", lang, asks["scores"])
+
+
+@pytest.mark.parametrize("level", KV.LEVELS)
+def test_a_stale_cache_of_t_rows_is_named_beside_the_shape_error(level):
+    """K or V of t rows (the cache without the new row), or scores and weights over the t cached keys only: still a
+    shape error (nothing graded, no attempt spent), but the mistake is named and explained in both languages."""
+    from exercises.i18n import t
+
+    for seed in range(10):
+        ex = exercises.generate("kv_cache", seed, level)
+        g, right, case = ex.given, {p.name: p.reference for p in ex.parts}, f"kv_cache level {level} seed {seed}"
+        stale_scores = g["q"] @ g["K_cache"].T
+        typed = {"K": g["K_cache"], "V": g["V_cache"], "scores": stale_scores,
+                 "A": np.exp(stale_scores) / np.exp(stale_scores).sum()}
+        for name, value in typed.items():
+            fb = exercises.grade(ex, {**right, name: value})
+            part = fb.parts[name]
+            assert not fb.graded and part.misconception == "kv_cache_not_appended", f"{case} part {name}"
+            assert fb.misconception == "kv_cache_not_appended", f"{case} part {name}"
+            for lang in ("en", "zh"):
+                text = part.format_error.render(lang)
+                assert t("misconception.kv_cache_not_appended", lang) in text, f"{case} part {name} ({lang})"
+        other = exercises.grade(ex, {**right, "K": np.zeros((g["K_cache"].shape[0], g["K_cache"].shape[1] + 1))})
+        assert other.parts["K"].misconception is None, f"{case} part K: another shape names nothing"

@@ -216,3 +216,25 @@ def test_an_exercise_stored_at_an_earlier_version_still_shows_and_grades(version
     assert [s.name for s in steps] == list(ex.part_names), case
     for step in steps:
         np.testing.assert_allclose(step.value, ex.part(step.name).reference, err_msg=f"{case} step {step.name}")
+
+
+@pytest.mark.parametrize("level", [2, 3])
+def test_the_note_on_a_query_that_sees_no_key_agrees_in_number(level):
+    from exercises.i18n import t
+
+    seen = 0
+    for seed in range(20):
+        ex = exercises.generate("padding_mask", seed, level)
+        steps = {s.name: s for s in exercises.solve(ex)}
+        if "A" not in steps or steps["A"].note is None or "no key" not in str(steps["A"].note):
+            continue
+        seen += 1
+        note, where = steps["A"].note, f"padding_mask level {level} seed {seed}"
+        queries = note.params["queries"]
+        text = str(note)
+        if "," in queries:
+            assert text.startswith(f"Queries {queries} see no key"), (where, text)
+        else:
+            assert text.startswith(f"Query {queries} sees no key (its whole row"), (where, text)
+        assert t(note.key, "zh", **note.params).startswith(f"查询 {queries} 看不到任何键"), where
+    assert seen, f"padding_mask level {level}: no query without keys in seeds 0–19"

@@ -96,3 +96,20 @@ def test_positional_mistakes_are_named_exact_and_rounded(level):
         assert {"positional_one_frequency", "positional_not_permuted", "positional_with_positions", "no_scaling"} <= named
     if level == 3:
         assert "positional_inverse_permutation" in named
+
+
+@pytest.mark.parametrize("level", [2, 3])
+def test_the_permutation_is_shown_from_one_like_the_prose(level):
+    """perm is stored 0-based; the page and the sheet show it from 1, as the prompt's order does."""
+    from exercises.solutions import given_latex
+    from exercises.worksheets import model, text, typst
+
+    for seed in range(20):
+        ex = exercises.generate("positional", seed, level)
+        one_based = ", ".join(str(int(k) + 1) for k in ex.given["perm"])
+        where = f"positional level {level} seed {seed}"
+        assert f"order {one_based} " in exercises.core.engine.prompt(ex), where
+        assert dict(given_latex(ex))["perm"] == rf"\mathrm{{perm}} = \left({one_based}\right)", where
+        shown = {g.name: g for g in model.problem(ex, 1, "en").given}["perm"]
+        assert text.latex_given(shown) == rf"\mathrm{{perm}} = ({one_based})", where
+        assert typst._typst_given(shown) == f'upright("perm") = ({one_based})', where

@@ -103,7 +103,7 @@ def test_every_mistake_is_named_exact_and_rounded(level):
                     got = exercises.grade(ex, {**right, part.name: value}).misconception
                     assert got == mid.split(" ")[0], f"{_case(ex)} part {part.name} mistake {mid}: named {got}"
                 named.add(mid)
-    assert {"rope_one_angle", "rope_sin_sign", "rope_not_applied", "rope_query_only", "transposed_scores"} <= named
+    assert {"rope_one_angle", "rope_sin_sign", "rope_not_applied", "rope_query_only", "rope_transposed_scores"} <= named
 
 
 def test_the_mistakes_are_what_their_messages_say():
@@ -117,7 +117,7 @@ def test_the_mistakes_are_what_their_messages_say():
     np.testing.assert_allclose(scores["rope_sin_sign"], back[0] @ back[1].T, atol=1e-12)
     np.testing.assert_allclose(scores["rope_not_applied"], g["Q"] @ g["K"].T, atol=1e-12)
     np.testing.assert_allclose(scores["rope_query_only"], Q_rot @ g["K"].T, atol=1e-12)
-    np.testing.assert_allclose(scores["transposed_scores"], K_rot @ Q_rot.T, atol=1e-12)
+    np.testing.assert_allclose(scores["rope_transposed_scores"], K_rot @ Q_rot.T, atol=1e-12)
 
 
 @pytest.mark.parametrize("level", LEVELS)
@@ -140,6 +140,125 @@ def test_the_solution_shows_the_score_from_the_position_difference():
     n = ex.given["Q"].shape[0]
     assert step.value[0, 0] == ex.part("scores").reference[0, n - 1], _case(ex)
     assert rf"R({n - 1}\theta)" in step.cell(0, 0).latex, _case(ex)
+
+
+def _card_rotation(degrees: np.ndarray) -> np.ndarray:
+    """R(φ) of the Home card's q' = q R(pos θ) and the sheet's row-vector matrix [[cos, sin], [−sin, cos]], one
+    2×2 block per pair."""
+    blocks = [np.array([[np.cos(a), np.sin(a)], [-np.sin(a), np.cos(a)]]) for a in np.deg2rad(degrees)]
+    out = np.zeros((2 * len(blocks), 2 * len(blocks)))
+    for i, b in enumerate(blocks):
+        out[2 * i:2 * i + 2, 2 * i:2 * i + 2] = b
+    return out
+
+
+@pytest.mark.parametrize("level", LEVELS)
+def test_the_distance_line_and_the_home_card_give_the_computed_scores(level):
+    """S_pr = q_p R((pos_p − pos_r)θ) k_rᵀ with the card's R: the solution line, the sheet and the card agree with
+    the scores (the other order of the difference turns the wrong way)."""
+    assert R.HOME.formula == r"q' = q\,R(\mathrm{pos}\,\theta)"
+    assert r"(\mathrm{pos}_{p} - \mathrm{pos}_{r})\theta" in R.SHEET.formulas[1].source
+    for seed in range(20):
+        ex = exercises.generate("rope", seed, level)
+        g, S = ex.given, ex.part("scores").reference
+        n = g["Q"].shape[0]
+        step = {s.name: s for s in exercises.solve(ex)}["relative"]
+        assert rf"(\mathrm{{pos}}_{{1}} - \mathrm{{pos}}_{{{n}}})\theta" in step.latex, _case(ex)
+        np.testing.assert_allclose(g["Q"][:1] @ _card_rotation(g["pos"][0] * g["theta"]), _rotated(ex, "Q")[:1],
+                                   atol=1e-12, err_msg=_case(ex))  # the card's R turns as the exercise does
+        for p in range(n):
+            for r in range(n):
+                line = g["Q"][p] @ _card_rotation((g["pos"][p] - g["pos"][r]) * g["theta"]) @ g["K"][r]
+                assert abs(line - S[p, r]) < 1e-9, f"{_case(ex)} cell S_{p + 1}{r + 1}: {line} against {S[p, r]}"
+
+
+@pytest.mark.parametrize("level", LEVELS)
+def test_theta_is_shown_in_degrees_and_the_positions_as_plain_numbers(level):
+    from exercises.solutions import given_latex
+    from exercises.worksheets import model, text, typst
+
+    for seed in range(5):
+        ex = exercises.generate("rope", seed, level)
+        g, where = ex.given, _case(ex)
+        degrees = ", ".join(f"{int(a)}^{{\\circ}}" for a in g["theta"])
+        positions = ", ".join(str(int(p)) for p in g["pos"])
+        lines = dict(given_latex(ex))
+        assert lines["theta"] == rf"\theta = \left({degrees}\right)", (where, lines["theta"])
+        assert lines["pos"] == rf"\mathrm{{pos}} = \left({positions}\right)", (where, lines["pos"])
+        shown = {s.name: s for s in model.problem(ex, 1, "en").given}
+        assert typst._typst_given(shown["theta"]) == "theta = (" + ", ".join(
+            f"{int(a)} degree" for a in g["theta"]) + ")", where
+        assert typst._typst_given(shown["pos"]) == f'upright("pos") = ({positions})', where
+        assert text.latex_given(shown["theta"]) == rf"\theta = ({degrees})", where
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_the_scores_box_and_its_mistake_name_the_rotated_scores(lang):
+    from exercises.i18n import t
+    from exercises.worksheets import model
+
+    ex = exercises.generate("rope", 5, 3)
+    answer = {p.name: p.reference for p in ex.parts}
+    answer["scores"] = answer["scores"].T  # K_rot Q_rotᵀ
+    fb = exercises.grade(ex, answer)
+    part = fb.parts["scores"]
+    assert part.misconception == "rope_transposed_scores", _case(ex)
+    assert "K_rot Q_rotᵀ" in t(f"misconception.{part.misconception}", lang), (_case(ex), lang)
+    label = t(part.label, lang)
+    assert "Q_rot K_rotᵀ" in label and "Q Kᵀ" not in label, (_case(ex), lang, label)
+    asks = dict((p.name, words) for p, words in model.problem(ex, 1, lang).asks)
+    assert "Q_rot K_rotᵀ" in asks["scores"], (_case(ex), lang, asks["scores"])
+
+
+def test_the_scores_step_says_which_of_its_two_matrices_is_which():
+    """Level 3 seed 5: the rotated rows as written give −1.36, the exact scores −1.37: the note says which is which."""
+    ex = exercises.generate("rope", 5, 3)
+    step = {s.name: s for s in exercises.solve(ex)}["scores"]
+    assert step.work_result != step.decimals, _case(ex)  # two matrices in a row
+    assert step.note.key == "solution.rope.scores.note_rounded", f"{_case(ex)} step scores"
+    assert "first" in str(step.note) and "exact" in str(step.note)
+    plain = {s.name: s for s in exercises.solve(exercises.generate("rope", 0, 1))}["scores"]
+    assert plain.note.key == "solution.rope.scores.note", "rope level 1 seed 0 step scores: one matrix, no such note"
+
+
+def _pairs_of_halves(X: np.ndarray, pos: np.ndarray, theta: np.ndarray) -> np.ndarray:
+    """X rotated with pair i = columns (i, i + m): the half-split layout, written out independently."""
+    m = len(theta)
+    out = np.array(X, dtype=float)
+    for p in range(X.shape[0]):
+        for i in range(m):
+            a = np.deg2rad(pos[p] * theta[i])
+            x, y = X[p, i], X[p, i + m]
+            out[p, i], out[p, i + m] = x * np.cos(a) - y * np.sin(a), x * np.sin(a) + y * np.cos(a)
+    return out
+
+
+@pytest.mark.parametrize("level", LEVELS)
+def test_positions_off_by_one_and_the_half_split_are_named_in_the_rotated_rows(level):
+    """Off by one leaves the scores unchanged (only distances count), so Q_rot and K_rot, asked at every level,
+    name it; the half split (level 3, m = 2) is named in the rows and the scores; both stay apart from the rest."""
+    for seed in range(20):
+        ex = exercises.generate("rope", seed, level)
+        g, right, where = ex.given, {p.name: p.reference for p in ex.parts}, _case(ex)
+        assert {"Q_rot", "K_rot"} <= set(right), where
+        shift = 1.0 if g["pos"][0] == 0 else -1.0
+        off = {"Q_rot": rope(g["Q"], g["pos"] + shift, g["theta"]), "K_rot": rope(g["K"], g["pos"] + shift, g["theta"])}
+        np.testing.assert_allclose(off["Q_rot"] @ off["K_rot"].T, right["scores"], atol=1e-9, err_msg=where)
+        cases = [("rope_position_off_by_one", name, value) for name, value in off.items()]
+        if len(g["theta"]) > 1:
+            half = {"Q_rot": _pairs_of_halves(g["Q"], g["pos"], g["theta"]),
+                    "K_rot": _pairs_of_halves(g["K"], g["pos"], g["theta"])}
+            half["scores"] = half["Q_rot"] @ half["K_rot"].T
+            cases += [("rope_half_split", name, value) for name, value in half.items()]
+        for mid, name, value in cases:
+            for typed in (value, round_half_up(value, 2)):
+                fb = exercises.grade(ex, {**right, name: typed})
+                got = fb.parts[name].misconception
+                assert not fb.parts[name].correct and got == mid, f"{where} part {name} mistake {mid}: named {got}"
+    for lang in ("en", "zh"):
+        for mid in ("rope_position_off_by_one", "rope_half_split"):
+            catalog = exercises.i18n.catalog(lang)
+            assert catalog.get("misconception." + mid) and catalog.get("progress.mistake." + mid), (lang, mid)
 
 
 @pytest.mark.parametrize("stored", STORED, ids=lambda d: f"version {d['version']} level {d['level']}")

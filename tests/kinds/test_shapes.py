@@ -77,16 +77,22 @@ SEEDS = range(40)
 
 
 @pytest.mark.parametrize("level", [2, 3])
-def test_all_heads_queries_n_by_d_model_are_named_and_explained(level):
+def test_all_heads_queries_and_the_width_of_x_are_named_apart(level):
+    """n × h·d_k is all heads side by side; n × d_model is X's own width, a mistake of its own where d_model is
+    not h·d_k (level 3: d_model = 2 h·d_k in some seeds)."""
     for seed in SEEDS:
         ex = exercises.generate("shapes", seed, level)
-        n, d_model = ex.params["n"], ex.params["d_model"]
-        for name, typed in (("Q", f"{n}, {d_model}"), ("K_T", f"{d_model}, {n}")):
+        n, d_model, width = ex.params["n"], ex.params["d_model"], ex.params["h"] * ex.params["d_k"]
+        x_width = "shape_q_all_heads" if d_model == width else "shape_q_d_model"
+        for name, typed, want in (("Q", f"{n}, {width}", "shape_q_all_heads"), ("K_T", f"{width}, {n}", "shape_q_all_heads"),
+                                  ("Q", f"{n}, {d_model}", x_width), ("K_T", f"{d_model}, {n}", x_width)):
             fb = exercises.grade(ex, {**selftest.correct_answer(ex), name: typed})
-            assert not fb.correct and fb.parts[name].misconception == "shape_q_all_heads", (seed, name)
+            got = fb.parts[name].misconception
+            assert not fb.correct and got == want, f"shapes level {level} seed {seed} part {name} ({typed}): {got}"
     for lang in ("en", "zh"):
         text = catalog(lang)["misconception.shape_q_all_heads"]
-        assert "d_model" in text and "d_k" in text
+        assert "h·d_k" in text and "= n × d_model" not in text, text  # h·d_k is d_model only when the heads fill it
+        assert "d_model" in catalog(lang)["misconception.shape_q_d_model"]
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])

@@ -71,3 +71,30 @@ def test_softmax_jacobian_a_wrong_weight_carries_into_its_jacobian():
     fb = exercises.grade(ex, answer)
     assert not fb.correct
     assert (fb.parts["J"].status == grading.CONSISTENT).any()
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+@pytest.mark.parametrize("level", [1, 2, 3])
+def test_the_row_in_the_text_and_in_the_grid_read_alike(level, lang):
+    """z = [0, 2 ln 2] in the text, [0 1.38629] in the given grid (level 1 seed 5): the text gives the grid's decimals."""
+    from exercises.core import engine
+    from exercises.rendering import latex as L
+
+    for seed in range(10):
+        ex = exercises.generate("softmax_jacobian", seed, level)
+        shown = "[" + ", ".join(L.number(float(x)) for x in ex.given["z"][0]) + "]"
+        text = engine.prompt(ex, lang)
+        assert f"z = {ex.params['z_text']} ≈ {shown}" in text, f"softmax_jacobian level {level} seed {seed} ({lang})"
+
+
+@pytest.mark.parametrize("level", ["1", "2", "3"])
+def test_an_exercise_stored_at_version_1_still_shows_and_grades(level):
+    import json
+    from pathlib import Path
+
+    from tests.stored_exercise import still_shows_and_grades
+
+    stored = json.loads((Path(__file__).parent / "stored" / "softmax_jacobian-v1.json").read_text())[level]
+    ex = exercises.Exercise.from_dict(stored)
+    assert ex.version == 1 and "z_decimals" not in ex.params, f"softmax_jacobian level {level} stored at version 1"
+    still_shows_and_grades(ex)

@@ -128,7 +128,9 @@ def aids(ex: Exercise) -> solutions.Aids:
 
 
 def prompt_keys(ex: Exercise) -> tuple[str, ...]:
-    return ("kind.cross_attention.prompt_memory" if "H" in ex.given else "kind.cross_attention.prompt",)
+    if "H" in ex.given:
+        return ("kind.cross_attention.prompt_memory",)
+    return ("kind.cross_attention.prompt_one_query" if ex.params["n_q"] == 1 else "kind.cross_attention.prompt",)
 
 
 # ---------------------------------------------------------------- Home and the formula sheet

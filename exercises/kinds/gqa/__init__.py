@@ -307,9 +307,10 @@ def _params(size: Size) -> dict:
 
 
 def prompt_keys(ex: Exercise) -> tuple[str, ...]:
-    """Multi-query (one K/V head) or grouped; then the cache question."""
-    _, g = sizes_of(ex.given)
-    return ("kind.gqa.prompt_mqa" if g == 1 else "kind.gqa.prompt", "kind.gqa.prompt_cache")
+    """Multi-query (one K/V head) or grouped, the concatenation ([O1 | O2] for two heads), the cache question."""
+    h, g = sizes_of(ex.given)
+    concat = "kind.gqa.concat.two" if h == 2 else "kind.gqa.concat.many"
+    return ("kind.gqa.prompt_mqa" if g == 1 else "kind.gqa.prompt", concat, "kind.gqa.prompt_cache")
 
 
 # ---------------------------------------------------------------- grading

@@ -5,7 +5,7 @@ new token brings its own q, k, v (one row each):
 
     K = [K_cache; k],  V = [V_cache; v]          # (t+1) × d_k, (t+1) × d_v: appended as the last row
     s = q Kᵀ,  a = softmax(s / √d_k),  o = a V    # 1 × (t+1), 1 × (t+1), 1 × d_v
-    cache_floats = 2 · n · h · (t+1) · d_head     # a model of n layers, h heads, d_head per head
+    cache_floats = 2 · L · h · (t+1) · d_head     # a model of L layers, h heads, d_head per head
 
 No mask: the new token is the last position, it sees every cached one and itself; o is the last row of
 full causal attention over the t+1 tokens (the solution says so). No step record computes these parts
@@ -49,8 +49,8 @@ GUARDS = ()  # no step record makes these parts: the kind's own `mistakes` are k
 SIZES = {1: ((2,), (1,), 1, (0, 1, 2), (0, 1, 2)),
          2: ((3,), (2, 4), 1, (-1, 0, 1), (-2, -1, 1, 2)),
          3: ((3, 4), (4,), 2, (-1, 0, 1, 2), (-2, -1, 0, 1, 2))}
-# the model of the cache-size part: n layers, h heads, d_head per head (K and V alike); h = 2 would make
-# "one head" look like "K or V alone", and h = n "one head" like "one layer": neither is drawn
+# the model of the cache-size part: L layers, h heads, d_head per head (K and V alike); h = 2 would make
+# "one head" look like "K or V alone", and h = L "one head" like "one layer": neither is drawn
 LAYERS = (3, 4, 6, 12)
 HEADS = (4, 8, 12)
 D_HEAD = (8, 16, 64)
@@ -185,6 +185,13 @@ def diagnose(ex: Exercise, part: Part, value: np.ndarray) -> str | None:
     return own_diagnosis(part, value, mistakes_of(ex, part.name))
 
 
+def diagnose_shape(ex: Exercise, part: Part, value: np.ndarray) -> str | None:
+    """t rows of K or V (t columns of the scores or the weights) where t + 1 are asked: the cache not appended."""
+    t = int(ex.given["K_cache"].shape[0])
+    stale = (t, part.shape[1]) if part.name in ("K", "V") else (1, t) if part.name in ("scores", "A") else None
+    return "kv_cache_not_appended" if stale is not None and tuple(value.shape) == stale else None
+
+
 def chain(ex: Exercise, values: dict[str, np.ndarray], rounding: int | None) -> dict[str, np.ndarray]:
     """K and V from the cache unless the learner gave them, the scores from their K, A from their scores
     (the unasked s/√d_k rounded too), O from their A and V, the cache size from the model (each computed
@@ -286,13 +293,13 @@ def _size_step(ex: Exercise):
     product = r" \cdot ".join(factors)
     latex, sub = solutions.worked_chain(r"\text{floats}", str(value), float(value), 0, product, "sum",
                                         [[solutions.number(f) for f in factors]],
-                                        r"2 \cdot n \cdot h \cdot (t+1) \cdot d_{\text{head}}")
+                                        r"2 \cdot L \cdot h \cdot (t+1) \cdot d_{\text{head}}")
 
     def derive(_: int, __: int):
         return solutions.CellDerivation(latex, msg("solution.kv_cache.size.cell"), (sub,))
 
     return solutions.make_step("cache_floats", msg("solution.kv_cache.size"), part.reference, 0,
-                               symbol=r"\text{floats}", formula=r"2 \cdot n \cdot h \cdot (t+1) \cdot d_{\text{head}}",
+                               symbol=r"\text{floats}", formula=r"2 \cdot L \cdot h \cdot (t+1) \cdot d_{\text{head}}",
                                exact_cells=[[str(value)]], work=[("", "=", product)],
                                note=msg("solution.kv_cache.size.note", **p), derive=derive)
 
@@ -322,6 +329,6 @@ SHEET = SheetSection("forward", (
             r"[[V | (t+1) | d_v]] = \begin{bmatrix} V_{\mathrm{cache}} \\ v \end{bmatrix}", "formulas.kv_cache.append"),
     Formula(r"[[O | 1 | d_v]] = \operatorname{softmax}\!\left(\frac{q K^{\top}}{\sqrt{d_k}}\right) V"
             r" = \text{row } t+1 \text{ of causal attention}", "formulas.kv_cache.row"),
-    Formula(r"\text{floats} = 2 \cdot n_{\text{layers}} \cdot h \cdot (t+1) \cdot d_{\text{head}}",
+    Formula(r"\text{floats} = 2 \cdot L \cdot h \cdot (t+1) \cdot d_{\text{head}}",
             "formulas.kv_cache.size"),
 ))

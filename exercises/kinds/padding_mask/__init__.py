@@ -26,7 +26,7 @@ from ...core.levels import spec
 from ...core.model import Exercise
 from ...core.numbers import matrices
 from ...core.sampler import Batch
-from ...i18n import msg
+from ...i18n import msg, plural
 from ...rendering import latex as L
 
 ID = "padding_mask"
@@ -179,8 +179,8 @@ def _softmax_step(ex: Exercise) -> solutions.Step:
     cells = tuple(tuple("0" if empty[i] else c for c in row) for i, row in enumerate(step.exact_cells))
     complete = all(c is not None for row in cells for c in row)
     return replace(step, derive=derive, exact_cells=cells, exact=cells if complete else None, _memo={},
-                   note=msg("solution.padding_mask.empty_note",
-                            queries=", ".join(str(i + 1) for i in np.flatnonzero(empty))))
+                   note=plural("solution.padding_mask.empty_note", int(np.count_nonzero(empty)),
+                               queries=", ".join(str(i + 1) for i in np.flatnonzero(empty))))
 
 
 def solve(ex: Exercise) -> list[solutions.Step]:

@@ -41,6 +41,7 @@ VERSION = 1
 LEVELS = (1, 2, 3)
 GUARDS = ()  # no pipeline step makes these parts: the kind keeps its own mistakes apart (generate)
 
+GIVEN_SHOWN = {"perm": "from_one"}  # stored 0-based, shown from 1 like the prompt's order and the solution
 # level: (n tokens, d, values of X, first positions to draw from, permutations to draw from (0-based), or ())
 SIZES = {1: ((2, 3), 2, (0, 1, 2), (0, 1, 2), ()),
          2: ((2,), 4, (0, 1), (0,), ((1, 0),)),

@@ -4,12 +4,16 @@ Row p of Q (and of K) is split into pairs of columns (1, 2), (3, 4), …; pair i
 angle φ_pi = pos_p θ_i:
 
     q'_{2i−1} = q_{2i−1} cos φ − q_{2i} sin φ        q'_{2i} = q_{2i−1} sin φ + q_{2i} cos φ
-    scores = Q_rot K_rotᵀ,   S_pr = q_p R(φ_r − φ_p) k_rᵀ: it depends only on the position difference
+    scores = Q_rot K_rotᵀ,   S_pr = q_p R(φ_p) R(φ_r)ᵀ k_rᵀ = q_p R(φ_p − φ_r) k_rᵀ: only the position difference
+
+(row vectors: x R(φ) turns x by φ, R(φ)ᵀ = R(−φ), as the Home card's q' = q R(pos θ))
 
 Angles are multiples of 90° (level 1 and 2) or 30° (level 3 and some of level 2), so cos and sin are
 0, ±1/2, ±√3/2, ±1: the prompt lists them. The kind's own mistakes (rope_* in its locales: one angle
-for every position, the sign of sin, the rotation applied to q only or not at all, and K_rot Q_rotᵀ)
-are kept apart with the step records' score mistakes on the given, unrotated Q and K (GUARDS).
+for every position, positions counted off by one, the halves paired (i, i + m) instead of neighbours,
+the sign of sin, the rotation applied to q only or not at all, and K_rot Q_rotᵀ) are kept apart with
+the step records' score mistakes on the given, unrotated Q and K (GUARDS). Off by one and the half
+split leave the scores as they are or nearly: Q_rot and K_rot, asked at every level, tell them apart.
 Rotating V, which these parts cannot show, is asked in `concepts` at level 3 (its rope_rotates question).
 
 Axes: B candidates, n tokens, m pairs (a row is 2m wide).
@@ -18,6 +22,7 @@ Axes: B candidates, n tokens, m pairs (a row is 2m wide).
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from fractions import Fraction
 
 import numpy as np
@@ -38,7 +43,7 @@ from .._shared.hand import carried_grid, exact_number, own_diagnosis, product_st
 
 ID = "rope"
 ORDER = 84  # after multi_head: where a token is, once attention is whole
-VERSION = 3
+VERSION = 4
 LEVELS = (1, 2, 3)
 # the step records' score mistakes, made on the given (unrotated) Q and K
 GUARDS = ("transposed_scores", "scores_not_transposed")
@@ -49,6 +54,7 @@ SIZES = {1: (2, 1, ((90,),), (0, 1)),
          3: (3, 2, ((90, 30), (60, 30), (30, 90)), (0, 1))}
 VALUES = {1: (0, 1, 2), 2: (-1, 0, 1, 2), 3: (-1, 0, 1, 2)}
 PARTS = ("Q_rot", "K_rot", "scores")
+GIVEN_SHOWN = {"theta": "degrees"}  # the angles per position step, with their degree signs
 BATCH = 64
 SQRT3 = math.sqrt(3)
 
@@ -130,6 +136,26 @@ def _one_angle(env) -> dict[str, np.ndarray]:
     return {"Q_rot": _value(_turn(env["Q"], degrees), 2), "K_rot": _value(_turn(env["K"], degrees), 2)}
 
 
+def _off_by_one(env) -> dict[str, np.ndarray]:
+    """Positions counted the other way (from 1 where they start at 0, from 0 where they start at 1): every row
+    turned one step θ too far or too short. The scores see only differences, so only the rotated rows show it."""
+    pos = np.asarray(env["pos"], dtype=float)
+    shifted = {"pos": pos + (1 if pos[0] == 0 else -1), "theta": env["theta"]}
+    return {name: _value(_turn(env[source], _angles(shifted)), 2) for name, source in (("Q_rot", "Q"), ("K_rot", "K"))}
+
+
+def _half_split(env) -> dict[str, np.ndarray]:
+    """Pairs (i, i + m) of the two halves instead of neighbours (2i − 1, 2i); the same as the right pairs for m = 1."""
+    m = len(env["theta"])
+    if m == 1:
+        return {}
+    neighbours = np.ravel(np.column_stack([np.arange(m), np.arange(m, 2 * m)]))  # column order 1, m+1, 2, m+2 …
+    back = np.argsort(neighbours)
+    q, k = (_turn(env[name][..., neighbours], _angles(env)) for name in ("Q", "K"))
+    q, k = tuple(x[..., back] for x in q), tuple(x[..., back] for x in k)
+    return {"Q_rot": _value(q, 2), "K_rot": _value(k, 2), "scores": _product(q, k)}
+
+
 def _sin_sign(env) -> dict[str, np.ndarray]:
     q, k = _turn(env["Q"], _angles(env, -1)), _turn(env["K"], _angles(env, -1))
     return {"Q_rot": _value(q, 2), "K_rot": _value(k, 2), "scores": _product(q, k)}
@@ -138,10 +164,13 @@ def _sin_sign(env) -> dict[str, np.ndarray]:
 # {mistake id: env -> {part: what it gives, stacked}}
 MISTAKES = {
     "rope_one_angle": _one_angle,
+    "rope_position_off_by_one": _off_by_one,
+    "rope_half_split": _half_split,
     "rope_sin_sign": _sin_sign,
     "rope_not_applied": lambda env: {"Q_rot": env["Q"], "K_rot": env["K"], "scores": env["Q"] @ env["K"].mT},
     "rope_query_only": lambda env: {"scores": _product(_turn(env["Q"], _angles(env)), _plain(env["K"]))},
-    "transposed_scores": lambda env: {"scores": _product(_turn(env["K"], _angles(env)), _turn(env["Q"], _angles(env)))},
+    "rope_transposed_scores": lambda env: {"scores": _product(_turn(env["K"], _angles(env)),
+                                                              _turn(env["Q"], _angles(env)))},
 }
 
 
@@ -301,11 +330,14 @@ def _scores_step(ex: Exercise):
     q, k = ex.part("Q_rot"), ex.part("K_rot")
     g = ex.given
     E = sympy.expand(exact_rotated(g["Q"], g["pos"], g["theta"]) * exact_rotated(g["K"], g["pos"], g["theta"]).T)
-    return product_step("scores", msg("solution.rope.scores"), part.reference, part.decimals, symbol="S",
+    step = product_step("scores", msg("solution.rope.scores"), part.reference, part.decimals, symbol="S",
                         formula=r"Q_{\mathrm{rot}} K_{\mathrm{rot}}^{\top}", left=carried_grid(q.reference, q.decimals),
                         right=carried_grid(k.reference.T, k.decimals), left_symbol=r"Q_{\mathrm{rot}}",
                         right_symbol=r"K_{\mathrm{rot}}^{\top}", note=msg("solution.rope.scores.note"), exact=E,
                         cell_note=msg("solution.rope.scores.cell") if _rounded(q, k) else None)
+    if step.work_result is not None and step.work_result != step.decimals:  # two matrices: say which is which
+        step = replace(step, note=msg("solution.rope.scores.note_rounded"))
+    return step
 
 
 def _rounded(*parts: Part) -> bool:
@@ -324,10 +356,10 @@ def _relative_step(ex: Exercise):
     exact = L.short(sympy.expand(sum(q[c] * turned[0, c] for c in range(len(q)))))
     pairs = [(solutions.number(str(q[c])), _trig_number(turned[0, c])) for c in range(len(q))]
     delta = int(pos[r] - pos[p])
-    middle = rf"q_{{{p + 1}}} \cdot \left(R({delta}\theta)\, k_{{{r + 1}}}\right)"
+    middle = rf"q_{{{p + 1}}} \cdot \left(k_{{{r + 1}}} R({delta}\theta)\right)"
     latex, sub = solutions.worked_chain(L.cell("S", p, r), exact, float(value), ex.part("scores").decimals,
                                         L.total([L.product(a.text, b.text) for a, b in pairs]), "sum", pairs, middle)
-    work = [(rf"R({delta}\theta)\, k_{{{r + 1}}}", L.APPROX if any(b.rounded for _, b in pairs) else "=",
+    work = [(rf"k_{{{r + 1}}} R({delta}\theta)", L.APPROX if any(b.rounded for _, b in pairs) else "=",
              L.bmatrix([[b.text for _, b in pairs]]))]
 
     def derive(_: int, __: int):
@@ -335,10 +367,15 @@ def _relative_step(ex: Exercise):
 
     return solutions.make_step("relative", msg("solution.rope.relative"), np.array([[value]]),
                                ex.part("scores").decimals, symbol=L.cell("S", p, r),
-                               formula=rf"q_{{{p + 1}}} R\left((\mathrm{{pos}}_{{{r + 1}}} - "
-                                       rf"\mathrm{{pos}}_{{{p + 1}}})\theta\right) k_{{{r + 1}}}^{{\top}}",
+                               formula=relative_formula(p, r),
                                work=work, exact_cells=[[exact]], note=msg("solution.rope.relative.note"),
                                derive=derive)
+
+
+def relative_formula(p: int, r: int) -> str:
+    """S_pr from the unrotated rows: q_p R(φ_p) (k_r R(φ_r))ᵀ = q_p R((pos_p − pos_r)θ) k_rᵀ (0-based p, r)."""
+    return (rf"q_{{{p + 1}}} R\left((\mathrm{{pos}}_{{{p + 1}}} - \mathrm{{pos}}_{{{r + 1}}})\theta\right) "
+            rf"k_{{{r + 1}}}^{{\top}}")
 
 
 def solve(ex: Exercise) -> list:
@@ -356,6 +393,6 @@ SHEET = SheetSection("forward", (
             r"\begin{bmatrix} \cos\varphi & \sin\varphi \\ -\sin\varphi & \cos\varphi \end{bmatrix}, \qquad "
             r"\varphi = \mathrm{pos} \cdot \theta_{i}", "formulas.rope.rotate"),
     Formula(r"[[S | n | n]] = Q_{\mathrm{rot}} K_{\mathrm{rot}}^{\top}, \qquad "
-            r"S_{pr} = q_{p} R\left((\mathrm{pos}_{r} - \mathrm{pos}_{p})\theta\right) k_{r}^{\top}",
+            r"S_{pr} = q_{p} R\left((\mathrm{pos}_{p} - \mathrm{pos}_{r})\theta\right) k_{r}^{\top}",
             "formulas.rope.relative"),
 ))

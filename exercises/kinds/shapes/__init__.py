@@ -4,7 +4,8 @@
     concat: n × h·d_v    W_O: h·d_v × d_model
 
 Q, Kᵀ and O are one head's, and each part says so and asks for the pair (rows, columns), so the
-n × d_model of all heads' queries side by side (Q before it is split into heads) is a named mistake.
+n × h·d_k of all heads' queries side by side (Q before it is split into heads) is a named mistake, and so
+is n × d_model, X's own width, where d_model is not h·d_k (level 3).
 The sizes are drawn all different, so every wrong order (a transposed shape, d_k × d_k for the
 scores, heads stacked as rows …) is a different answer that diagnose() can name.
 """
@@ -78,10 +79,10 @@ def _wrong_shapes(ex: Exercise, name: str) -> dict[str, tuple[int, int]]:
         wrong["shape_concat_one_head"] = (d_v, d_model)
     if name == "O":
         wrong["shape_output_dk"] = (n, d_k)  # the value width confused with the key width
-    if name == "Q":
-        wrong["shape_q_all_heads"] = (n, d_model)  # every head's queries side by side: X W_Q before the split
-    if name == "K_T":
-        wrong["shape_q_all_heads"] = (d_model, n)
+    if name in ("Q", "K_T"):  # every head's queries side by side (X W_Q before the split); X's own width
+        for mid, width in (("shape_q_all_heads", h * d_k), ("shape_q_d_model", d_model)):
+            if mid == "shape_q_all_heads" or d_model != h * d_k:  # d_model = h·d_k: the heads side by side
+                wrong[mid] = (n, width) if name == "Q" else (width, n)
     return {mid: shape for mid, shape in wrong.items() if shape != right}
 
 

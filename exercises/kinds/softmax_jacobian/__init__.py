@@ -37,7 +37,7 @@ from .._shared.hand import all_apart, own_diagnosis
 
 ID = "softmax_jacobian"
 ORDER = 105  # right after variance, whose argument it completes
-VERSION = 1
+VERSION = 2
 LEVELS = (1, 2, 3)
 GUARDS = ()  # no pipeline step makes these parts: the kind keeps its own mistakes apart (generate)
 
@@ -52,6 +52,11 @@ def _ln_text(root: int, c: int) -> str:
     if c == 1:
         return "0"
     return f"ln {c}" if root == 1 else f"{root} ln {c}"
+
+
+def prompt_keys(ex: Exercise) -> tuple[str, ...]:
+    """The row in logarithms and, as the given grid shows it, in decimals (an exercise stored before: without)."""
+    return ("kind.softmax_jacobian.prompt_decimals" if "z_decimals" in ex.params else "kind.softmax_jacobian.prompt",)
 
 
 def row_text(root: int, counts) -> str:
@@ -91,6 +96,7 @@ def _built(level: int, d_k: int, counts: np.ndarray) -> Draft:
     parts = [Part(name=name, shape=ref.shape, reference=ref, decimals=decimals_for(ref, decimals))
              for name, ref in references.items()]
     params = {"n": n, "d_k": d_k, "root": root, "z_text": row_text(root, counts), "scaled_text": row_text(1, counts),
+              "z_decimals": "[" + ", ".join(L.number(float(x)) for x in z[0]) + "]",  # as the given grid shows z
               "counts": [int(c) for c in counts]}
     return Draft(given={"z": z, "d_k": d_k}, parts=parts, params=params)
 

@@ -143,20 +143,23 @@ def _pearson(xs: Sequence[float], ys: Sequence[float]) -> float | None:
 
 
 FLAG_BELOW = 0.2  # discrimination under this is flagged (PrairieLearn, Moodle)
+MIN_FOR_DISCRIMINATION = 5  # fewer students: a correlation of a handful of points says nothing (2 give ±1)
 
 
 def item_stats(book: Gradebook, labels: Sequence[str]) -> pd.DataFrame:
     """Per item: facility (mean score, percent) and discrimination (point-biserial: the correlation of
     the item's score with the rest score, the total over the other items), from the counting attempts;
-    items under 0.2 are flagged (an empty discrimination: too few students or no spread)."""
+    items under 0.2 are flagged (an empty discrimination: fewer than MIN_FOR_DISCRIMINATION students, or
+    no spread)."""
     people_ = persons(book)
+    enough = len(people_) >= MIN_FOR_DISCRIMINATION
     matrix = [[{r.item_index: r.score or 0.0 for r in p.counting}.get(i, 0.0) for i in range(len(labels))]
               for p in people_]
     rows = []
     for i, label in enumerate(labels):
         item = [row[i] for row in matrix]
         rest = [sum(row) - row[i] for row in matrix]
-        r = _pearson(item, rest)
+        r = _pearson(item, rest) if enough else None
         rows.append({"item": label, "facility": percent(sum(item) / len(item)) if item else None,
                      "discrimination": None if r is None else round(r, 2),
                      "flagged": r is not None and r < FLAG_BELOW})

@@ -847,6 +847,12 @@ def started(conn: Connection, code: str) -> bool:
     return opened_ is not None or own is not None
 
 
+def assignment_started(engine: Engine, code: Any) -> bool:
+    """started() for an assignment code, on a connection of its own."""
+    with engine.connect() as conn:
+        return started(conn, parse_code(code))
+
+
 def update_assignment(engine: Engine, code: Any, key: Any, title: Any = None, rules: Any = None,
                       allow_solutions: bool | None = None, items: Any = None, exercises: Iterable[Any] = (),
                       per_student: bool | None = None,

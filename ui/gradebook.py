@@ -15,13 +15,19 @@ from exercises.i18n.escape import untrusted
 from exercises.teacher.assignments import slots
 from services import db
 from services import gradebook as service
-from services.assignments import AccessDenied, Assignment, AssignmentError, UnknownAssignment
+from services.assignments import AccessDenied, Assignment, AssignmentError, MalformedCode, UnknownAssignment, parse_code
 
 from . import feedback, guard
 from .i18n import render, tr, user_text
 from .progress import mistake_name
 
-AUTH = "gradebook.auth"  # (code, key) once the key matched
+AUTH = "gradebook.auth"  # (code, key) of the gradebook on screen
+KEYS = "gradebook.keys"  # {code: key} of every gradebook this session opened (or its dashboard's key owns)
+
+
+def remember(code: str, key: str) -> None:
+    """This session knows `key` opens `code`'s gradebook: it opens again without asking (never in the URL)."""
+    st.session_state.setdefault(KEYS, {})[code] = key
 
 
 def item_labels(a: Assignment) -> list[str]:
@@ -58,10 +64,23 @@ def mistakes_chart(frame: pd.DataFrame) -> alt.Chart:
 # ---------------------------------------------------------------- opening it
 
 
+def _asked_code() -> str | None:
+    """The code in the address (?code=…) in canonical form, or None."""
+    try:
+        return parse_code(st.query_params.get("code", ""))
+    except MalformedCode:
+        return None
+
+
 def open_ui() -> tuple[str, str] | None:
-    """The code-and-key form; (code, key) once the key matched (kept for the session), else None."""
+    """The code-and-key form; (code, key) once the key matched, else None. A key that matched is
+    remembered for the session per code: that gradebook opens again without asking."""
     state = st.session_state
-    if AUTH in state:
+    asked, known = _asked_code(), state.get(KEYS, {})
+    if AUTH in state and asked in (None, state[AUTH][0]):
+        return state[AUTH]
+    if asked in known:
+        state[AUTH] = (asked, known[asked])
         return state[AUTH]
     with st.form("gradebook.open"):
         code_text = st.text_input(tr("gradebook.code"), value=st.query_params.get("code", ""), max_chars=40,
@@ -81,12 +100,18 @@ def open_ui() -> tuple[str, str] | None:
         return None
     guard.succeeded("gradebook")
     state[AUTH] = service.credentials(code_text, key_text)
+    remember(*state[AUTH])
+    if asked is not None and asked != state[AUTH][0]:
+        st.query_params["code"] = state[AUTH][0]  # the address names the gradebook on screen
     st.rerun()
 
 
 def close() -> None:
-    st.session_state.pop(AUTH, None)
-    st.session_state.pop("gradebook.key", None)
+    """Lock the gradebook on screen: its key is forgotten by this session."""
+    state = st.session_state
+    code, _ = state.pop(AUTH, (None, None))
+    state.get(KEYS, {}).pop(code, None)
+    state.pop("gradebook.key", None)
 
 
 def show(code: str, key: str) -> None:
@@ -219,7 +244,11 @@ def stats_ui(book: service.Gradebook, labels: list[str]) -> None:
     st.dataframe(stats, hide_index=True, column_config={
         tr("gradebook.facility"): st.column_config.NumberColumn(format="%.1f %%"),
         tr("gradebook.discrimination"): st.column_config.NumberColumn(format="%.2f")})
-    st.caption(tr("gradebook.stats_help"))
+    people = len(service.persons(book))
+    if people < service.MIN_FOR_DISCRIMINATION:
+        st.caption(tr("gradebook.discrimination_few", min=service.MIN_FOR_DISCRIMINATION, count=people))
+    else:
+        st.caption(tr("gradebook.stats_help"))
 
 
 def student_ui(book: service.Gradebook, names: list[str]) -> None:

@@ -646,7 +646,8 @@ def test_the_gradebook_page_shows_statistics_blank_items_and_who_has_not_submitt
     book = open_gradebook(a.code, key)
     assert "Not submitted yet: Alan, Grace" in texts(book)
     frame = book.dataframe[0].value
-    assert frame["Left blank"].tolist() == ["2"] and frame["Total"].tolist() == [50.0]
+    assert frame["Left blank"].tolist()[0] == "2" and frame["Total"].tolist()[0] == 50.0
+    assert frame["Student"].tolist() == ["Ada", "Alan", "Grace"]  # everyone on the class list is a row
     assert "Item statistics" in texts(book) and "Discrimination" in book.dataframe[1].value.columns
     cells = book.dataframe[2].value
     assert "blank" in cells["Mark"].tolist() and "right" in cells["Mark"].tolist()
@@ -1028,3 +1029,45 @@ def test_no_discrimination_index_from_fewer_than_five_students(db):
             assert shown.notna().any(), "5 students: the index is shown"
             assert "point-biserial" in texts(book)
 
+
+# ---------------------------------------------------------------- the gradebook's CSV: everyone expected
+
+
+def _gradebook_csv(book: AppTest) -> pd.DataFrame:
+    download = next(d for d in book.get("download_button") if d.key == "gradebook.csv")
+    csv = RecordingStorage.files[download.proto.url.rsplit("/", 1)[1].split(".")[0]]
+    return pd.read_csv(io.BytesIO(csv), encoding="utf-8-sig", keep_default_na=False)
+
+
+def test_the_gradebook_csv_has_a_row_for_every_student_on_the_class_list(db):
+    """The CSV left out the students who had not submitted."""
+    created = service_assignments.create("Listed", [{"kind": "scores", "level": 1, "count": 2}], 2)
+    a, key = created.assignment, created.teacher_key
+    service_assignments.set_roster(a, key, "Ada\nAlan\nGrace")
+    items = stored(a)
+    submissions.submit(a, "Alan", items, submissions.grade_all(items, {0: selftest.correct_answer(items[0])},
+                                                               allow_blank=True))
+    book = open_gradebook(a.code, key)
+    exported = _gradebook_csv(book)
+    assert sorted(exported["Student"]) == ["Ada", "Alan", "Grace"], f"class list Ada, Alan, Grace: {exported}"
+    waiting = exported[exported["Student"] != "Alan"]
+    item_columns = ["Total", "1. Scores Q Kᵀ (L1)", "2. Scores Q Kᵀ (L1)"]
+    assert (waiting[item_columns] == "").all().all(), f"blank scores for who has not submitted: {waiting}"
+    assert waiting["Attempts"].tolist() == [0, 0]
+    assert exported.loc[exported["Student"] == "Alan", "Total"].tolist() == ["50.0"]
+    assert book.dataframe[0].value["Student"].tolist() == exported["Student"].tolist(), "the page's table is the CSV"
+
+
+def test_the_gradebook_csv_has_a_row_for_a_typed_name_without_a_submission(db):
+    """An open assignment: a student who typed their name but has not submitted is a row too."""
+    created = service_assignments.create("Open", [{"kind": "scaling", "level": 1}], 2, rules={"attempts": 0})
+    a, key = created.assignment, created.teacher_key
+    ada = student_opens(a.code, "Ada")
+    type_answers(ada, a, "Ada", [selftest.correct_answer(stored(a)[0])])
+    submit(ada)
+    student_opens(a.code, "Alan Turing")  # typed the name, still working
+    book = open_gradebook(a.code, key)
+    exported = _gradebook_csv(book)
+    assert exported["Student"].tolist() == ["Ada", "Alan Turing"], f"typed names are rows: {exported}"
+    assert exported.iloc[1]["Total"] == "" and exported.iloc[1]["Attempts"] == 0
+    assert "Not submitted yet: Alan Turing" in texts(book)

@@ -151,7 +151,7 @@ def show(code: str, key: str) -> None:
     st.download_button(tr("gradebook.csv"), data=service.csv_bytes(frame), file_name=f"gradebook-{a.code}.csv",
                        mime="text/csv", icon=":material/download:", key="gradebook.csv", on_click="ignore")
     stats_ui(book, labels)
-    student_ui(book, frame[tr("gradebook.student")].tolist())
+    student_ui(book, [p.label for p in service.persons(book)])  # who has answers to show
     mistakes = mistakes_frame(book)
     if mistakes.empty:
         st.caption(tr("gradebook.no_mistakes"))

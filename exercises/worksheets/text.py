@@ -124,6 +124,8 @@ def _doc_lines(ws: Worksheet, key: bool, fmt: str) -> list[str]:
                     if s.note:
                         out += [esc(s.note), ""]
                     out += display(s.latex) + [""]
+                    if s.which:
+                        out += [esc(s.which), ""]
                     if s.cell:
                         out += display(s.cell) + [""]
     return out

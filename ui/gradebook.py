@@ -5,6 +5,7 @@ from services.gradebook; this module draws them."""
 from __future__ import annotations
 
 import hashlib
+from typing import Any
 
 import altair as alt
 import pandas as pd
@@ -40,6 +41,28 @@ def table(book: service.Gradebook) -> pd.DataFrame:
     last submission, blank items and a same-name flag."""
     columns = {c: tr(f"gradebook.col.{c}") for c in ("attempts", "submitted", "blank", "duplicate")}
     return service.table(book, item_labels(book.assignment), tr("gradebook.student"), tr("gradebook.total"), columns)
+
+
+BOOK_TABLE = "abh-book-table"  # the students × items table's container (ui.theme gives its toolbar room)
+SMALL_TABLE = "abh-small-table"  # a small table's container: no toolbar over what is drawn above it (ui.theme)
+
+
+def table_columns(a: Assignment, labels: list[str]) -> dict[str, Any]:
+    """Column settings that fit five items and more beside the name at 1280 px: each item headed by its
+    number and level only (its whole name in the header's tooltip and in Item statistics), narrow
+    percent columns, the name pinned while the rest scrolls on a phone."""
+    number = st.column_config.NumberColumn
+    config: dict[str, Any] = {
+        tr("gradebook.student"): st.column_config.TextColumn(tr("gradebook.student"), pinned=True, width="medium"),
+        tr("gradebook.total"): number(tr("gradebook.total"), format="%.1f %%", width="small"),
+        tr("gradebook.col.attempts"): number(tr("gradebook.col.attempts"), width="small"),
+        tr("gradebook.col.blank"): st.column_config.TextColumn(tr("gradebook.col.blank"), width="small"),
+        tr("gradebook.col.duplicate"): st.column_config.TextColumn(tr("gradebook.col.duplicate"), width="small"),
+    }
+    for s, label in zip(slots(a.items), labels):
+        config[label] = number(tr("gradebook.item_short", n=s.index + 1, level=s.level), help=label,
+                               format="%.1f %%", width="small")
+    return config
 
 
 def mistakes_frame(book: service.Gradebook) -> pd.DataFrame:
@@ -141,9 +164,8 @@ def show(code: str, key: str) -> None:
                    icon=":material/person_off:")
     frame = table(book)
     labels = item_labels(a)
-    percent = {c: st.column_config.NumberColumn(c, format="%.1f %%") for c in [tr("gradebook.total"), *labels]}
-    percent[tr("gradebook.student")] = st.column_config.TextColumn(tr("gradebook.student"), pinned=True)
-    st.dataframe(frame, hide_index=True, column_config=percent)
+    with st.container(key=f"{BOOK_TABLE}-{a.code}"):  # room above for its toolbar (ui.theme)
+        st.dataframe(frame, hide_index=True, column_config=table_columns(a, labels))
     if frame[tr("gradebook.col.duplicate")].astype(bool).any():
         st.info(tr("gradebook.duplicates"), icon=":material/group:")
         duplicates_ui(book, code, key)
@@ -241,9 +263,10 @@ def stats_ui(book: service.Gradebook, labels: list[str]) -> None:
     stats["flagged"] = stats["flagged"].map(lambda f: "⚠" if f else "")
     stats.columns = [tr("gradebook.chart_item"), tr("gradebook.facility"), tr("gradebook.discrimination"),
                      tr("gradebook.flagged")]
-    st.dataframe(stats, hide_index=True, column_config={
-        tr("gradebook.facility"): st.column_config.NumberColumn(format="%.1f %%"),
-        tr("gradebook.discrimination"): st.column_config.NumberColumn(format="%.2f")})
+    with st.container(key=f"{SMALL_TABLE}-stats"):
+        st.dataframe(stats, hide_index=True, column_config={
+            tr("gradebook.facility"): st.column_config.NumberColumn(format="%.1f %%"),
+            tr("gradebook.discrimination"): st.column_config.NumberColumn(format="%.2f")})
     people = len(service.persons(book))
     if people < service.MIN_FOR_DISCRIMINATION:
         st.caption(tr("gradebook.discrimination_few", min=service.MIN_FOR_DISCRIMINATION, count=people))
@@ -260,4 +283,5 @@ def student_ui(book: service.Gradebook, names: list[str]) -> None:
     marks = {m: tr(f"gradebook.mark.{m}") for m in ("blank", "right", "wrong", "consistent")}
     cells = service.student_cells(book, name, marks)
     cells.columns = [tr(f"gradebook.cell.{c}") for c in cells.columns]
-    st.dataframe(cells, hide_index=True)
+    with st.container(key=f"{SMALL_TABLE}-cells"):  # its toolbar would cover the Student box above
+        st.dataframe(cells, hide_index=True)

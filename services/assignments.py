@@ -36,7 +36,7 @@ from .submissions import class_exercises, exercises_for, secret
 __all__ = ["MAX_COUNT", "MAX_SEED", "AccessDenied", "Assignment", "AssignmentError", "Created", "Locked",
            "MalformedCode", "MalformedKey", "Rules", "UnknownAssignment", "class_list", "create", "delete",
            "duplicate", "load", "mine", "missing_font", "parse_code", "parse_key", "pdf", "pdf_files", "roster",
-           "kind_versions", "set_roster", "submitted_count", "update", "verify_key", "worksheet"]
+           "kind_versions", "set_roster", "started", "submitted_count", "update", "verify_key", "worksheet"]
 
 parse_code = storage.parse_code
 parse_key = storage.parse_key
@@ -75,6 +75,12 @@ def mine(key: Any) -> list[Assignment]:
 def submitted_count(a: Assignment) -> int:
     with db.guarded():
         return storage.submission_count(db.engine(), a.code)
+
+
+def started(a: Assignment) -> bool:
+    """Has a student opened the assignment (or been given their own sheet)? Its items are then add-only."""
+    with db.guarded():
+        return storage.assignment_started(db.engine(), a.code)
 
 
 def update(a: Assignment, key: Any, title: Any = None, rules: Any = None, allow_solutions: bool | None = None,

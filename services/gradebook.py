@@ -108,7 +108,9 @@ def table(book: Gradebook, labels: Sequence[str], student: str = "Student", tota
           columns: Mapping[str, str] | None = None) -> pd.DataFrame:
     """One row per person: Total (percent) right after the name, then each item's score in percent from
     the attempt that counts (empty: not submitted), then attempts, last submission time, items left
-    blank and a duplicate flag (same normalised name from another browser: the teacher resolves it)."""
+    blank and a duplicate flag (same normalised name from another browser: the teacher resolves it).
+    Everyone expected is a row: the class list's names and the names typed on an open assignment that
+    have not submitted follow, with empty scores and 0 attempts."""
     names = {"attempts": "Attempts", "submitted": "Last submitted", "blank": "Blank", "duplicate": "Same name",
              **(columns or {})}
     rows = []
@@ -119,14 +121,21 @@ def table(book: Gradebook, labels: Sequence[str], student: str = "Student", tota
         rows.append([person.label, percent(mean), *[percent(scores.get(i)) for i in range(len(labels))],
                      len(person.attempts), person.attempts[-1][-1].submitted_at.strftime("%Y-%m-%d %H:%M UTC"),
                      ", ".join(map(str, blank)), "⚠" if person.duplicate else ""])
+    for name in not_submitted(book):
+        rows.append([name, None, *[None] * len(labels), 0, "", "", ""])
     return pd.DataFrame(rows, columns=[student, total, *labels, names["attempts"], names["submitted"],
                                        names["blank"], names["duplicate"]])
 
 
 def not_submitted(book: Gradebook) -> list[str]:
-    """The class list's names with no submission yet (empty for an open assignment)."""
-    done = {student_key(r.student) for r in book.rows}
-    return [n for n in book.roster if student_key(n) not in done]
+    """The names expected but with no submission yet: the class list's, or (an open assignment) the
+    names students typed, each once."""
+    # by the name typed as well as the name shown (a teacher's rename changes only the shown one)
+    done = {student_key(r.student) for r in book.rows} | {r.student_key for r in book.rows}
+    waiting: dict[str, str] = {}
+    for name in (*book.roster, *book.typed):
+        waiting.setdefault(student_key(name), name)
+    return [name for key, name in waiting.items() if key not in done]
 
 
 def _pearson(xs: Sequence[float], ys: Sequence[float]) -> float | None:
@@ -143,20 +152,23 @@ def _pearson(xs: Sequence[float], ys: Sequence[float]) -> float | None:
 
 
 FLAG_BELOW = 0.2  # discrimination under this is flagged (PrairieLearn, Moodle)
+MIN_FOR_DISCRIMINATION = 5  # fewer students: a correlation of a handful of points says nothing (2 give ±1)
 
 
 def item_stats(book: Gradebook, labels: Sequence[str]) -> pd.DataFrame:
     """Per item: facility (mean score, percent) and discrimination (point-biserial: the correlation of
     the item's score with the rest score, the total over the other items), from the counting attempts;
-    items under 0.2 are flagged (an empty discrimination: too few students or no spread)."""
+    items under 0.2 are flagged (an empty discrimination: fewer than MIN_FOR_DISCRIMINATION students, or
+    no spread)."""
     people_ = persons(book)
+    enough = len(people_) >= MIN_FOR_DISCRIMINATION
     matrix = [[{r.item_index: r.score or 0.0 for r in p.counting}.get(i, 0.0) for i in range(len(labels))]
               for p in people_]
     rows = []
     for i, label in enumerate(labels):
         item = [row[i] for row in matrix]
         rest = [sum(row) - row[i] for row in matrix]
-        r = _pearson(item, rest)
+        r = _pearson(item, rest) if enough else None
         rows.append({"item": label, "facility": percent(sum(item) / len(item)) if item else None,
                      "discrimination": None if r is None else round(r, 2),
                      "flagged": r is not None and r < FLAG_BELOW})

@@ -23,6 +23,7 @@ from .api import (
     Submission,
     UnknownAssignment,
     admit_clash,
+    assignment_started,
     assignments_of,
     attempts_of,
     claim_name,
@@ -68,5 +69,5 @@ __all__ = [
     "normalise_url", "Locked", "Refused", "assignments_of", "attempts_of", "counted", "delete_assignment", "labels",
     "exam_clock", "opened", "owner_id", "people", "roster_names", "server_secret", "set_roster", "student_for_token",
     "submission_count", "update_assignment", "merge_people", "rename_person",
-    "Clash", "admit_clash", "open_exams_giving", "claim_name", "clashes_of", "release_name",
+    "Clash", "admit_clash", "assignment_started", "open_exams_giving", "claim_name", "clashes_of", "release_name",
 ]

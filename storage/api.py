@@ -182,6 +182,7 @@ class Gradebook:
     submitted_at: dict[str, datetime] = field(default_factory=dict)  # student → latest submission
     rows: tuple[Submission, ...] = ()  # every stored row, oldest first (all attempts)
     roster: tuple[str, ...] = ()  # the class list's names, in order (empty: an open assignment)
+    typed: tuple[str, ...] = ()  # names typed on an open assignment (held by a browser), in order of typing
 
 
 # ---------------------------------------------------------------- helpers
@@ -576,6 +577,9 @@ def gradebook(engine: Engine, code: Any, key: Any) -> Gradebook:
             .order_by(submissions.c.id)).all()]
         names_on_roster = tuple(conn.execute(sa.select(roster.c.name).where(
             roster.c.assignment_code == assignment.code).order_by(roster.c.position)).scalars())
+        names_typed = tuple(conn.execute(sa.select(name_claims.c.name).where(
+            name_claims.c.assignment_code == assignment.code)
+            .order_by(name_claims.c.claimed_at, name_claims.c.student_key)).scalars())
     groups = people(rows)
     label = labels(groups)
     scores: dict[tuple[str, int], float | None] = {}
@@ -590,7 +594,7 @@ def gradebook(engine: Engine, code: Any, key: Any) -> Gradebook:
             counts.setdefault(row.item_index, Counter())[row.misconception] += 1
     return Gradebook(assignment=assignment, students=tuple(label[w] for w in groups), scores=scores,
                      misconceptions={i: c.most_common() for i, c in sorted(counts.items())},
-                     submitted_at=when, rows=tuple(rows), roster=names_on_roster)
+                     submitted_at=when, rows=tuple(rows), roster=names_on_roster, typed=names_typed)
 
 
 # ---------------------------------------------------------------- same-name duplicates, resolved by the teacher
@@ -845,6 +849,12 @@ def started(conn: Connection, code: str) -> bool:
     own = conn.execute(sa.select(assignment_exercises.c.item_index).where(
         assignment_exercises.c.assignment_code == code, assignment_exercises.c.student_key != "").limit(1)).first()
     return opened_ is not None or own is not None
+
+
+def assignment_started(engine: Engine, code: Any) -> bool:
+    """started() for an assignment code, on a connection of its own."""
+    with engine.connect() as conn:
+        return started(conn, parse_code(code))
 
 
 def update_assignment(engine: Engine, code: Any, key: Any, title: Any = None, rules: Any = None,

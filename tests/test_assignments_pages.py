@@ -17,6 +17,7 @@ from streamlit.testing.v1 import AppTest
 import storage
 from exercises.cli import selftest
 from exercises.core import misconceptions
+from exercises.i18n import msg, plural
 from services import assignments as service_assignments
 from services import exports, submissions, throttle
 from tests.apptest_helpers import ROOT, open_page
@@ -645,7 +646,8 @@ def test_the_gradebook_page_shows_statistics_blank_items_and_who_has_not_submitt
     book = open_gradebook(a.code, key)
     assert "Not submitted yet: Alan, Grace" in texts(book)
     frame = book.dataframe[0].value
-    assert frame["Left blank"].tolist() == ["2"] and frame["Total"].tolist() == [50.0]
+    assert frame["Left blank"].tolist()[0] == "2" and frame["Total"].tolist()[0] == 50.0
+    assert frame["Student"].tolist() == ["Ada", "Alan", "Grace"]  # everyone on the class list is a row
     assert "Item statistics" in texts(book) and "Discrimination" in book.dataframe[1].value.columns
     cells = book.dataframe[2].value
     assert "blank" in cells["Mark"].tolist() and "right" in cells["Mark"].tolist()
@@ -719,10 +721,10 @@ def test_the_dashboard_edits_opening_exam_time_limit_and_items_by_the_rule(db):
     created = service_assignments.create("Quiz", [{"kind": "scores", "level": 1, "count": 1}], 3)
     a, key = created.assignment, created.teacher_key
     at = _dashboard(key)
-    at.checkbox(key=f"assign.edit_opens.{a.code}.on").check()
-    at.checkbox(key=f"assign.edit_exam.{a.code}").check()
+    at.checkbox(key=f"assign.edit_opens.{a.code}.on").check().run()  # the pickers and exam settings show once ticked
+    at.checkbox(key=f"assign.edit_exam.{a.code}").check().run()
     at.number_input(key=f"assign.edit_limit.{a.code}").set_value(25)
-    button_by_key(at, f"FormSubmitter:assign.edit.{a.code}-Save changes").click().run()
+    button_by_key(at, f"assign.edit_save.{a.code}").click().run()
     assert not at.exception
     r = storage.get_assignment(db, a.code).rules
     assert r.exam and r.time_limit == 25 and r.opens_at is not None
@@ -737,9 +739,10 @@ def test_the_dashboard_edits_opening_exam_time_limit_and_items_by_the_rule(db):
     ada = student_opens(a.code, "Ada")  # a student has started
     assert not ada.exception
     at = _dashboard(key)
-    at.number_input(key=f"assign.items_count.{a.code}.0").set_value(0)  # would remove what Ada saw
-    button_by_key(at, f"FormSubmitter:assign.items.{a.code}-Save the exercises").click().run()
-    assert "A student has started" in at.error[0].value
+    assert at.number_input(key=f"assign.items_count.{a.code}.0").disabled  # what Ada saw is read-only
+    assert not at.number_input(key=f"assign.items_count.{a.code}.2").disabled  # a row to add one
+    with pytest.raises(service_assignments.Locked):  # and the service refuses it all the same
+        service_assignments.update(a, key, items=[{"kind": "softmax", "level": 2, "count": 2}])
     assert storage.get_assignment(db, a.code).items == a.items
 
 
@@ -896,3 +899,175 @@ def test_a_planted_profile_cookie_does_not_hold_the_victims_name_for_its_maker(d
     button(victim, "Start").click().run()
     assert "Working as **Ada**." in texts(victim)
     student_opens(a.code, "Ada", browser="planted", taken=True)  # the maker's own browser, same profile
+
+
+# ---------------------------------------------------------------- the teacher's forms say what applies
+
+
+@pytest.mark.parametrize("lang, label, refusal", [
+    ("en", "Teacher key from an earlier assignment", "A teacher key cannot be made up"),
+    ("zh", "之前作业的教师密钥", "教师密钥不能自己编")])
+def test_the_builders_key_is_one_the_app_gave_and_a_made_up_one_is_refused_saying_so(db, lang, label, refusal):
+    """"Your teacher key (optional …)" read as a password to choose, and a made-up one was refused as
+    "not a teacher key"."""
+    at = AppTest.from_file(ASSIGNMENTS, default_timeout=60)
+    at.session_state["lang"] = lang
+    at.run()
+    box = at.text_input(key="assign.owner_key")
+    assert box.label.startswith(label), f"{lang}: the key box says it is the key the app gave: {box.label!r}"
+    assert ("Leave the box empty to get a new key" if lang == "en" else "留空则生成新的密钥") in box.help
+    if lang != "en":  # AppTest formats a selectbox's options in English on the test's side: the text alone
+        assert refusal in msg("assign.error.owner_key").render(lang)
+        return
+    at.text_input(key="assign.title").input("Week 1")
+    box.input("my secret password")
+    next(b for b in at.button if b.key == "assign.create").click().run()
+    assert not at.exception and not at.code, f"{lang}: a made-up key made an assignment"
+    assert refusal in at.error[0].value, f"{lang}: the refusal says a key cannot be made up: {at.error[0].value!r}"
+
+
+def test_a_gradebook_opened_once_opens_again_in_the_session_without_its_key(db):
+    """The gradebook asked for the key every time: from the dashboard's link and for each reopening."""
+    first = service_assignments.create("First", [{"kind": "scores", "level": 1}], 2)
+    key = first.teacher_key
+    second = service_assignments.create("Second", [{"kind": "scores", "level": 1}], 3, teacher_key=key)
+    for a in (first.assignment, second.assignment):
+        storage.record_submission(db, a.code, "Ada", 0, "scores", 1, 1, {"scores": "1"}, 1.0, None)
+    at = open_gradebook(first.assignment.code, key)
+    assert at.dataframe, "the first gradebook opens with its key"
+    at.query_params["code"] = second.assignment.code  # another gradebook: its key is asked for once
+    at.run()
+    assert not at.dataframe and at.get("form")
+    at.text_input(key="gradebook.code").input(second.assignment.code)
+    at.text_input(key="gradebook.key").input(key)
+    button(at, "Open gradebook").click().run()
+    assert "Second" in texts(at)
+    at.query_params["code"] = first.assignment.code  # back to the first: no key asked
+    at.run()
+    assert not at.get("form") and "First" in texts(at), "a gradebook opened in this session asked for its key again"
+    assert all(key not in str(v) for v in at.query_params.values()), "the key never goes into the address"
+
+    # from the dashboard (one key, many assignments) the link opens the gradebook without asking
+    app = open_page("app_pages/assignments.py")
+    app.text_input(key="assign.dash_key").input(key)
+    button(app, "Show my assignments").click().run()
+    links = [e for e in app.get("page_link") if second.assignment.code in str(e.proto.query_string)]
+    assert links, "the dashboard links to the gradebook inside the app (a plain link starts a new session)"
+    app.query_params["code"] = second.assignment.code
+    app.switch_page("app_pages/gradebook.py").run()
+    assert not app.exception and not app.get("form") and app.dataframe, "the dashboard's key opened its gradebook"
+    button(app, "Close").click().run()
+    assert app.get("form"), "Close forgets the key"
+
+
+def _dash_item_widgets(at: AppTest, code: str) -> dict[str, list]:
+    return {kind: [w for w in at.get(kind) if code in str(w.key)] for kind in
+            ("date_input", "time_input", "selectbox", "number_input", "text_area")}
+
+
+def test_the_edit_form_shows_only_what_applies_and_fixed_rows_read_only(db):
+    """The edit form showed date pickers for switched-off dates, exam-only settings with exam mode off,
+    editable-looking rows after submissions, and an empty class list with 3 students on it."""
+    created = service_assignments.create("Quiz", [{"kind": "scores", "level": 1, "count": 1}], 3)
+    a, key = created.assignment, created.teacher_key
+    service_assignments.set_roster(a, key, "Ada\nAlan\nGrace")
+    at = _dashboard(key)
+    widgets = _dash_item_widgets(at, a.code)
+    assert not widgets["date_input"] and not widgets["time_input"], "no pickers for dates that are off"
+    assert not any(w.key.startswith(f"assign.edit_limit.{a.code}") or w.key.startswith(f"assign.edit_release.{a.code}")
+                   for w in widgets["number_input"] + widgets["selectbox"]), "no exam settings with exam mode off"
+    assert at.text_area(key=f"assign.roster_text.{a.code}").value == "Ada\nAlan\nGrace", "the class list as it is"
+    at.checkbox(key=f"assign.edit_deadline.{a.code}.on").check().run()
+    assert len(_dash_item_widgets(at, a.code)["date_input"]) == 1, "ticking the deadline shows its picker"
+    at.checkbox(key=f"assign.edit_exam.{a.code}").check().run()
+    assert at.number_input(key=f"assign.edit_limit.{a.code}"), "exam mode shows its time limit"
+
+    assert all(not w.disabled for w in _dash_item_widgets(at, a.code)["number_input"]
+               if w.key.startswith("assign.items_")), "nobody started: the rows are editable"
+    items = stored(a)
+    submissions.submit(a, "Ada", items, submissions.grade_all(items, {0: selftest.correct_answer(items[0])},
+                                                              allow_blank=False))
+    at = _dashboard(key)
+    rows = [w for kind in ("selectbox", "number_input") for w in at.get(kind) if str(w.key).startswith("assign.items_")]
+    assert rows and all(w.disabled for w in rows), "after a submission every exercise row is read-only"
+    assert len(rows) == 3, "and no empty row to add one"
+    assert button_by_key(at, f"FormSubmitter:assign.items.{a.code}-Save the exercises").disabled
+    assert "the exercises are fixed" in texts(at)
+
+
+def test_one_blank_exercise_is_named_in_the_singular(db):
+    """"Exercises 1 have no answer yet"."""
+    code, _ = create(page(ASSIGNMENTS), "Careful", [("scores", 1, 2)])
+    a = storage.get_assignment(db, code)
+    at = student_opens(code, "Ada")
+    type_answers(at, a, "Ada", [selftest.correct_answer(stored(a)[0]), {"scores": ""}])
+    submit(at)
+    assert "Exercise 2 has no answer yet. Fill it in," in texts(at), texts(at)
+    type_answers(at, a, "Ada", [{"scores": ""}, {"scores": ""}])
+    submit(at)
+    assert "Exercises 1, 2 have no answer yet. Fill them in," in texts(at)
+    assert plural("assign.blank_items", 1, items="2").render("zh").startswith("第 2 题还没有答案。把它填上")
+
+
+def test_no_discrimination_index_from_fewer_than_five_students(db):
+    """Discrimination 1.00 from 2 students."""
+    created = service_assignments.create("Stats", [{"kind": "scores", "level": 1, "count": 3}], 2,
+                                         rules={"attempts": 0})
+    a, key = created.assignment, created.teacher_key
+    items = stored(a)
+    right = {i: selftest.correct_answer(ex) for i, ex in enumerate(items)}
+    solved = [(0, 1, 2), (0,), (0, 1), (1,), (2,)]  # which items each student got right (the others blank)
+    for n, name in enumerate(["Ada", "Alan", "Grace", "Edsger", "Barbara"]):
+        answers = {i: right[i] for i in solved[n]}
+        submissions.submit(a, name, items, submissions.grade_all(items, answers, allow_blank=True), person=f"p{n}")
+        book = open_gradebook(a.code, key)
+        shown = book.dataframe[1].value["Discrimination"]
+        if n + 1 < 5:
+            assert shown.isna().all(), f"{n + 1} students: no discrimination index, got {shown.tolist()}"
+            assert f"at least 5 students who submitted ({n + 1} so far)" in texts(book)
+        else:
+            assert shown.notna().any(), "5 students: the index is shown"
+            assert "point-biserial" in texts(book)
+
+
+# ---------------------------------------------------------------- the gradebook's CSV: everyone expected
+
+
+def _gradebook_csv(book: AppTest) -> pd.DataFrame:
+    download = next(d for d in book.get("download_button") if d.key == "gradebook.csv")
+    csv = RecordingStorage.files[download.proto.url.rsplit("/", 1)[1].split(".")[0]]
+    return pd.read_csv(io.BytesIO(csv), encoding="utf-8-sig", keep_default_na=False)
+
+
+def test_the_gradebook_csv_has_a_row_for_every_student_on_the_class_list(db):
+    """The CSV left out the students who had not submitted."""
+    created = service_assignments.create("Listed", [{"kind": "scores", "level": 1, "count": 2}], 2)
+    a, key = created.assignment, created.teacher_key
+    service_assignments.set_roster(a, key, "Ada\nAlan\nGrace")
+    items = stored(a)
+    submissions.submit(a, "Alan", items, submissions.grade_all(items, {0: selftest.correct_answer(items[0])},
+                                                               allow_blank=True))
+    book = open_gradebook(a.code, key)
+    exported = _gradebook_csv(book)
+    assert sorted(exported["Student"]) == ["Ada", "Alan", "Grace"], f"class list Ada, Alan, Grace: {exported}"
+    waiting = exported[exported["Student"] != "Alan"]
+    item_columns = ["Total", "1. Scores Q Kᵀ (L1)", "2. Scores Q Kᵀ (L1)"]
+    assert (waiting[item_columns] == "").all().all(), f"blank scores for who has not submitted: {waiting}"
+    assert waiting["Attempts"].tolist() == [0, 0]
+    assert exported.loc[exported["Student"] == "Alan", "Total"].tolist() == ["50.0"]
+    assert book.dataframe[0].value["Student"].tolist() == exported["Student"].tolist(), "the page's table is the CSV"
+
+
+def test_the_gradebook_csv_has_a_row_for_a_typed_name_without_a_submission(db):
+    """An open assignment: a student who typed their name but has not submitted is a row too."""
+    created = service_assignments.create("Open", [{"kind": "scaling", "level": 1}], 2, rules={"attempts": 0})
+    a, key = created.assignment, created.teacher_key
+    ada = student_opens(a.code, "Ada")
+    type_answers(ada, a, "Ada", [selftest.correct_answer(stored(a)[0])])
+    submit(ada)
+    student_opens(a.code, "Alan Turing")  # typed the name, still working
+    book = open_gradebook(a.code, key)
+    exported = _gradebook_csv(book)
+    assert exported["Student"].tolist() == ["Ada", "Alan Turing"], f"typed names are rows: {exported}"
+    assert exported.iloc[1]["Total"] == "" and exported.iloc[1]["Attempts"] == 0
+    assert "Not submitted yet: Alan Turing" in texts(book)

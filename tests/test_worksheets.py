@@ -293,3 +293,74 @@ def test_key_lines_not_shrunk_fit_the_page():
     text_width = (210 - 2 * 20) / 25.4 * 72  # pt
     assert len(widths) == len(lines) > 300
     assert max(widths) < text_width
+
+
+# ---------------------------------------------------------------- the sheet reads right on paper
+
+A4_BOTTOM_MARGIN_PT = 2.8 / 2.54 * 72  # the preamble's page margin at the bottom
+WORKING_PT = 4 / 2.54 * 72  # SPACE_HEIGHTS["some"]
+
+
+def _working_labels(pdf: bytes, tmp_path: Path) -> list[tuple[int, float, float]]:
+    """(page, top of the word "Working", page height) for every working box's label, as poppler reads it."""
+    path = tmp_path / "boxes.pdf"
+    path.write_bytes(pdf)
+    html = subprocess.run(["pdftotext", "-bbox", str(path), "-"], capture_output=True, text=True, check=True).stdout
+    found = []
+    for number, (height, body) in enumerate(re.findall(r'<page width="[\d.]+" height="([\d.]+)">(.*?)</page>',
+                                                       html, re.S), start=1):
+        for top in re.findall(r'<word xMin="[\d.]+" yMin="([\d.]+)"[^>]*>Working</word>', body):
+            found.append((number, float(top), float(height)))
+    return found
+
+
+def test_an_items_working_box_is_never_split_across_pages(tmp_path):
+    """Page 6 started with an empty dashed box: the rest of the working box of an item on page 5."""
+    kinds = ("softmax", "scores", "masking", "attention", "scaling", "weighted_sum", "padding_mask")
+    ws = worksheets.build(make_spec("Boxes", [{"kind": k, "level": 2, "count": 1} for k in kinds], seed=0),
+                          code="K7QMX2PD")
+    boxes = _working_labels(worksheets.render(ws, "pdf")["worksheet.pdf"], tmp_path)
+    assert len(boxes) == len(kinds)
+    for n, (page, top, height) in enumerate(boxes, start=1):
+        bottom = top - 6 + WORKING_PT  # the label sits an inset below the box's top edge
+        assert bottom <= height - A4_BOTTOM_MARGIN_PT + 1, \
+            f"item {n} ({kinds[n - 1]}, level 2, seed 0): its working box runs past the foot of page {page}"
+
+
+def test_the_padding_flags_have_one_name_on_the_sheet_and_in_the_question():
+    """The flags were "pad" on the sheet and "p" in the question."""
+    ws = worksheets.build(make_spec("Pad", [{"kind": "padding_mask", "level": 1, "count": 1}], seed=1))
+    source = worksheets.to_typst(ws)
+    assert "the flags p = [" in source and re.search(r"\bp = mat\(", source), "padding_mask level 1 seed 1"
+    assert '"pad"' not in source, "padding_mask level 1 seed 1: the flags are named pad on the sheet"
+    assert re.search(r"\bp = ", worksheets.to_markdown(ws)), "the Markdown sheet names them p too"
+
+
+@pytest.mark.parametrize("lang, said", [("en", "and −∞ in a hidden (masked) cell"), ("zh", "被遮蔽的格子写 −∞")])
+def test_a_part_holding_minus_infinity_does_not_ask_for_whole_numbers_only(lang, said):
+    """"exact whole numbers" was asked for an answer holding −∞."""
+    from exercises.worksheets import problem
+
+    for kind, level in (("masking", 1), ("padding_mask", 1)):
+        ex = worksheets.build(make_spec("Inf", [{"kind": kind, "level": level, "count": 1}], seed=2)).sheets[0].exercises[0]
+        for part, words in problem(ex, 1, lang).asks:
+            if np.isneginf(part.reference).any() and not part.is_choice:
+                assert said in words, f"{kind} level {level} seed 2 part {part.name} ({lang}): {words!r}"
+    ex = worksheets.build(make_spec("Whole", [{"kind": "scores", "level": 1, "count": 1}], seed=2)).sheets[0].exercises[0]
+    (_, words), = problem(ex, 1, lang).asks
+    assert "−∞" not in words, f"scores level 1 seed 2 ({lang}): no −∞ where there is none"
+
+
+@pytest.mark.parametrize("lang, word", [("en", "Which value is the answer"), ("zh", "答案是哪个值")])
+def test_the_key_says_which_value_to_write_when_the_rounded_work_ends_a_digit_off(lang, word):
+    """The key printed "= −1.12" and then "O ≈ −1.11" with no word on which to use."""
+    ws = worksheets.build(make_spec("Key", [{"kind": "attention", "level": 2, "count": 1}], seed=1), lang=lang)
+    source = worksheets.to_typst(ws, key=True)
+    lines = source.splitlines()
+    step = next(n for n, line in enumerate(lines) if line.startswith("$ O & = A V"))
+    assert "- 1.12" in lines[step] and "- 1.11" in lines[step], "attention level 2 seed 1: the case itself"
+    assert word in lines[step + 2], f"attention level 2 seed 1 ({lang}): no word on which value to use"
+    answer = next(line for line in lines if line.startswith("$ O = mat("))
+    assert "-1.11" in answer, "the key's answer is the value the note points to"
+    assert source.count(word) == 1, "only where the two differ"
+    assert word in worksheets.to_markdown(ws, key=True)

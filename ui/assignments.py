@@ -16,6 +16,7 @@ from typing import Any
 
 import pandas as pd
 import streamlit as st
+from streamlit.errors import StreamlitPageNotFoundError
 
 import exercises
 from exercises import Exercise, Feedback
@@ -32,6 +33,7 @@ from services.assignments import MAX_COUNT, MAX_SEED, Assignment, AssignmentErro
 from . import aids as aids_ui
 from . import answer_grid, feedback, guard, mathview, problem, solution
 from . import exports as exports_ui
+from . import gradebook as gradebook_ui
 from . import progress as progress_ui
 from .i18n import lang, lang_key, render, tr, user_text
 
@@ -145,13 +147,15 @@ def create(values: BuilderValues) -> None:
     except AssignmentError as err:
         st.error(render(err.message, untrusted=True), icon=":material/error:")
         return
-    except service.MalformedKey:
-        st.error(tr("gradebook.error.key_malformed"), icon=":material/key_off:")
+    except service.MalformedKey:  # a key is the one this app gave, never one the teacher makes up
+        st.error(tr("assign.error.owner_key"), icon=":material/key_off:")
         return
     except db.Unavailable:
         feedback.database_unavailable()
         return
     a = created.assignment
+    if created.teacher_key:
+        gradebook_ui.remember(a.code, created.teacher_key)
     earlier = state.get(CREATED) or {}
     if created.existing and earlier.get("code") == a.code:
         earlier["again"] = True
@@ -270,20 +274,22 @@ def _dash_open() -> None:
 
 
 def _dash_moment(label: str, value: datetime | None, key: str) -> datetime | None:
-    """An optional moment inside a form: a checkbox, a date and a time (UTC)."""
-    on = st.checkbox(label, value=value is not None, key=f"{key}.on")
+    """An optional moment: a checkbox, then (only when it is ticked) a date and a time (UTC)."""
+    if not st.checkbox(label, value=value is not None, key=f"{key}.on"):
+        return None
     shown = value or datetime.now(UTC).replace(second=0, microsecond=0)
     left, right = st.columns(2)
     day = left.date_input(tr("assign.date"), value=shown.date(), key=f"{key}.date")
     at = right.time_input(tr("assign.time"), value=shown.time(), key=f"{key}.time")
-    return datetime.combine(day, at, tzinfo=UTC) if on else None
+    return datetime.combine(day, at, tzinfo=UTC)
 
 
 def _dash_rules(a: Assignment, key: str) -> None:
     """Edit title, attempts, which counts, opening, deadline, exam mode, marks, time limit, solutions: at
-    any time (the items have their own form)."""
+    any time (the items have their own form). No st.form: ticking a switch shows at once what it governs
+    (the pickers of a date, the exam-only settings) and hides what does not apply."""
     r = a.rules
-    with st.form(f"assign.edit.{a.code}"):
+    with st.container(border=True, key=f"assign.edit.{a.code}"):
         title = st.text_input(tr("assign.title_label"), value=a.title, key=f"assign.edit_title.{a.code}",
                               max_chars=MAX_TITLE)
         left, right = st.columns(2)
@@ -296,14 +302,17 @@ def _dash_rules(a: Assignment, key: str) -> None:
         deadline = _dash_moment(tr("assign.deadline_on"), r.deadline, f"assign.edit_deadline.{a.code}")
         exam = st.checkbox(tr("assign.exam"), value=r.exam, key=f"assign.edit_exam.{a.code}",
                            help=tr("assign.exam_help"))
-        left, right = st.columns(2)
-        release = left.selectbox(tr("assign.release"), ["final", "manual"], index=["final", "manual"].index(r.release),
-                                 format_func=lambda c: tr(f"assign.release.{c}"),
-                                 key=f"assign.edit_release.{a.code}.{lang()}")
-        limit = right.number_input(tr("assign.time_limit"), min_value=0, max_value=600, value=r.time_limit, step=5,
-                                   key=f"assign.edit_limit.{a.code}")
+        release, limit = r.release, r.time_limit
+        if exam:
+            left, right = st.columns(2)
+            release = left.selectbox(tr("assign.release"), ["final", "manual"],
+                                     index=["final", "manual"].index(r.release),
+                                     format_func=lambda c: tr(f"assign.release.{c}"),
+                                     key=f"assign.edit_release.{a.code}.{lang()}")
+            limit = right.number_input(tr("assign.time_limit"), min_value=0, max_value=600, value=r.time_limit,
+                                       step=5, key=f"assign.edit_limit.{a.code}")
         allow = st.checkbox(tr("assign.allow_solutions"), value=a.allow_solutions, key=f"assign.edit_sol.{a.code}")
-        saved = st.form_submit_button(tr("assign.dash_save"), icon=":material/save:")
+        saved = st.button(tr("assign.dash_save"), icon=":material/save:", key=f"assign.edit_save.{a.code}")
     if not saved:
         return
     rules = {**r.to_dict(), "attempts": int(attempts), "counts": counts, "opens_at": opens, "deadline": deadline,
@@ -311,24 +320,27 @@ def _dash_rules(a: Assignment, key: str) -> None:
     _dash_change(a, key, title=title, rules=rules, allow_solutions=allow)
 
 
-def _dash_items(a: Assignment, key: str) -> None:
+def _dash_items(a: Assignment, key: str, submitted: bool, started: bool) -> None:
     """Edit the exercises: a row per kind, level and count (count 0 removes a row), and one more row to add.
-    The service says when they cannot change (someone submitted; or a student started: add only)."""
+    Rows that can no longer change are drawn read-only: all of them once someone submitted (and no row to
+    add), the existing ones once a student started (the service refuses the same)."""
     kinds = list(exercises.KINDS)
-    st.caption(tr("assign.dash_items_rule"))
+    st.caption(tr("assign.dash_items_locked") if submitted else
+               tr("assign.dash_items_started") if started else tr("assign.dash_items_rule"))
     with st.form(f"assign.items.{a.code}"):
         rows = []
-        for r, item in enumerate([*a.items, None]):
+        for r, item in enumerate([*a.items] if submitted else [*a.items, None]):
+            fixed = submitted or (started and item is not None)
             left, middle, right = st.columns([3, 1, 1], vertical_alignment="bottom")
             kind = left.selectbox(tr("assign.kind", n=r + 1), kinds, format_func=lambda k: tr(f"kind.{k}.title"),
-                                  index=kinds.index(item.kind) if item else 0,
+                                  index=kinds.index(item.kind) if item else 0, disabled=fixed,
                                   key=f"assign.items_kind.{a.code}.{r}.{lang()}")
             level = middle.number_input(tr("assign.level"), min_value=1, max_value=3, value=item.level if item else 1,
-                                        key=f"assign.items_level.{a.code}.{r}")
-            count = right.number_input(tr("assign.count"), min_value=0, max_value=MAX_COUNT,
+                                        disabled=fixed, key=f"assign.items_level.{a.code}.{r}")
+            count = right.number_input(tr("assign.count"), min_value=0, max_value=MAX_COUNT, disabled=fixed,
                                        value=item.count if item else 0, key=f"assign.items_count.{a.code}.{r}")
             rows.append({"kind": kind, "level": int(level), "count": int(count)})
-        saved = st.form_submit_button(tr("assign.dash_items_save"), icon=":material/save:")
+        saved = st.form_submit_button(tr("assign.dash_items_save"), icon=":material/save:", disabled=submitted)
     if saved:
         _dash_change(a, key, items=[row for row in rows if row["count"] > 0])
 
@@ -356,12 +368,19 @@ def _dash_item(a: Assignment, key: str) -> None:
     state = st.session_state
     try:
         count = service.submitted_count(a)
+        started = count > 0 or service.started(a)
+        on_list = service.roster(a) if a.has_roster else ()
     except db.Unavailable:
-        count = 0
+        count, started, on_list = 0, False, ()
     st.caption(tr("assign.dash_summary", created=_when(a.created_at), rows=count))
     rules_caption(a)
     st.code(share_link(a.code), language=None)
-    st.markdown(f"[{tr('assign.dash_gradebook')}](gradebook?code={a.code})")
+    gradebook_ui.remember(a.code, key)  # this key opened the dashboard: its gradebooks open without asking again
+    try:  # inside the app: the same session (a plain link would start a new one, which knows no key)
+        st.page_link("app_pages/gradebook.py", label=tr("assign.dash_gradebook"), query_params={"code": a.code},
+                     icon=":material/table_view:")
+    except StreamlitPageNotFoundError:  # the page run on its own, outside the app's navigation
+        st.markdown(f"[{tr('assign.dash_gradebook')}](gradebook?code={a.code})")
     r = a.rules
     cols = st.columns(4)
     label = tr("assign.dash_reopen") if r.closed else tr("assign.dash_close")
@@ -388,9 +407,9 @@ def _dash_item(a: Assignment, key: str) -> None:
                 state.pop(f"assign.del_sure.{a.code}", None)
                 st.rerun()
     _dash_rules(a, key)
-    _dash_items(a, key)
+    _dash_items(a, key, submitted=count > 0, started=started)
     with st.form(f"assign.roster_form.{a.code}"):
-        text = st.text_area(tr("assign.roster_label"), key=f"assign.roster_text.{a.code}",
+        text = st.text_area(tr("assign.roster_label"), key=f"assign.roster_text.{a.code}", value="\n".join(on_list),
                             help=tr("assign.roster_again_help"), max_chars=MAX_CLASS_LIST_CHARS)
         issued = st.form_submit_button(tr("assign.roster_issue"), icon=":material/badge:")
     if issued:
@@ -724,7 +743,8 @@ def work_ui(a: Assignment, name: str, items: list[Exercise], person: str) -> Non
         st.error(tr("assign.fix_first", items=", ".join(str(i + 1) for i in sorted(problems))),
                  icon=":material/edit_note:")
     if blank:
-        st.warning(tr("assign.blank_items", items=", ".join(str(i + 1) for i in blank)), icon=":material/help:")
+        st.warning(render(plural("assign.blank_items", len(blank), items=", ".join(str(i + 1) for i in blank))),
+                   icon=":material/help:")
     if state.get(_key(a, "save_failed")):
         st.error(tr("assign.error.save"), icon=":material/cloud_off:")
     if state.get(_key(a, "too_long")) is not None:

@@ -5,6 +5,7 @@ from services.gradebook; this module draws them."""
 from __future__ import annotations
 
 import hashlib
+from typing import Any
 
 import altair as alt
 import pandas as pd
@@ -15,13 +16,19 @@ from exercises.i18n.escape import untrusted
 from exercises.teacher.assignments import slots
 from services import db
 from services import gradebook as service
-from services.assignments import AccessDenied, Assignment, AssignmentError, UnknownAssignment
+from services.assignments import AccessDenied, Assignment, AssignmentError, MalformedCode, UnknownAssignment, parse_code
 
 from . import feedback, guard
 from .i18n import render, tr, user_text
 from .progress import mistake_name
 
-AUTH = "gradebook.auth"  # (code, key) once the key matched
+AUTH = "gradebook.auth"  # (code, key) of the gradebook on screen
+KEYS = "gradebook.keys"  # {code: key} of every gradebook this session opened (or its dashboard's key owns)
+
+
+def remember(code: str, key: str) -> None:
+    """This session knows `key` opens `code`'s gradebook: it opens again without asking (never in the URL)."""
+    st.session_state.setdefault(KEYS, {})[code] = key
 
 
 def item_labels(a: Assignment) -> list[str]:
@@ -34,6 +41,28 @@ def table(book: service.Gradebook) -> pd.DataFrame:
     last submission, blank items and a same-name flag."""
     columns = {c: tr(f"gradebook.col.{c}") for c in ("attempts", "submitted", "blank", "duplicate")}
     return service.table(book, item_labels(book.assignment), tr("gradebook.student"), tr("gradebook.total"), columns)
+
+
+BOOK_TABLE = "abh-book-table"  # the students × items table's container (ui.theme gives its toolbar room)
+SMALL_TABLE = "abh-small-table"  # a small table's container: no toolbar over what is drawn above it (ui.theme)
+
+
+def table_columns(a: Assignment, labels: list[str]) -> dict[str, Any]:
+    """Column settings that fit five items and more beside the name at 1280 px: each item headed by its
+    number and level only (its whole name in the header's tooltip and in Item statistics), narrow
+    percent columns, the name pinned while the rest scrolls on a phone."""
+    number = st.column_config.NumberColumn
+    config: dict[str, Any] = {
+        tr("gradebook.student"): st.column_config.TextColumn(tr("gradebook.student"), pinned=True, width="medium"),
+        tr("gradebook.total"): number(tr("gradebook.total"), format="%.1f %%", width="small"),
+        tr("gradebook.col.attempts"): number(tr("gradebook.col.attempts"), width="small"),
+        tr("gradebook.col.blank"): st.column_config.TextColumn(tr("gradebook.col.blank"), width="small"),
+        tr("gradebook.col.duplicate"): st.column_config.TextColumn(tr("gradebook.col.duplicate"), width="small"),
+    }
+    for s, label in zip(slots(a.items), labels):
+        config[label] = number(tr("gradebook.item_short", n=s.index + 1, level=s.level), help=label,
+                               format="%.1f %%", width="small")
+    return config
 
 
 def mistakes_frame(book: service.Gradebook) -> pd.DataFrame:
@@ -58,10 +87,23 @@ def mistakes_chart(frame: pd.DataFrame) -> alt.Chart:
 # ---------------------------------------------------------------- opening it
 
 
+def _asked_code() -> str | None:
+    """The code in the address (?code=…) in canonical form, or None."""
+    try:
+        return parse_code(st.query_params.get("code", ""))
+    except MalformedCode:
+        return None
+
+
 def open_ui() -> tuple[str, str] | None:
-    """The code-and-key form; (code, key) once the key matched (kept for the session), else None."""
+    """The code-and-key form; (code, key) once the key matched, else None. A key that matched is
+    remembered for the session per code: that gradebook opens again without asking."""
     state = st.session_state
-    if AUTH in state:
+    asked, known = _asked_code(), state.get(KEYS, {})
+    if AUTH in state and asked in (None, state[AUTH][0]):
+        return state[AUTH]
+    if asked in known:
+        state[AUTH] = (asked, known[asked])
         return state[AUTH]
     with st.form("gradebook.open"):
         code_text = st.text_input(tr("gradebook.code"), value=st.query_params.get("code", ""), max_chars=40,
@@ -81,12 +123,18 @@ def open_ui() -> tuple[str, str] | None:
         return None
     guard.succeeded("gradebook")
     state[AUTH] = service.credentials(code_text, key_text)
+    remember(*state[AUTH])
+    if asked is not None and asked != state[AUTH][0]:
+        st.query_params["code"] = state[AUTH][0]  # the address names the gradebook on screen
     st.rerun()
 
 
 def close() -> None:
-    st.session_state.pop(AUTH, None)
-    st.session_state.pop("gradebook.key", None)
+    """Lock the gradebook on screen: its key is forgotten by this session."""
+    state = st.session_state
+    code, _ = state.pop(AUTH, (None, None))
+    state.get(KEYS, {}).pop(code, None)
+    state.pop("gradebook.key", None)
 
 
 def show(code: str, key: str) -> None:
@@ -116,9 +164,8 @@ def show(code: str, key: str) -> None:
                    icon=":material/person_off:")
     frame = table(book)
     labels = item_labels(a)
-    percent = {c: st.column_config.NumberColumn(c, format="%.1f %%") for c in [tr("gradebook.total"), *labels]}
-    percent[tr("gradebook.student")] = st.column_config.TextColumn(tr("gradebook.student"), pinned=True)
-    st.dataframe(frame, hide_index=True, column_config=percent)
+    with st.container(key=f"{BOOK_TABLE}-{a.code}"):  # room above for its toolbar (ui.theme)
+        st.dataframe(frame, hide_index=True, column_config=table_columns(a, labels))
     if frame[tr("gradebook.col.duplicate")].astype(bool).any():
         st.info(tr("gradebook.duplicates"), icon=":material/group:")
         duplicates_ui(book, code, key)
@@ -126,7 +173,7 @@ def show(code: str, key: str) -> None:
     st.download_button(tr("gradebook.csv"), data=service.csv_bytes(frame), file_name=f"gradebook-{a.code}.csv",
                        mime="text/csv", icon=":material/download:", key="gradebook.csv", on_click="ignore")
     stats_ui(book, labels)
-    student_ui(book, frame[tr("gradebook.student")].tolist())
+    student_ui(book, [p.label for p in service.persons(book)])  # who has answers to show
     mistakes = mistakes_frame(book)
     if mistakes.empty:
         st.caption(tr("gradebook.no_mistakes"))
@@ -216,10 +263,15 @@ def stats_ui(book: service.Gradebook, labels: list[str]) -> None:
     stats["flagged"] = stats["flagged"].map(lambda f: "⚠" if f else "")
     stats.columns = [tr("gradebook.chart_item"), tr("gradebook.facility"), tr("gradebook.discrimination"),
                      tr("gradebook.flagged")]
-    st.dataframe(stats, hide_index=True, column_config={
-        tr("gradebook.facility"): st.column_config.NumberColumn(format="%.1f %%"),
-        tr("gradebook.discrimination"): st.column_config.NumberColumn(format="%.2f")})
-    st.caption(tr("gradebook.stats_help"))
+    with st.container(key=f"{SMALL_TABLE}-stats"):
+        st.dataframe(stats, hide_index=True, column_config={
+            tr("gradebook.facility"): st.column_config.NumberColumn(format="%.1f %%"),
+            tr("gradebook.discrimination"): st.column_config.NumberColumn(format="%.2f")})
+    people = len(service.persons(book))
+    if people < service.MIN_FOR_DISCRIMINATION:
+        st.caption(tr("gradebook.discrimination_few", min=service.MIN_FOR_DISCRIMINATION, count=people))
+    else:
+        st.caption(tr("gradebook.stats_help"))
 
 
 def student_ui(book: service.Gradebook, names: list[str]) -> None:
@@ -231,4 +283,5 @@ def student_ui(book: service.Gradebook, names: list[str]) -> None:
     marks = {m: tr(f"gradebook.mark.{m}") for m in ("blank", "right", "wrong", "consistent")}
     cells = service.student_cells(book, name, marks)
     cells.columns = [tr(f"gradebook.cell.{c}") for c in cells.columns]
-    st.dataframe(cells, hide_index=True)
+    with st.container(key=f"{SMALL_TABLE}-cells"):  # its toolbar would cover the Student box above
+        st.dataframe(cells, hide_index=True)

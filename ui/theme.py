@@ -5,6 +5,8 @@
 * Long equations scroll inside their own block instead of running out of the page on a phone.
 * Answer grids (ui/answer_grid) keep their rows × columns shape on a narrow screen: the row scrolls
   sideways rather than stacking the cells into one long column, and each row and column is numbered.
+* A small table has no toolbar (it would cover the widget above it, on a phone most of all); the
+  gradebook's big table keeps its own, with room above it.
 * A scrolling block that holds nothing focusable gets tabindex=0 and a name, so a keyboard can scroll
   it (axe-core's scrollable-region-focusable), and a chart's SVG gets a name (svg-img-alt); the script
   does it again whenever the page changes.
@@ -34,6 +36,8 @@ CSS = """
 [class*="st-key-abh-grid-"] .abh-grid-heads > span:first-child { flex: 0 0 1.6rem; }
 [class*="st-key-abh-grid-"] .abh-grid-head { flex: 1 1 0; min-width: 4rem; text-align: center; font-size: 0.8rem; }
 [class*="st-key-abh-grid-"] .abh-grid-row { font-size: 0.8rem; line-height: 2.5rem; margin: 0; }
+[class*="st-key-abh-small-table"] [data-testid="stElementToolbar"] { display: none !important; }
+[class*="st-key-abh-book-table"] { padding-top: 2rem; }
 """
 
 SCRIPT = """

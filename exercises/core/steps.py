@@ -727,8 +727,8 @@ INPUT_SYMBOLS: dict[str, str] = {"E": "E", "W_Q": "W_Q", "W_K": "W_K", "W_V": "W
                                  "d_k": "d_k", "token_ids": "t", "H": "H", "T": "T", "pad": "p", "groups": "g",
                                  "K_cache": r"K_{\mathrm{cache}}", "V_cache": r"V_{\mathrm{cache}}",
                                  "pos": r"\mathrm{pos}", "theta": r"\theta", "perm": r"\mathrm{perm}"}
-INPUT_TYPST_SYMBOLS: dict[str, str] = {"token_ids": "t", "d_k": "d_k", "groups": "g", "pos": 'upright("pos")',
-                                       "theta": "theta", "perm": 'upright("perm")'}
+INPUT_TYPST_SYMBOLS: dict[str, str] = {"token_ids": "t", "d_k": "d_k", "groups": "g", "pad": "p",
+                                       "pos": 'upright("pos")', "theta": "theta", "perm": 'upright("perm")'}
 INPUT_SHAPES: dict[str, tuple[str, ...]] = {"E": ("vocab", "d_model"), "W_Q": ("d_model", "d_k"),
                                             "W_K": ("d_model", "d_k"), "W_V": ("d_model", "d_v"),
                                             "G_O": ("n_q", "d_v"), "token_ids": ("n",), "d_k": (),

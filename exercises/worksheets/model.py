@@ -199,8 +199,9 @@ def problem(ex: Exercise, number: int, lang: str) -> Problem:
         elif part.is_choice:
             words = t("worksheet.choose", lang, part=part_label(part.name, lang, ex.kind))
         else:
-            precision = (t("worksheet.exact", lang) if part.decimals == 0
-                         else t("worksheet.decimals", lang, decimals=part.decimals))
+            hidden = "_inf" if np.isneginf(np.asarray(part.reference, dtype=float)).any() else ""  # −∞ cells
+            precision = (t(f"worksheet.exact{hidden}", lang) if part.decimals == 0
+                         else t(f"worksheet.decimals{hidden}", lang, decimals=part.decimals))
             words = t("worksheet.find", lang, part=part_label(part.name, lang, ex.kind), rows=part.shape[0],
                       cols=part.shape[1], precision=precision)
         asks.append((part, words))
@@ -236,6 +237,7 @@ class SolutionStep:
     places: int
     note: str | None
     cell: str | None = None  # one cell worked out, as the screen's cell explainer shows it
+    which: str | None = None  # which of two results to write, when the rounded work ends a last digit off
 
 
 EXAMPLE_ROWS = 2  # the worked cell is the fullest of the first rows' cells
@@ -263,5 +265,14 @@ def solution_steps(ex: Exercise, lang: str) -> list[SolutionStep]:
     """The worked solution (exercises.solve) with its texts in `lang`: the very steps of the screen."""
     return [SolutionStep(name=s.name, title=s.title.render(lang), latex=s.display(exact=True),
                          value=np.atleast_2d(np.asarray(s.value, dtype=float)), places=s.places,
-                         note=s.note.render(lang) if s.note is not None else None, cell=example_cell(s))
+                         note=s.note.render(lang) if s.note is not None else None, cell=example_cell(s),
+                         which=which_to_write(s, lang))
             for s in solve(ex)]
+
+
+def which_to_write(step: Step, lang: str) -> str | None:
+    """When the work with the rounded numbers it shows ends a last digit away from the value (= 1.12,
+    then O ≈ 1.11), a sentence saying which is the answer the key gives; None when they agree."""
+    if step.work_result is None or tuple(map(tuple, step.work_result)) == tuple(map(tuple, step.decimals)):
+        return None
+    return t("worksheet.which_value", lang, part=part_label(step.name, lang), places=step.places)

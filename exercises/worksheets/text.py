@@ -140,6 +140,8 @@ def _problem_lines(ex: Exercise, number: int, lang: str, key: bool, fmt: str) ->
             if s.note:
                 out += [esc(s.note), ""]
             out += display(s.latex) + [""]
+            if s.which:
+                out += [esc(s.which), ""]
             if s.cell:
                 out += display(s.cell) + [""]
     return out

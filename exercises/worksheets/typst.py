@@ -105,7 +105,8 @@ _TYPST_PREAMBLE = """\
 #let item-part(sticky, body) = block(breakable: false, sticky: sticky, width: 100%, above: 0.6em, below: 0.6em, body)
 #let answer-grid(rows, cols, width) = table(columns: range(cols).map(_ => width), rows: range(rows).map(_ => 1.1cm),
   stroke: 0.5pt + luma(150), ..range(rows * cols).map(_ => []))
-#let working(height, label) = block(width: 100%, height: height, above: 0.6em, inset: 5pt,
+// the working box is one piece too, kept on the page of its item's last part (that part sticks to it)
+#let working(height, label) = block(breakable: false, width: 100%, height: height, above: 0.6em, inset: 5pt,
   stroke: (paint: luma(170), thickness: 0.5pt, dash: "dashed"), text(size: 8pt, fill: luma(120), label))
 #let note(body) = text(size: 9.5pt, fill: luma(70), body)
 // a worked step's heading (and note) stays with its first line
@@ -293,6 +294,8 @@ def _typst_step(s: SolutionStep) -> list[str]:
         return formula + [_typst_value(s.name, s.value, s.places, s.title)]
     out = [shown]
     cell = _typst_math(s.cell) if s.cell else None
+    if s.which:  # the rounded work and the value differ in a last place: which one is the answer
+        out.append(f"#note({typst_string(s.which)})")
     if cell is not None:
         out.append(cell)
     return out

@@ -83,3 +83,46 @@ def test_a_wrong_key_does_not_open_the_gradebook(people) -> None:
     book.rerun(lambda: book.button(t("gradebook.open")).click())
     expect(book.page.locator('[data-testid="stAlertContentError"]')).to_be_visible()
     expect(book.page.locator('[data-testid="stDataFrame"]')).to_have_count(0)
+
+
+def _boxes_overlap(a: dict | None, b: dict | None) -> bool:
+    if not a or not b:
+        return False
+    return (a["x"] < b["x"] + b["width"] and b["x"] < a["x"] + a["width"]
+            and a["y"] < b["y"] + b["height"] and b["y"] < a["y"] + a["height"])
+
+
+def test_the_gradebook_fits_five_items_at_1280_and_no_toolbar_covers_the_student_box_at_390(people, app_db,
+                                                                                           screenshots) -> None:
+    """At 1280 px the fifth item's column was cut; at 390 px the tables' toolbars covered the Student box."""
+    kinds = ("softmax", "scores", "masking", "scaling", "weighted_sum")
+    created = storage.create_assignment(app_db, "Five items", [{"kind": k, "level": 2} for k in kinds], 4)
+    code, key = created.assignment.code, created.teacher_key
+    for name in ("Ada Lovelace", "Alan Turing"):
+        for index, kind in enumerate(kinds):
+            storage.record_submission(app_db, code, name, index, kind, 2, index, {"x": "1"}, 0.5, None)
+    book = people()
+    book.open("/gradebook")
+    book.keyed("gradebook.code").locator("input").fill(code)
+    book.keyed("gradebook.key").locator("input").fill(key)
+    book.rerun(lambda: book.button(t("gradebook.open")).click())
+    tables = book.page.locator('[data-testid="stDataFrame"]')
+    expect(tables.first).to_be_visible()
+    for width in (1280, 390):
+        book.page.set_viewport_size({"width": width, "height": 900})
+        book.settle()
+        book.page.wait_for_timeout(300)  # the grid lays its columns out again
+        # the grid draws on a canvas; its accessible header row lists the columns in view
+        headers = tables.first.locator('[role="columnheader"]').all_inner_texts()
+        if width == 1280:
+            assert t("gradebook.col.attempts") in headers, \
+                f"at 1280 px the fifth item's column is cut: the columns in view are {headers}"
+        book.screenshot(str(screenshots / f"gradebook-{width}.png"))
+        student = book.keyed("gradebook.one_student")
+        student.scroll_into_view_if_needed()
+        for n in range(tables.count()):  # hovering a table shows its toolbar (if it has one)
+            tables.nth(n).hover()
+            toolbars = book.page.locator('[data-testid="stElementToolbar"]')
+            for bar in (toolbars.nth(i) for i in range(toolbars.count())):
+                assert not (bar.is_visible() and _boxes_overlap(bar.bounding_box(), student.bounding_box())), \
+                    f"at {width} px the toolbar of table {n + 1} covers the Student box"

@@ -22,6 +22,7 @@ from ...core.levels import spec
 from ...core.model import Exercise
 from ...core.numbers import matrices, no_zero_lines
 from ...core.sampler import Batch
+from ...i18n import msg
 
 ID = "cross_attention"
 ORDER = 75
@@ -113,7 +114,8 @@ def solve(ex: Exercise) -> list[solutions.Step]:
     steps = solutions.pipeline_steps(queries, ["Q"], places, refs)
     ctx = solutions.build_context(memory, ["K", "V"], places, refs)
     ctx.symbols["X"] = "H"  # keys and values are projections of the memory
-    steps += [solutions.BUILDERS[name](ctx, name) for name in ctx.shown]
+    steps += [replace(solutions.BUILDERS[name](ctx, name), note=msg(f"kind.cross_attention.note.{name}"))
+              for name in ctx.shown]
     steps += solutions.pipeline_steps(attention, PARTS, places, refs)
     return steps
 

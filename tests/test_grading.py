@@ -11,6 +11,7 @@ import exercises
 from exercises import Exercise, Part, grade
 from exercises.cli.selftest import as_text
 from exercises.core.grading import CONSISTENT, RIGHT, WRONG
+from exercises.i18n import t
 
 
 def one_part(reference, decimals: int = 2, name: str = "A", **part_options) -> Exercise:
@@ -98,7 +99,7 @@ def test_format_error_is_not_a_wrong_answer():
     assert fb.score is None and not fb.graded and not fb.correct
     assert part.format_error is not None and part.score is None and part.cells is None
     assert set(part.cell_errors) == {(2, 2)}  # 0-based (row, col)
-    assert "Row 3, column 3" in str(part.cell_errors[(2, 2)])
+    assert "row 3, column 3" in str(part.cell_errors[(2, 2)]) and t("part.A") in str(part.cell_errors[(2, 2)])
     assert fb.message is not None and fb.message.key == "grade.invalid"
 
 

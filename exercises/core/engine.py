@@ -31,9 +31,9 @@ import math
 import pkgutil
 import sys
 import zlib
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -93,6 +93,7 @@ class Kind:
     home: HomeStage | None = None
     sheet: SheetSection | None = None
     folder: Path | None = None
+    EXP_GRID: Mapping[int, tuple] = field(default_factory=dict)  # level -> the fixed eˣ aid (ExpSeries, …)
 
     @classmethod
     def from_module(cls, module: ModuleType) -> Kind:
@@ -118,7 +119,8 @@ class Kind:
                             position=order if sheet.position is None else sheet.position)
         return cls(ID=names["ID"], VERSION=int(names["VERSION"]), LEVELS=tuple(names["LEVELS"]),
                    GUARDS=tuple(names["GUARDS"]), generate=names.get("generate"), ORDER=order,
-                   home=names.get("HOME"), sheet=sheet, folder=Path(module.__file__).parent, **hooks)
+                   home=names.get("HOME"), sheet=sheet, folder=Path(module.__file__).parent,
+                   EXP_GRID=dict(names.get("EXP_GRID", {})), **hooks)
 
 
 def _kind_modules(paths: Sequence[str]) -> Iterator[ModuleType]:

@@ -23,11 +23,14 @@ from ...core.model import Exercise
 from ...core.numbers import matrices, no_zero_lines
 from ...core.sampler import Batch
 from ...i18n import msg
+from ...solutions.aids import ExpSeries
 
 ID = "cross_attention"
 ORDER = 75
 VERSION = 3
 LEVELS = (1, 2, 3)
+# the eˣ aid: a fixed grid per level covering every exponent the level's problems need (never just those)
+EXP_GRID = {1: (ExpSeries(1, 2, 0, 4),), 2: (ExpSeries(1, 2, -2, 2, root=2),), 3: (ExpSeries(1, 2, -4, 4, root=2),)}
 # every catalogued mistake that can apply to this kind's parts: the sampler keeps them apart
 GUARDS = ("no_scaling", "scaled_by_dk", "softmax_columns", "no_exp", "scaled_times_sqrt_dk",
           "softmax_no_normalise", "cross_keys_from_queries", "cross_causal_mask")

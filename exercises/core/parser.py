@@ -473,7 +473,8 @@ def parse_answer(text: str, where: Msg | None = None) -> np.ndarray:
 
 def _read_matrix(text: str, where: Msg | None = None) -> np.ndarray:
     """parse_answer's general reading: any text the grammar accepts, or the AnswerError saying why not."""
-    box = where if where is not None and where.key != "where.answer" else None  # the box it was typed in
+    # the box it was typed in, when the caller names one (a Msg, or plain text)
+    box = None if where is None or getattr(where, "key", None) == "where.answer" else where
     where = where or msg("where.answer")
     if text is None or not str(text).strip():
         raise AnswerError(msg("parse.empty", where=where))

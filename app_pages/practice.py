@@ -70,7 +70,7 @@ if fb is not None:
     if not answer_grid.still_shows(ex, prefix, graded):
         st.caption(":material/edit: " + tr("practice.changed_since_check"))
 
-hints.show(ex, graded_attempts=len(attempts.for_exercise(ex)))
+hints.show(ex, graded_attempts=len(attempts.for_exercise(ex)), checked=fb)
 
 if solution.show_button(ex, key=f"sol-{ex.id}"):
     solution.show(ex, key=f"sol-{ex.id}")

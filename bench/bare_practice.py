@@ -89,7 +89,7 @@ def practice() -> None:
         st.form_submit_button("Check", type="primary", on_click=flag, args=("bare.checked",),
                               icon=":material/done_all:")
     if checked:
-        st.error("Score 89%. 1 of 9 cells are not right yet.", icon=":material/cancel:")
+        st.error("Score 89%. Not right yet: 8 of 9 cells right.", icon=":material/cancel:")
 
     if not solved:
         st.button("Show solution", key=f"bare.{problem}.show", on_click=flag, args=("bare.solved",),

@@ -67,7 +67,7 @@ def test_one_name_for_the_softmax_input_gradient(lang):
     ex = exercises.generate("grad_softmax", 1, 1)
     prompt = engine.prompt(ex, lang)
     assert "G_scaled" not in prompt and "G_Z" in prompt
-    assert answer_grid.symbol(ex.parts[0]) == "G_Z"
+    assert answer_grid.cell_label(ex.parts[0].name, 1, 1, lang).startswith("G_Z")
 
 
 @pytest.mark.parametrize("lang", LANGS)
@@ -105,3 +105,22 @@ def test_check_work_says_unreadable_not_not_entered():
     assert t("checkwork.verdict.unreadable") in shown
     a_line = next(line for line in shown.splitlines() if line.startswith(f"**{t('part.A')}**"))
     assert t("checkwork.verdict.not_given") not in a_line
+
+
+@pytest.mark.parametrize("lang, label", [("en", "The scaled scores S / √d_k, row 1, column 1"),
+                                         ("zh", "缩放后的分数 S / √d_k，第 1 行第 1 列")])
+def test_answer_cells_are_named_by_the_parts_catalog_label(lang, label):
+    """A screen reader hears the part's label from the catalog (part.scaled), not its internal name
+    ("scaled, row 1, column 1"); attention level 1 seed 77738, cell (1, 1) of the scaled scores, and
+    every cell of every part on the page."""
+    at = open_page("app_pages/practice.py", {"kind": "attention", "level": "1", "seed": "77738"}, lang=lang)
+    assert not at.exception
+    ex = exercises.generate("attention", 77738, 1)
+    cell = at.text_input(key=answer_grid.cell_key(f"ans-{ex.id}", "scaled", 0, 0))
+    assert cell.label == label, f"attention level 1 seed 77738, scaled (1, 1), {lang}: {cell.label!r}"
+    for part in ex.parts:
+        for i in range(part.shape[0]):
+            for j in range(part.shape[1]):
+                shown = at.text_input(key=answer_grid.cell_key(f"ans-{ex.id}", part.name, i, j)).label
+                name = t(f"part.{part.name}", lang)
+                assert name[1:] in shown and not shown.startswith(f"{part.name},"), (part.name, i, j, lang, shown)

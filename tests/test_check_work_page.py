@@ -136,5 +136,21 @@ def test_a_latex_command_outside_the_whitelist_is_named_with_its_place():
     _check(at)
     text = _text(at)
     command = escape.markdown(r"\input")  # the learner's text, shown literally
-    assert f"'{command}'" in text and "Row 2, column 2" in text and "character 1" in text, text
+    assert f"'{command}'" in text and "row 2, column 2" in text.lower() and "character 1" in text, text
     assert not at.success
+
+
+def test_a_character_that_is_not_allowed_names_its_box_row_and_column():
+    """A LaTeX paste into W_V and into the scores: each message names its box, row and column."""
+    at = open_page(PAGE)
+    at.text_area(key=cw.input_key("W_V")).input("1 0\n0 \\x")
+    at.run()
+    _check(at)
+    errors = [e.value for e in at.error]
+    assert len(errors) == 1 and errors[0].startswith("In W_V, row 2, column 2: the LaTeX command"), errors
+    at.text_area(key=cw.input_key("W_V")).input("1 0\n0 1")
+    at.text_area(key=cw.claim_key("scores")).input("@ 0")
+    at.run()
+    _check(at)
+    shown = [w.value for w in at.warning if "not allowed" in w.value]
+    assert shown and all(t("part.scores") in w and "row 1, column 1" in w for w in shown), shown

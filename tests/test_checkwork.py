@@ -152,6 +152,36 @@ def test_missing_and_unreadable_inputs():
     assert not report.ok and "abc" in _rendered(report)[0]
 
 
+UNREADABLE = {  # text a learner might type, and what is wrong with it
+    "a backslash (a LaTeX paste)": "1 0\n0 \\x",
+    "rows of different lengths": "1 0\n0",
+    "a decimal comma": "0,5 0,25\n1 1",
+    "an operand missing": "1 0\n0 2/",
+    "an unknown name": "1 0\n0 foo",
+    "brackets that do not match": "[[1, 0], [0, 1]",
+    "a lone bad number": "1/",
+}
+
+
+def test_every_message_on_unreadable_text_names_the_box():
+    """Each input box and each step box, each kind of unreadable text: the message names the box (its
+    catalog label) as well as the row and column, in English and Chinese."""
+    steps = {"scores": "1 0 1; 0 1 1; 1 1 2"}
+    for box in ("X", "W_Q", "W_K", "W_V", "scores", "A", "O"):
+        for what, text in UNREADABLE.items():
+            if box in GOLDEN_INPUTS:
+                report = exercises.check_work({**GOLDEN_INPUTS, box: text}, {})
+                problems = report.errors
+            else:
+                report = exercises.check_work(GOLDEN_INPUTS, {**steps, box: text}, causal=True)
+                problems = [report.claim_errors[box]]
+            assert len(problems) == 1, f"box {box}, {what}: {problems}"
+            for lang in ("en", "zh"):
+                text_shown = problems[0].render(lang)
+                label = Msg(f"part.{box}").render(lang)
+                assert label in text_shown, f"box {box}, {what} ({lang}): {text_shown!r} does not name {label!r}"
+
+
 def test_claims_that_cannot_be_read_are_set_aside_and_the_rest_is_checked():
     claimed = {"scores": "1 0 1; 0 1 1; 1 1 2", "A": "1 0 0; 1/0 1 0; 1 1 1", "O": "1 2", "G_A": "1 1 1",
                "X": "1 0; 0 1; 1 1", "nonsense": "1", "scaled": ""}

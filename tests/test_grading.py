@@ -11,6 +11,7 @@ import exercises
 from exercises import Exercise, Part, grade
 from exercises.cli.selftest import as_text
 from exercises.core.grading import CONSISTENT, RIGHT, WRONG
+from exercises.i18n import t
 
 
 def one_part(reference, decimals: int = 2, name: str = "A", **part_options) -> Exercise:
@@ -98,7 +99,7 @@ def test_format_error_is_not_a_wrong_answer():
     assert fb.score is None and not fb.graded and not fb.correct
     assert part.format_error is not None and part.score is None and part.cells is None
     assert set(part.cell_errors) == {(2, 2)}  # 0-based (row, col)
-    assert "Row 3, column 3" in str(part.cell_errors[(2, 2)])
+    assert "row 3, column 3" in str(part.cell_errors[(2, 2)]) and t("part.A") in str(part.cell_errors[(2, 2)])
     assert fb.message is not None and fb.message.key == "grade.invalid"
 
 
@@ -144,7 +145,7 @@ def test_partial_credit_is_the_share_of_right_cells_per_part_and_the_mean_over_p
     assert not fb.correct and fb.parts["masked"].correct and not fb.parts["A"].correct
     marks = fb.parts["A"].status
     assert marks[0, 0] == WRONG and marks[2, 1] == WRONG and (marks == RIGHT).sum() == 7
-    assert fb.message.key == "grade.some_wrong" and fb.message.params == {"wrong": 2, "total": 18}
+    assert fb.message.key == "grade.some_wrong" and fb.message.params == {"right": 16, "total": 18}
 
 
 def test_all_right_answer_scores_one_with_every_cell_marked():
@@ -388,8 +389,53 @@ def test_correct_means_every_cell_right_while_score_credits_consistent_cells():
     assert O.score == 1.0  # consistent cells score in full
     assert not O.correct and not fb.correct  # ... but they are not right
     total = sum(p.cells.size for p in fb.parts.values())
-    not_right = total - sum(int(p.cells.sum()) for p in fb.parts.values())
-    assert fb.message.key == "grade.some_wrong" and fb.message.params == {"wrong": not_right, "total": total}
+    right = sum(int(p.cells.sum()) for p in fb.parts.values())
+    summary = fb.message.params.get("summary", fb.message)  # the message may add how the score is made
+    assert summary.key == "grade.some_wrong_consistent"
+    assert summary.params == {"right": right, "consistent": consistent, "total": total}
+
+
+def test_the_message_counts_what_the_score_counts():
+    """backprop_loss level 1 seed 1: G_O wrong, G_A and G_V computed from it. The score (67 %) credits
+    the consistent cells; the message says how many are right and how many consistent, and that the
+    score is the mean over the parts (the cells' share, 15 of 21, would read 71 %)."""
+    ex = exercises.generate("backprop_loss", seed=1, level=1)
+    V = given_matrix(ex, "X") @ given_matrix(ex, "W_V")
+    G_O = 2 * np.array(ex.part("G_O").reference)
+    fb = grade(ex, {"G_O": G_O, "G_A": G_O @ V.T, "G_V": given_matrix(ex, "A").T @ G_O})
+    case = "backprop_loss level 1 seed 1, G_O doubled and carried forward"
+    statuses = np.concatenate([p.status.ravel() for p in fb.parts.values()])
+    right, consistent = int((statuses == RIGHT).sum()), int((statuses == CONSISTENT).sum())
+    assert (right, consistent, statuses.size) == (1, 14, 21) and round(100 * fb.score) == 67, case
+    assert fb.message.key == "grade.score_mean_of_parts" and fb.message.params["parts"] == 3, case
+    summary = fb.message.params["summary"]
+    assert summary.key == "grade.some_wrong_consistent", case
+    assert summary.params == {"right": right, "consistent": consistent, "total": 21}, case
+    assert "1 of 21 cells right, 14 more consistent" in fb.message.render("en"), case
+    assert "21 个格子中 1 个正确，另有 14 个" in fb.message.render("zh"), case
+
+
+@pytest.mark.parametrize("kind_id, level", [("attention", 1), ("backprop", 1), ("masking", 2), ("softmax", 1)])
+def test_a_message_without_the_mean_sentence_has_the_scores_share_of_cells(kind_id, level):
+    """Every cell counted once: right + consistent + wrong = all cells; when the message does not say the
+    score is a mean over parts, (right + consistent) / cells reads as the score does."""
+    for seed in range(10):
+        ex = exercises.generate(kind_id, seed=seed, level=level)
+        answer = {p.name: np.array(p.reference, dtype=float) for p in ex.parts}
+        first = ex.parts[0].name
+        answer[first] = answer[first] + 1  # every cell of the first part wrong, later parts as they are
+        fb = grade(ex, answer)
+        case = f"{kind_id} level {level} seed {seed}"
+        summary = fb.message
+        while summary.key in ("grade.explained", "grade.score_mean_of_parts"):
+            summary = summary.params["summary"]
+        statuses = np.concatenate([p.status.ravel() for p in fb.parts.values()])
+        assert summary.params["right"] == int((statuses == RIGHT).sum()), case
+        assert summary.params.get("consistent", 0) == int((statuses == CONSISTENT).sum()), case
+        assert summary.params["total"] == statuses.size, case
+        if fb.message.key != "grade.score_mean_of_parts":
+            share = (statuses != WRONG).mean()
+            assert round(100 * share) == round(100 * fb.score), f"{case}: score {fb.score}, cells {share}"
 
 
 @pytest.mark.parametrize("kind_id, level", KIND_LEVELS)
@@ -406,11 +452,13 @@ def test_correct_and_the_summary_agree_with_the_cells(kind_id, level):
             cells = [p.cells for p in fb.parts.values()]
             every_cell_right = all(bool(c.all()) for c in cells)
             assert fb.correct is every_cell_right, (kind_id, level, seed)
-            summary = fb.message.params["summary"] if fb.message.key == "grade.explained" else fb.message
+            summary = fb.message
+            while summary.key in ("grade.explained", "grade.score_mean_of_parts"):
+                summary = summary.params["summary"]
             assert (summary.key == "grade.all_right") is every_cell_right
             if fb.correct:
                 assert fb.score == 1.0
             else:
-                not_right = sum(int((~c).sum()) for c in cells)
-                assert summary.params["wrong"] == not_right > 0
+                right = sum(int(c.sum()) for c in cells)
+                assert summary.params["right"] == right < sum(c.size for c in cells), (kind_id, level, seed)
                 assert summary.params["total"] == sum(c.size for c in cells)

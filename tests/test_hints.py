@@ -11,6 +11,7 @@ import pytest
 
 import exercises
 from exercises import solutions
+from exercises.core.grading import WRONG
 from exercises.core.model import Exercise, Part
 from exercises.i18n import catalog, languages
 from exercises.rendering import latex
@@ -92,6 +93,55 @@ def test_one_cell_is_worked_out_from_the_solution(kind):
         assert worked.latex == (step.cell(i, j).latex,), "the solution's own derivation of that cell"
         value = latex.decimal(part.reference[i, j], part.decimals)
         assert value in worked.latex[0] or step.exact_cells[i][j] in worked.latex[0], (ex.id, value)
+
+
+def test_the_worked_cell_is_of_the_first_step_the_learner_got_wrong():
+    """attention level 1 seed 77738: S right, S / √d_k not divided (wrong). Hint 3 works a cell of the
+    scaled scores the learner got wrong, not S₁₁; before any answer it works the first step."""
+    ex = exercises.generate("attention", 77738, 1)
+    answer = {p.name: np.array(p.reference) for p in ex.parts}
+    answer["scaled"] = answer["scores"]
+    fb = exercises.grade(ex, answer)
+    case = "attention level 1 seed 77738, scaled = scores"
+    assert fb.parts["scores"].correct and not fb.parts["scaled"].correct, case
+    worked = hints.hints(ex, fb)[2]
+    assert worked.cell is not None and worked.cell[0] == "scaled", f"{case}: hint 3 works {worked.cell}"
+    _, i, j = worked.cell
+    assert fb.parts["scaled"].status[i, j] == WRONG, f"{case}: cell ({i + 1}, {j + 1}) was right"
+    assert worked.latex[0].startswith(f"Z_{{{i + 1}{j + 1}}}"), f"{case}: {worked.latex[0]}"
+    assert worked.text.params["part"].key == "part.scaled", case
+    assert hints.hints(ex)[2].cell[0] == "scores", f"{case}: before an answer, the first step"
+    unread = exercises.grade(ex, {**answer, "scores": [["x", "1"], ["1", "1"]]})
+    assert not unread.graded and hints.hints(ex, unread)[2].cell[0] == "scores", f"{case}: an unread answer"
+
+
+@pytest.mark.parametrize("kind", [k for k in KINDS if getattr(exercises.KINDS[k], "hints", None) is None])
+def test_hint_3_follows_the_first_wrong_part_in_every_kind(kind):
+    """Every kind with a second part: the first part right, the second off by 1.37 in every finite cell;
+    hint 3 works a wrong cell of the second part, with the solution's own derivation of it."""
+    checked = 0
+    for ex in variants(kind):
+        later = [p for p in ex.parts[1:] if not p.is_choice and np.isfinite(p.reference).any()]
+        if ex.parts[0].is_choice or not later:
+            continue
+        target = later[0]
+        answer = {p.name: (int(p.reference[0, 0]) if p.is_choice else np.array(p.reference)) for p in ex.parts}
+        answer[target.name] = np.where(np.isfinite(target.reference), target.reference + 1.37, target.reference)
+        fb = exercises.grade(ex, answer)
+        first = next((p.name for p in ex.parts if fb.parts[p.name].status is not None
+                      and (fb.parts[p.name].status == WRONG).any()), None)
+        case = f"{kind} level {ex.level} seed {ex.seed}, {target.name} off by 1.37"
+        assert first == target.name, f"{case}: first wrong part {first}"
+        worked = hints.hints(ex, fb)[2]
+        assert worked.cell is not None and worked.cell[0] == target.name, f"{case}: hint 3 works {worked.cell}"
+        _, i, j = worked.cell
+        assert fb.parts[target.name].status[i, j] == WRONG, f"{case}: cell ({i + 1}, {j + 1}) was right"
+        step = {s.name: s for s in solutions.solve(ex)}.get(target.name)
+        if step is not None and step.shape == target.shape:
+            assert worked.latex == (step.cell(i, j).latex,), case
+        checked += 1
+    if any(len([p for p in ex.parts if not p.is_choice]) > 1 for ex in variants(kind)):
+        assert checked, f"{kind}: no exercise with a second part checked"
 
 
 def test_the_worked_cell_skips_cells_that_teach_nothing():

@@ -212,7 +212,7 @@ def test_practice_hints_open_without_an_answer_and_are_recorded():
     click_check(at)
     hint_button(at, 3).click().run()
     assert not at.exception
-    worked = hints.hints(ex)[2]
+    worked = hints.hints(ex, at.session_state["practice.feedback"][1])[2]
     assert any(worked.latex[0] in latex for latex in texts_of(at, "latex")), "the worked cell is shown"
     assert any(e.label.startswith("Hints (3/3)") for e in at.expander)
     attempts = len(at.session_state["practice.attempts"])
@@ -261,3 +261,25 @@ def test_every_hint_opens_before_any_answer_and_no_attempt_is_recorded():
     assert any(e.label.endswith("(3/3)") for e in at.expander)
     attempts = at.session_state["practice.attempts"] if "practice.attempts" in at.session_state else []
     assert not attempts, "opening hints records no attempt"
+
+
+def test_hint_3_works_a_cell_of_the_first_step_the_learner_got_wrong():
+    """attention level 1 seed 77738: S right and S / √d_k left undivided. After the check, hint 3 on the
+    page works a wrong cell of the scaled scores (Z), not S₁₁."""
+    at = open_page("app_pages/practice.py", {"kind": "attention", "level": "1", "seed": "77738"})
+    ex = current_exercise(at)
+    cells = reference_cells(ex)
+    cells["scaled"] = cells["scores"]
+    fill_cells(at, ex, cells)
+    click_check(at)
+    fb = at.session_state["practice.feedback"][1]
+    case = "attention level 1 seed 77738, scaled = scores"
+    assert fb.parts["scores"].correct and not fb.parts["scaled"].correct, case
+    for level in (1, 2, 3):
+        hint_button(at, level).click().run()
+    assert not at.exception, case
+    shown = [latex.strip("$\n ") for latex in texts_of(at, "latex")]
+    worked = hints.hints(ex, fb)[2]
+    assert worked.cell[0] == "scaled" and worked.latex[0] in shown, f"{case}: hint 3 not shown among {shown}"
+    assert any(latex.startswith("Z_{") for latex in shown), f"{case}: no worked cell of Z among {shown}"
+    assert not any(latex.startswith("S_{") for latex in shown), f"{case}: a cell of S worked"

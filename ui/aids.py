@@ -1,4 +1,4 @@
-"""The hand-calculation aids shown with a problem: eˣ for exactly the exponents needed, √d_k, shapes."""
+"""The hand-calculation aids shown with a problem: eˣ on the level's fixed grid, √d_k, shapes."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import exercises
 from exercises import Exercise
 
 from . import mathview
-from .i18n import tr
+from .i18n import render, tr
 from .solution import fingerprint
 
 
@@ -19,7 +19,13 @@ def aids_view(key: str, _ex: Exercise) -> dict[str, Any]:
     """The aids as LaTeX strings (plain data, cached per exercise)."""
     a = exercises.aids(_ex)
     return {"table": a.table_latex(), "sqrt_dk": a.sqrt_dk,
-            "shapes": [latex for _, _, latex in a.shapes] or None}
+            "shapes": [latex for _, _, latex in a.shapes] or None, "table_caption": a.exp_caption}
+
+
+def table_caption(view: dict[str, Any]) -> str:
+    """What the eˣ table lists, in words (its grid and steps)."""
+    caption = view.get("table_caption")
+    return render(caption) if caption is not None else tr("aids.exp_table")
 
 
 def show(ex: Exercise, expanded: bool = True) -> None:
@@ -37,5 +43,5 @@ def show(ex: Exercise, expanded: bool = True) -> None:
             st.caption(tr("aids.sqrt_dk"))
             mathview.show(view["sqrt_dk"])
         if view["table"]:
-            st.caption(tr("aids.exp_table"))
+            st.caption(table_caption(view))
             mathview.show(view["table"])

@@ -18,9 +18,10 @@ import streamlit as st
 
 from exercises import AnswerError, Exercise, Feedback, Part, parse_answer
 from exercises.core.parser import MAX_CELL_CHARS, MAX_MATRIX_CHARS
-from exercises.i18n import msg, part_key
+from exercises.i18n import msg, part_key, t
 
 from . import theme
+from .i18n import lang as current_lang
 from .i18n import lang_key, render, tr
 
 MARK = {"right": "✓", "wrong": "✗", "consistent": "≈"}
@@ -66,11 +67,16 @@ def choice_key(prefix: str, part: str) -> str:
     return lang_key(_slug(f"{prefix}-{part}-choice"), carry=True)
 
 
-SYMBOL = {"G_scaled": "G_Z"}  # a part's name as the page writes it (the solutions write G_Z)
+def _capitalized(text: str) -> str:
+    return text[:1].upper() + text[1:]
 
 
-def symbol(part: Part) -> str:
-    return SYMBOL.get(part.name, part.name)
+def cell_label(part_name: str, row: int, col: int, lang: str | None = None) -> str:
+    """A cell's accessible name (1-based row and column): the part's label from the catalog, as the
+    heading above the grid writes it ("The scaled scores S / √d_k, row 1, column 1"), never its
+    internal name."""
+    lang = lang or current_lang()
+    return t("grid.cell_label", lang, part=_capitalized(t(f"part.{part_name}", lang)), row=row, col=col)
 
 
 def part_heading(part: Part, kind: str | None = None) -> str:
@@ -81,8 +87,7 @@ def part_heading(part: Part, kind: str | None = None) -> str:
         how = tr("grid.exact_inf" if needs_inf else "grid.exact")
     else:
         how = tr("grid.decimals", decimals=part.decimals)
-    name = tr(part_key(part.name, kind))
-    return f"**{name[:1].upper() + name[1:]}** · {rows}×{cols} · {how}"
+    return f"**{_capitalized(tr(part_key(part.name, kind)))}** · {rows}×{cols} · {how}"
 
 
 def draw(ex: Exercise, prefix: str, fb: Feedback | None = None, disabled: bool = False, *,
@@ -150,7 +155,7 @@ def _draw_row(part: Part, live: str, pfb, shown: np.ndarray | None, disabled: bo
             st.html(f'<p class="abh-grid-row" aria-hidden="true">{i + 1}</p>', width="content")
         for j in range(cols):
             key = cell_key(live, part.name, i, j)
-            st.text_input(tr("grid.cell_label", part=symbol(part), row=i + 1, col=j + 1), key=key,
+            st.text_input(cell_label(part.name, i + 1, j + 1), key=key,
                           label_visibility="collapsed", placeholder=f"{i + 1},{j + 1}", disabled=disabled,
                           max_chars=MAX_CELL_CHARS)
             if shown is None or not shown[i, j]:

@@ -715,11 +715,11 @@ def _aids(a: Assignment, ex: Exercise) -> None:
     if not a.rules.exam:
         aids_ui.show(ex, expanded=False)
         return
-    table = aids_ui.aids_view(solution.fingerprint(ex), ex)["table"]
-    if table:
+    view = aids_ui.aids_view(solution.fingerprint(ex), ex)
+    if view["table"]:
         with st.expander(tr("aids.title"), expanded=False, icon=":material/calculate:"):
-            st.caption(tr("aids.exp_table"))
-            mathview.show(table)
+            st.caption(aids_ui.table_caption(view))
+            mathview.show(view["table"])
 
 
 def _page_caption(pages: list[list[int]], page: int, count: int) -> None:

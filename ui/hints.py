@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from exercises import Exercise
+from exercises import Exercise, Feedback
 from exercises.i18n import plural
 from exercises.solutions import hints as exercise_hints
 
@@ -35,9 +35,11 @@ def _heading(level: int) -> str:
     return tr("hint.show", level=level, name=tr(f"hint.level.{level}"))
 
 
-def show(ex: Exercise, graded_attempts: int) -> None:
-    """The hints expander: the opened hints, then a button for the next one (disabled while locked)."""
-    hints = exercise_hints.hints(ex)
+def show(ex: Exercise, graded_attempts: int, checked: Feedback | None = None) -> None:
+    """The hints expander: the opened hints, then a button for the next one (disabled while locked).
+    `checked`: the feedback on the answer last checked, so that the worked cell is of the first step
+    the learner got wrong."""
+    hints = exercise_hints.hints(ex, checked)
     opened = min(used(ex), len(hints))
     unlocked = exercise_hints.available(graded_attempts)
     with st.expander(f"{tr('hint.title')} ({opened}/{len(hints)})", expanded=opened > 0, icon=":material/lightbulb:"):

@@ -97,6 +97,7 @@ class Kind:
     folder: Path | None = None
     # how a given list is shown: {name: "from_one" (stored 0-based, shown from 1) or "degrees" (angles)}
     given_shown: Mapping[str, str] = field(default_factory=dict)
+    EXP_GRID: Mapping[int, tuple] = field(default_factory=dict)  # level -> the fixed eˣ aid (ExpSeries, …)
 
     @classmethod
     def from_module(cls, module: ModuleType) -> Kind:
@@ -124,7 +125,8 @@ class Kind:
         return cls(ID=names["ID"], VERSION=int(names["VERSION"]), LEVELS=tuple(names["LEVELS"]),
                    GUARDS=tuple(names["GUARDS"]), generate=names.get("generate"), ORDER=order,
                    home=names.get("HOME"), sheet=sheet, folder=Path(module.__file__).parent,
-                   given_shown=dict(names.get("GIVEN_SHOWN", {})), **hooks)
+                   given_shown=dict(names.get("GIVEN_SHOWN", {})), EXP_GRID=dict(names.get("EXP_GRID", {})),
+                   **hooks)
 
 
 def _kind_modules(paths: Sequence[str]) -> Iterator[ModuleType]:

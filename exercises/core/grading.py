@@ -78,6 +78,17 @@ def _label(part: Part, kind: str | None = None) -> Msg:
     return msg(part_key(part.name, kind))
 
 
+def _summary(right: int, consistent: int, total: int, score: float, parts: int) -> Msg:
+    """The cells the score counts: right, and consistent with an earlier value (credited in full).
+    With parts of different sizes the score (the mean over the parts) can differ from the cells'
+    share; the message then says how the score is made."""
+    summary = (msg("grade.some_wrong_consistent", right=right, consistent=consistent, total=total) if consistent
+               else msg("grade.some_wrong", right=right, total=total))
+    if round(100 * score) != round(100 * (right + consistent) / total):
+        summary = msg("grade.score_mean_of_parts", summary=summary, parts=parts)
+    return summary
+
+
 def read_part(part: Part, answer: Any, kind: str | None = None) -> tuple[np.ndarray | None, PartFeedback]:
     """Turn one part's answer (text, grid of texts, numbers, option index) into a matrix; `kind`: the
     exercise's kind, for the part's name in messages."""
@@ -372,7 +383,7 @@ def grade(ex: Exercise, answer: Any) -> Feedback:
     candidates: _Candidates | None = None  # built the first time a part is not right as written
     earlier: dict[str, np.ndarray] = {}  # every earlier part, as the learner wrote it
     earlier_right: dict[str, np.ndarray] = {}  # the earlier parts with every cell right
-    total = right_count = 0
+    total = right_count = consistent_count = 0
     for part in ex.parts:
         fb, value = parts[part.name], values[part.name]
         right, all_right, status = _judged(value, part, part.name in finite)
@@ -392,18 +403,19 @@ def grade(ex: Exercise, answer: Any) -> Feedback:
         fb.score = 1.0 if all_right else float(np.mean(status != WRONG))  # (the mean of all True is 1.0)
         total += right.size
         right_count += right.size if all_right else int(right.sum())
+        consistent_count += 0 if all_right else int(np.count_nonzero(status == CONSISTENT))
         earlier[part.name] = value
         if all_right:
             earlier_right[part.name] = value
 
     # `score` credits consistent cells in full (their part score counts status != WRONG) while
-    # `correct` and the message count right cells only: a consistent cell is credited, not right.
+    # `correct` counts right cells only: a consistent cell is credited, not right. The message counts
+    # both, so that it says what the score counts.
     scores = [p.score for p in parts.values()]
     score = 1.0 if scores and all(s == 1.0 for s in scores) else float(np.mean(scores))
-    not_right = total - right_count
-    correct = not_right == 0  # exactly when every cell of every part is right
+    correct = right_count == total  # exactly when every cell of every part is right
     found = next((p.misconception for p in parts.values() if p.misconception), None)
-    message = msg("grade.all_right") if correct else msg("grade.some_wrong", wrong=not_right, total=total)
+    message = msg("grade.all_right") if correct else _summary(right_count, consistent_count, total, score, len(scores))
     why = next((p.explanation for p in parts.values() if p.explanation), None)
     if why is not None:
         message = msg("grade.explained", summary=message, why=why)

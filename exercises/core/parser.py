@@ -431,7 +431,14 @@ _SPACED_COMMA = re.compile(r",\s|\s,")
 _MARK = "\x00"  # stands in for a glued comma while a row is split: no answer can contain it
 
 
-def _refuse_decimal_comma(row: str, r: int) -> None:
+def _cell_where(where: Msg | None, row: int, col: int) -> Msg:
+    """Where a cell is, 1-based: in the named box when there is one ("Scores, row 2, column 1")."""
+    if where is None:
+        return msg("where.cell", row=row, col=col)
+    return msg("where.box_cell", part=where, row=row, col=col)
+
+
+def _refuse_decimal_comma(row: str, r: int, where: Msg | None = None) -> None:
     """`0,5 0,25` and `0,33, 0,67` mix decimal commas with separators: refuse them, naming the entry.
 
     A row with glued commas only (`1,2`) is two entries, as always; it is a decimal comma when the row
@@ -443,7 +450,7 @@ def _refuse_decimal_comma(row: str, r: int) -> None:
     if not _SPACED_COMMA.search(row) and len(cells) < 2:
         return
     c, cell = next((c, cell) for c, cell in enumerate(cells, start=1) if _MARK in cell)
-    raise AnswerError(msg("parse.decimal_comma", where=msg("where.cell", row=r, col=c),
+    raise AnswerError(msg("parse.decimal_comma", where=_cell_where(where, r, c),
                           cell=untrusted(cell.replace(_MARK, ",")), fixed=untrusted(cell.replace(_MARK, "."))),
                       row=r, col=c)
 
@@ -600,6 +607,8 @@ def _latex_rows(text: str, where: Msg) -> list[list[str]]:
 
 def _read_matrix(text: str, where: Msg | None = None) -> np.ndarray:
     """parse_answer's general reading: any text the grammar accepts, or the AnswerError saying why not."""
+    # the box it was typed in, when the caller names one (a Msg, or plain text)
+    box = None if where is None or getattr(where, "key", None) == "where.answer" else where
     where = where or msg("where.answer")
     if text is None or not str(text).strip():
         raise AnswerError(msg("parse.empty", where=where))
@@ -612,7 +621,7 @@ def _read_matrix(text: str, where: Msg | None = None) -> np.ndarray:
     else:
         row_texts = [r.strip() for r in _rows_of(normalised, where)]
         for r, row in enumerate((row for row in row_texts if row), start=1):
-            _refuse_decimal_comma(row, r)
+            _refuse_decimal_comma(row, r, box)
         rows = [_split_cells(row) for row in row_texts]
         rows = [r for r in rows if r and any(c for c in r)]
     if not rows:
@@ -622,7 +631,9 @@ def _read_matrix(text: str, where: Msg | None = None) -> np.ndarray:
         raise AnswerError(msg("parse.too_many_cells", where=where, cells=cells, limit=MAX_CELLS))
     for r, row in enumerate(rows, start=1):
         if len(row) != len(rows[0]):
-            raise AnswerError(msg("parse.ragged", row=r, got=len(row), expected=len(rows[0])), row=r)
+            ragged = {"row": r, "got": len(row), "expected": len(rows[0])}
+            raise AnswerError(msg("parse.ragged", **ragged) if box is None else
+                              msg("parse.ragged_in", where=box, **ragged), row=r)
     values = np.empty((len(rows), len(rows[0])))
     for r, row in enumerate(rows):
         for c, cell in enumerate(row):
@@ -630,7 +641,7 @@ def _read_matrix(text: str, where: Msg | None = None) -> np.ndarray:
                 values[r, c] = float(cell)
                 continue
             try:
-                values[r, c] = parse_number(cell, msg("where.cell", row=r + 1, col=c + 1))
+                values[r, c] = parse_number(cell, _cell_where(box, r + 1, c + 1))
             except AnswerError as err:
                 err.row, err.col = r + 1, c + 1
                 raise

@@ -1,4 +1,10 @@
-"""What a learner needs beside the problem: the eˣ table, √d_k, the shapes and the given values in LaTeX."""
+"""What a learner needs beside the problem: the eˣ table, √d_k, the shapes and the given values in LaTeX.
+
+The eˣ table is a fixed grid for the kind and level (its EXP_GRID), the same for every problem of that
+level: it never lists exactly the exponents a problem needs (in an exam it is the one aid kept, and that
+list would give part of the answer away). Its steps are those of the level's exponents (¼, ½ or 1; √2/2
+where d_k = 2 makes them multiples of √2/2), so each exponent a problem needs is read off, not
+interpolated."""
 
 from __future__ import annotations
 
@@ -10,6 +16,7 @@ import numpy as np
 import sympy
 
 from ..core.model import Exercise
+from ..i18n import Msg, msg
 from ..rendering import latex as L
 from .builders import _token_list
 from .context import Context
@@ -29,12 +36,42 @@ class ExpEntry:
 
 
 @dataclass(frozen=True)
+class ExpSeries:
+    """Part of a fixed eˣ grid: x = k · (num/den) · √root for every whole k from lo to hi."""
+
+    num: int
+    den: int
+    lo: int
+    hi: int
+    root: int = 1
+
+    @property
+    def step(self) -> sympy.Expr:
+        return sympy.Rational(self.num, self.den) * sympy.sqrt(self.root)
+
+    def xs(self) -> list[sympy.Expr]:
+        return [k * self.step for k in range(self.lo, self.hi + 1)]
+
+    def caption(self) -> Msg:
+        """In words: x from … to … in steps of … (plain text, as a student writes it)."""
+        return msg("aids.exp_series", lo=_plain(self.lo * self.step), hi=_plain(self.hi * self.step),
+                   step=_plain(self.step))
+
+
+def _plain(x: sympy.Expr) -> str:
+    """A grid value as plain text: −3/2, 3√2/4."""
+    text = str(x).replace("sqrt(", "√").replace(")", "").replace("*", "")
+    return text.replace("-", "−")
+
+
+@dataclass(frozen=True)
 class Aids:
-    """What a learner needs to compute by hand: e^x for exactly the exponents that appear, √d_k, shapes."""
+    """What a learner needs to compute by hand: e^x on the level's fixed grid, √d_k, shapes."""
 
     exp_table: tuple[ExpEntry, ...] = ()
     sqrt_dk: str | None = None  # \sqrt{d_k} = \sqrt{2} \approx 1.414
     shapes: tuple[tuple[str, tuple[int, int], str], ...] = ()  # (name, shape, X \in \mathbb{R}^{3 \times 2})
+    exp_caption: Msg | None = None  # what the eˣ table lists, in words
 
     def table_latex(self) -> str | None:
         """The eˣ table as a KaTeX array, or None when no exponential is needed."""
@@ -65,6 +102,41 @@ def _exp_entries(ctx: Context) -> tuple[ExpEntry, ...]:
     return tuple(e for _, e in sorted(seen.items()))
 
 
+def _entry(x: sympy.Expr) -> ExpEntry:
+    exponent, value = L.sym(x), math.exp(float(x))
+    x_dec = L.decimal(float(x), L.EXP_PLACES)
+    shown = rf"{L.exp_of(exponent)} {L.APPROX} {L.decimal(value, L.EXP_PLACES)}"
+    return ExpEntry(float(x), exponent, x_dec, value, shown)
+
+
+@functools.cache
+def grid_table(series: tuple[ExpSeries, ...]) -> tuple[tuple[ExpEntry, ...], Msg]:
+    """The fixed eˣ table of a grid (each x once, in order) and its caption."""
+    xs = {round(float(x), 9): x for s in series for x in s.xs()}
+    entries = tuple(_entry(x) for _, x in sorted(xs.items()))
+    parts = [s.caption() for s in series]
+    listed = parts[0]
+    for more in parts[1:]:
+        listed = msg("aids.exp_series_and", first=listed, rest=more)
+    return entries, msg("aids.exp_grid", series=listed)
+
+
+def exp_grid(kind: str, level: int) -> tuple[tuple[ExpEntry, ...], Msg] | None:
+    """The kind's fixed eˣ table for `level` (its EXP_GRID), or None when it declares none."""
+    from ..core import engine  # imported here: the kinds import this package
+
+    grids = getattr(engine.KINDS.get(kind), "EXP_GRID", None) or {}
+    return grid_table(tuple(grids[level])) if level in grids else None
+
+
+def fixed_table(ex: Exercise, needed: tuple[ExpEntry, ...]) -> Aids:
+    """The level's fixed eˣ grid in place of the exponents the problem needs (when it needs any)."""
+    grid = exp_grid(ex.kind, ex.level) if needed else None
+    if grid is None:
+        return Aids(exp_table=needed)
+    return Aids(exp_table=grid[0], exp_caption=grid[1])
+
+
 def _sqrt_aid(d_k: int) -> str:
     if math.isqrt(d_k) ** 2 == d_k:
         return L.sqrt_dk(d_k)
@@ -84,7 +156,8 @@ def generic_aids(ex: Exercise) -> Aids:
     root = None
     if ctx is not None and ctx.needed & set(SCALES) and "d_k" in ex.given:
         root = _sqrt_aid(int(ex.given["d_k"]))
-    return Aids(exp_table=table, sqrt_dk=root, shapes=shapes_of(ex))
+    fixed = fixed_table(ex, table)
+    return Aids(exp_table=fixed.exp_table, sqrt_dk=root, shapes=shapes_of(ex), exp_caption=fixed.exp_caption)
 
 
 @functools.lru_cache(maxsize=4 * CACHE_SIZE)

@@ -11,8 +11,9 @@ with that attempt (``hints_used``).
 What each level gives away:
 1. a nudge: the idea of the step, in words (``hint.<kind>.nudge`` in the kind's locales), no numbers;
 2. the formula of every asked part, from the worked solution's own steps (no values);
-3. one cell worked out, from the solution's derivation of that cell: the first cell of the first part
-   whose value is not trivially 0, 1 or −∞ (a causal row 1 of A is just [1, 0, …]); for a
+3. one cell worked out, from the solution's derivation of that cell: of the first part the learner got
+   wrong when an answer was checked (a cell they got wrong), else of the first part; the first such
+   cell whose value is not trivially 0, 1 or −∞ (a causal row 1 of A is just [1, 0, …]); for a
    multiple-choice part, one wrong option ruled out with its reason.
 
 A kind may define its own ``hints(ex) -> list[Hint]`` (its contract's ``hints``); it is used instead.
@@ -26,6 +27,7 @@ import numpy as np
 
 from .. import solutions
 from ..core import engine
+from ..core.grading import WRONG, Feedback
 from ..core.model import Exercise, Part
 from ..i18n import Msg, catalog, msg
 from ..rendering import latex as L
@@ -52,14 +54,31 @@ def available(graded_attempts: int) -> int:
     return max(1, min(LEVELS, 1 + int(graded_attempts)))
 
 
-def hints(ex: Exercise) -> list[Hint]:
-    """The three hints of `ex` (the kind's own when it defines hints(ex))."""
+def hints(ex: Exercise, checked: Feedback | None = None) -> list[Hint]:
+    """The three hints of `ex` (the kind's own when it defines hints(ex)); `checked`, the feedback on the
+    learner's last answer, points the worked cell at the first part they got wrong."""
     memo = ex.__dict__.setdefault("_memo", {})
-    if "hints" not in memo:
+    target = first_wrong(ex, checked)
+    key = ("hints", target[0] if target else None, target[1].tobytes() if target else None)
+    if key not in memo:
         kind = engine.KINDS.get(ex.kind)
         own = kind.hints if kind is not None else None
-        memo["hints"] = tuple(own(ex) if own is not None else (nudge(ex), formula(ex), worked(ex)))
-    return list(memo["hints"])
+        memo[key] = tuple(own(ex) if own is not None else (nudge(ex), formula(ex), worked(ex, target)))
+    return list(memo[key])
+
+
+def first_wrong(ex: Exercise, checked: Feedback | None) -> tuple[str, np.ndarray] | None:
+    """(the first part, in the exercise's order, with a cell marked wrong; those cells), or None when
+    nothing was checked, the answer was not graded or no cell is wrong."""
+    if checked is None or not checked.graded:
+        return None
+    for part in ex.parts:
+        fb = checked.parts.get(part.name)
+        if fb is not None and fb.status is not None and fb.status.shape == part.shape:
+            wrong = fb.status == WRONG
+            if wrong.any():
+                return part.name, wrong
+    return None
 
 
 # ---------------------------------------------------------------- the three levels
@@ -92,21 +111,25 @@ def formula(ex: Exercise) -> Hint:
     return Hint(FORMULA, text, tuple(dict.fromkeys(lines)))  # each formula once, in part order
 
 
-def worked_cell(part: Part) -> tuple[int, int]:
-    """The cell a level-3 hint works out: the first (row-major) whose value is not 0, 1 or ±∞."""
+def worked_cell(part: Part, among: np.ndarray | None = None) -> tuple[int, int]:
+    """The cell a level-3 hint works out: the first (row-major) of `among` (default every cell) whose
+    value is not 0, 1 or ±∞; else the first of `among`."""
     ref = np.asarray(part.reference, dtype=float)
-    telling = np.isfinite(ref) & ~np.isclose(ref, 0) & ~np.isclose(ref, 1)
-    found = np.argwhere(telling)
+    among = np.ones(ref.shape, dtype=bool) if among is None else among
+    telling = among & np.isfinite(ref) & ~np.isclose(ref, 0) & ~np.isclose(ref, 1)
+    found = np.argwhere(telling) if telling.any() else np.argwhere(among)
     return (int(found[0][0]), int(found[0][1])) if len(found) else (0, 0)
 
 
-def worked(ex: Exercise) -> Hint:
-    """Level 3: the first telling cell of the first part, derived; or a wrong option ruled out."""
-    part = ex.parts[0]
+def worked(ex: Exercise, target: tuple[str, np.ndarray] | None = None) -> Hint:
+    """Level 3: a telling cell derived, of the part `target` names among the cells it marks (the first
+    part the learner got wrong), else of the first part; or a wrong option ruled out."""
+    part = ex.part(target[0]) if target else ex.parts[0]
+    among = target[1] if target else None
     if part.is_choice:
         return _rule_out(ex, part)
     step = _steps(ex).get(part.name)
-    i, j = worked_cell(part)
+    i, j = worked_cell(part, among)
     label = msg(f"part.{part.name}")
     text = msg("hint.worked_one", part=label) if part.shape == (1, 1) else msg("hint.worked", part=label,
                                                                                row=i + 1, col=j + 1)

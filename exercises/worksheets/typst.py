@@ -233,15 +233,23 @@ def _typst_problem(p: Problem, lang: str, key: bool, space: str = "some", given:
     return chain
 
 
+EXP_COLUMNS = 9  # eˣ values side by side in one table of a printed sheet
+
+
 def _typst_aids(p: Problem, lang: str) -> list[str]:
     out = []
     rows = exp_rows(p)
     if rows:
-        header = ", ".join(f"${_typst_cell(x)}$" for x, _ in rows)
-        values = ", ".join(f"[{v}]" for _, v in rows)
-        out.append(f"#note({typst_string(t('worksheet.exp_table', lang))})")
-        out.append(f"#table(columns: {len(rows) + 1}, stroke: 0.4pt + luma(160), inset: 4pt, "
-                   f"$x$, {header}, $e^x$, {values})")
+        caption = t("worksheet.exp_table", lang)
+        if p.aids.exp_caption is not None:  # which grid: the same for every problem of the level
+            caption += " " + p.aids.exp_caption.render(lang)
+        out.append(f"#note({typst_string(caption)})")
+        for start in range(0, len(rows), EXP_COLUMNS):  # a long grid in several rows of the page's width
+            chunk = rows[start:start + EXP_COLUMNS]
+            header = ", ".join(f"${_typst_cell(x)}$" for x, _ in chunk)
+            values = ", ".join(f"[{v}]" for _, v in chunk)
+            out.append(f"#table(columns: {len(chunk) + 1}, stroke: 0.4pt + luma(160), inset: 4pt, "
+                       f"$x$, {header}, $e^x$, {values})")
     if p.aids.sqrt_dk is not None and "d_k" in p.exercise.given:
         d_k = int(p.exercise.given["d_k"])
         root = math.isqrt(d_k)

@@ -11,7 +11,7 @@ from exercises.cli import selftest
 from exercises.solutions import given_latex
 from tests.e2e.streamlit_driver import StreamlitPage
 from ui import mathview
-from ui.answer_grid import MARK, TINT, cell_key, paste_key
+from ui.answer_grid import MARK, TINT, cell_key, cell_label, paste_key
 
 DEEP_LINK = "/practice?kind=softmax&level=2&seed=5"
 
@@ -163,7 +163,7 @@ ISSUE_LINK = "/practice?kind=scores&level=2&seed=47343"
 
 def live_cell(app: StreamlitPage, part: str, i: int, j: int):
     """A cell found by its label: a paste gives the pasted part's cells new keys (cells_prefix)."""
-    name = exercises.t("grid.cell_label", part=part, row=i + 1, col=j + 1)
+    name = cell_label(part, i + 1, j + 1, "en")
     return app.page.get_by_role("textbox", name=name, exact=True)
 
 

@@ -210,7 +210,7 @@ def test_softmax_big_has_the_exp_aid_its_question_asks_for():
             found += 1
             p = ex.part("softmax_big").params
             aids = exercises.aids(ex)
-            assert {e.x for e in aids.exp_table} == {0.0, float(p["a"] - p["b"])}
+            assert {0.0, float(p["a"] - p["b"])} <= {e.x for e in aids.exp_table}  # on the level's grid
             assert aids.table_latex() is not None
             weight = 1 / (1 + np.exp(p["a"] - p["b"]))  # from the aid's two numbers
             assert abs(weight - ex.part("softmax_big").reference[0, 0]) < 1e-12

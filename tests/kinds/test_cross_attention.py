@@ -151,6 +151,19 @@ def test_the_memory_feeds_keys_and_values_not_x():
     assert fb.parts["O"].misconception == "cross_keys_from_queries", "cross_attention level 3 seed 0"
 
 
+@pytest.mark.parametrize("lang", ("en", "zh"))
+@pytest.mark.parametrize("seed", (0, 5, 11))
+def test_the_solution_says_keys_and_values_come_from_the_memory(seed, lang):
+    """Level 3's formula reads K = H W_K, V = H W_V: the sentence under it says H too, never X."""
+    ex = exercises.generate(K.ID, seed, 3)
+    steps = {s.name: s for s in exercises.solve(ex)}
+    for name in ("K", "V"):
+        case = f"cross_attention level 3 seed {seed} step {name} ({lang})"
+        assert steps[name].latex == f"{name} = H W_{name}", case
+        note = steps[name].note.render(lang)
+        assert "H" in note and "X" not in note, f"{case}: {note}"
+
+
 def test_cross_causal_mask_hides_the_keys_right_of_the_square_diagonal():
     scaled = np.zeros((2, 3))
     hidden = np.isneginf(pipeline.run({"scaled": scaled, "causal": False}, mistakes={"cross_causal_mask"})["masked"])

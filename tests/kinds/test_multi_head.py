@@ -235,7 +235,7 @@ def test_the_aids_hold_every_exponent_of_every_head():
             ex = exercises.generate(K.ID, seed, level)
             table = {round(e.x, 9) for e in exercises.aids(ex).exp_table}
             needed = {round(float(x), 9) for run in _heads_run(ex) for x in run["masked"].ravel() if np.isfinite(x)}
-            assert needed == table, (level, seed)
+            assert needed <= table, (level, seed)  # on the level's fixed eˣ grid
 
 
 @pytest.mark.parametrize("version", sorted(STORED))

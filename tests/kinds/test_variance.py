@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -57,6 +59,12 @@ def test_every_mistake_differs_from_the_answer_and_from_the_others(level):
                 assert _grade(ex, part.name, alt).misconception == mid, (level, seed, part.name, mid)
 
 
+def _readable(needed: set[float], listed: set[float]) -> bool:
+    """Every exponent needed is on the level's eˣ grid, or its eˣ rounds to 0.000 (e⁻¹² and below)
+    and lies within the grid's range."""
+    return all(x in listed or (math.exp(x) < 0.0005 and min(listed) <= x <= max(listed)) for x in needed)
+
+
 def test_level_3_aid_lists_max_shifted_exponents_and_says_so():
     """Level 3 once listed e⁴⁰ (and e⁻²⁰ = 0.000) for S as given."""
     shifted = 0
@@ -65,11 +73,12 @@ def test_level_3_aid_lists_max_shifted_exponents_and_says_so():
         z = ex.given["scores"][0]
         scaled = z / np.sqrt(ex.given["d_k"])
         listed = {round(e.x, 9) for e in exercises.aids(ex).exp_table}
-        assert max(abs(x) for x in listed) <= 10 or np.abs(z).max() > 10  # e¹⁰ at most, or shifted below
+        assert max(listed) <= 10  # e¹⁰ at most: a row with larger scores is shifted below its maximum
         if np.abs(z).max() > 10:
             shifted += 1
-            assert listed == {round(x, 9) for x in np.concatenate([z - z.max(), scaled])}, seed
-            assert max(listed) <= 2  # nothing beyond e² (the largest scaled score)
+            needed = {round(x, 9) for x in np.concatenate([z - z.max(), scaled])}
+            assert _readable(needed, listed), seed
+            assert max(listed) <= 10  # the level's grid: nothing beyond e¹⁰
             for lang in ("en", "zh"):
                 assert t("kind.variance.prompt_shifted", lang) in engine.prompt(ex, lang)
                 assert "S_j − max S" in engine.prompt(ex, lang)
@@ -126,4 +135,4 @@ def test_variance_aids_hold_every_exponent_of_every_softmax():
             z = ex.given["scores"]
             z = z - z.max() if np.abs(z).max() > 10 else z  # a row with large scores: max-shifted (issue 14)
             needed = set(np.round(z, 9).ravel()) | set(np.round(ex.given["scores"] / np.sqrt(ex.given["d_k"]), 9).ravel())
-            assert needed == table, ("variance", level, seed)
+            assert _readable(needed, table), ("variance", level, seed)

@@ -14,11 +14,14 @@ from ...core.contract import HomeStage
 from ...core.levels import spec
 from ...core.numbers import distinct_columns, matrices, no_zero_lines
 from ...core.sampler import Batch
+from ...solutions.aids import ExpSeries
 
 ID = "attention"
 ORDER = 70
 VERSION = 6
 LEVELS = (1, 2, 3)
+# the eˣ aid: a fixed grid per level covering every exponent the level's problems need (never just those)
+EXP_GRID = {1: (ExpSeries(1, 2, 0, 4),), 2: (ExpSeries(1, 2, -4, 4, root=2),), 3: (ExpSeries(1, 4, -12, 12, root=2),)}
 # every catalogued mistake that can apply to this kind's parts: the sampler keeps them apart
 GUARDS = ("transposed_scores", "no_scaling", "scaled_by_dk", "mask_diagonal", "mask_wrong_triangle",
           "no_mask", "mask_after_softmax", "softmax_columns", "no_exp", "weights_transposed",

@@ -27,11 +27,14 @@ from ...core.numbers import choice
 from ...i18n import Msg, msg
 from ...rendering import latex as L
 from ...solutions import Aids, ExpEntry
+from ...solutions.aids import ExpSeries
 
 ID = "concepts"
 ORDER = 110
 VERSION = 3
 LEVELS = (1, 2, 3)
+# the eˣ aid: a fixed grid per level covering every exponent the level's problems need (never just those)
+EXP_GRID = {2: (ExpSeries(1, 1, -4, 0),), 3: (ExpSeries(1, 1, -4, 0),)}
 # every catalogued mistake that can apply to this kind's parts: the redraw keeps them apart
 GUARDS = ()
 
@@ -243,7 +246,8 @@ def _short_record(qid: str, p: Params, result: str) -> tuple[solutions.Substitut
 
 
 def aids(ex: Exercise) -> Aids:
-    """e^0 and e^(b − a) for softmax_big: the scores minus the larger one, as its question says to do."""
+    """For softmax_big (the scores minus the larger one, as its question says to do: e^0 and e^(b − a)),
+    the level's fixed eˣ grid, which holds both."""
     entries = []
     for part in ex.parts:
         if part.name == "softmax_big":
@@ -251,7 +255,7 @@ def aids(ex: Exercise) -> Aids:
                 value = math.exp(x)
                 text = L.decimal(value, L.EXP_PLACES)
                 entries.append(ExpEntry(float(x), str(x), str(x), value, rf"{L.exp_of(str(x))} {L.APPROX} {text}"))
-    return Aids(exp_table=tuple(entries))
+    return solutions.fixed_table(ex, tuple(entries))  # the level's fixed grid when an eˣ is needed
 
 
 # ---------------------------------------------------------------- Home and the formula sheet

@@ -22,11 +22,15 @@ from ...core.levels import spec
 from ...core.model import Exercise
 from ...core.numbers import matrices, no_zero_lines
 from ...core.sampler import Batch
+from ...i18n import msg
+from ...solutions.aids import ExpSeries
 
 ID = "cross_attention"
 ORDER = 75
 VERSION = 3
 LEVELS = (1, 2, 3)
+# the eˣ aid: a fixed grid per level covering every exponent the level's problems need (never just those)
+EXP_GRID = {1: (ExpSeries(1, 2, 0, 4),), 2: (ExpSeries(1, 2, -2, 2, root=2),), 3: (ExpSeries(1, 2, -4, 4, root=2),)}
 # every catalogued mistake that can apply to this kind's parts: the sampler keeps them apart
 GUARDS = ("no_scaling", "scaled_by_dk", "softmax_columns", "no_exp", "scaled_times_sqrt_dk",
           "softmax_no_normalise", "cross_keys_from_queries", "cross_causal_mask")
@@ -113,7 +117,8 @@ def solve(ex: Exercise) -> list[solutions.Step]:
     steps = solutions.pipeline_steps(queries, ["Q"], places, refs)
     ctx = solutions.build_context(memory, ["K", "V"], places, refs)
     ctx.symbols["X"] = "H"  # keys and values are projections of the memory
-    steps += [solutions.BUILDERS[name](ctx, name) for name in ctx.shown]
+    steps += [replace(solutions.BUILDERS[name](ctx, name), note=msg(f"kind.cross_attention.note.{name}"))
+              for name in ctx.shown]
     steps += solutions.pipeline_steps(attention, PARTS, places, refs)
     return steps
 

@@ -37,6 +37,7 @@ from ...core.numbers import pooled_matrices
 from ...core.sampler import Batch
 from ...i18n import msg
 from ...rendering import latex as L
+from ...solutions.aids import ExpSeries
 from .._shared.aids import softmax_aids
 from .._shared.hand import own_diagnosis
 
@@ -44,6 +45,8 @@ ID = "gqa"
 ORDER = 82  # after multi_head (80): the same heads, sharing their keys and values; before rope (84)
 VERSION = 4
 LEVELS = (1, 2, 3)
+# the eˣ aid: a fixed grid per level covering every exponent the level's problems need (never just those)
+EXP_GRID = {1: (ExpSeries(1, 1, -3, 3),), 2: (ExpSeries(1, 1, -3, 3),), 3: (ExpSeries(1, 2, -3, 3, root=2),)}
 # the catalogued mistakes that can change one head's output: the sampler keeps them apart in every head
 GUARDS = ("transposed_scores", "scores_not_transposed", "no_scaling", "scaled_by_dk", "mask_wrong_triangle",
           "no_mask", "mask_after_softmax", "softmax_columns", "no_exp", "weights_transposed",

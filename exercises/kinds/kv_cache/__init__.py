@@ -37,12 +37,17 @@ from ...core.numbers import choice, matrices, no_zero_lines, round_half_up
 from ...core.sampler import Batch
 from ...i18n import msg
 from ...rendering import latex as L
+from ...solutions.aids import ExpSeries
 from .._shared.hand import own_diagnosis
 
 ID = "kv_cache"
 ORDER = 78  # after cross_attention, before multi_head: the decoder at inference time
 VERSION = 4
 LEVELS = (1, 2, 3)
+# the eˣ aid: a fixed grid per level covering every exponent the level's problems need (never just those)
+EXP_GRID = {1: (ExpSeries(1, 1, 0, 4),),
+            2: (ExpSeries(1, 2, -4, 4), ExpSeries(1, 2, -2, 2, root=2),),
+            3: (ExpSeries(1, 2, -8, 8),)}
 GUARDS = ()  # no step record makes these parts: the kind's own `mistakes` are kept apart instead
 
 # level: (cached tokens t to draw from, d_k to draw from, d_v, entries of K_cache, q, k; entries of V_cache, v)

@@ -9,11 +9,14 @@ from ...core.draft import Draft, reference_parts
 from ...core.levels import spec
 from ...core.model import Exercise
 from ...core.numbers import choice, matrix
+from ...solutions.aids import ExpSeries
 
 ID = "masking"
 ORDER = 40
 VERSION = 2
 LEVELS = (1, 2, 3)
+# the eˣ aid: a fixed grid per level covering every exponent the level's problems need (never just those)
+EXP_GRID = {2: (ExpSeries(1, 2, -4, 4),), 3: (ExpSeries(1, 2, -4, 6),)}
 # every catalogued mistake that can apply to this kind's parts: the redraw keeps them apart
 GUARDS = ("mask_diagonal", "mask_wrong_triangle", "no_mask", "mask_after_softmax", "softmax_columns",
           "no_exp", "mask_zero_instead_of_inf", "softmax_no_normalise")

@@ -25,12 +25,15 @@ from ...core.numbers import matrices, no_zero_lines, pooled_matrices, round_half
 from ...core.sampler import Batch
 from ...i18n import msg
 from ...rendering import latex as L
+from ...solutions.aids import ExpSeries
 from .._shared.aids import softmax_aids
 
 ID = "multi_head"
 ORDER = 80
 VERSION = 6
 LEVELS = (1, 2, 3)
+# the eˣ aid: a fixed grid per level covering every exponent the level's problems need (never just those)
+EXP_GRID = {1: (ExpSeries(1, 1, -4, 4),), 2: (ExpSeries(1, 2, -4, 4, root=2),), 3: (ExpSeries(1, 2, -4, 4, root=2),)}
 # every catalogued mistake that can change a head's output: the sampler keeps them apart in every head
 # not mask_diagonal: it leaves the first query no key, so no one can write the O it gives
 GUARDS = ("transposed_scores", "no_scaling", "scaled_by_dk", "mask_wrong_triangle", "no_mask", "mask_after_softmax",

@@ -28,11 +28,14 @@ from ...core.numbers import matrices
 from ...core.sampler import Batch
 from ...i18n import msg, plural
 from ...rendering import latex as L
+from ...solutions.aids import ExpSeries
 
 ID = "padding_mask"
 ORDER = 45
 VERSION = 3
 LEVELS = (1, 2, 3)
+# the eˣ aid: a fixed grid per level covering every exponent the level's problems need (never just those)
+EXP_GRID = {2: (ExpSeries(1, 2, -4, 4),), 3: (ExpSeries(1, 2, -4, 6),)}
 # every catalogued mistake that can apply to this kind's parts: the sampler keeps them apart
 GUARDS = ("no_mask", "no_exp", "mask_zero_instead_of_inf", "softmax_no_normalise", "padding_on_queries",
           "padding_ignored", "padding_after_softmax", "padding_empty_row_uniform")

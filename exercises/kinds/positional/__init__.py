@@ -32,6 +32,7 @@ from ...core.model import Exercise, Part
 from ...core.numbers import choice, decimals_for, nonzero_matrix, round_half_up
 from ...i18n import msg
 from ...rendering import latex as L
+from ...solutions.aids import ExpSeries
 from .._shared.aids import softmax_aids
 from .._shared.hand import carried, own_diagnosis
 
@@ -39,6 +40,8 @@ ID = "positional"
 ORDER = 86  # after rope
 VERSION = 1
 LEVELS = (1, 2, 3)
+# the eˣ aid: a fixed grid per level covering every exponent the level's problems need (never just those)
+EXP_GRID = {2: (ExpSeries(1, 2, 0, 4),), 3: (ExpSeries(1, 2, 0, 4),)}
 GUARDS = ()  # no pipeline step makes these parts: the kind keeps its own mistakes apart (generate)
 
 GIVEN_SHOWN = {"perm": "from_one"}  # stored 0-based, shown from 1 like the prompt's order and the solution

@@ -10,11 +10,14 @@ from ...core.contract import Formula, HomeStage, SheetSection
 from ...core.draft import Draft, reference_parts
 from ...core.levels import spec
 from ...core.numbers import choice, matrix
+from ...solutions.aids import ExpSeries
 
 ID = "softmax"
 ORDER = 50
 VERSION = 1
 LEVELS = (1, 2, 3)
+# the eˣ aid: a fixed grid per level covering every exponent the level's problems need (never just those)
+EXP_GRID = {1: (ExpSeries(1, 2, 0, 4),), 2: (ExpSeries(1, 2, -4, 4),), 3: (ExpSeries(1, 2, -4, 6),)}
 # every catalogued mistake that can apply to this kind's parts: the redraw keeps them apart
 GUARDS = ("softmax_columns", "no_exp", "mask_zero_instead_of_inf", "softmax_no_normalise")
 

@@ -27,12 +27,17 @@ from ...core.model import Exercise, Part
 from ...core.numbers import choice, decimals_for
 from ...i18n import msg
 from ...rendering import latex as L
+from ...solutions.aids import ExpSeries
 from .._shared.aids import softmax_aids
 
 ID = "variance"
 ORDER = 100
 VERSION = 2
 LEVELS = (1, 2, 3)
+# the eˣ aid: a fixed grid per level covering every exponent the level's problems need (never just those)
+EXP_GRID = {1: (ExpSeries(1, 1, -8, 8),),
+            2: (ExpSeries(1, 1, -10, 10), ExpSeries(10, 1, -3, -1),),
+            3: (ExpSeries(1, 2, -4, 4), ExpSeries(1, 1, -10, 10), ExpSeries(10, 1, -6, -1),)}
 # every catalogued mistake that can apply to this kind's parts: the redraw keeps them apart
 GUARDS = ()
 

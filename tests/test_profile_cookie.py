@@ -7,6 +7,7 @@ cookie at the next page load; no page source writes a cookie from a script."""
 from __future__ import annotations
 
 import asyncio
+from concurrent.futures import ThreadPoolExecutor
 import os
 import re
 import urllib.request
@@ -126,7 +127,7 @@ def test_behind_a_tls_proxy_the_page_files_attempts_in_the_profile_of_the_host_c
         finally:
             await session.socket.close()
 
-    assert asyncio.run(check()), "softmax level 1 seed 3: the check behind the TLS proxy showed no feedback"
+    assert _run(check()), "softmax level 1 seed 3: the check behind the TLS proxy showed no feedback"
     stored = storage.list_attempts(engine, profile)
     assert [(a.kind, a.seed) for a in stored] == [("softmax", 3)], f"softmax seed 3 not filed in the cookie's profile: {stored}"
     assert storage.list_attempts(engine, planter) == [], "softmax seed 3 filed in the planted cookie's profile"
@@ -193,7 +194,7 @@ def asgi_get(headers: dict[str, str], client: tuple[str, int]) -> dict[str, dict
 
     scope = {"type": "http", "method": "GET", "path": "/", "scheme": "http", "client": client, "query_string": b"",
              "headers": [(k.lower().encode(), v.encode()) for k, v in headers.items()]}
-    asyncio.run(ProfileCookie(page)(scope, receive, send))
+    _run(ProfileCookie(page)(scope, receive, send))
     return parse([v.decode() for k, v in sent[0]["headers"] if k == b"set-cookie"])
 
 
@@ -221,3 +222,10 @@ def test_over_tls_a_cookie_set_by_a_script_before_moves_to_the_host_name(tmp_pat
     assert moved[profiles.HOST_PREFIX + profiles.COOKIE]["value"] == opened.secret, f"{case}: {moved}"
     assert moved[profiles.COOKIE]["max-age"] == "0", f"{case}: the bare cookie is not dropped: {moved}"
     assert moved[profiles.HOST_PREFIX + profiles.BROWSER_COOKIE]["value"] == opened.browser, case
+
+
+def _run(coroutine):
+    """asyncio.run in a thread of its own: a browser test earlier in the session may leave an event loop
+    running in this one."""
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, coroutine).result()

@@ -175,8 +175,9 @@ def test_symbols_and_lists_are_views_of_the_registry():
         "G_O": "G_O", "G_A": "G_A", "G_V": "G_V", "G_scaled": "G_Z", "G_scores": "G_S", "G_Q": "G_Q",
         "G_K": "G_K", "G_W_Q": "G_{W_Q}", "G_W_K": "G_{W_K}", "G_W_V": "G_{W_V}", "G_X": "G_X",
         "G_X_V": r"G_X^{(V)}", "G_E": "G_E", "d_k": "d_k", "token_ids": "t",
-        "M": "M", "H": "H", "T": "T", "pad": "p",  # issue 17
-        "K_cache": r"K_{\mathrm{cache}}", "V_cache": r"V_{\mathrm{cache}}", "groups": "g",  # issue 17
+        "M": "M", "H": "H", "T": "T", "pad": "p",
+        "K_cache": r"K_{\mathrm{cache}}", "V_cache": r"V_{\mathrm{cache}}", "groups": "g",
+        "pos": r"\mathrm{pos}", "theta": r"\theta", "perm": r"\mathrm{perm}",
     }
     assert checkwork.FROM_X == ("X", "W_Q", "W_K", "W_V") and checkwork.FROM_QKV == ("Q", "K", "V")
     assert checkwork.FORWARD == ("Q", "K", "V", "scores", "scaled", "masked", "A", "O")

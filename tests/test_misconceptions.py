@@ -478,3 +478,28 @@ def test_clash_decides_as_clashes():
         alts = {str(i): v for i, v in enumerate(values)}
         assert misconceptions.any_clash(ref, values, gap) == bool(misconceptions.clashes(ref, alts, gap))
         assert misconceptions.any_clash(ref, alts, gap) == bool(misconceptions.clashes(ref, alts, gap))
+
+
+def test_every_mistake_id_has_one_home_and_its_texts():
+    """One list of mistake ids: the step records' and each kind's own declaration (MISTAKES). A kind's own
+    mistakes its batches keep apart are declared; every mistake a kind explains in its texts is in the
+    list; every id has its explanation in each language."""
+    from exercises.core import engine
+    from exercises.i18n import catalog, languages
+
+    ids = engine.mistake_ids()
+    assert len(ids) == len(set(ids)), [m for m in ids if ids.count(m) > 1]
+    for lang in languages():
+        missing = [m for m in ids if f"misconception.{m}" not in catalog(lang)]
+        assert not missing, (lang, missing)
+    for kind_id, kind in exercises.KINDS.items():
+        if kind.folder is None or kind_id == "concepts":  # concepts explains its options, not mistakes
+            continue
+        texts = json.loads((kind.folder / "locales" / "en.json").read_text(encoding="utf-8"))
+        explained = {k.split(".", 1)[1] for k in texts if k.startswith("misconception.")}
+        assert explained <= set(ids), (kind_id, sorted(explained - set(ids)))
+        if kind.draw is not None:
+            for level in kind.LEVELS:
+                batch = kind.draw(exercises.rng_for(kind_id, 0, level), level)
+                undeclared = set(batch.own) - set(kind.MISTAKES) - set(misconceptions.CATALOG)
+                assert not undeclared, (kind_id, level, sorted(undeclared))

@@ -7,7 +7,9 @@ discovery into a `Kind` (so no caller looks a hook up by name):
     ORDER: int         where it sits in menus (default 1000)
     VERSION: int       bump when generated exercises change
     LEVELS: tuple      the levels it offers
-    GUARDS: tuple      the catalogued mistakes its redraw keeps apart from the answer (and each other)
+    GUARDS: tuple      the step records' mistakes the sampler keeps apart from the answer (and each other)
+    MISTAKES: tuple    optional: the kind's own catalogued mistakes (not the records'), each explained in its
+                       locales as misconception.<id>; engine.mistake_ids() is the one list of every id
     draw(rng, level) -> sampler.Batch: candidates stacked, or generate(rng, level) -> Draft: one at a time
     optional: solve(ex), aids(ex), diagnose(ex, part, value), explain(ex, part, value), hints(ex),
               prompt_keys(ex) -> the catalog keys of its prompt, HOME (a HomeStage), SHEET (a SheetSection),
@@ -82,6 +84,7 @@ class Kind:
     generate: Callable[[np.random.Generator, int], Draft] | None
     ORDER: int = DEFAULT_ORDER
     draw: Callable[[np.random.Generator, int], Any] | None = None  # -> sampler.Batch
+    MISTAKES: tuple[str, ...] = ()  # its own catalogued mistakes
     solve: Callable[[Exercise], list] | None = None
     aids: Callable[[Exercise], Any] | None = None
     diagnose: Callable[[Exercise, Part, np.ndarray], str | None] | None = None
@@ -111,6 +114,9 @@ class Kind:
         unknown = sorted(set(names["GUARDS"]) - set(misconceptions.CATALOG))
         if unknown:
             raise TypeError(f"kind {names['ID']}: GUARDS names mistakes not in the catalog: {', '.join(unknown)}")
+        records = sorted(set(names.get("MISTAKES", ())) & set(misconceptions.CATALOG))
+        if records:
+            raise TypeError(f"kind {names['ID']}: MISTAKES names mistakes of the step records: {', '.join(records)}")
         hooks = {n: names[n] for n in ("solve", "aids", "diagnose", "diagnose_shape", "explain", "hints", "prompt_keys",
                                        "chain",
                                        "operations", "draw") if n in names}
@@ -124,6 +130,7 @@ class Kind:
                             position=order if sheet.position is None else sheet.position)
         return cls(ID=names["ID"], VERSION=int(names["VERSION"]), LEVELS=tuple(names["LEVELS"]),
                    GUARDS=tuple(names["GUARDS"]), generate=names.get("generate"), ORDER=order,
+                   MISTAKES=tuple(names.get("MISTAKES", ())),
                    home=names.get("HOME"), sheet=sheet, folder=Path(module.__file__).parent,
                    given_shown=dict(names.get("GIVEN_SHOWN", {})), EXP_GRID=dict(names.get("EXP_GRID", {})),
                    **hooks)
@@ -151,6 +158,10 @@ def discover(extra_paths: Iterable[str | Path] = ()) -> dict[str, Kind]:
     repeated = sorted({i for i in ids if ids.count(i) > 1})
     if repeated:
         raise ValueError(f"kind ids defined twice: {', '.join(repeated)}")
+    own = [m for k in found for m in k.MISTAKES]
+    twice = sorted({m for m in own if own.count(m) > 1})
+    if twice:
+        raise ValueError(f"mistake ids declared by two kinds: {', '.join(twice)}")
     found.sort(key=lambda k: (k.ORDER, k.ID))
     return {k.ID: k for k in found}
 
@@ -250,3 +261,9 @@ def about_minutes(ex: Exercise) -> int:
 def within_budget(ex: Exercise) -> bool:
     """The exercise fits its level's minutes (budget.BUDGET_MINUTES)."""
     return minutes(ex) <= budget.BUDGET_MINUTES[ex.level] + 1e-9
+
+
+def mistake_ids() -> tuple[str, ...]:
+    """Every catalogued mistake, one list: the step records' (misconceptions.CATALOG), then each kind's own
+    (its MISTAKES), in menu order."""
+    return (*misconceptions.CATALOG, *(m for kind in KINDS.values() for m in kind.MISTAKES))

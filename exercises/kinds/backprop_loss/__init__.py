@@ -45,6 +45,8 @@ GUARDS = ("grad_a_transposed", "grad_v_no_transpose",
           "grad_scores_times_sqrt_dk", "grad_k_no_transpose", "grad_q_transposed", "grad_x_no_value_path",
           "grad_x_no_key_path", "grad_x_no_query_path", "grad_x_query_path_only", "grad_x_key_path_only",
           "grad_x_value_path_only")
+# the kind's own catalogued mistakes (its texts: misconception.<id> in its locales)
+MISTAKES = ("loss_grad_sign", "loss_grad_doubled")
 # the loss's own mistakes are named on G_O only (downstream T − O is the softmax's sign mistake, and 2(O − T)
 # is √d_k's at d_k = 2): no cell of G_O is 0, so both differ from O − T in every cell. The sampler keeps them
 # apart too (Batch.own)

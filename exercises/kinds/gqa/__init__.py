@@ -51,6 +51,8 @@ EXP_GRID = {1: (ExpSeries(1, 1, -3, 3),), 2: (ExpSeries(1, 1, -3, 3),), 3: (ExpS
 GUARDS = ("transposed_scores", "scores_not_transposed", "no_scaling", "scaled_by_dk", "mask_wrong_triangle",
           "no_mask", "mask_after_softmax", "softmax_columns", "no_exp", "weights_transposed",
           "mask_zero_instead_of_inf", "softmax_no_normalise", "scaled_times_sqrt_dk", "scaled_by_sqrt_d_model")
+# the kind's own catalogued mistakes (its texts: misconception.<id> in its locales)
+MISTAKES = ("gqa_wrong_group", "gqa_v_not_shared", "gqa_cache_full_heads", "gqa_cache_keys_only")
 # not guarded: mask_diagonal leaves the first of two tokens no key to attend to, an O no one can write
 
 

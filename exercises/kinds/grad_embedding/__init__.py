@@ -31,6 +31,8 @@ VERSION = 2
 LEVELS = (1, 2, 3)
 # every catalogued mistake that can apply to this kind's parts: the redraw keeps them apart
 GUARDS = ("embedding_grad_no_accumulate",)
+# the kind's own catalogued mistakes (its texts: misconception.<id> in its locales)
+MISTAKES = ("embedding_grad_by_position", "embedding_ids_one_based")
 SIZES = {1: (3, 3, 2), 2: (4, 3, 2), 3: (5, 4, 3)}  # (m, n, d): vocabulary, tokens, embedding width
 
 

@@ -35,6 +35,9 @@ ORDER = 275  # after backprop: the backward kinds' last, beside multi_head's for
 VERSION = 3
 LEVELS = (1, 2, 3)
 GUARDS = ()  # no pipeline step makes these parts: the kind keeps its own mistakes apart (generate)
+# the kind's own catalogued mistakes (its texts: misconception.<id> in its locales)
+MISTAKES = ("grad_mh_concat_no_transpose", "grad_mh_skips_w_o", "grad_mh_w_o_transposed", "grad_mh_w_o_not_summed",
+            "grad_mh_wrong_head")
 
 # level: (n tokens, heads h, d_v per head, d_out)
 SIZES = {1: (2, 2, 1, 2), 2: (3, 2, 1, 2), 3: (3, 2, 2, 2)}

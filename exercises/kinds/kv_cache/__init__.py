@@ -51,6 +51,10 @@ EXP_GRID = {1: (ExpSeries(1, 1, 0, 4),),
 GUARDS = ()  # no step record makes these parts: the kind's own `mistakes` are kept apart instead
 
 # level: (cached tokens t to draw from, d_k to draw from, d_v, entries of K_cache, q, k; entries of V_cache, v)
+# the kind's own catalogued mistakes (its texts: misconception.<id> in its locales)
+MISTAKES = ("kv_new_row_first", "kv_query_cached", "kv_new_row_masked", "kv_new_key_left_out", "kv_stale_value",
+            "kv_cache_not_appended", "kv_cache_size_one_of_k_v", "kv_cache_size_before_step",
+            "kv_cache_size_one_layer", "kv_cache_size_one_head")
 SIZES = {1: ((2,), (1,), 1, (0, 1, 2), (0, 1, 2)),
          2: ((3,), (2, 4), 1, (-1, 0, 1), (-2, -1, 1, 2)),
          3: ((3, 4), (4,), 2, (-1, 0, 1, 2), (-2, -1, 0, 1, 2))}

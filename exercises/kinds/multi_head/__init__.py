@@ -39,6 +39,8 @@ EXP_GRID = {1: (ExpSeries(1, 1, -4, 4),), 2: (ExpSeries(1, 2, -4, 4, root=2),), 
 GUARDS = ("transposed_scores", "no_scaling", "scaled_by_dk", "mask_wrong_triangle", "no_mask", "mask_after_softmax",
           "softmax_columns", "no_exp", "weights_transposed", "mask_zero_instead_of_inf", "softmax_no_normalise",
           "scaled_times_sqrt_dk", "scaled_by_sqrt_d_model")
+# the kind's own catalogued mistakes (its texts: misconception.<id> in its locales)
+MISTAKES = ("concat_order",)
 
 # level: (tokens n, heads h, d_k, d_v, values of X, output projection W_O?). From level 2 on d_k = 2 =
 # d_model: each head divides by √2, so forgetting the scaling (or dividing by d_k) changes its output.

@@ -43,6 +43,9 @@ LEVELS = (1, 2, 3)
 # the eˣ aid: a fixed grid per level covering every exponent the level's problems need (never just those)
 EXP_GRID = {2: (ExpSeries(1, 2, 0, 4),), 3: (ExpSeries(1, 2, 0, 4),)}
 GUARDS = ()  # no pipeline step makes these parts: the kind keeps its own mistakes apart (generate)
+# the kind's own catalogued mistakes (its texts: misconception.<id> in its locales)
+MISTAKES = ("positional_sin_cos_swapped", "positional_from_one", "positional_one_frequency", "positional_multiplied",
+            "positional_not_permuted", "positional_inverse_permutation", "positional_with_positions")
 
 GIVEN_SHOWN = {"perm": "from_one"}  # stored 0-based, shown from 1 like the prompt's order and the solution
 # level: (n tokens, d, values of X, first positions to draw from, permutations to draw from (0-based), or ())

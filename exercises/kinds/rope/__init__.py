@@ -47,6 +47,9 @@ VERSION = 4
 LEVELS = (1, 2, 3)
 # the step records' score mistakes, made on the given (unrotated) Q and K
 GUARDS = ("transposed_scores", "scores_not_transposed")
+# the kind's own catalogued mistakes (its texts: misconception.<id> in its locales)
+MISTAKES = ("rope_one_angle", "rope_position_off_by_one", "rope_half_split", "rope_sin_sign", "rope_not_applied",
+            "rope_query_only", "rope_transposed_scores")
 
 # level: (n tokens, pairs m, the angles θ to draw from (one per pair), first positions to draw from)
 SIZES = {1: (2, 1, ((90,),), (0, 1)),

@@ -28,6 +28,9 @@ VERSION = 2
 LEVELS = (1, 2, 3)
 # every catalogued mistake that can apply to this kind's parts: the redraw keeps them apart
 GUARDS = ()
+# the kind's own catalogued mistakes (its texts: misconception.<id> in its locales)
+MISTAKES = ("shape_q_all_heads", "shape_q_d_model", "shape_transposed", "shape_scores_inner", "shape_concat_stacked",
+            "shape_concat_one_head", "shape_output_dk")
 
 SINGLE_HEAD = ["Q", "K_T", "scores", "A", "O"]
 PARTS_BY_LEVEL = {1: SINGLE_HEAD, 2: SINGLE_HEAD + ["concat", "W_O"], 3: SINGLE_HEAD + ["concat", "W_O"]}

@@ -40,6 +40,9 @@ ORDER = 105  # right after variance, whose argument it completes
 VERSION = 2
 LEVELS = (1, 2, 3)
 GUARDS = ()  # no pipeline step makes these parts: the kind keeps its own mistakes apart (generate)
+# the kind's own catalogued mistakes (its texts: misconception.<id> in its locales)
+MISTAKES = ("jacobian_diagonal_only", "jacobian_off_diagonal_sign", "jacobian_no_diagonal",
+            "jacobian_unscaled_weights", "jacobian_rows_swapped")
 
 # level: (row length n, d_k choices, counts c to draw from)
 SIZES = {1: (2, (4, 9), (1, 2, 3)), 2: (3, (4,), (1, 2, 3)), 3: (4, (4, 9), (1, 2, 3))}

@@ -40,6 +40,8 @@ EXP_GRID = {1: (ExpSeries(1, 1, -8, 8),),
             3: (ExpSeries(1, 2, -4, 4), ExpSeries(1, 1, -10, 10), ExpSeries(10, 1, -6, -1),)}
 # every catalogued mistake that can apply to this kind's parts: the redraw keeps them apart
 GUARDS = ()
+# the kind's own catalogued mistakes (its texts: misconception.<id> in its locales)
+MISTAKES = ("variance_std_confused", "variance_divide_squared", "softmax_scales_swapped")
 
 KEY_WIDTHS = {1: (4, 16, 64), 2: (16, 36, 64, 100), 3: (64, 144, 256, 400)}  # squares: √d_k is whole
 ROW_LENGTH = {1: 2, 2: 3, 3: 4}

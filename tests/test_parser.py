@@ -11,8 +11,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import exercises
 from exercises import AnswerError, parse_answer, parse_number
 from exercises.cli.selftest import format_cell
+from exercises.core import parser
 from exercises.core import parser as P
 
 E = math.e
@@ -721,7 +723,6 @@ def test_arbitrary_latex_raises_nothing_but_answer_error(text):
 
 def test_a_latex_matrix_grades_in_practice_and_check_my_work():
     """Wherever a matrix can be pasted: a part's answer text, and Check my work's boxes."""
-    import exercises
 
     ex = exercises.generate("scores", seed=3, level=1)
     reference = ex.part("scores").reference
@@ -734,3 +735,26 @@ def test_a_latex_matrix_grades_in_practice_and_check_my_work():
         {"scores": r"\begin{bmatrix} 1 & 0 & 1 \\ 0 & 1 & 1 \\ 1 & 1 & 2 \end{bmatrix}",
          "A": r"\begin{bmatrix} 1 & 0 & 0 \\ 0.33 & 0.67 & 0 \\ 0.25 & 0.25 & 0.5 \end{bmatrix}"}, causal=True)
     assert report.ok and report.first_error is None, [m.render() for m in report.summary()]
+
+
+ALPHABET = list("0123456789") * 3 + list(".,,+-  \t\n\ninf") + ["inf", "-inf", ", ", "\n", ";", "[", "e", "1,5"]
+
+
+def _same(a: np.ndarray, b: np.ndarray) -> bool:
+    """Same shape, same values bit for bit (−0.0 is not 0.0; ∞ equals ∞)."""
+    return a.shape == b.shape and bool(np.all((a == b) & (np.signbit(a) == np.signbit(b))))
+
+
+def test_grid_cells_read_as_parse_number():
+    rng = np.random.default_rng(7)
+    for _ in range(300):
+        grid = [["".join(rng.choice(ALPHABET, size=int(rng.integers(1, 6)))) for _ in range(3)] for _ in range(2)]
+        values, errors = parser.parse_grid(grid, "X")
+        for r, row in enumerate(grid):
+            for c, text in enumerate(row):
+                try:
+                    expected = parser.parse_number(text)
+                except AnswerError:
+                    assert (r, c) in errors and np.isnan(values[r, c])
+                    continue
+                assert (r, c) not in errors and _same(values[r:r + 1, c:c + 1], np.array([[expected]]))

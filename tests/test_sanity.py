@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import exercises
+from exercises.cli import selftest
 from exercises.core import pipeline, sanity
 from exercises.core.model import Exercise, Part
 from exercises.i18n import languages
@@ -216,3 +217,120 @@ def test_a_single_row_reads_in_the_singular_in_both_languages():
     (found,) = [m for m in sanity.check(ex, {"A": A}) if m.key == "sanity.rows_sum_one"]
     assert found.render("en").endswith("Check row 2.")
     assert found.render("zh").endswith("请检查第 2 行。")
+
+
+def _check_as_before(ex, values):
+    """sanity.check as it was: every rule that holds for the reference (sanity.rules) put to the answer."""
+    read = {name: np.atleast_2d(np.asarray(v, dtype=float)) for name, v in values.items()
+            if name in ex.part_names and not ex.part(name).is_choice}
+    env = {**pipeline.reference_env(ex), **{k: v for k, v in read.items() if v.shape == ex.part(k).shape}}
+    warnings = []
+    for part in ex.parts:
+        value = read.get(part.name)
+        if value is None:
+            continue
+        if value.shape != part.shape:
+            if value.shape == part.shape[::-1]:
+                warnings.append(("transposed", part.name))
+            continue
+        if np.isnan(value).any():
+            continue
+        for rule in sanity.rules(ex, part):
+            warnings.extend(rule(ex, part, value, env))
+    return warnings
+
+
+@pytest.mark.parametrize("kind", list(exercises.KINDS))
+def test_sanity_puts_a_rule_to_the_reference_only_when_the_answer_fails_it(kind):
+    """check() tries every rule on the answer first and asks whether it holds for the reference only
+    when it warns: the same warnings, in the same order, as putting only the rules that hold."""
+    rng = np.random.default_rng(11)
+    for level in exercises.KINDS[kind].LEVELS:
+        for seed in range(2):
+            ex = exercises.generate(kind, seed, level)
+            before = exercises.Exercise.from_dict(ex.to_dict())  # the same exercise, nothing memoised
+            for _ in range(8):
+                values = {}
+                for part in ex.parts:
+                    value = np.array(part.reference, dtype=float)
+                    if rng.random() < 0.6:
+                        value = value + rng.choice([0.0, 0.004, -0.3, 1.0], size=part.shape)
+                    if rng.random() < 0.2:
+                        value[tuple(rng.integers(s) for s in part.shape)] = rng.choice([-np.inf, 2.0, -1.0])
+                    values[part.name] = value
+                got = [w.to_dict() for w in sanity.check(ex, values)]
+                want = [w if isinstance(w, tuple) else w.to_dict() for w in _check_as_before(before, values)]
+                assert [w for w in got if w["key"] != "sanity.transposed_shape"] == want
+
+
+def _answers(ex, rng):
+    """Values near the references: some cells off, some −∞, some of another sign."""
+    for _ in range(6):
+        values = {}
+        for part in ex.parts:
+            value = np.array(part.reference, dtype=float)
+            if rng.random() < 0.6:
+                value = value + rng.choice([0.0, 0.004, -0.3, 1.0, -1.0], size=part.shape)
+            if rng.random() < 0.2:
+                value[tuple(rng.integers(s) for s in part.shape)] = rng.choice([-np.inf, 2.0, -1.0, 0.0])
+            if rng.random() < 0.1:
+                value = -value
+            values[part.name] = value
+        yield values
+
+
+@pytest.mark.parametrize("kind", list(exercises.KINDS))
+def test_a_quiet_rule_decides_as_its_warnings(kind):
+    rng = np.random.default_rng(21)
+    asked = 0
+    for level in exercises.KINDS[kind].LEVELS:
+        for seed in range(2):
+            ex = exercises.generate(kind, seed, level)
+            env = pipeline.reference_env(ex)
+            for values in [{p.name: np.array(p.reference, dtype=float) for p in ex.parts}, *_answers(ex, rng)]:
+                for part in ex.parts:
+                    value = values[part.name]
+                    if part.is_choice or np.isnan(value).any():
+                        continue
+                    for rule in sanity._checks(part.name):
+                        said = bool(rule(ex, part, value, env))
+                        assert rule(ex, part, value, env, say=False) is said, (kind, part.name, rule.__name__)
+                        finite = bool(np.isfinite(value).all())
+                        assert rule(ex, part, value, env, say=False, finite=finite) is said
+                        asked += 1
+    assert asked
+
+
+def test_an_answer_right_in_every_cell_is_not_sanity_checked_and_would_have_had_no_warning(monkeypatch):
+    """grade skips the sanity rules when every cell is right: over every kind and level, the careful
+    student's answer (rounded as told) would have had no warning either; a wrong answer is still checked."""
+
+    checked = []
+    real = sanity.check
+    monkeypatch.setattr(sanity, "check", lambda ex, values: checked.append(ex.kind) or real(ex, values))
+    for kind, k in exercises.KINDS.items():
+        for level in k.LEVELS:
+            for seed in range(4):
+                ex = exercises.generate(kind, seed, level)
+                answer = selftest.correct_answer(ex)
+                fb = exercises.grade(ex, answer)
+                assert fb.correct and fb.warnings == [] and not checked, (kind, level, seed)
+                read = {p.name: np.asarray(fb.parts[p.name].value, dtype=float) for p in ex.parts}
+                assert real(ex, sanity.Values(read, set())) == [], (kind, level, seed)
+    ex = exercises.generate("softmax", 0, 1)
+    wrong = {p.name: np.full(p.shape, 0.9) for p in ex.parts}
+    fb = exercises.grade(ex, wrong)
+    assert checked == ["softmax"] and fb.warnings
+
+
+def test_an_answer_right_at_the_edge_of_its_tolerance_gets_no_false_alarm():
+    """G_O and G_A typed just under the reference and G_V just over it (each cell within its tolerance)
+    is right in every cell; the G_V column rule, comparing two typed sums, would have warned (before
+    grade skipped the rules for right answers it did: sanity.grad_v_columns)."""
+    ex = exercises.generate("backprop_loss", 0, 1)
+    shift = {"G_O": -0.98, "G_A": -0.98, "G_V": 0.98}
+    answer = {p.name: p.reference + shift.get(p.name, 0.0) * p.tolerance for p in ex.parts}
+    fb = exercises.grade(ex, answer)
+    assert fb.correct and fb.warnings == []
+    read = {name: np.asarray(value, dtype=float) for name, value in answer.items()}
+    assert [w.key for w in sanity.check(ex, sanity.Values(read, set(read)))] == ["sanity.grad_v_columns"]

@@ -20,7 +20,7 @@ import numpy as np
 from ..i18n import DEFAULT_LANG, Msg, msg, part_key, t
 from . import misconceptions, sanity
 from .model import Exercise, Part
-from .parser import AnswerError, fast_matrix, parse_answer, parse_grid
+from .parser import AnswerError, parse_answer, parse_grid
 from .pipeline import AFFECTED
 
 RIGHT, WRONG, CONSISTENT = "right", "wrong", "consistent"
@@ -98,9 +98,7 @@ def read_part(part: Part, answer: Any, kind: str | None = None) -> tuple[np.ndar
         if part.is_choice:
             value = _read_choice(part, answer)
         elif isinstance(answer, str):
-            value = fast_matrix(answer)  # (a fast path) a plain matrix of decimals: no message to build
-            if value is None:
-                value = parse_answer(answer, msg("where.part", part=label))
+            value = parse_answer(answer, msg("where.part", part=label))
         elif _is_text_grid(answer):
             value, errors = parse_grid(answer, label)
             if errors:
@@ -268,59 +266,9 @@ def _best_match(value: np.ndarray, candidates: list[np.ndarray], tolerance: floa
     return best
 
 
-_STATUS = np.array([WRONG, RIGHT], dtype=object)
-
-
 def _statuses(right: np.ndarray) -> np.ndarray:
-    """Per cell "right" or "wrong" (an object array, as np.where(right, RIGHT, WRONG).astype(object))."""
-    return _STATUS.take(right.view(np.int8))
-
-
-def _cells_right(value: np.ndarray, part: Part) -> np.ndarray:
-    """misconceptions.cell_matches(value, part.reference, part.tolerance), with fast paths: when every
-    cell of the reference is finite it is the plain |value − reference| ≤ tolerance (an infinite or NaN
-    cell of the value then gives ∞ or NaN, not within any tolerance, as cell_matches says); else the
-    same on the finite cells of the reference, and equality on the others (−∞ matches only −∞, NaN
-    nothing), computed without ∞ − ∞."""
-    memo = part.__dict__.get("_memo")  # a Part is frozen: its reference never changes
-    if memo is None:
-        memo = part.__dict__.setdefault("_memo", {})
-    finite = memo.get("finite")
-    if finite is None:
-        finite = memo["finite"] = bool(_all(np.isfinite(part.reference), None))
-    if finite:
-        difference = np.subtract(value, part.reference)
-        return np.abs(difference, out=difference) <= part.tolerance
-    cells = memo.get("finite_cells")
-    if cells is None:
-        cells = memo["finite_cells"] = np.isfinite(part.reference)
-    difference = np.full(part.shape, np.inf)  # (∞: not within tolerance) where the reference is not finite
-    np.subtract(value, part.reference, out=difference, where=cells)
-    right = np.abs(difference, out=difference) <= part.tolerance
-    right |= value == part.reference  # ±∞ where the reference is the same ∞ (a finite equal cell is in already)
-    return right
-
-
-_all, _max = np.logical_and.reduce, np.maximum.reduce  # right.all(), d.max() without ndarray's method wrappers
-_ALL_RIGHT: dict[tuple[int, ...], tuple[np.ndarray, np.ndarray]] = {}  # shape -> (cells, statuses), all right
-
-
-def _judged(value: np.ndarray, part: Part, finite: bool) -> tuple[np.ndarray, bool, np.ndarray]:
-    """(_cells_right(value, part), whether all are right, _statuses of them). `finite`: every cell of
-    `value` is known to be finite; then a right part costs one difference and its largest cell."""
-    if finite and value.size:
-        difference = np.subtract(value, part.reference)
-        np.abs(difference, out=difference)  # finite cells: ∞ where the reference is, NaN only where it is NaN
-        if _max(difference, None) <= part.tolerance:  # (False when a cell is NaN)
-            made = _ALL_RIGHT.get(part.shape)
-            if made is None:
-                right = np.ones(part.shape, dtype=bool)
-                made = _ALL_RIGHT[part.shape] = (right, _statuses(right))
-            return made[0].copy(), True, made[1].copy()
-        right = difference <= part.tolerance
-    else:
-        right = _cells_right(value, part)
-    return right, bool(_all(right, None)), _statuses(right)
+    """Per cell "right" or "wrong" (an object array)."""
+    return np.where(right, RIGHT, WRONG).astype(object)
 
 
 def _diagnosis(ex: Exercise, part: Part, value: np.ndarray) -> str | None:
@@ -346,7 +294,6 @@ def grade(ex: Exercise, answer: Any) -> Feedback:
 
     parts: dict[str, PartFeedback] = {}
     values: dict[str, np.ndarray] = {}
-    finite: set[str] = set()  # parts whose every cell is known to be finite (a plain matrix without inf)
     for part in ex.parts:
         given = answers.get(part.name)
         if given is None:
@@ -354,14 +301,6 @@ def grade(ex: Exercise, answer: Any) -> Feedback:
             parts[part.name] = PartFeedback(part.name, format_error=msg("grade.missing_part", part=label),
                                             label=label.key)
             continue
-        if type(given) is str and part.options is None:  # (a fast path) read_part's reading of a plain matrix
-            value = fast_matrix(given)
-            if value is not None and value.shape == part.shape:
-                parts[part.name] = PartFeedback(part.name, value=value, label=part_key(part.name, ex.kind))
-                values[part.name] = value
-                if "inf" not in given:  # every cell a decimal of at most 12 + 12 digits
-                    finite.add(part.name)
-                continue
         value, fb = read_part(part, given, ex.kind)
         if value is None and fb.value is not None:  # another shape: a mistake the kind knows by it is named
             fb.misconception = _kind_hook(ex, "diagnose_shape", part, fb.value)
@@ -374,7 +313,7 @@ def grade(ex: Exercise, answer: Any) -> Feedback:
     if any(p.format_error for p in parts.values()):
         return Feedback(parts=parts, score=None, correct=False, message=msg("grade.invalid"),
                         misconception=next((p.misconception for p in parts.values() if p.misconception), None),
-                        warnings=_warnings(ex, parts, finite))
+                        warnings=_warnings(ex, parts))
 
     # Round what you write, then compute (DESIGN §4): a cell is right when it is within tolerance of
     # the exact reference or of the part recomputed from the learner's earlier parts that are entirely
@@ -386,7 +325,9 @@ def grade(ex: Exercise, answer: Any) -> Feedback:
     total = right_count = consistent_count = 0
     for part in ex.parts:
         fb, value = parts[part.name], values[part.name]
-        right, all_right, status = _judged(value, part, part.name in finite)
+        right = misconceptions.cell_matches(value, part.reference, part.tolerance)
+        all_right = bool(right.all())
+        status = _statuses(right)
         if not all_right and not part.is_choice:
             candidates = candidates or _Candidates(ex)
             right = _best_match(value, [part.reference, *candidates.of(part, earlier_right)], part.tolerance)
@@ -420,13 +361,13 @@ def grade(ex: Exercise, answer: Any) -> Feedback:
     if why is not None:
         message = msg("grade.explained", summary=message, why=why)
     return Feedback(parts=parts, score=score, correct=correct, misconception=found, message=message,
-                    warnings=[] if correct else _warnings(ex, parts, finite))
+                    warnings=[] if correct else _warnings(ex, parts))
 
 
-def _warnings(ex: Exercise, parts: dict[str, PartFeedback], finite: set[str]) -> list[Msg]:
+def _warnings(ex: Exercise, parts: dict[str, PartFeedback]) -> list[Msg]:
     """Properties any right answer has (rows of A sum to 1 …), checked on what was read: warnings only,
     never scored. grade asks none for an answer right in every cell: it is right, and all a rule could
     still find there is the cells' own rounding within their tolerance (G_V's column sums against G_O's,
     both typed, can differ by up to twice the rule's slack): a false alarm."""
     read = {name: p.value for name, p in parts.items() if p.value is not None}
-    return sanity.check(ex, sanity.Values(read, finite))
+    return sanity.check(ex, sanity.Values(read))

@@ -485,39 +485,9 @@ def _rows_of(text: str, where: Msg) -> list[str]:
     return [r for r in _split_top(inner, ";\n") if r.strip()]
 
 
-# (a fast path) a whole matrix typed the plain way: one row a line, cells separated by commas, every cell a
-# plain decimal (ASCII digits) or a signed inf. The general reading below gives exactly float(cell) for
-# each such cell. A glued comma (1,5: perhaps a decimal comma; refused by the separator's lookarounds),
-# brackets, any other character, blank lines inside, a ragged or oversized matrix all take the general
-# reading (which says what is wrong). Possessive quantifiers: no backtracking, whatever the text.
-_FAST_CELL = r"[+-]?+(?:[0-9]{1,12}+(?:\.[0-9]{0,12}+)?+|\.[0-9]{1,12}+|inf)"
-_FAST_SEPARATOR = r"(?:[ \t]*+\n[ \t]*+|[ \t]++,[ \t]*+|,[ \t]++|(?<![0-9]),|,(?![0-9]))"
-_FAST_MATRIX = re.compile(rf"{_FAST_CELL}(?:{_FAST_SEPARATOR}{_FAST_CELL})*+")
-_EDGE_SPACE = " \t\n"
-
-
-def fast_matrix(text) -> np.ndarray | None:
-    """`text` read as parse_answer reads it, when it is a plain matrix of decimals; else None (then
-    parse_answer gives the value or the error)."""
-    if not isinstance(text, str) or len(text) > MAX_MATRIX_CHARS:
-        return None
-    stripped = text.strip(_EDGE_SPACE)
-    if not _FAST_MATRIX.fullmatch(stripped):
-        return None
-    rows = stripped.split("\n")
-    commas = rows[0].count(",")
-    cells = len(rows) * (commas + 1)
-    # every row with as many commas as the first (a rectangle)
-    if cells > MAX_CELLS or (len(rows) > 1 and [row.count(",") for row in rows].count(commas) != len(rows)):
-        return None
-    flat = stripped.replace("\n", ",").split(",")
-    return np.fromiter(map(float, flat), float, cells).reshape(len(rows), commas + 1)  # float(cell) each
-
-
 def parse_answer(text: str, where: Msg | None = None) -> np.ndarray:
     """A whole matrix as text → 2-D float array. A lone number gives a 1×1 matrix."""
-    fast = fast_matrix(text)
-    return fast if fast is not None else _read_matrix(text, where)
+    return _read_matrix(text, where)
 
 
 # ---------------------------------------------------------------- a matrix pasted as LaTeX

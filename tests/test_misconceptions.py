@@ -539,3 +539,16 @@ def test_diagnosis_names_what_diagnose_names(kind):
                     fresh = exercises.Exercise.from_dict(ex.to_dict())  # nothing memoised
                     want = misconceptions.diagnose(ex, part, value)
                     assert grading._diagnosis(fresh, part, value) == want, (kind, level, seed, part.name)
+
+
+def test_every_mistake_has_a_short_name_for_progress_and_the_gradebook():
+    """The lists of mistakes made read alike: every id has a short label (progress.mistake.<id>), not its
+    whole explanation, in every language."""
+    from exercises.core import engine
+    from exercises.i18n import catalog, languages
+
+    for lang in languages():
+        missing = [m for m in engine.mistake_ids() if f"progress.mistake.{m}" not in catalog(lang)]
+        assert not missing, (lang, missing)
+        long = [m for m in engine.mistake_ids() if len(catalog(lang)[f"progress.mistake.{m}"]) > 80]
+        assert not long, (lang, long)

@@ -19,6 +19,7 @@ import exercises
 from exercises.core import grading, misconceptions, pipeline, sampler
 from exercises.core.model import Exercise, Part
 from exercises.i18n import catalog, languages
+from tests.answers import near_answers
 from tests.apptest_helpers import ROOT
 
 SEEDS = range(30)
@@ -505,22 +506,6 @@ def test_every_mistake_id_has_one_home_and_its_texts():
                 assert not undeclared, (kind_id, level, sorted(undeclared))
 
 
-def _answers(ex, rng):
-    """Values near the references: some cells off, some −∞, some of another sign."""
-    for _ in range(6):
-        values = {}
-        for part in ex.parts:
-            value = np.array(part.reference, dtype=float)
-            if rng.random() < 0.6:
-                value = value + rng.choice([0.0, 0.004, -0.3, 1.0, -1.0], size=part.shape)
-            if rng.random() < 0.2:
-                value[tuple(rng.integers(s) for s in part.shape)] = rng.choice([-np.inf, 2.0, -1.0, 0.0])
-            if rng.random() < 0.1:
-                value = -value
-            values[part.name] = value
-        yield values
-
-
 @pytest.mark.parametrize("kind", list(exercises.KINDS))
 def test_diagnosis_names_what_diagnose_names(kind):
     rng = np.random.default_rng(8)
@@ -528,7 +513,7 @@ def test_diagnosis_names_what_diagnose_names(kind):
         for seed in range(2):
             ex = exercises.generate(kind, seed, level)
             mistaken = list(misconceptions.alternatives(exercises.Exercise.from_dict(ex.to_dict())).values())
-            candidates = [*mistaken, *_answers(ex, rng)]
+            candidates = [*mistaken, *near_answers(ex, rng)]
             for values in candidates:
                 for part in ex.parts:
                     if part.is_choice or part.name not in values:

@@ -187,7 +187,7 @@ def test_the_mask_prompt_asks_for_the_softmax_when_the_exercise_has_an_a_part():
 
 
 BACKWARD = ["grad_weighted_sum", "grad_value_proj", "grad_softmax", "grad_scores", "grad_projections",
-            "grad_embedding"]  # backprop: tests/kinds/test_backprop.py
+            "grad_embedding", "backprop"]  # backprop: tests/kinds/test_backprop.py
 
 
 @pytest.mark.parametrize("kind_id", BACKWARD)

@@ -12,6 +12,7 @@ from exercises.cli import selftest
 from exercises.core import pipeline, sanity
 from exercises.core.model import Exercise, Part
 from exercises.i18n import languages
+from tests.answers import near_answers
 
 SEEDS = range(30)
 CASES = [(kind, level) for kind, module in exercises.KINDS.items() for level in module.LEVELS]
@@ -263,22 +264,6 @@ def test_sanity_puts_a_rule_to_the_reference_only_when_the_answer_fails_it(kind)
                 assert [w for w in got if w["key"] != "sanity.transposed_shape"] == want
 
 
-def _answers(ex, rng):
-    """Values near the references: some cells off, some −∞, some of another sign."""
-    for _ in range(6):
-        values = {}
-        for part in ex.parts:
-            value = np.array(part.reference, dtype=float)
-            if rng.random() < 0.6:
-                value = value + rng.choice([0.0, 0.004, -0.3, 1.0, -1.0], size=part.shape)
-            if rng.random() < 0.2:
-                value[tuple(rng.integers(s) for s in part.shape)] = rng.choice([-np.inf, 2.0, -1.0, 0.0])
-            if rng.random() < 0.1:
-                value = -value
-            values[part.name] = value
-        yield values
-
-
 @pytest.mark.parametrize("kind", list(exercises.KINDS))
 def test_a_quiet_rule_decides_as_its_warnings(kind):
     rng = np.random.default_rng(21)
@@ -287,7 +272,7 @@ def test_a_quiet_rule_decides_as_its_warnings(kind):
         for seed in range(2):
             ex = exercises.generate(kind, seed, level)
             env = pipeline.reference_env(ex)
-            for values in [{p.name: np.array(p.reference, dtype=float) for p in ex.parts}, *_answers(ex, rng)]:
+            for values in [{p.name: np.array(p.reference, dtype=float) for p in ex.parts}, *near_answers(ex, rng)]:
                 for part in ex.parts:
                     value = values[part.name]
                     if part.is_choice or np.isnan(value).any():

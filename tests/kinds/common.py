@@ -125,3 +125,39 @@ def careful_and_selftest_answers_grade_as_such(kind: str, level: int, careful, s
         wrong = exercises.grade(ex, selftest.incorrect_answer(ex, rng))
         assert wrong.graded and not wrong.correct, case
         assert exercises.grade(ex, selftest.invalid_answer(ex, rng)).score is None, case
+
+
+def distinct_givens(kind: str, level: int, seeds=range(200)) -> int:
+    """How many of `seeds` give distinct given values (variety)."""
+    return len({repr(sorted((k, np.asarray(v).tolist()) for k, v in exercises.generate(kind, s, level).given.items()))
+                for s in seeds})
+
+
+def assert_guarded_mistakes_apart(kind: str, level: int, careful, seeds=range(60)) -> None:
+    """No guarded mistake collides (misconceptions.collides), and each lies apart from what a careful
+    student who rounds to 2 places writes (careful(ex, 2))."""
+    guards = exercises.KINDS[kind].GUARDS
+    for seed in seeds:
+        ex = exercises.generate(kind, seed, level)
+        case = f"{kind} level {level} seed {seed}"
+        assert not misconceptions.collides(ex, guards), case
+        written = careful(ex, 2)
+        for name, alternatives in misconceptions.by_part(ex, guards).items():
+            gap = misconceptions.separation(ex.part(name))
+            for mid, value in alternatives.items():
+                assert misconceptions.apart(written[name], value, gap), f"{case}: {mid} at {name}"
+
+
+def assert_within_minutes_and_no_runaway(kind: str, level: int) -> None:
+    """Every exercise of seeds 0-29 fits its level's minutes; generate + grade stays far from a runaway redraw
+    (< 0.1 s of CPU per exercise over seeds 100-119)."""
+    import time
+
+    for seed in range(30):
+        assert engine.within_budget(exercises.generate(kind, seed, level)), (kind, level, seed)
+    start = time.process_time()
+    for seed in range(100, 120):
+        ex = exercises.generate(kind, seed, level)
+        exercises.grade(ex, {p.name: p.reference for p in ex.parts})
+    per = (time.process_time() - start) / 20
+    assert per < 0.1, (kind, level, "seeds 100-119", f"{per * 1000:.1f} ms per exercise")

@@ -16,7 +16,11 @@ import pytest
 import exercises
 from exercises.core import engine, misconceptions, pipeline, sampler
 from exercises.kinds import cross_attention as K
-from tests.kinds.common import careful_and_selftest_answers_grade_as_such
+from tests.kinds.common import (
+    assert_guarded_mistakes_apart,
+    careful_and_selftest_answers_grade_as_such,
+    distinct_givens,
+)
 from tests.stored_exercise import still_shows_and_grades
 
 SEEDS = range(50)
@@ -91,9 +95,8 @@ def test_each_level_has_its_sizes_hand_friendly_numbers_and_minutes(level):
 
 @pytest.mark.parametrize("level", K.LEVELS)
 def test_variety_over_200_seeds(level):
-    seen = {repr(sorted((k, np.asarray(v).tolist()) for k, v in exercises.generate(K.ID, s, level).given.items()))
-            for s in range(200)}
-    assert len(seen) >= 180, f"cross_attention level {level}: {len(seen)} distinct exercises in 200 seeds"
+    seen = distinct_givens(K.ID, level)
+    assert seen >= 180, f"cross_attention level {level}: {seen} distinct exercises in 200 seeds"
 
 
 # ---------------------------------------------------------------- mistakes
@@ -101,15 +104,7 @@ def test_variety_over_200_seeds(level):
 
 @pytest.mark.parametrize("level", K.LEVELS)
 def test_every_guarded_mistake_stays_apart_from_the_answer_and_the_careful_student(level):
-    for seed in range(60):
-        ex = exercises.generate(K.ID, seed, level)
-        case = f"cross_attention level {level} seed {seed}"
-        assert not misconceptions.collides(ex, K.GUARDS), case
-        written = careful(ex, 2)
-        for name, alternatives in misconceptions.by_part(ex, K.GUARDS).items():
-            gap = misconceptions.separation(ex.part(name))
-            for mid, value in alternatives.items():
-                assert misconceptions.apart(written[name], value, gap), f"{case}: {mid} at {name}"
+    assert_guarded_mistakes_apart(K.ID, level, careful)
 
 
 def test_a_mistake_within_a_careful_students_reach_is_refused():

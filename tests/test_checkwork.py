@@ -56,7 +56,7 @@ def test_golden_example_is_accepted():
     assert report.d_k == 2 and report.causal
     np.testing.assert_allclose(report.reference["A"], GOLDEN_A, atol=1e-3)
     np.testing.assert_allclose(report.reference["O"], GOLDEN_O, atol=1e-3)
-    assert report.steps["scores"].decimals == 0 and report.steps["A"].decimals == 2
+    assert report.steps["scores"].decimals == 0 and report.steps["A"].decimals == 3  # as typed
     assert any("right" in text for text in _rendered(report))
 
 
@@ -102,9 +102,13 @@ def test_an_error_in_a_masked_cell_does_not_spread():
 def test_whole_number_steps_are_exact_and_decimals_follow_the_setting():
     report = exercises.check_work(GOLDEN_INPUTS, {"scores": "1 0 1; 0 1 1; 1 1 2.01"}, causal=True)
     assert report.first_error == "scores"
-    rough = [[1, 0, 0], [0.3, 0.7, 0], [0.2, 0.2, 0.5]]
-    assert exercises.check_work(GOLDEN_INPUTS, {"A": str(rough)}, causal=True).first_error == "A"
-    assert exercises.check_work(GOLDEN_INPUTS, {"A": str(rough)}, causal=True, decimals=1).first_error is None
+    rough = [[1, 0, 0], [0.3, 0.7, 0], [0.2, 0.2, 0.5]]  # typed to 1 place: judged to 1 place
+    assert exercises.check_work(GOLDEN_INPUTS, {"A": str(rough)}, causal=True).first_error is None
+    assert exercises.check_work(GOLDEN_INPUTS, {"A": str(rough)}, causal=True, decimals=2).first_error == "A"
+    sharp = "1 0 0; 0.3302 0.6698 0; 0.2483 0.2483 0.5035"  # 4 places: a slip in the 4th place is seen
+    assert exercises.check_work(GOLDEN_INPUTS, {"A": sharp}, causal=True).first_error is None
+    assert exercises.check_work(GOLDEN_INPUTS, {"A": sharp.replace("0.3302", "0.3308")},
+                                causal=True).first_error == "A"
 
 
 def test_likely_mistakes_are_named():
@@ -209,8 +213,8 @@ def test_backward_steps_carry_errors_forward_too():
     given_values = _given(inputs, True)
     truth = pipeline.run(given_values)
     wrong_g_a = np.array(truth["G_A"]) + np.array([[0, 0, 0], [1, 0, 0], [0, 0, 0]])
-    env = pipeline.run({**given_values, "G_A": wrong_g_a})
-    claimed = {name: np.round(env[name], 3) for name in BACKWARD}
+    env = pipeline.run({**given_values, "G_A": wrong_g_a}, rounding=3)  # each value written to 3 places
+    claimed = {name: env[name] for name in BACKWARD}
     report = exercises.check_work(inputs, claimed, causal=True)
     assert list(report.steps) == [s for s in pipeline.STEP_BY_NAME if s in BACKWARD]
     assert report.first_error == "G_A"

@@ -1,30 +1,34 @@
-"""Check my work: a learner's own inputs and hand-computed steps, checked step by step.
+"""Check my work: a learner's own given data and hand-computed steps, on any topic Practice teaches.
 
+    report = check("gqa", {"X": "1 0; 0 1", "W_Q1": "…", …, "groups": 2}, {"O1": "…", "concat": "…"})
     report = check_work({"X": "1 0; 0 1; 1 1", "W_Q": "1 0; 0 1", …}, {"scores": "…", "A": "…"}, causal=True)
 
-Every claimed step follows grading's rounding policy ("round what you write, then compute"): it is
-right when it matches the true value computed from the learner's inputs, or the value that step gives
-when done right on the learner's own earlier claimed steps that are right (as they wrote them, so a
-learner who rounds and carries on is right). The first step with a cell matching neither is the first
-error; a later cell that follows from the learner's own earlier values once one of them was wrong is
-"consistent with it" (errors carried forward, as in grading). A likely mistake is looked up in the
-misconception catalog (pipeline.run with that mistake, on the learner's own earlier values). This is
-not an exam: the report holds the correct value of every step. All messages are catalog Msgs.
+Built from the step records and the kinds, never per topic: a topic is a kind, its given names are those
+of its exercises (one form per level), its steps are what the kind's chain computes from them (the step
+pipeline for most kinds). The learner's numbers become their own exercise of that kind, whose parts are
+the steps they claimed, each judged to the places they wrote; the grader grades it: round what you write,
+then compute; errors carried forward ("consistent with" the learner's earlier value); the likely mistake
+from the same catalog as Practice (the kind's own diagnosis, the records' mistakes), also on the learner's
+own earlier values. The first step with a wrong cell is the first error. This is not an exam: the report
+holds the correct value of every step. All messages are catalog Msgs.
 """
 
 from __future__ import annotations
 
+import functools
+import math
+import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
 from ..i18n import DEFAULT_LANG, Msg, catalog, msg, plural
-from . import misconceptions, pipeline
+from . import grading, pipeline
 from . import steps as registry
 from .grading import CONSISTENT, RIGHT, WRONG
-from .model import Part
+from .model import Exercise, Part
 from .numbers import decimals_for
 from .parser import AnswerError, parse_answer
 
@@ -78,6 +82,7 @@ class Report:
     likely_mistake: str | None = None  # misconception id for the first error
     causal: bool = False
     d_k: int | None = None
+    topic: str | None = None  # the kind whose steps were checked
 
     @property
     def ok(self) -> bool:
@@ -154,18 +159,19 @@ def _shape_msg(key: str, left: str, A: np.ndarray, right: str, B: np.ndarray) ->
                rr=B.shape[0], rc=B.shape[1])
 
 
-def _conformable(values: dict[str, np.ndarray], causal: bool) -> list[Msg]:
+def _conformable(values: dict[str, Any], causal: bool) -> list[Msg]:
     """Messages naming both shapes wherever the inputs cannot be multiplied as attention needs."""
     problems = []
-    if "X" in values:
+    out_shape = None
+    if all(n in values for n in FROM_X):
         X = values["X"]
-        for name in ("W_Q", "W_K", "W_V"):
+        for name in ("W_Q",) if "H" in values else ("W_Q", "W_K", "W_V"):  # keys and values from H
             if values[name].shape[0] != X.shape[1]:
                 problems.append(_shape_msg("checkwork.product_rows", "X", X, name, values[name]))
         if values["W_Q"].shape[1] != values["W_K"].shape[1]:
             problems.append(_shape_msg("checkwork.same_width", "W_Q", values["W_Q"], "W_K", values["W_K"]))
         out_shape = (X.shape[0], values["W_V"].shape[1])  # O: (n, d_v)
-    else:
+    elif all(n in values for n in FROM_QKV):
         Q, K, V = values["Q"], values["K"], values["V"]
         if Q.shape[1] != K.shape[1]:
             problems.append(_shape_msg("checkwork.same_width", "Q", Q, "K", K))
@@ -175,7 +181,7 @@ def _conformable(values: dict[str, np.ndarray], causal: bool) -> list[Msg]:
             problems.append(_shape_msg("checkwork.causal_square", "Q", Q, "K", K))
         out_shape = (Q.shape[0], V.shape[1])
     G_O = values.get("G_O")
-    if G_O is not None and G_O.shape != out_shape:
+    if G_O is not None and out_shape is not None and G_O.shape != out_shape:
         problems.append(msg("checkwork.g_o_shape", gr=G_O.shape[0], gc=G_O.shape[1],
                             er=out_shape[0], ec=out_shape[1]))
     return problems
@@ -215,7 +221,120 @@ def _read_inputs(inputs: Mapping[str, Any], causal: bool, report: Report) -> dic
     return {**values, "d_k": d_k, "causal": bool(causal)}
 
 
+# ---------------------------------------------------------------- topics
+
+
+@dataclass(frozen=True)
+class Form:
+    """One way a topic can be given (a level of its kind): the given names and the steps they lead to."""
+
+    level: int
+    inputs: tuple[str, ...]
+    steps: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Topic:
+    """A kind whose steps a learner can check on their own numbers (Practice's topic of that name).
+
+    kinds: how each given is typed: "matrix", "row" (a list: positions, angles, token ids), "number" or
+    "flag"; optional: the record inputs a topic computed by the step records also reads (G_O, T, H …)."""
+
+    id: str
+    forms: tuple[Form, ...]
+    kinds: dict[str, str]
+    optional: tuple[str, ...] = ()
+    stated: tuple[str, ...] = ()  # numbers beyond the given data (a model's layers and heads)
+
+    @property
+    def steps(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(s for form in self.forms for s in form.steps))
+
+
+def _value_kind(value: Any) -> str:
+    if isinstance(value, (bool, np.bool_)):
+        return "flag"
+    array = np.asarray(value)
+    return {0: "number", 1: "row"}.get(array.ndim, "matrix")
+
+
+def _steps_of(kind: Any, ex: Exercise, values: Mapping[str, Any] | None = None,
+              rounding: int | None = None) -> dict[str, np.ndarray]:
+    """Every value the kind's chain computes from the exercise's given data (and `values`), as matrices."""
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        env = kind.chain(ex, dict(values or {}), rounding)
+    out = {}
+    for name, value in env.items():
+        if name in ex.given or value is None:
+            continue
+        array = np.asarray(value, dtype=float)
+        if array.ndim <= 2 and array.size:
+            out[name] = np.atleast_2d(array)
+    return out
+
+
+TEMPLATE_SEEDS = (0, 1, 2)  # the exercises of each level whose given names make a topic's forms
+
+
+@functools.cache
+def topic(topic_id: str) -> Topic | None:
+    """The topic of kind `topic_id`, read from its generated exercises (TEMPLATE_SEEDS per level); None when its
+    parts are not matrices a chain computes (choices, shapes)."""
+    from .engine import KINDS, default_chain, generate  # engine imports every kind
+
+    kind = KINDS.get(topic_id)
+    if kind is None:
+        return None
+    forms: dict[tuple[str, ...], Form] = {}
+    kinds: dict[str, str] = {}
+    for level, seed in ((level, seed) for level in kind.LEVELS for seed in TEMPLATE_SEEDS):
+        ex = generate(topic_id, seed=seed, level=level)
+        if any(p.is_choice for p in ex.parts):
+            continue
+        steps = [name for name in _steps_of(kind, ex) if name in ex.part_names or kind.chain is default_chain]
+        if not steps:
+            continue
+        inputs = tuple(ex.given)
+        kinds.update({name: _value_kind(v) for name, v in ex.given.items()})
+        forms.setdefault(inputs, Form(level, inputs, tuple(steps)))
+    if not forms:
+        return None
+    # a topic the step records compute reads every record input: the backward pass from G_O, a target T …
+    optional = tuple(n for n in registry.INPUT_SHAPES if n not in kinds) if kind.chain is default_chain else ()
+    kinds.update({n: _value_kind(np.zeros((1,) * len(registry.INPUT_SHAPES[n])))
+                  if len(registry.INPUT_SHAPES[n]) != 1 else "row" for n in optional})
+    kinds.update({n: "matrix" for n in optional if len(registry.INPUT_SHAPES[n]) == 2})
+    return Topic(topic_id, tuple(forms.values()), kinds, optional, tuple(kind.STATED))
+
+
+@functools.cache
+def topic_ids() -> tuple[str, ...]:
+    """Every topic Check my work offers, in Practice's order."""
+    from .engine import KINDS
+
+    return tuple(k for k in KINDS if topic(k) is not None)
+
+
 # ---------------------------------------------------------------- checking
+
+_PLACES = re.compile(r"(?<![\w.])\d*\.(\d+)")  # the decimals of each number typed: 0.5403 → 4
+MAX_PLACES = 6  # more decimals than this were not written by hand (a computed value kept in full)
+
+
+def typed_places(value: Any) -> int:
+    """The most decimals the learner wrote in a box (text as typed, or numbers as JSON gives them); 0
+    for whole numbers, fractions and values kept in full precision (those are judged to DEFAULT_PLACES)."""
+    if isinstance(value, str):
+        places = [len(m.group(1)) for m in _PLACES.finditer(value)]
+    else:
+        try:
+            cells = np.asarray(value, dtype=float).ravel()
+        except (TypeError, ValueError):
+            return 0
+        texts = [np.format_float_positional(x, trim="-") for x in cells if np.isfinite(x)]
+        places = [len(t.partition(".")[2]) for t in texts]
+    most = max(places, default=0)
+    return most if most <= MAX_PLACES else 0
 
 
 def _tolerance(decimals: int) -> float:
@@ -223,75 +342,66 @@ def _tolerance(decimals: int) -> float:
     return Part(name="step", shape=(1, 1), reference=[[0.0]], decimals=decimals).tolerance
 
 
-def _likely_mistake(name: str, value: np.ndarray, base: dict[str, Any], tolerance: float) -> str | None:
-    """A catalogued mistake that, made at this step on the learner's own earlier values, gives `value`."""
-    tolerance = max(tolerance, misconceptions.DIAGNOSIS_TOLERANCE)
-    right = pipeline.run(base, until={name}).get(name)
-    for mid in misconceptions.CATALOG:
-        env = pipeline.run(base, mistakes={mid}, until={name})
-        if name not in env.tainted:
-            continue
-        alt = env[name]
-        if right is not None and misconceptions.matches(alt, right, tolerance):
-            continue  # this mistake changes nothing here
-        if misconceptions.matches(value, alt, tolerance):
-            return mid
-    return None
+def _check_claims(kind_id: str, given: dict[str, Any], claimed: Mapping[str, Any], report: Report,
+                  decimals: int | None, level: int, params: dict[str, Any]) -> Report:
+    """Grade the claimed steps as the parts of the learner's own exercise of kind `kind_id` (the grader:
+    round what you write, carry forward, the same catalog of mistakes). Fills `report`."""
+    from .engine import KINDS  # engine imports every kind, a kind may import this module
 
-
-def check_work(inputs: Mapping[str, Any], claimed: Mapping[str, Any] | None = None, causal: bool = False,
-               decimals: int = 2) -> Report:
-    """Check the learner's claimed steps against their own inputs. Never raises on bad input.
-
-    Matrices beyond MAX_SIZE rows or columns are refused with a message before anything is computed."""
-    report = Report(causal=bool(causal))
-    report.errors.extend(_over_budget(inputs, claimed or {}))
-    if report.errors:
+    kind = KINDS[kind_id]
+    ex = Exercise(kind=kind_id, seed=0, level=level, version=kind.VERSION, given=given, parts=(), params=params)
+    try:
+        truth = _steps_of(kind, ex)
+    except (ValueError, KeyError, IndexError, TypeError):  # givens that do not combine
+        report.errors.append(msg("checkwork.do_not_fit", inputs=_shapes(given)))
         return report
-    given = _read_inputs(inputs, causal, report)
-    if given is None:
-        return report
-    report.d_k = given["d_k"]
-    truth = pipeline.run(given)
-    inputs_read = set(report.inputs)
-    steps = [s for s in ORDER if s in truth and s not in given and s in FORWARD + BACKWARD]
-    report.reference = {s: np.asarray(truth[s]) for s in steps}
+    report.reference = truth
 
     values: dict[str, np.ndarray] = {}
-    for name, text in (claimed or {}).items():
+    places: dict[str, int] = {}
+    for name, text in claimed.items():
         if _blank(text):
             continue
-        if name in inputs_read:
+        if name in given:
             report.claim_errors[name] = msg("checkwork.step_is_input", step=label(name))
             continue
-        if name not in report.reference:
-            report.claim_errors[name] = _not_a_step(name, given)
+        if name not in truth:
+            report.claim_errors[name] = _not_a_step(name, given, truth, kind)
             continue
         try:
             value = read_matrix(name, text)
         except AnswerError as err:
             report.claim_errors[name] = err.message
             continue
-        true = report.reference[name]
+        true = truth[name]
         if value.shape != true.shape:
             report.claim_errors[name] = msg("grade.shape", part=label(name), expected_rows=true.shape[0],
                                             expected_cols=true.shape[1], got_rows=value.shape[0],
                                             got_cols=value.shape[1])
             continue
         values[name] = value
+        places[name] = decimals if decimals is not None else (typed_places(text) or DEFAULT_PLACES)
 
-    # round what you write, then compute (as grading does): a step is right when it matches the truth
-    # or the step redone from the learner's earlier claims that are entirely right (as they wrote them;
-    # unclaimed steps between redone exact or rounded half-up to `decimals`); "consistent" only once an
-    # earlier claimed step had a cell that is not right.
+    # tolerance follows what the learner wrote; the steps they left out are rounded (under the rounding
+    # policy) to the most places they wrote
+    most = max(places.values(), default=DEFAULT_PLACES)
+    parts = [Part(name=name, shape=true.shape, reference=true, decimals=decimals_for(true, places.get(name, most)))
+             for name, true in truth.items()]
+    ex = Exercise(kind=kind_id, seed=0, level=level, version=kind.VERSION, given=given, parts=parts, params=params)
+    if not values:
+        return report
+    feedback = grading.grade(ex, values, partial=True)
     earlier: dict[str, np.ndarray] = {}
-    earlier_right: dict[str, np.ndarray] = {}
-    for name in (s for s in steps if s in values):
-        check = _check_step(name, values[name], report.reference[name], given, earlier, earlier_right, decimals)
-        report.steps[name] = check
-        earlier[name] = values[name]
-        if check.verdict == RIGHT:
-            earlier_right[name] = values[name]
+    for part in ex.parts:
+        if part.name not in values:
+            continue
+        fb = feedback.parts[part.name]
+        own = _own(kind, ex, part, earlier)
+        report.steps[part.name] = StepCheck(name=part.name, value=values[part.name], true=part.reference, own=own,
+                                            status=fb.status, decimals=part.decimals, mistake=fb.misconception)
+        if fb.status is not None and (fb.status == WRONG).any() and fb.misconception is None and earlier:
+            report.steps[part.name].mistake = _own_mistake(ex, part, values[part.name], earlier, own)
+        earlier[part.name] = values[part.name]
 
     wrong = [name for name, s in report.steps.items() if s.verdict == WRONG]
     if wrong:
@@ -299,12 +409,190 @@ def check_work(inputs: Mapping[str, Any], claimed: Mapping[str, Any] | None = No
         later = list(report.steps)[list(report.steps).index(first) + 1:]
         report.consistent_after = [s for s in later if report.steps[s].verdict == CONSISTENT]
         report.wrong_after = [s for s in later if report.steps[s].verdict == WRONG]
-        for name in wrong:
-            earlier = {k: v for k, v in values.items() if ORDER.index(k) < ORDER.index(name)}
-            step = report.steps[name]
-            step.mistake = _likely_mistake(name, step.value, {**given, **earlier}, _tolerance(step.decimals))
         report.likely_mistake = report.steps[first].mistake
     return report
+
+
+DEFAULT_PLACES = 2  # a step typed in whole numbers where fractions are due is judged to 2 places
+
+
+def _own(kind: Any, ex: Exercise, part: Part, earlier: dict[str, np.ndarray]) -> np.ndarray | None:
+    """The step done right on the learner's own earlier claimed values (None when it cannot be)."""
+    if not earlier:
+        return part.reference
+    try:
+        own = _steps_of(kind, ex, earlier).get(part.name)
+    except (ValueError, KeyError, IndexError, TypeError):
+        return None
+    return own if own is not None and own.shape == part.shape else None
+
+
+def _own_mistake(ex: Exercise, part: Part, value: np.ndarray, earlier: dict[str, np.ndarray],
+                 own: np.ndarray | None) -> str | None:
+    """A catalogued mistake made at this step on the learner's own earlier values (taken as given)."""
+    if own is None:
+        return None
+    mine = replace(ex, given={**ex.given, **earlier},
+                   parts=tuple(replace(p, reference=own) if p.name == part.name else p for p in ex.parts))
+    try:
+        return grading.diagnose_part(mine, mine.part(part.name), value)
+    except (ValueError, KeyError, IndexError, TypeError):
+        return None
+
+
+def _shapes(given: Mapping[str, Any]) -> str:
+    """The given matrices' shapes, "X 3×2, W_Q 2×2", for a message about inputs that do not fit."""
+    return ", ".join(f"{name} {'×'.join(str(n) for n in np.shape(v))}" for name, v in given.items()
+                     if np.ndim(v) == 2)
+
+
+def check(topic_id: str, inputs: Mapping[str, Any], claimed: Mapping[str, Any] | None = None,
+          stated: Mapping[str, Any] | None = None, decimals: int | None = None) -> Report:
+    """Check the learner's claimed steps of topic `topic_id` (a Practice kind) on their own given data.
+
+    inputs: the given matrices, lists, numbers and flags by name (text in any format Practice reads, or
+    numbers); stated: the numbers beyond them the topic asks (kv_cache: layers, heads, d_head). Never
+    raises on bad input: problems are messages in the report."""
+    claimed = claimed or {}
+    spec = topic(topic_id) if isinstance(topic_id, str) else None
+    report = Report(topic=topic_id if spec else None)
+    if spec is None:
+        report.errors.append(msg("checkwork.unknown_topic", name=str(topic_id)[:40], topics=", ".join(topic_ids())))
+        return report
+    report.errors.extend(_over_budget(inputs, claimed, spec))
+    if report.errors:
+        return report
+    read = _read_topic_inputs(spec, inputs, report)
+    if read is None:
+        return report
+    given, form = read
+    report.causal = bool(given.get("causal", False))
+    report.d_k = int(given["d_k"]) if "d_k" in given else None
+    numbers = _read_stated(spec, stated or {}, report)
+    if report.errors:
+        return report
+    from .engine import KINDS
+
+    kind = KINDS[topic_id]
+    params = kind.stated_params(given, numbers) if kind.stated_params else {}
+    return _check_claims(topic_id, given, claimed, report, decimals, form.level, params)
+
+
+MAX_NUMBER = 100_000  # d_k, heads, layers …: far beyond any model a hand calculation states
+
+
+def _read_number(name: str, value: Any) -> int:
+    """A whole number between 1 and MAX_NUMBER (typed or given); AnswerError naming the box if not."""
+    where = msg("where.part", part=label(name))
+    array = read_matrix(name, value) if isinstance(value, str) else np.atleast_2d(np.asarray(value, dtype=float))
+    x = float(array.ravel()[0]) if array.size == 1 else math.nan
+    if not (math.isfinite(x) and x.is_integer() and 1 <= x <= MAX_NUMBER):
+        raise AnswerError(msg("checkwork.whole_number", where=where, limit=MAX_NUMBER))
+    return int(x)
+
+
+def _read_flag(value: Any) -> bool:
+    if isinstance(value, str):
+        return value.strip().lower() in ("1", "true", "yes", "on", "y", "是")
+    return bool(value)
+
+
+def _read_topic_inputs(spec: Topic, inputs: Mapping[str, Any], report: Report) -> tuple[dict, Form] | None:
+    """The given values, read by kind, and the form they fit; None with report.errors filled."""
+    present = {k: v for k, v in inputs.items() if not _blank(v)}
+    unknown = [k for k in present if k not in spec.kinds]
+    if unknown:
+        report.errors.append(msg("checkwork.not_an_input", name=str(unknown[0])[:40],
+                                 names=", ".join(n for n in spec.kinds if n not in spec.optional)))
+        return None
+    flags = {n for n, k in spec.kinds.items() if k == "flag"}
+    have = set(present) | flags | ({"d_k"} if _width(present) else set())
+    if spec.optional:  # computed by the step records: what the learner's inputs lead to need not be typed
+        have = _reachable(have)
+    form = min(spec.forms, key=lambda f: len(set(f.inputs) - have))
+    missing = [n for n in form.inputs if n not in have]
+    if missing:
+        report.errors.append(msg("checkwork.missing_inputs", names=_names(missing)))
+    given: dict[str, Any] = {}
+    for name in (*form.inputs, *(n for n in present if n not in form.inputs)):
+        kind = spec.kinds[name]
+        try:
+            if kind == "flag":
+                given[name] = _read_flag(present.get(name, False))
+            elif name not in present:
+                continue
+            elif kind == "number":
+                given[name] = _read_number(name, present[name])
+            elif kind == "row":
+                row = read_matrix(name, present[name])
+                if min(row.shape) != 1:
+                    raise AnswerError(msg("checkwork.one_row", where=msg("where.part", part=label(name))))
+                given[name] = row.ravel()
+            else:
+                given[name] = read_matrix(name, present[name])
+        except AnswerError as err:
+            report.errors.append(err.message)
+    if report.errors:
+        return None
+    if "d_k" in form.inputs and "d_k" not in given:
+        given["d_k"] = _width(given)
+    report.errors.extend(_conformable(given, bool(given.get("causal", False))))
+    if report.errors:
+        return None
+    report.inputs = {k: v for k, v in given.items() if isinstance(v, np.ndarray) and v.ndim == 2}
+    return given, form
+
+
+def _reachable(names: set[str]) -> set[str]:
+    """`names` and every value the step records compute from them."""
+    have = set(names)
+    for step in registry.STEPS:
+        if set(step.inputs) <= have:
+            have.add(step.name)
+    return have
+
+
+WIDTH_FROM = ("Q", "K", "W_Q", "W_K", "q", "k", "W_Q1", "W_K1")  # d_k, when not typed: the keys' width
+
+
+def _width(values: Mapping[str, Any]) -> int | None:
+    for name in WIDTH_FROM:
+        if name in values and not _blank(values[name]):
+            try:
+                return int(read_matrix(name, values[name]).shape[1])
+            except AnswerError:
+                return None
+    return None
+
+
+def _read_stated(spec: Topic, stated: Mapping[str, Any], report: Report) -> dict[str, int]:
+    numbers = {}
+    for name in spec.stated:
+        if not _blank(stated.get(name)):
+            try:
+                numbers[name] = _read_number(name, stated[name])
+            except AnswerError as err:
+                report.errors.append(err.message)
+    return numbers
+
+
+def check_work(inputs: Mapping[str, Any], claimed: Mapping[str, Any] | None = None, causal: bool = False,
+               decimals: int | None = None) -> Report:
+    """Check single-head attention (forward, and backward with G_O) from X and the weights or from Q, K, V.
+
+    The topic "attention" with causal given apart; `decimals`: judge every step to that many places
+    instead of the places the learner wrote. Matrices beyond MAX_SIZE rows or columns are refused
+    with a message before anything is computed."""
+    report = Report(causal=bool(causal), topic="attention")
+    report.errors.extend(_over_budget(inputs, claimed or {}))
+    if report.errors:
+        return report
+    given = _read_inputs(inputs, causal, report)
+    if given is None:
+        return report
+    report.d_k = given["d_k"]
+    level = 2 if "X" in given else 1
+    return _check_claims("attention", given, claimed or {}, report, decimals, level, {})
 
 
 def _shape_of(value: Any) -> tuple[int, int] | None:
@@ -325,7 +613,7 @@ def _shape_of(value: Any) -> tuple[int, int] | None:
     return (rows, len(first))
 
 
-def _over_budget(inputs: Mapping[str, Any], claimed: Mapping[str, Any]) -> list[Msg]:
+def _over_budget(inputs: Mapping[str, Any], claimed: Mapping[str, Any], spec: Topic | None = None) -> list[Msg]:
     """The caps of one check: at most MAX_BOXES boxes, every matrix at most MAX_SIZE × MAX_SIZE."""
     if len(inputs) + len(claimed) > MAX_BOXES:
         return [msg("checkwork.too_many_inputs", limit=MAX_BOXES)]
@@ -334,7 +622,8 @@ def _over_budget(inputs: Mapping[str, Any], claimed: Mapping[str, Any]) -> list[
         if _blank(value):
             continue
         shape = _shape_of(value)
-        if shape is None and isinstance(value, str) and name in FROM_X + FROM_QKV + ("G_O",):
+        matrices = spec.kinds if spec is not None else FROM_X + FROM_QKV + ("G_O",)
+        if shape is None and isinstance(value, str) and name in matrices:
             try:  # an input as text: read it (the parser caps its length) to know its size
                 shape = read_matrix(str(name), value).shape
             except AnswerError:
@@ -345,49 +634,14 @@ def _over_budget(inputs: Mapping[str, Any], claimed: Mapping[str, Any]) -> list[
     return problems
 
 
-def _redone(name: str, given: dict[str, Any], claims: dict[str, np.ndarray], decimals: int) -> list[np.ndarray]:
-    """Step `name` redone from the given inputs and `claims`: exact, then with every redone value
-    rounded half-up to `decimals` places."""
-    found = []
-    for rounding in (None, decimals):
-        try:
-            value = pipeline.run({**given, **claims}, until={name}, rounding=rounding).get(name)
-        except (ValueError, IndexError):  # claims of shapes that cannot combine
-            continue
-        if value is not None:
-            found.append(np.asarray(value, dtype=float))
-    return found
-
-
-def _best(value: np.ndarray, candidates: list[np.ndarray], tolerance: float, among: np.ndarray) -> np.ndarray:
-    """The cells (of `among`) matching the one candidate that matches most of them (never a mix)."""
-    best = np.zeros(value.shape, dtype=bool)
-    for candidate in candidates:
-        if candidate.shape == value.shape:
-            hit = among & misconceptions.cell_matches(value, candidate, tolerance)
-            if hit.sum() > best.sum():
-                best = hit
-    return best
-
-
-def _check_step(name: str, value: np.ndarray, true: np.ndarray, given: dict[str, Any],
-                earlier: dict[str, np.ndarray], earlier_right: dict[str, np.ndarray], decimals: int) -> StepCheck:
-    places = decimals_for(true, decimals)  # whole-number steps are exact
-    tolerance = _tolerance(places)
-    everything = np.ones(value.shape, dtype=bool)
-    right = _best(value, [true, *_redone(name, given, earlier_right, decimals)], tolerance, everything)
-    status = np.where(right, RIGHT, WRONG).astype(object)
-    mine = _redone(name, given, earlier, decimals)
-    own = mine[0] if mine and mine[0].shape == true.shape else None
-    if own is not None and not right.all() and len(earlier) != len(earlier_right):
-        own_tolerance = _tolerance(decimals_for(own, decimals) if np.isfinite(own).any() else places)
-        status[_best(value, mine, own_tolerance, ~right)] = CONSISTENT
-    return StepCheck(name=name, value=value, true=true, own=own, status=status, decimals=places)
-
-
-def _not_a_step(name: str, given: dict[str, Any]) -> Msg:
-    if name in BACKWARD and "G_O" not in given:
+def _not_a_step(name: str, given: dict[str, Any], truth: Mapping[str, Any], kind: Any) -> Msg:
+    """Why `name` cannot be checked here: an input it needs is missing (G_O, X, the model), or it is no step."""
+    if name in kind.STATED or name == "cache_floats" and kind.STATED:
+        return msg("checkwork.needs_model", step=label(name), names=", ".join(kind.STATED))
+    if name in BACKWARD and "G_O" not in truth and "G_O" not in given:
         return msg("checkwork.needs_g_o", step=label(name))
     if name in NEEDS_X and "X" not in given:
         return msg("checkwork.needs_x", step=label(name))
-    return msg("checkwork.unknown_step", name=name, steps=", ".join(FORWARD + BACKWARD))
+    if name in registry.STEP_BY_NAME and set(registry.STEP_BY_NAME[name].inputs) <= {*given, *truth}:
+        return msg("checkwork.do_not_fit", inputs=_shapes(given))
+    return msg("checkwork.unknown_step", name=str(name)[:40], steps=", ".join(truth))

@@ -18,6 +18,9 @@ discovery into a `Kind` (so no caller looks a hook up by name):
               exact); the grader's carry-forward. Default: the step pipeline over ex.given + values
               operations(ex) -> an exercises.core.budget.Operations (the hand work of a kind the pipeline
               does not run; by default exercises.core.budget counts it from the step registry)
+              STATED: tuple and stated_params(given, stated) -> params: the numbers beyond the given data a
+              learner states to check their own work (a model's layers and heads), and the prompt's
+              params they make with the given data (check my work builds the learner's exercise)
 
 Its texts are in ``locales/<lang>.json`` beside it (exercises.i18n merges them). Folders whose name
 starts with ``_`` (``_shared``) are not kinds.
@@ -95,6 +98,8 @@ class Kind:
     prompt_keys: Callable[[Exercise], Sequence[str]] = default_prompt_keys
     chain: Callable[[Exercise, dict, int | None], dict] = default_chain
     operations: Callable[[Exercise], Any] | None = None  # -> exercises.core.budget.Operations
+    STATED: tuple[str, ...] = ()  # numbers a learner states beside the given data (check my work)
+    stated_params: Callable[[dict, dict], dict] | None = None  # (given, stated) -> the exercise's params
     home: HomeStage | None = None
     sheet: SheetSection | None = None
     folder: Path | None = None
@@ -118,7 +123,7 @@ class Kind:
         if records:
             raise TypeError(f"kind {names['ID']}: MISTAKES names mistakes of the step records: {', '.join(records)}")
         hooks = {n: names[n] for n in ("solve", "aids", "diagnose", "diagnose_shape", "explain", "hints", "prompt_keys",
-                                       "chain",
+                                       "chain", "stated_params",
                                        "operations", "draw") if n in names}
         order = int(names.get("ORDER", DEFAULT_ORDER))
         sheet = names.get("SHEET")
@@ -130,7 +135,7 @@ class Kind:
                             position=order if sheet.position is None else sheet.position)
         return cls(ID=names["ID"], VERSION=int(names["VERSION"]), LEVELS=tuple(names["LEVELS"]),
                    GUARDS=tuple(names["GUARDS"]), generate=names.get("generate"), ORDER=order,
-                   MISTAKES=tuple(names.get("MISTAKES", ())),
+                   MISTAKES=tuple(names.get("MISTAKES", ())), STATED=tuple(names.get("STATED", ())),
                    home=names.get("HOME"), sheet=sheet, folder=Path(module.__file__).parent,
                    given_shown=dict(names.get("GIVEN_SHOWN", {})), EXP_GRID=dict(names.get("EXP_GRID", {})),
                    **hooks)

@@ -286,8 +286,16 @@ def _diagnosis(ex: Exercise, part: Part, value: np.ndarray) -> str | None:
     return None
 
 
-def grade(ex: Exercise, answer: Any) -> Feedback:
-    """Grade `answer` (text, array, grid of texts, or {part name: any of those}) against `ex`."""
+def diagnose_part(ex: Exercise, part: Part, value: np.ndarray) -> str | None:
+    """The likely mistake behind a part that is not right: the kind's own diagnosis, else the catalog's."""
+    return _kind_hook(ex, "diagnose", part, value) or (None if part.is_choice else _diagnosis(ex, part, value))
+
+
+def grade(ex: Exercise, answer: Any, partial: bool = False) -> Feedback:
+    """Grade `answer` (text, array, grid of texts, or {part name: any of those}) against `ex`.
+
+    `partial`: the parts not answered are left out (not graded, not counted, nothing to carry forward
+    from them): check my work grades a learner's own exercise on the steps they wrote."""
     answers, problem = _split_answer(ex, answer)
     if problem is not None:
         return Feedback(parts={}, score=None, correct=False, message=problem)
@@ -296,6 +304,8 @@ def grade(ex: Exercise, answer: Any) -> Feedback:
     values: dict[str, np.ndarray] = {}
     for part in ex.parts:
         given = answers.get(part.name)
+        if given is None and partial:
+            continue
         if given is None:
             label = _label(part, ex.kind)
             parts[part.name] = PartFeedback(part.name, format_error=msg("grade.missing_part", part=label),
@@ -324,6 +334,8 @@ def grade(ex: Exercise, answer: Any) -> Feedback:
     earlier_right: dict[str, np.ndarray] = {}  # the earlier parts with every cell right
     total = right_count = consistent_count = 0
     for part in ex.parts:
+        if part.name not in parts:  # not answered (partial)
+            continue
         fb, value = parts[part.name], values[part.name]
         right = misconceptions.cell_matches(value, part.reference, part.tolerance)
         all_right = bool(right.all())
@@ -336,8 +348,7 @@ def grade(ex: Exercise, answer: Any) -> Feedback:
             if not all_right and len(earlier) != len(earlier_right):
                 status[_best_match(value, candidates.of(part, earlier), part.tolerance, among=~right)] = CONSISTENT
         if not all_right:
-            fb.misconception = _kind_hook(ex, "diagnose", part, value) or (
-                None if part.is_choice else _diagnosis(ex, part, value))
+            fb.misconception = diagnose_part(ex, part, value)
             fb.explanation = _kind_hook(ex, "explain", part, value)
         fb.cells = right
         fb.status = status

@@ -67,6 +67,7 @@ MAX_SCALED = 4.0  # |s / √d_k|: the eˣ table stays short
 SPREAD = 2.0  # |s_j − s_new| / √d_k: the new token's weight never negligible, no weight saturates
 STACKED = ("K_cache", "V_cache", "q", "k", "v")
 PARTS = ("K", "V", "scores", "A", "O", "cache_floats")
+STATED = ("layers", "heads", "d_head")  # the model whose cache is counted: L layers, h heads, d_head per head
 BATCH = 64
 
 
@@ -154,8 +155,6 @@ def mistakes(d_k: int, params: dict) -> dict:
         total = Z.sum(axis=-1, keepdims=True)
         return {"A": np.where(np.abs(total) > 1e-9, Z / np.where(total == 0, 1, total), np.nan)}
 
-    n, h, d, t = params["layers"], params["heads"], params["d_head"], params["t"]
-
     def size(floats: int):
         return lambda env: {"cache_floats": np.full((len(env["q"]), 1, 1), float(floats))}
 
@@ -166,10 +165,22 @@ def mistakes(d_k: int, params: dict) -> dict:
     if d_k != 1:
         found.update(no_scaling=scaled_by(1.0), scaled_by_dk=scaled_by(d_k),
                      scaled_times_sqrt_dk=lambda env: {"A": softmax(env["scores"] * root)})
-    found.update(no_exp=no_exp, softmax_no_normalise=lambda env: {"A": np.exp(env["scores"] / root)},
-                 kv_cache_size_one_of_k_v=size(n * h * (t + 1) * d), kv_cache_size_before_step=size(2 * n * h * t * d),
-                 kv_cache_size_one_layer=size(2 * h * (t + 1) * d), kv_cache_size_one_head=size(2 * n * (t + 1) * d))
+    found.update(no_exp=no_exp, softmax_no_normalise=lambda env: {"A": np.exp(env["scores"] / root)})
+    if all(name in params for name in STATED):  # a model is stated: its cache size can be asked
+        n, h, d, t = params["layers"], params["heads"], params["d_head"], params["t"]
+        found.update(kv_cache_size_one_of_k_v=size(n * h * (t + 1) * d),
+                     kv_cache_size_before_step=size(2 * n * h * t * d),
+                     kv_cache_size_one_layer=size(2 * h * (t + 1) * d),
+                     kv_cache_size_one_head=size(2 * n * (t + 1) * d))
     return found
+
+
+def stated_params(given: dict, stated: dict) -> dict:
+    """The prompt's numbers for a learner's own decoding step (check my work): the model they state
+    (STATED), t from their cache."""
+    t = int(np.shape(given["K_cache"])[0])
+    return {**{name: int(stated[name]) for name in STATED if name in stated}, "t": t, "t1": t + 1,
+            "d_k": int(given["d_k"]), "d_v": int(np.shape(given["V_cache"])[1])}
 
 
 # ---------------------------------------------------------------- diagnosis, carrying forward, hand work
@@ -220,7 +231,7 @@ def chain(ex: Exercise, values: dict[str, np.ndarray], rounding: int | None) -> 
         if "O" not in env:
             env["O"] = round_half_up(env["A"] @ env["V"], rounding)
     p = ex.params
-    if "cache_floats" not in env:
+    if "cache_floats" not in env and all(name in p for name in STATED):
         env["cache_floats"] = np.array([[float(cache_floats(p["layers"], p["heads"], p["t1"], p["d_head"]))]])
     return env
 

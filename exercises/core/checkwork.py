@@ -16,6 +16,7 @@ holds the correct value of every step. All messages are catalog Msgs.
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 import re
 from collections.abc import Mapping
@@ -245,6 +246,8 @@ class Topic:
     kinds: dict[str, str]
     optional: tuple[str, ...] = ()
     stated: tuple[str, ...] = ()  # numbers beyond the given data (a model's layers and heads)
+    conventions: tuple[str, ...] = ()  # flags of the learner's conventions (RoPE's pairs from the halves)
+    defaulted: tuple[str, ...] = ()  # given values a convention fills in when none are typed
 
     @property
     def steps(self) -> tuple[str, ...]:
@@ -304,7 +307,9 @@ def topic(topic_id: str) -> Topic | None:
     kinds.update({n: _value_kind(np.zeros((1,) * len(registry.INPUT_SHAPES[n])))
                   if len(registry.INPUT_SHAPES[n]) != 1 else "row" for n in optional})
     kinds.update({n: "matrix" for n in optional if len(registry.INPUT_SHAPES[n]) == 2})
-    return Topic(topic_id, tuple(forms.values()), kinds, optional, tuple(kind.STATED))
+    kinds.update({n: "flag" for n in kind.CONVENTIONS})
+    return Topic(topic_id, tuple(forms.values()), kinds, optional, tuple(kind.STATED), tuple(kind.CONVENTIONS),
+                 kind.DEFAULTED)
 
 
 @functools.cache
@@ -506,7 +511,7 @@ def _read_topic_inputs(spec: Topic, inputs: Mapping[str, Any], report: Report) -
                                  names=", ".join(n for n in spec.kinds if n not in spec.optional)))
         return None
     flags = {n for n, k in spec.kinds.items() if k == "flag"}
-    have = set(present) | flags | ({"d_k"} if _width(present) else set())
+    have = set(present) | flags | set(spec.defaulted) | ({"d_k"} if _width(present) else set())
     if spec.optional:  # computed by the step records: what the learner's inputs lead to need not be typed
         have = _reachable(have)
     form = min(spec.forms, key=lambda f: len(set(f.inputs) - have))
@@ -574,6 +579,39 @@ def _read_stated(spec: Topic, stated: Mapping[str, Any], report: Report) -> dict
             except AnswerError as err:
                 report.errors.append(err.message)
     return numbers
+
+
+def fits(topic_id: str, inputs: Mapping[str, Any], claimed: Mapping[str, Any],
+         stated: Mapping[str, Any] | None = None) -> list[tuple[Msg, ...]]:
+    """Which conventions the learner's numbers fit: every setting of the topic's convention flags, each
+    value a convention fills in (DEFAULTED) as typed or left to the convention, checked; the settings
+    under which every claimed step is right, each as its labels (checkwork.convention.<name>.<value>)."""
+    from .engine import KINDS
+
+    spec = topic(topic_id)
+    if spec is None or not (spec.conventions or spec.defaulted):
+        return []
+    typed = [n for n in spec.defaulted if not _blank(inputs.get(n))]
+    found = []
+    for flags in itertools.product((False, True), repeat=len(spec.conventions)):
+        for kept in itertools.product((True, False), repeat=len(typed)):
+            trial = {k: v for k, v in inputs.items() if k not in spec.conventions}
+            trial.update(zip(spec.conventions, flags))
+            trial.update({n: None for n, keep in zip(typed, kept) if not keep})
+            report = check(topic_id, trial, claimed, stated)
+            if report.all_right and not report.claim_errors:
+                found.append(_convention_labels(spec, KINDS[topic_id].CONVENTIONS, trial))
+    return list({tuple(m.key for m in labels): labels for labels in found}.values())
+
+
+def _convention_labels(spec: Topic, fills: Mapping[str, str | None], trial: Mapping[str, Any]) -> tuple[Msg, ...]:
+    """A setting in words: each flag (unless the value it fills in was typed), each defaulted value typed
+    or left to its convention (unless a flag says how it is filled in)."""
+    typed = {n for n in spec.defaulted if not _blank(trial.get(n))}
+    labels = [f"{n}.{str(bool(trial[n])).lower()}" for n in spec.conventions if fills.get(n) not in typed]
+    labels += [f"{n}.{'typed' if n in typed else 'default'}" for n in spec.defaulted
+               if n in typed or n not in fills.values()]
+    return tuple(Msg(f"checkwork.convention.{label}") for label in labels)
 
 
 def check_work(inputs: Mapping[str, Any], claimed: Mapping[str, Any] | None = None, causal: bool = False,

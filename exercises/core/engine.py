@@ -21,6 +21,9 @@ discovery into a `Kind` (so no caller looks a hook up by name):
               STATED: tuple and stated_params(given, stated) -> params: the numbers beyond the given data a
               learner states to check their own work (a model's layers and heads), and the prompt's
               params they make with the given data (check my work builds the learner's exercise)
+              CONVENTIONS: {flag: the given value it fills in, or None}: flags a learner may set on their
+              own numbers (RoPE's pairs from the halves, positions from 1), DEFAULTED: the given values
+              the chain fills in by convention when none are typed
 
 Its texts are in ``locales/<lang>.json`` beside it (exercises.i18n merges them). Folders whose name
 starts with ``_`` (``_shared``) are not kinds.
@@ -100,6 +103,8 @@ class Kind:
     operations: Callable[[Exercise], Any] | None = None  # -> exercises.core.budget.Operations
     STATED: tuple[str, ...] = ()  # numbers a learner states beside the given data (check my work)
     stated_params: Callable[[dict, dict], dict] | None = None  # (given, stated) -> the exercise's params
+    CONVENTIONS: Mapping[str, str | None] = field(default_factory=dict)  # flag -> the given it fills in
+    DEFAULTED: tuple[str, ...] = ()  # given values the chain fills in by convention when not typed
     home: HomeStage | None = None
     sheet: SheetSection | None = None
     folder: Path | None = None
@@ -136,6 +141,7 @@ class Kind:
         return cls(ID=names["ID"], VERSION=int(names["VERSION"]), LEVELS=tuple(names["LEVELS"]),
                    GUARDS=tuple(names["GUARDS"]), generate=names.get("generate"), ORDER=order,
                    MISTAKES=tuple(names.get("MISTAKES", ())), STATED=tuple(names.get("STATED", ())),
+                   CONVENTIONS=dict(names.get("CONVENTIONS", {})), DEFAULTED=tuple(names.get("DEFAULTED", ())),
                    home=names.get("HOME"), sheet=sheet, folder=Path(module.__file__).parent,
                    given_shown=dict(names.get("GIVEN_SHOWN", {})), EXP_GRID=dict(names.get("EXP_GRID", {})),
                    **hooks)

@@ -28,7 +28,7 @@ from fractions import Fraction
 import numpy as np
 import sympy
 
-from attention_core.positions import rotation_angles
+from attention_core.positions import frequencies, rotation_angles
 
 from ... import solutions
 from ...core import budget
@@ -57,6 +57,11 @@ SIZES = {1: (2, 1, ((90,),), (0, 1)),
          3: (3, 2, ((90, 30), (60, 30), (30, 90)), (0, 1))}
 VALUES = {1: (0, 1, 2), 2: (-1, 0, 1, 2), 3: (-1, 0, 1, 2)}
 PARTS = ("Q_rot", "K_rot", "scores")
+# the conventions a learner may follow on their own numbers (check my work): the pairs taken from the two
+# halves, (1, m + 1), (2, m + 2) …, instead of neighbours; positions counted from 1 (else from 0) where
+# none are typed; θ_i = 10000^(−2i/d) radians (Vaswani et al.) where no angles are typed
+CONVENTIONS = {"half_split": None, "pos_from_one": "pos"}  # flag -> the given value it fills in
+DEFAULTED = ("pos", "theta")
 GIVEN_SHOWN = {"theta": "degrees"}  # the angles per position step, with their degree signs
 BATCH = 64
 SQRT3 = math.sqrt(3)
@@ -91,11 +96,12 @@ def _params(pos: np.ndarray, theta: np.ndarray) -> dict:
 
 
 def _halves(degrees: np.ndarray) -> tuple[tuple[np.ndarray, np.ndarray], ...]:
-    """cos and sin of multiples of 30° as whole (w, r): (w + r√3)/2."""
+    """cos and sin of multiples of 30° as whole (w, r): (w + r√3)/2; of any other angle as (2 cos, 0)."""
     found = []
     for x in (np.cos(np.deg2rad(degrees)), np.sin(np.deg2rad(degrees))):
         root = np.abs(np.abs(x) - SQRT3 / 2) < 1e-9
-        found.append((np.where(root, 0.0, np.round(2 * x)), np.where(root, np.sign(x), 0.0)))
+        whole = np.abs(2 * x - np.round(2 * x)) < 1e-9
+        found.append((np.where(root, 0.0, np.where(whole, np.round(2 * x), 2 * x)), np.where(root, np.sign(x), 0.0)))
     return tuple(found)
 
 
@@ -107,6 +113,20 @@ def _turn(X: np.ndarray, degrees: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     W[..., 0::2], R[..., 0::2] = even * cw - odd * sw, even * cr - odd * sr
     W[..., 1::2], R[..., 1::2] = even * sw + odd * cw, even * sr + odd * cr
     return W, R
+
+
+def _paired(m: int) -> tuple[np.ndarray, np.ndarray]:
+    """The column order that puts the halves' pairs (i, i + m) side by side (1, m+1, 2, m+2 …), and back."""
+    neighbours = np.ravel(np.column_stack([np.arange(m), np.arange(m, 2 * m)]))
+    return neighbours, np.argsort(neighbours)
+
+
+def _turn_pairs(X: np.ndarray, degrees: np.ndarray, half: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """_turn with the pairs of the convention: neighbours, or the two halves (`half`)."""
+    if not half:
+        return _turn(X, degrees)
+    there, back = _paired(X.shape[-1] // 2)
+    return tuple(x[..., back] for x in _turn(X[..., there], degrees))
 
 
 def _plain(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -129,7 +149,8 @@ def _angles(env, sign: int = 1) -> np.ndarray:
 
 
 def _rotated(env) -> dict[str, np.ndarray]:
-    q, k = _turn(env["Q"], _angles(env)), _turn(env["K"], _angles(env))
+    half = bool(env.get("half_split", False))
+    q, k = _turn_pairs(env["Q"], _angles(env), half), _turn_pairs(env["K"], _angles(env), half)
     return {"Q_rot": _value(q, 2), "K_rot": _value(k, 2), "scores": _product(q, k)}  # (B, n, 2m) … (B, n, n)
 
 
@@ -149,13 +170,9 @@ def _off_by_one(env) -> dict[str, np.ndarray]:
 
 def _half_split(env) -> dict[str, np.ndarray]:
     """Pairs (i, i + m) of the two halves instead of neighbours (2i − 1, 2i); the same as the right pairs for m = 1."""
-    m = len(env["theta"])
-    if m == 1:
+    if len(env["theta"]) == 1:
         return {}
-    neighbours = np.ravel(np.column_stack([np.arange(m), np.arange(m, 2 * m)]))  # column order 1, m+1, 2, m+2 …
-    back = np.argsort(neighbours)
-    q, k = (_turn(env[name][..., neighbours], _angles(env)) for name in ("Q", "K"))
-    q, k = tuple(x[..., back] for x in q), tuple(x[..., back] for x in k)
+    q, k = (_turn_pairs(env[name], _angles(env), half=True) for name in ("Q", "K"))
     return {"Q_rot": _value(q, 2), "K_rot": _value(k, 2), "scores": _product(q, k)}
 
 
@@ -214,9 +231,21 @@ def exact_rotated(X: np.ndarray, pos: np.ndarray, theta: np.ndarray) -> sympy.Ma
 # ---------------------------------------------------------------- diagnosis, carrying forward, hand work
 
 
+def conventional(given: dict) -> dict:
+    """The given data with the learner's conventions applied (CONVENTIONS): the positions 0 … n − 1 (or
+    1 … n) and the angles θ_i = 10000^(−2i/d) radians, in degrees, where none are typed."""
+    n, d = np.shape(given["Q"])[-2:]
+    out = dict(given)
+    if "pos" not in out:
+        out["pos"] = np.arange(n, dtype=float) + bool(given.get("pos_from_one", False))
+    if "theta" not in out:
+        out["theta"] = np.degrees(frequencies(d))  # (d/2,)
+    return out
+
+
 def mistakes_of(ex: Exercise, name: str) -> dict[str, np.ndarray]:
     """{mistake id: what it gives for part `name`} of this exercise."""
-    env = {k: (np.asarray(v, dtype=float)[None] if k in ("Q", "K") else v) for k, v in ex.given.items()}
+    env = {k: (np.asarray(v, dtype=float)[None] if k in ("Q", "K") else v) for k, v in conventional(ex.given).items()}
     env.update(_rotated(env))
     found = {mid: mistaken(env) for mid, mistaken in MISTAKES.items()}
     return {mid: values[name][0] for mid, values in found.items() if name in values}
@@ -230,11 +259,12 @@ def chain(ex: Exercise, values: dict[str, np.ndarray], rounding: int | None) -> 
     """Q_rot and K_rot from the given rows unless the learner gave them, the scores from those (each
     computed value rounded half-up to `rounding` places; None: exact)."""
     env = dict(values)
-    g = ex.given
+    g = conventional(ex.given)
     angles = rotation_angles(g["pos"], g["theta"])  # (n, m)
     for name, X in (("Q_rot", g["Q"]), ("K_rot", g["K"])):
         if name not in env:
-            env[name] = round_half_up(_value(_turn(np.asarray(X, dtype=float), angles), 2), rounding)
+            turned = _turn_pairs(np.asarray(X, dtype=float), angles, bool(g.get("half_split", False)))
+            env[name] = round_half_up(_value(turned, 2), rounding)
     if "scores" not in env:
         with np.errstate(invalid="ignore", over="ignore"):
             env["scores"] = round_half_up(np.asarray(env["Q_rot"]) @ np.asarray(env["K_rot"]).T, rounding)

@@ -363,6 +363,7 @@ def _check_claims(kind_id: str, given: dict[str, Any], claimed: Mapping[str, Any
     report.reference = truth
 
     values: dict[str, np.ndarray] = {}
+    misshapen: dict[str, np.ndarray] = {}  # claims of another shape: a mistake the kind knows by it is named
     places: dict[str, int] = {}
     for name, text in claimed.items():
         if _blank(text):
@@ -383,6 +384,7 @@ def _check_claims(kind_id: str, given: dict[str, Any], claimed: Mapping[str, Any
             report.claim_errors[name] = msg("grade.shape", part=label(name), expected_rows=true.shape[0],
                                             expected_cols=true.shape[1], got_rows=value.shape[0],
                                             got_cols=value.shape[1])
+            misshapen[name] = value
             continue
         values[name] = value
         places[name] = decimals if decimals is not None else (typed_places(text) or DEFAULT_PLACES)
@@ -393,9 +395,18 @@ def _check_claims(kind_id: str, given: dict[str, Any], claimed: Mapping[str, Any
     parts = [Part(name=name, shape=true.shape, reference=true, decimals=decimals_for(true, places.get(name, most)))
              for name, true in truth.items()]
     ex = Exercise(kind=kind_id, seed=0, level=level, version=kind.VERSION, given=given, parts=parts, params=params)
+    for name, value in misshapen.items():
+        mistake = grading.shape_mistake(ex, ex.part(name), value)
+        if mistake:
+            report.claim_errors[name] = msg("grade.explained", summary=report.claim_errors[name],
+                                            why=Msg(f"misconception.{mistake}"))
     if not values:
         return report
-    feedback = grading.grade(ex, values, partial=True)
+    try:
+        feedback = grading.grade(ex, values, partial=True)
+    except (ValueError, KeyError, IndexError, TypeError):  # a kind's hook on values it cannot combine
+        report.errors.append(msg("checkwork.do_not_fit", inputs=_shapes(given)))
+        return report
     earlier: dict[str, np.ndarray] = {}
     for part in ex.parts:
         if part.name not in values:

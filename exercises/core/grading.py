@@ -291,6 +291,11 @@ def diagnose_part(ex: Exercise, part: Part, value: np.ndarray) -> str | None:
     return _kind_hook(ex, "diagnose", part, value) or (None if part.is_choice else _diagnosis(ex, part, value))
 
 
+def shape_mistake(ex: Exercise, part: Part, value: np.ndarray) -> str | None:
+    """A mistake the kind knows by the shape it gives (a cache not appended: t rows for t + 1), or None."""
+    return _kind_hook(ex, "diagnose_shape", part, value)
+
+
 def grade(ex: Exercise, answer: Any, partial: bool = False) -> Feedback:
     """Grade `answer` (text, array, grid of texts, or {part name: any of those}) against `ex`.
 
@@ -313,7 +318,7 @@ def grade(ex: Exercise, answer: Any, partial: bool = False) -> Feedback:
             continue
         value, fb = read_part(part, given, ex.kind)
         if value is None and fb.value is not None:  # another shape: a mistake the kind knows by it is named
-            fb.misconception = _kind_hook(ex, "diagnose_shape", part, fb.value)
+            fb.misconception = shape_mistake(ex, part, fb.value)
             if fb.misconception:
                 fb.format_error = msg("grade.explained", summary=fb.format_error,
                                       why=Msg(f"misconception.{fb.misconception}"))

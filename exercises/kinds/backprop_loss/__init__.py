@@ -131,7 +131,7 @@ def diagnose(ex: Exercise, part: Part, value: np.ndarray) -> str | None:
     if part.name != "G_O":
         return None
     tolerance = max(part.tolerance, misconceptions.DIAGNOSIS_TOLERANCE)
-    mistakes = _loss_mistakes(ex.given["O"], ex.given["T"])
+    mistakes = _loss_mistakes(pipeline.reference_env(ex)["O"], ex.given["T"])  # O given, or from X (check my work)
     return next((mid for mid, alt in mistakes.items() if misconceptions.matches(value, alt, tolerance)), None)
 
 

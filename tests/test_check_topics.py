@@ -1,0 +1,386 @@
+"""Check my work on every topic the app teaches (checkwork.check): a hand calculation typed step by step.
+
+For each topic: a correct hand calculation, every value written to the places a person writes and the
+next computed from it (every step accepted); one slip (the first wrong step found, the mistake named
+where it is catalogued, later steps carried forward); and one pasted in another format Practice reads.
+The expected values come from attention_core (the oracle), never from the checker's own chain.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from attention_core import ops
+from attention_core.embedding import embed, embed_backward
+from attention_core.positions import frequencies, rope, sinusoidal
+from exercises.core import checkwork
+from exercises.core.numbers import round_half_up
+from exercises.i18n import Msg
+
+
+def text(M, places: int = 4) -> str:
+    """A matrix as a person types it: one row per line, whole numbers whole, −∞ as -inf."""
+    def cell(x: float) -> str:
+        if np.isneginf(x):
+            return "-inf"
+        return str(int(x)) if float(x).is_integer() else f"{x:.{places}f}"
+    return "\n".join(" ".join(cell(x) for x in row) for row in np.atleast_2d(M))
+
+
+PASTES = {  # one paste format per topic, each a way Practice reads
+    "bmatrix": lambda M: r"\begin{bmatrix}" + r" \\ ".join(" & ".join(f"{x:.4f}" for x in row) for row in M)
+    + r"\end{bmatrix}",
+    "numpy repr": lambda M: repr(np.round(np.asarray(M, dtype=float), 4)),
+    "numpy print": lambda M: str(np.round(np.asarray(M, dtype=float), 4)),
+    "csv": lambda M: "\n".join(",".join(f"{x:.4f}" for x in row) for row in M),
+    "tabs": lambda M: "\n".join("\t".join(f"{x:.4f}" for x in row) for row in M),
+    "matlab": lambda M: "[" + "; ".join(" ".join(f"{x:.4f}" for x in row) for row in M) + "]",
+}
+
+
+def written(values: dict[str, np.ndarray], places: int = 4) -> dict[str, np.ndarray]:
+    return {name: round_half_up(np.asarray(v, dtype=float), places) for name, v in values.items()}
+
+
+def head(X, W_Q, W_K, W_V, causal=True):
+    """One head of self-attention from X, each value written to 4 places and carried on."""
+    Q, K, V = X @ W_Q, X @ W_K, X @ W_V
+    scaled = round_half_up(ops.scale(ops.scores(Q, K), W_Q.shape[1]), 4)
+    A = round_half_up(ops.softmax(ops.apply_mask(scaled, causal)), 4)
+    return A, round_half_up(A @ V, 4)
+
+
+M = np.array
+# ---------------------------------------------------------------- each topic: inputs, a hand calculation
+
+
+def multi_head():
+    X = M([[1., 0], [0, 1], [1, 1]])
+    W = {"W_Q1": M([[1., 0], [0, 1]]), "W_K1": M([[1., 1], [0, 1]]), "W_V1": M([[1., 0], [0, 2]]),
+         "W_Q2": M([[0., 1], [1, 0]]), "W_K2": M([[1., 0], [1, 1]]), "W_V2": M([[2., 1], [0, 1]])}
+    W_O = M([[1., 0], [0, 1], [1, 0], [0, -1]])
+    O1 = head(X, W["W_Q1"], W["W_K1"], W["W_V1"])[1]
+    O2 = head(X, W["W_Q2"], W["W_K2"], W["W_V2"])[1]
+    concat = np.hstack([O1, O2])
+    return {"X": X, **W, "W_O": W_O, "causal": True}, {}, {"O1": O1, "O2": O2, "concat": concat,
+                                                            "out": round_half_up(concat @ W_O, 4)}
+
+
+def multi_head_slip(given, steps):
+    """Head 2 without the division by √d_k; concat and out carry the learner's own head on."""
+    A = ops.softmax(ops.apply_mask(ops.scores(given["X"] @ given["W_Q2"], given["X"] @ given["W_K2"]), True))
+    O2 = round_half_up(A @ (given["X"] @ given["W_V2"]), 4)
+    concat = np.hstack([steps["O1"], O2])
+    return {**steps, "O2": O2, "concat": concat, "out": round_half_up(concat @ given["W_O"], 4)}, "O2", "no_scaling"
+
+
+def gqa():
+    X = M([[1., 0], [1, 2]])
+    W = {f"W_Q{i}": M(w, dtype=float) for i, w in enumerate([[[1], [0]], [[0], [1]], [[1], [1]], [[-1], [1]]], 1)}
+    W.update(W_K1=M([[1.], [1]]), W_K2=M([[0.], [1]]), W_V1=M([[1.], [0]]), W_V2=M([[2.], [1]]))
+    group = {1: 1, 2: 1, 3: 2, 4: 2}  # 4 heads, 2 groups: consecutive heads share a group
+    heads = {f"O{i}": head(X, W[f"W_Q{i}"], W[f"W_K{group[i]}"], W[f"W_V{group[i]}"])[1] for i in range(1, 5)}
+    steps = {**heads, "concat": np.hstack(list(heads.values())), "cache_floats": M([[2. * (1 + 1)]])}
+    return {"X": X, **W, "groups": 2, "causal": True}, {}, steps
+
+
+def gqa_slip(given, steps):
+    """Head 3 paired with group 1's keys and values (heads dealt out in turn): its group is checked."""
+    O3 = head(given["X"], given["W_Q3"], given["W_K1"], given["W_V1"])[1]
+    return {**steps, "O3": O3, "concat": np.hstack([steps["O1"], steps["O2"], O3, steps["O4"]])}, "O3", \
+        "gqa_wrong_group"
+
+
+def kv_cache():
+    K_cache, V_cache = M([[1., 0], [0, 1], [1, 1]]), M([[1.], [2], [-1]])
+    q, k, v = M([[1., 1]]), M([[0., 2]]), M([[2.]])
+    K, V = np.vstack([K_cache, k]), np.vstack([V_cache, v])  # appended as the last row
+    scores = q @ K.T
+    A = round_half_up(ops.softmax(round_half_up(scores / np.sqrt(2), 4)), 4)
+    size = 2 * 12 * 8 * 4 * 64  # K and V, 12 layers, 8 heads, t + 1 = 4 tokens, 64 per head
+    given = {"K_cache": K_cache, "V_cache": V_cache, "q": q, "k": k, "v": v, "d_k": 2}
+    return given, {"layers": 12, "heads": 8, "d_head": 64}, {"K": K, "V": V, "scores": scores, "A": A,
+                                                              "O": round_half_up(A @ V, 4), "cache_floats": M([[size]])}
+
+
+def kv_cache_slip(given, steps):
+    """The cache counted for one layer only; every step before it right."""
+    return {**steps, "cache_floats": steps["cache_floats"] / 12}, "cache_floats", "kv_cache_size_one_layer"
+
+
+ROPE_Q, ROPE_K = M([[1., 0], [0, 1], [1, 1]]), M([[1., 1], [1, 0], [0, 1]])
+
+
+def rope_topic():
+    """Positions from 0, θ = 10000^(−2i/d) radians (1 radian for d = 2), cos and sin to 4 places."""
+    pos, theta = np.arange(3), np.degrees(frequencies(2))
+    Q_rot, K_rot = (round_half_up(rope(X, pos, theta), 4) for X in (ROPE_Q, ROPE_K))
+    return {"Q": ROPE_Q, "K": ROPE_K, "pos": "0 1 2"}, {}, {"Q_rot": Q_rot, "K_rot": K_rot,
+                                                            "scores": round_half_up(Q_rot @ K_rot.T, 4)}
+
+
+def rope_slip(given, steps):
+    """The query rows turned as if the positions started at 1; the scores carry them on."""
+    Q_rot = round_half_up(rope(ROPE_Q, np.arange(1, 4), np.degrees(frequencies(2))), 4)
+    return {**steps, "Q_rot": Q_rot, "scores": round_half_up(Q_rot @ steps["K_rot"].T, 4)}, "Q_rot", \
+        "rope_position_off_by_one"
+
+
+def cross_attention():
+    X, H = M([[1., 0], [0, 1]]), M([[1., 1], [0, 1], [1, 0]])  # 2 queries, 3 keys from another sequence
+    W_Q, W_K, W_V = M([[1., 0], [1, 1]]), M([[1., 0], [0, 1]]), M([[1.], [2]])
+    Q, K, V = X @ W_Q, H @ W_K, H @ W_V
+    scaled = round_half_up(ops.scale(ops.scores(Q, K), 2), 4)
+    A = round_half_up(ops.softmax(scaled), 4)
+    given = {"X": X, "H": H, "W_Q": W_Q, "W_K": W_K, "W_V": W_V, "causal": False}
+    return given, {}, {"Q": Q, "K": K, "V": V, "scores": ops.scores(Q, K), "scaled": scaled, "A": A,
+                       "O": round_half_up(A @ V, 4)}
+
+
+def cross_attention_slip(given, steps):
+    """The square causal triangle put on the rectangle of scores (no key is in a query's future)."""
+    masked = steps["scaled"].copy()
+    masked[np.triu(np.ones(masked.shape, dtype=bool), k=1)] = -np.inf
+    return {"scaled": steps["scaled"], "masked": masked}, "masked", "cross_causal_mask"
+
+
+def padding_mask():
+    scaled = M([[1., 0, 2], [0.5, 1, 0], [1, 1, 1]])
+    pad = M([[0., 0, 1]])  # the last key is padding
+    mask = np.where(pad.astype(bool) | np.triu(np.ones((3, 3), dtype=bool), k=1), -np.inf, 0.0)
+    masked = scaled + mask
+    return {"scaled": scaled, "pad": pad, "causal": True}, {}, {"M": mask, "masked": masked,
+                                                                 "A": round_half_up(ops.softmax(masked), 4)}
+
+
+def padding_mask_slip(given, steps):
+    """The padding put on the rows (queries) instead of the columns (keys)."""
+    hidden = np.zeros((3, 3), dtype=bool)
+    hidden[2] = True
+    wrong = np.where(hidden | np.triu(np.ones((3, 3), dtype=bool), k=1), -np.inf, 0.0)
+    return {"M": wrong}, "M", "padding_on_queries"
+
+
+def positional():
+    X, pos = M([[1., 0, 1, 0], [0, 1, 0, 1], [1, 1, 0, 0]]), np.arange(3)
+    P = round_half_up(sinusoidal(pos, 4), 4)
+    return {"X": X, "pos": "0 1 2"}, {}, {"P": P, "X_P": X + P}
+
+
+def positional_slip(given, steps):
+    """sin and cos swapped in every pair."""
+    P = steps["P"][:, [1, 0, 3, 2]]
+    return {"P": P, "X_P": given["X"] + P}, "P", "positional_sin_cos_swapped"
+
+
+def softmax_jacobian():
+    z = M([[1., 2, 0]])
+    a = round_half_up(ops.softmax(z), 4)
+    a_s = round_half_up(ops.softmax(z / 2), 4)
+    return {"z": z, "d_k": 4}, {}, {"a": a, "J": round_half_up(np.diag(a[0]) - a.T @ a, 4), "a_scaled": a_s,
+                                    "J_scaled": round_half_up(np.diag(a_s[0]) - a_s.T @ a_s, 4)}
+
+
+def softmax_jacobian_slip(given, steps):
+    """Only the diagonal a_i of J: the −a_i a_j of every pair left out."""
+    return {**steps, "J": np.diag(steps["a"][0])}, "J", "jacobian_diagonal_only"
+
+
+BACKWARD_X = M([[1., 0], [0, 1], [1, 1]])
+BACKWARD_W = {"W_Q": M([[1., 0], [1, 1]]), "W_K": M([[0., 1], [1, 0]]), "W_V": M([[1., 2], [0, 1]])}
+
+
+def _backward(G_O, X=BACKWARD_X):
+    """The whole backward pass of causal attention, each gradient written to 4 places and carried on."""
+    Q, K, V = X @ BACKWARD_W["W_Q"], X @ BACKWARD_W["W_K"], X @ BACKWARD_W["W_V"]
+    A = ops.softmax(ops.apply_mask(ops.scale(ops.scores(Q, K), 2), True))
+    G_O = round_half_up(G_O(A @ V), 4)
+    G_A, G_V = (round_half_up(g, 4) for g in ops.weighted_sum_backward(A, V, G_O))
+    G_scaled = round_half_up(ops.apply_mask_backward(ops.softmax_backward(A, G_A), True), 4)
+    G_scores = round_half_up(ops.scale_backward(G_scaled, 2), 4)
+    G_Q, G_K = (round_half_up(g, 4) for g in ops.scores_backward(Q, K, G_scores))
+    G_X = round_half_up(G_Q @ BACKWARD_W["W_Q"].T + G_K @ BACKWARD_W["W_K"].T + G_V @ BACKWARD_W["W_V"].T, 4)
+    return {"G_O": G_O, "G_A": G_A, "G_V": G_V, "G_scaled": G_scaled, "G_scores": G_scores, "G_Q": G_Q, "G_K": G_K,
+            "G_W_Q": round_half_up(X.T @ G_Q, 4), "G_W_K": round_half_up(X.T @ G_K, 4),
+            "G_W_V": round_half_up(X.T @ G_V, 4), "G_X": G_X}
+
+
+G_O_GIVEN = M([[1., -1], [0, 2], [1, 1]])
+
+
+def backprop():
+    """The whole backward pass from a given G_O down to G_X."""
+    steps = _backward(lambda O: G_O_GIVEN)
+    del steps["G_O"]
+    return {"X": BACKWARD_X, **BACKWARD_W, "G_O": G_O_GIVEN, "causal": True}, {}, steps
+
+
+def backprop_slip(given, steps):
+    """G_scaled = A ⊙ G_A, the − rowsum term dropped; the later gradients carry it on."""
+    Q, K = BACKWARD_X @ BACKWARD_W["W_Q"], BACKWARD_X @ BACKWARD_W["W_K"]
+    A = ops.softmax(ops.apply_mask(ops.scale(ops.scores(Q, K), 2), True))
+    G_scaled = round_half_up(A * steps["G_A"], 4)
+    return {**steps, "G_scaled": G_scaled, "G_scores": round_half_up(G_scaled / np.sqrt(2), 4)}, "G_scaled", \
+        "softmax_grad_missing_term"
+
+
+TOKENS, E = M([0, 2, 0]), M([[1., 0], [0, 1], [1, 1]])
+TARGET = M([[0., 1], [1, 0], [1, 1]])
+
+
+def backprop_loss():
+    """From L = ½‖O − T‖² over embedded tokens down to G_X and the embedding table's G_E."""
+    X = embed(TOKENS, E)  # rows 1 and 3 are the same token
+    steps = _backward(lambda O: O - TARGET, X)
+    steps["G_E"] = embed_backward(TOKENS, steps["G_X"], len(E))
+    given = {"token_ids": "0 2 0", "E": E, **BACKWARD_W, "T": TARGET, "causal": True}
+    return given, {}, steps
+
+
+def backprop_loss_slip(given, steps):
+    """G_O = T − O: the loss's gradient with its sign the wrong way round."""
+    return {"G_O": -steps["G_O"]}, "G_O", "loss_grad_sign"
+
+
+TOPICS = {  # topic: (a hand calculation, its slip, the paste format of the third test)
+    "multi_head": (multi_head, multi_head_slip, "bmatrix"),
+    "gqa": (gqa, gqa_slip, "numpy repr"),
+    "kv_cache": (kv_cache, kv_cache_slip, "csv"),
+    "rope": (rope_topic, rope_slip, "matlab"),
+    "cross_attention": (cross_attention, cross_attention_slip, "tabs"),
+    "padding_mask": (padding_mask, padding_mask_slip, "numpy print"),
+    "positional": (positional, positional_slip, "bmatrix"),
+    "softmax_jacobian": (softmax_jacobian, softmax_jacobian_slip, "matlab"),
+    "backprop": (backprop, backprop_slip, "csv"),
+    "backprop_loss": (backprop_loss, backprop_loss_slip, "numpy repr"),
+}
+
+
+def typed(values: dict) -> dict:
+    return {k: text(v) if isinstance(v, np.ndarray) else v for k, v in values.items()}
+
+
+def verdicts(report) -> dict[str, str]:
+    return {name: s.verdict for name, s in report.steps.items()}
+
+
+@pytest.mark.parametrize("topic", TOPICS)
+def test_a_correct_hand_calculation_is_accepted_step_by_step(topic):
+    given, stated, steps = TOPICS[topic][0]()
+    report = checkwork.check(topic, typed(given), typed(steps), stated)
+    assert report.ok, (topic, [m.render() for m in report.errors])
+    assert not report.claim_errors, (topic, {k: m.render() for k, m in report.claim_errors.items()})
+    assert set(report.steps) == set(steps) and report.all_right, (topic, verdicts(report))
+    for line in report.summary():
+        line.render("zh")  # every message filled in both languages
+
+
+@pytest.mark.parametrize("topic", TOPICS)
+def test_one_slip_is_the_first_wrong_step_and_its_mistake_is_named(topic):
+    make, slip, _ = TOPICS[topic]
+    given, stated, steps = make()
+    claims, first, mistake = slip(given, steps)
+    report = checkwork.check(topic, typed(given), typed(claims), stated)
+    assert report.first_error == first, (topic, verdicts(report))
+    assert report.likely_mistake == mistake, (topic, report.likely_mistake)
+    assert any(Msg(f"misconception.{mistake}").render() in line.render() for line in report.summary()), topic
+    earlier = list(report.steps)[:list(report.steps).index(first)]
+    assert all(report.steps[s].verdict == "right" for s in earlier), (topic, verdicts(report))
+    assert report.wrong_after == [], (topic, "later steps follow from the learner's own values", verdicts(report))
+
+
+@pytest.mark.parametrize("topic", TOPICS)
+def test_a_pasted_step_is_read_as_typed(topic):
+    """The last given matrix and the last step pasted in the topic's format; a slip in the paste is found."""
+    make, _, fmt = TOPICS[topic]
+    given, stated, steps = make()
+    paste = PASTES[fmt]
+    box = next(name for name in reversed(given) if isinstance(given[name], np.ndarray) and given[name].ndim == 2)
+    last = next(name for name in reversed(steps) if np.isfinite(steps[name]).all())
+    pasted_given = {**typed(given), box: paste(given[box])}
+    report = checkwork.check(topic, pasted_given, {**typed(steps), last: paste(steps[last])}, stated)
+    assert report.all_right and not report.claim_errors, (topic, fmt, verdicts(report), report.errors)
+    wrong = np.array(steps[last], dtype=float)
+    wrong[-1, -1] += 1
+    report = checkwork.check(topic, pasted_given, {last: paste(wrong)}, stated)
+    assert report.first_error == last and report.steps[last].status[-1, -1] == "wrong", (topic, fmt)
+
+
+def test_gqa_and_mqa_check_the_group_of_each_head():
+    """One K/V head for all (MQA) is accepted; under GQA a head with another group's keys is wrong."""
+    given, _, steps = gqa()
+    mqa = {k: v for k, v in given.items() if not k.endswith("2") or k.startswith("W_Q")} | {"groups": 1}
+    heads = {f"O{i}": head(given["X"], given[f"W_Q{i}"], given["W_K1"], given["W_V1"])[1] for i in (1, 2)}
+    mqa = {k: v for k, v in mqa.items() if k not in ("W_Q3", "W_Q4")}
+    report = checkwork.check("gqa", typed(mqa), typed({**heads, "cache_floats": M([[2.]])}))
+    assert report.all_right, verdicts(report)
+    claims, _, _ = gqa_slip(given, steps)
+    report = checkwork.check("gqa", typed(given), typed({"O3": claims["O3"]}))
+    assert report.first_error == "O3" and report.likely_mistake == "gqa_wrong_group"
+
+
+def test_kv_cache_append_new_row_and_the_stated_model():
+    given, stated, steps = kv_cache()
+    first = np.vstack([given["k"], given["K_cache"]])  # the new row put first
+    report = checkwork.check("kv_cache", typed(given), {"K": text(first)}, stated)
+    assert report.first_error == "K" and report.likely_mistake == "kv_new_row_first"
+    report = checkwork.check("kv_cache", typed(given), {"K": text(given["K_cache"])}, stated)  # not appended
+    assert report.claim_errors["K"].params["why"].key == "misconception.kv_cache_not_appended"
+    report = checkwork.check("kv_cache", typed(given), typed({"cache_floats": steps["cache_floats"]}))
+    assert report.claim_errors["cache_floats"].key == "checkwork.needs_model"  # no model stated
+    assert "layers" in report.claim_errors["cache_floats"].render()
+
+
+def test_rope_says_which_convention_the_numbers_fit():
+    given, _, steps = rope_topic()
+    fit = checkwork.fits("rope", {**typed(given), "pos": ""}, typed(steps))
+    assert [[m.key for m in labels] for labels in fit] == [
+        [f"checkwork.convention.{c}" for c in ("half_split.false", "pos_from_one.false", "theta.default")],
+        [f"checkwork.convention.{c}" for c in ("half_split.true", "pos_from_one.false", "theta.default")],
+    ]  # one pair per row: neighbours and halves are the same pairs
+    Q, K = M([[1., 0, 2, 1], [0, 1, 1, 0]]), M([[1., 1, 0, 1], [1, 0, 1, 1]])
+    halves = [0, 2, 1, 3]  # columns (1, 3) and (2, 4) side by side
+    back = np.argsort(halves)
+    turned = {name: round_half_up(rope(X[:, halves], np.arange(1, 3), [30, 90])[:, back], 4)
+              for name, X in (("Q_rot", Q), ("K_rot", K))}
+    fit = checkwork.fits("rope", {"Q": text(Q), "K": text(K), "theta": "30 90"}, typed(turned))
+    assert [[m.key for m in labels] for labels in fit] == [
+        [f"checkwork.convention.{c}" for c in ("half_split.true", "pos_from_one.true", "theta.typed")]]
+    report = checkwork.check("rope", {"Q": text(Q), "K": text(K), "theta": "30 90", "half_split": True,
+                                      "pos_from_one": True}, typed(turned))
+    assert report.all_right, verdicts(report)
+
+
+def test_errors_name_the_box_and_the_topic_inputs():
+    given, stated, steps = multi_head()
+    report = checkwork.check("multi_head", {**typed(given), "W_K2": "1 0\n0 \\x"}, {})
+    assert not report.ok and "W_K2" in report.errors[0].render() and "W_K2" in report.errors[0].render("zh")
+    report = checkwork.check("multi_head", {k: v for k, v in typed(given).items() if k != "W_V2"}, {})
+    assert report.errors[0].key == "checkwork.missing_inputs" and "W_V2" in report.errors[0].render()
+    report = checkwork.check("multi_head", typed(given), {"O1": "1 2\n3 4\n5 x"})
+    assert "O1" in report.claim_errors["O1"].render()
+    assert checkwork.check("nonsense", {}, {}).errors[0].key == "checkwork.unknown_topic"
+    assert checkwork.check("concepts", {}, {}).errors[0].key == "checkwork.unknown_topic"  # choices only
+    report = checkwork.check("kv_cache", {**typed(kv_cache()[0]), "zzz": "1"}, {})
+    assert report.errors[0].key == "checkwork.not_an_input"
+
+
+def test_a_topic_needs_no_checker_of_its_own():
+    """Every kind whose parts its chain computes is a topic, read from the kind alone: each form takes a
+    generated exercise's given data, and its answers (to 4 places) are all accepted, a slip caught."""
+    import exercises
+
+    topics = checkwork.topic_ids()
+    assert set(TOPICS) <= set(topics) and "attention" in topics
+    for topic in topics:
+        spec = checkwork.topic(topic)
+        for form in spec.forms:
+            ex = exercises.generate(topic, seed=0, level=form.level)
+            stated = {name: ex.params[name] for name in spec.stated}
+            claims = {p.name: round_half_up(p.reference, 4) for p in ex.parts}
+            report = checkwork.check(topic, dict(ex.given), claims, stated)
+            assert report.all_right and not report.claim_errors, (topic, form.level, verdicts(report))
+            first = ex.parts[0]
+            claims[first.name] = claims[first.name] + 1
+            assert checkwork.check(topic, dict(ex.given), claims, stated).first_error == first.name, topic

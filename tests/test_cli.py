@@ -354,3 +354,34 @@ def test_the_installed_command_runs_outside_the_project(tmp_path):
                             cwd=elsewhere, env=env, capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     assert "find A" in result.stdout and "行" in result.stdout  # the Chinese catalog came along
+
+
+CHECK_STEPS = {"topic": "attention", "given": {"X": "1 0; 0 1; 1 1", "W_Q": "1 0; 0 1", "W_K": "1 0; 0 1",
+                                               "W_V": [[1, 0], [0, 1]], "causal": True},
+               "steps": {"scores": "1 0 1; 0 1 1; 1 1 2", "A": r"\begin{bmatrix}1 & 0 & 0 \\ 0.330 & 0.670 & 0 \\ "
+                                                           r"0.248 & 0.248 & 0.503\end{bmatrix}"}}
+
+
+@pytest.mark.parametrize("steps, code, said", [
+    (CHECK_STEPS, 0, "right"),
+    ({**CHECK_STEPS, "steps": {**CHECK_STEPS["steps"], "scores": "1 0 1; 1 1 1; 1 1 2"}}, 1, "scores"),
+    ({**CHECK_STEPS, "topic": "nonsense"}, 2, "not a topic"),
+    ({**CHECK_STEPS, "given": {**CHECK_STEPS["given"], "W_K": "1 0; 0 \\x"}}, 2, "W_K"),
+    ({**CHECK_STEPS, "steps": {"A": "1 2"}}, 2, "A should be 3×3"),
+    ({**CHECK_STEPS, "answers": {}}, 2, "unknown field"),
+    ("[1, 2]", 2, "JSON object"),
+])
+def test_check_exits_0_all_right_1_a_wrong_step_2_bad_input(steps, code, said, tmp_path, capsys):
+    """python -m exercises check FILE.json: Check my work from a file of the learner's own steps."""
+    from exercises.cli.main import main
+
+    path = tmp_path / "steps.json"
+    path.write_text(steps if isinstance(steps, str) else json.dumps(steps), encoding="utf-8")
+    assert main(["check", str(path)]) == code, said
+    out, err = capsys.readouterr()
+    assert said in out + err, (said, out, err)
+    assert "Traceback" not in err and (code < 2 or err.count("\n") == 1 or "A should be" in out), err
+    if code < 2:
+        assert main(["check", str(path), "--json", "--lang", "zh"]) == code
+        report = json.loads(capsys.readouterr().out)
+        assert report["all_right"] == (code == 0) and (code == 0 or report["first_error"] == "scores")

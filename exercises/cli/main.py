@@ -1,8 +1,9 @@
-"""attention-by-hand (or python -m exercises): list | generate | grade | worksheet.
+"""attention-by-hand (or python -m exercises): list | generate | grade | worksheet | check.
 
     attention-by-hand generate softmax --seed 1 --level 2 --json > ex.json      # a student file: no answers
     attention-by-hand generate softmax --seed 1 --level 2 --json --key           # with the answers
     attention-by-hand grade ex.json "1 0 0; 0.12 0.88 0; 1/3 1/3 1/3" --json
+    attention-by-hand check my-steps.json                                        # Check my work (cli/check.py)
 
 `grade` never trusts what a file says the answers are: it rebuilds the exercise from its kind, level,
 seed and version and refuses a file whose given values, parts or version differ from the rebuilt one.
@@ -30,7 +31,7 @@ from ..core import engine, grading
 from ..core.model import Exercise
 from ..core.parser import AnswerError
 from ..i18n import Msg, languages, t
-from . import selftest
+from . import check, selftest
 
 EXIT_RIGHT, EXIT_WRONG, EXIT_USAGE, EXIT_MALFORMED, EXIT_PIPE = 0, 1, 2, 3, 141
 
@@ -348,4 +349,4 @@ def _key_text(ex: Exercise, lang: str) -> str:
 
 
 # further sub-commands (worksheet …) register modules with NAME, add_parser(sub) and run(args)
-_EXTRA_COMMANDS: list[Any] = [worksheets]
+_EXTRA_COMMANDS: list[Any] = [worksheets, check]

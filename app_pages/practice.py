@@ -4,7 +4,7 @@ import streamlit as st
 
 import exercises
 from services import exams
-from ui import aids, answer_grid, attempts, budget, cache, feedback, hints, print_problem, problem, solution
+from ui import aids, answer_grid, attempts, budget, cache, check_work, feedback, hints, print_problem, problem, solution
 from ui import practice_state as ps
 from ui.i18n import render, tr
 
@@ -71,6 +71,11 @@ if fb is not None:
         st.caption(":material/edit: " + tr("practice.changed_since_check"))
 
 hints.show(ex, graded_attempts=len(attempts.for_exercise(ex)), checked=fb)
+
+if ex.kind in check_work.topics() and st.button(tr("practice.check_my_work"), key=f"checkwork-{ex.id}",
+                                                 icon=":material/fact_check:", help=tr("practice.check_my_work_help")):
+    check_work.start_from(ex)  # its given data in Check my work's boxes, the steps left to the learner
+    st.switch_page("app_pages/check_work.py")
 
 if solution.show_button(ex, key=f"sol-{ex.id}"):
     solution.show(ex, key=f"sol-{ex.id}")

@@ -93,7 +93,7 @@ def test_garbage_anywhere_gives_messages_not_exceptions():
 
 def test_from_q_k_v_with_the_backward_pass():
     at = open_page(PAGE)
-    at.radio(key=f"{cw.MODE_WIDGET}.en").set_value("QKV")
+    at.radio(key=f"{cw.FORM_WIDGET}.attention.en").set_value(1)  # from Q, K and V
     at.run()
     for name, text in {"Q": "1 0", "K": "1 0\n0 1", "V": "2 4\n6 8"}.items():
         at.text_area(key=cw.input_key(name)).input(text)
@@ -154,3 +154,49 @@ def test_a_character_that_is_not_allowed_names_its_box_row_and_column():
     _check(at)
     shown = [w.value for w in at.warning if "not allowed" in w.value]
     assert shown and all(t("part.scores") in w and "row 1, column 1" in w for w in shown), shown
+
+
+def test_a_topic_of_practice_is_checked_on_its_own_boxes():
+    """GQA picked by its Practice name: an example of it filled in, one head typed right, one head with the
+    wrong group's keys: the first wrong step and the group mistake named; the language switch keeps it all."""
+    import exercises
+
+    at = open_page(PAGE)
+    at.selectbox(key=f"{cw.TOPIC_WIDGET}.en").set_value("gqa")
+    at.run()
+    at.button(key="checkwork.fill_button").click()
+    at.run()
+    ex = exercises.generate("gqa", seed=0, level=cw.current_form_level(at.session_state, "gqa"))
+    assert at.text_area(key=cw.input_key("X")).value == cw.given_text(ex.given["X"])
+    own = {p.name: p.reference for p in ex.parts}
+    from exercises.kinds.gqa import mistakes_of
+
+    wrong = next(name for name, found in mistakes_of(ex).items() if "gqa_wrong_group" in found)
+    at.text_area(key=cw.claim_key("O1")).input(cw.given_text(np.round(own["O1"], 2)))
+    at.text_area(key=cw.claim_key(wrong)).input(cw.given_text(np.round(mistakes_of(ex)[wrong]["gqa_wrong_group"], 2)))
+    at.run()
+    _check(at)
+    errors = [e.value for e in at.error]
+    assert errors and errors[0] == t("checkwork.first_error", step=t(f"part.{wrong}")), errors
+    assert t("misconception.gqa_wrong_group") in " ".join(w.value for w in at.warning)
+    at.sidebar.radio[0].set_value("zh")
+    at.run()
+    assert not at.exception
+    assert at.session_state[cw.TOPIC] == "gqa"
+    assert at.text_area(key=cw.claim_key(wrong)).value.startswith(cw.given_text(np.round(
+        mistakes_of(ex)[wrong]["gqa_wrong_group"], 2))[:3]), "nothing typed is lost on a language switch"
+    assert [e.value for e in at.error][0] == t("checkwork.first_error", "zh", step=t(f"part.{wrong}", "zh"))
+
+
+def test_practice_opens_check_my_work_on_its_problem():
+    from tests.apptest_helpers import current_exercise
+
+    at = open_page("app_pages/practice.py", query={"kind": "kv_cache", "level": "2", "seed": "3"})
+    ex = current_exercise(at)
+    at.button(key=f"checkwork-{ex.id}").click()
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.session_state[cw.TOPIC] == "kv_cache"
+    assert at.text_area(key=cw.input_key("K_cache")).value == cw.given_text(ex.given["K_cache"])
+    assert at.text_input(key=cw.stated_key("layers")).value == str(ex.params["layers"])
+    assert at.text_area(key=cw.claim_key("K")).value == ""  # the steps are the learner's to type

@@ -26,7 +26,7 @@ def _text(matrix) -> str:
 
 def _check_qkv(item) -> object:
     at = open_page("app_pages/check_work.py")
-    at.session_state[cw.MODE] = "QKV"
+    at.session_state[cw.form_key("attention")] = 1  # from Q, K and V
     at.run()
     for name in ("Q", "K", "V"):
         at.text_area(key=cw.input_key(name)).input(_text(item.given[name]))

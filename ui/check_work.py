@@ -1,7 +1,8 @@
-"""Check my work on a page: the learner's inputs and steps as pasted matrices, then the report.
+"""Check my work on a page: pick a topic (Practice's), type your own inputs and any steps, get the report.
 
-Every text area has a fixed key and is filled with the reference notes' example only when that key
-is new, so nothing the learner typed is ever replaced: an error is shown beside it, never instead of it.
+Every box has a fixed key (the input or step name, shared by all topics) and is filled with an example
+only when the learner asks (or on first opening, the reference notes' example), so nothing the learner
+typed is ever replaced: an error is shown beside it, never instead of it; a language switch keeps it.
 """
 
 from __future__ import annotations
@@ -13,20 +14,22 @@ import pandas as pd
 import streamlit as st
 
 import exercises
-from exercises.core.checkwork import BACKWARD, FORWARD, FROM_QKV, FROM_X, NEEDS_X, Report, StepCheck, read_matrix
+from exercises.core import checkwork
+from exercises.core.checkwork import BACKWARD, Report, StepCheck, read_matrix
 from exercises.core.numbers import decimals_for
 from exercises.core.parser import MAX_MATRIX_CHARS, AnswerError, run_budget
-from exercises.i18n import msg, plural
+from exercises.i18n import catalog, msg, plural
 from services import exams
 
 from .i18n import lang_key, render, tr
 
 PREFIX = "checkwork"
-MODE = f"{PREFIX}.mode"  # "X": from X and the weights; "QKV": from Q, K, V
+TOPIC = f"{PREFIX}.topic"  # the canonical topic (a kind id)
+TOPIC_WIDGET = f"{PREFIX}.topic_widget"  # + the language (ui.i18n.lang_key)
+FORM_WIDGET = f"{PREFIX}.form_widget"  # + the topic and the language
 CAUSAL = f"{PREFIX}.causal"
 CHECKED = f"{PREFIX}.checked"  # set once the learner pressed Check: the report then follows their edits
-MODES = ("X", "QKV")
-MODE_WIDGET = f"{PREFIX}.mode_widget"  # + the language (ui.i18n.lang_key)
+DEFAULT_TOPIC = "attention"
 
 # the reference notes' example: X = [[1,0],[0,1],[1,1]], identity weights, causal, with A and O as printed there
 EXAMPLE_INPUTS = {"X": "1 0\n0 1\n1 1", "W_Q": "1 0\n0 1", "W_K": "1 0\n0 1", "W_V": "1 0\n0 1",
@@ -39,104 +42,230 @@ MARK = {"right": "✓", "wrong": "✗", "consistent": "≈"}
 
 
 def input_key(name: str) -> str:
-    return f"{PREFIX}.in.{name}"
+    return CAUSAL if name == "causal" else f"{PREFIX}.in.{name}"
 
 
 def claim_key(name: str) -> str:
     return f"{PREFIX}.claim.{name}"
 
 
+def stated_key(name: str) -> str:
+    return f"{PREFIX}.stated.{name}"
+
+
+def form_key(topic: str) -> str:
+    return f"{PREFIX}.form.{topic}"  # the canonical form (a level) of each topic
+
+
 def ensure_defaults() -> None:
-    """Pre-fill every widget once (the example); later runs keep what is there."""
+    """Pre-fill the example once; later runs keep what is there."""
     state = st.session_state
-    state.setdefault(MODE, "X")
+    state.setdefault(TOPIC, DEFAULT_TOPIC)
     state.setdefault(CAUSAL, True)
     for name, text in EXAMPLE_INPUTS.items():
         state.setdefault(input_key(name), text)
-    for name in FORWARD + BACKWARD:
-        state.setdefault(claim_key(name), EXAMPLE_CLAIMS.get(name, ""))
+    for name, text in EXAMPLE_CLAIMS.items():
+        state.setdefault(claim_key(name), text)
 
 
 def reset_example() -> None:
-    """Button callback: put the example back (the only thing that ever overwrites the text areas)."""
+    """Button callback: put the reference notes' example back (topic attention, from X)."""
     state = st.session_state
-    state[MODE], state[CAUSAL] = "X", True
+    state[TOPIC], state[CAUSAL] = DEFAULT_TOPIC, True
+    state[form_key(DEFAULT_TOPIC)] = checkwork.topic(DEFAULT_TOPIC).forms[-1].level
     for name, text in EXAMPLE_INPUTS.items():
         state[input_key(name)] = text
-    for name in FORWARD + BACKWARD:
+    for name in checkwork.topic(DEFAULT_TOPIC).steps + BACKWARD:
         state[claim_key(name)] = EXAMPLE_CLAIMS.get(name, "")
     state.pop(CHECKED, None)
+
+
+def given_text(value: Any) -> Any:
+    """A given value as a learner types it: a matrix one row per line, a list on one line, a number."""
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    array = np.asarray(value, dtype=float)
+    if array.ndim == 0:
+        return cell_text(float(array), None).replace("−", "-")
+    rows = np.atleast_2d(array)
+    return "\n".join(" ".join(cell_text(x, None).replace("−", "-") for x in row) for row in rows)
+
+
+def fill(topic: str, level: int, given: dict[str, Any], stated: dict[str, Any]) -> None:
+    """Put a topic's given data into its boxes (the steps emptied): an example, or a Practice problem."""
+    state = st.session_state
+    spec = checkwork.topic(topic)
+    state[TOPIC] = topic
+    form = next((f for f in spec.forms if set(f.inputs) == set(given)), None) or next(
+        (f for f in spec.forms if f.level == level), spec.forms[-1])
+    state[form_key(topic)] = form.level
+    for name, value in given.items():
+        state[input_key(name)] = given_text(value)
+    for name in spec.stated:
+        state[stated_key(name)] = given_text(stated[name]) if name in stated else ""
+    for name in spec.steps:
+        state[claim_key(name)] = ""
+    state.pop(CHECKED, None)
+
+
+def topics() -> tuple[str, ...]:
+    """The kinds Check my work offers as topics."""
+    return checkwork.topic_ids()
+
+
+def start_from(ex: exercises.Exercise) -> None:
+    """Practice's "check my work on this one": the problem's given data in the boxes, its steps empty."""
+    fill(ex.kind, ex.level, dict(ex.given), dict(ex.params))
+
+
+def fill_example() -> None:
+    """Button callback: an example of the current topic and form (a generated problem's given data)."""
+    topic = st.session_state[TOPIC]
+    ex = exercises.generate(topic, seed=0, level=current_form(topic).level)
+    fill(topic, ex.level, dict(ex.given), dict(ex.params))
 
 
 AREA_HEIGHT = 120  # px: three rows of a matrix (or the three-line placeholder) without a scrollbar
 
 
-def _matrix_area(name: str, key: str, height: int = AREA_HEIGHT) -> None:
-    st.text_area(tr(f"part.{name}"), key=key, height=height, placeholder=tr("checkwork.page.placeholder"),
+def input_label(name: str) -> str:
+    """What a box is, in words where the catalog has them (d_k, positions, a model's layers …)."""
+    key = f"{PREFIX}.input.{name}"
+    return tr(key) if key in catalog("en") else render(checkwork.label(name))
+
+
+def _matrix_area(label: str, key: str, height: int = AREA_HEIGHT) -> None:
+    st.text_area(label, key=key, height=height, placeholder=tr("checkwork.page.placeholder"),
                  max_chars=MAX_MATRIX_CHARS)
 
 
-def _on_mode(widget: str) -> None:
-    st.session_state[MODE] = st.session_state[widget]
+def _on_choice(canonical: str, widget: str) -> None:
+    st.session_state[canonical] = st.session_state[widget]
 
 
-def inputs_ui() -> tuple[dict[str, str], bool]:
-    """The inputs and the causal switch; returns ({name: text}, causal)."""
-    # the options are translated: one widget per language, following the canonical MODE
-    widget = lang_key(MODE_WIDGET)
-    st.session_state[widget] = st.session_state[MODE]
-    mode = st.radio(tr("checkwork.page.mode"), MODES, key=widget, horizontal=True, on_change=_on_mode,
-                    args=(widget,), format_func=lambda m: tr(f"checkwork.page.mode_{m}"))
-    names = FROM_X if mode == "X" else FROM_QKV
-    for column, name in zip(st.columns(len(names)), names):
-        with column:
-            _matrix_area(name, input_key(name))
-    causal = st.toggle(tr("checkwork.page.causal"), key=CAUSAL, help=tr("checkwork.page.causal_help"))
-    inputs = {name: st.session_state.get(input_key(name), "") for name in names}
-    return inputs, bool(causal)
+def topic_ui() -> str:
+    """The topic (Practice's names, translated: one widget per language following the canonical TOPIC)."""
+    topics = list(checkwork.topic_ids())
+    widget = lang_key(TOPIC_WIDGET)
+    st.session_state[widget] = st.session_state[TOPIC]
+    st.selectbox(tr("checkwork.page.topic"), topics, key=widget, format_func=lambda k: tr(f"kind.{k}.title"),
+                 on_change=_on_choice, args=(TOPIC, widget))
+    return st.session_state[TOPIC]
 
 
-def claims_ui(mode: str) -> dict[str, str]:
-    """Text areas for the forward steps, and in an expander G_O and the backward steps."""
+def current_form(topic: str) -> checkwork.Form:
+    return _form(topic, current_form_level(st.session_state, topic))
+
+
+def current_form_level(state: Any, topic: str) -> int:
+    """The level of the form the learner picked for `topic` (its last form at first)."""
+    spec = checkwork.topic(topic)
+    return state[form_key(topic)] if form_key(topic) in state else spec.forms[-1].level
+
+
+def _form(topic: str, level: int) -> checkwork.Form:
+    spec = checkwork.topic(topic)
+    return next((f for f in spec.forms if f.level == level), spec.forms[-1])
+
+
+def _form_label(spec: checkwork.Topic, level: int) -> str:
+    form = next(f for f in spec.forms if f.level == level)
+    return ", ".join(n for n in form.inputs if spec.kinds[n] in ("matrix", "row"))
+
+
+def inputs_ui(topic: str) -> tuple[dict[str, Any], dict[str, str]]:
+    """The topic's inputs (its form's matrices, lists, numbers and flags, its conventions and the model it
+    states); returns ({name: text or flag}, {stated name: text})."""
+    spec = checkwork.topic(topic)
+    form = current_form(topic)
+    if len(spec.forms) > 1:
+        widget = lang_key(f"{FORM_WIDGET}.{topic}")
+        st.session_state[widget] = form.level
+        st.radio(tr("checkwork.page.mode"), [f.level for f in spec.forms], key=widget, horizontal=True,
+                 format_func=lambda level: _form_label(spec, level), on_change=_on_choice,
+                 args=(form_key(topic), widget))
+        form = current_form(topic)
+    boxes = [n for n in form.inputs if spec.kinds[n] in ("matrix", "row")]
+    for row in range(0, len(boxes), 4):
+        for column, name in zip(st.columns(4), boxes[row:row + 4]):
+            with column:
+                _matrix_area(input_label(name), input_key(name))
+    for name in spec.defaulted:  # values a convention fills in when left empty (RoPE's positions, angles)
+        if name not in boxes:
+            st.text_input(input_label(name), key=input_key(name))
+    for name in (n for n in form.inputs if spec.kinds[n] == "number"):
+        st.text_input(input_label(name), key=input_key(name), placeholder=tr("checkwork.page.number_placeholder"))
+    for name in spec.stated:
+        st.text_input(input_label(name), key=stated_key(name))
+    flags = [n for n in form.inputs if spec.kinds[n] == "flag"] + list(spec.conventions)
+    for name in flags:
+        help_text = tr("checkwork.page.causal_help") if name == "causal" else None
+        st.toggle(input_label(name), key=input_key(name), help=help_text)
+    shown = boxes + list(spec.defaulted) + flags + [n for n in form.inputs if spec.kinds[n] == "number"]
+    inputs = {name: st.session_state.get(input_key(name), "") for name in dict.fromkeys(shown)}
+    return inputs, {name: st.session_state.get(stated_key(name), "") for name in spec.stated}
+
+
+def claims_ui(topic: str) -> dict[str, str]:
+    """Text areas for the topic's steps; for a topic the step records compute, G_O and the backward steps
+    in an expander."""
+    spec = checkwork.topic(topic)
     st.subheader(tr("checkwork.page.steps"))
     st.caption(tr("checkwork.page.steps_help"))
-    forward = [s for s in FORWARD if mode == "X" or s not in FROM_QKV]
-    for row in range(0, len(forward), 4):
-        for column, name in zip(st.columns(4), forward[row:row + 4]):
+    steps = list(current_form(topic).steps)
+    for row in range(0, len(steps), 4):
+        for column, name in zip(st.columns(4), steps[row:row + 4]):
             with column:
-                _matrix_area(name, claim_key(name))
-    backward = [s for s in BACKWARD if mode == "X" or s not in NEEDS_X]
-    with st.expander(tr("checkwork.page.backward"), expanded=bool(st.session_state.get(input_key("G_O")))):
-        st.caption(tr("checkwork.page.backward_help"))
-        _matrix_area("G_O", input_key("G_O"))
-        for row in range(0, len(backward), 4):
-            for column, name in zip(st.columns(4), backward[row:row + 4]):
-                with column:
-                    _matrix_area(name, claim_key(name))
-    return {name: st.session_state.get(claim_key(name), "") for name in forward + backward}
+                _matrix_area(render(checkwork.label(name)), claim_key(name))
+    backward = [s for s in BACKWARD if s not in steps] if "G_O" in spec.optional else []
+    if backward:
+        with st.expander(tr("checkwork.page.backward"), expanded=bool(st.session_state.get(input_key("G_O")))):
+            st.caption(tr("checkwork.page.backward_help"))
+            _matrix_area(render(checkwork.label("G_O")), input_key("G_O"))
+            for row in range(0, len(backward), 4):
+                for column, name in zip(st.columns(4), backward[row:row + 4]):
+                    with column:
+                        _matrix_area(render(checkwork.label(name)), claim_key(name))
+    return {name: st.session_state.get(claim_key(name), "") for name in steps + backward}
 
 
-def run(inputs: dict[str, str], claimed: dict[str, str], causal: bool) -> Report:
+def run(topic: str, inputs: dict[str, Any], claimed: dict[str, str], stated: dict[str, str]) -> Report:
     """The report (matrices beyond the library's MAX_SIZE, or more text than one run's budget, are
     refused with a message before anything is computed or drawn)."""
-    g_o = st.session_state.get(input_key("G_O"), "")
-    too_long = run_budget([inputs, claimed, g_o])
+    if "G_O" in checkwork.topic(topic).optional:
+        inputs = {**inputs, "G_O": st.session_state.get(input_key("G_O"), "")}
+    too_long = run_budget([{k: v for k, v in inputs.items() if isinstance(v, str)}, claimed, stated])
     if too_long is not None:
-        return Report(errors=[too_long], causal=causal)
+        return Report(errors=[too_long])
     if exams.locked(_readable(inputs)):  # an open exam's item is computed nowhere else
-        return Report(errors=[msg("checkwork.exam_locked")], causal=causal)
-    return exercises.check_work({**inputs, "G_O": g_o}, claimed, causal=causal)
+        return Report(errors=[msg("checkwork.exam_locked")])
+    return checkwork.check(topic, inputs, claimed, stated)
 
 
-def _readable(inputs: dict[str, str]) -> dict[str, Any]:
+def _readable(inputs: dict[str, Any]) -> dict[str, Any]:
     """The inputs that read as matrices (the others get their message from the report)."""
     out = {}
     for name, text in inputs.items():
+        if not isinstance(text, str):
+            continue
         try:
             out[name] = read_matrix(name, text)
         except (AnswerError, ValueError):
             continue
     return out
+
+
+def fits_ui(topic: str, inputs: dict[str, Any], claimed: dict[str, str], stated: dict[str, str],
+            report: Report) -> None:
+    """For a topic with conventions (RoPE): which ones the learner's numbers fit."""
+    spec = checkwork.topic(topic)
+    if not (spec.conventions or spec.defaulted) or not report.ok or not report.steps:
+        return
+    found = checkwork.fits(topic, inputs, claimed, stated)
+    if not found:
+        st.info(tr("checkwork.fits_none"), icon=":material/rule:")
+    for labels in found:
+        st.info(render(msg("checkwork.fits", labels=", ".join(render(m) for m in labels))), icon=":material/rule:")
 
 
 # ---------------------------------------------------------------- the report

@@ -13,7 +13,6 @@ not have (convert with any YAML tool: `yq -o=json`).
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from typing import Any
@@ -21,61 +20,46 @@ from typing import Any
 import numpy as np
 
 from ..core import checkwork
-from ..i18n import Msg, languages, msg, t
+from ..i18n import Msg, msg, t
 
 NAME = "check"
 MARKS = {"right": "✓", "wrong": "✗", "consistent": "≈"}
 
 
-def add_parser(sub: Any) -> None:
+def add_parser(sub: Any, lang_type: Any) -> None:
     p = sub.add_parser(NAME, help="check your own hand calculation step by step (a JSON file)",
                        description="Find the first wrong step of your own hand calculation. "
                                    'The file: {"topic": …, "given": {…}, "steps": {…}, "stated": {…}}.')
     p.add_argument("file", help="the JSON file of your steps, or - for standard input")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
-    p.add_argument("--lang", default="en", help="language of the messages (en or zh)")
+    p.add_argument("--lang", type=lang_type, default="en", help="language of the messages (en or zh)")
 
 
-def _fail(text: str) -> int:
-    print("error: " + " ".join(text.splitlines()), file=sys.stderr)
-    return 2
-
-
-def read_request(source: str) -> dict[str, Any]:
-    """The file's object, bounded like every file the command line reads; CliError when it is not one."""
-    from .main import CliError, _read_bounded, bounded_json
-
+def problem(data: Any, source: str) -> str | None:
+    """What is wrong with the file's JSON as a request (one line), or None."""
     hint = 'write {"topic": …, "given": {…}, "steps": {…}}'
-    data = bounded_json(_read_bounded(source), f"{source!r}", hint)
     if not isinstance(data, dict):
-        raise CliError(f"{source!r} must hold a JSON object; {hint}")
+        return f"{source!r} must hold a JSON object; {hint}"
     unknown = sorted(set(data) - {"topic", "given", "steps", "stated"})
     if unknown:
-        raise CliError(f"{source!r}: unknown field {unknown[0]!r}; the fields are topic, given, steps, stated")
+        return f"{source!r}: unknown field {unknown[0]!r}; the fields are topic, given, steps, stated"
     for field in ("given", "steps", "stated"):
         if not isinstance(data.get(field, {}), dict):
-            raise CliError(f"{source!r}: {field!r} must be an object {{name: value}}")
+            return f"{source!r}: {field!r} must be an object {{name: value}}"
     if not isinstance(data.get("topic"), str):
-        raise CliError(f"{source!r}: 'topic' must name a topic: {', '.join(checkwork.topic_ids())}")
-    return data
+        return f"{source!r}: 'topic' must name a topic: {', '.join(checkwork.topic_ids())}"
+    return None
 
 
-def run(args: argparse.Namespace) -> int:
-    from .main import CliError
-
-    if args.lang not in languages():
-        return _fail(f"unknown language {args.lang!r}; choose one of {', '.join(languages())}")
-    try:
-        data = read_request(args.file)
-    except CliError as err:
-        return _fail(str(err))
+def run(data: dict[str, Any], as_json: bool, lang: str) -> int:
+    """Check the request, print the report; the exit code (0 all right, 1 a wrong step, 2 bad input)."""
     topic, given, steps, stated = data["topic"], data.get("given", {}), data.get("steps", {}), data.get("stated", {})
     report = checkwork.check(topic, given, steps, stated)
-    if not report.ok and not args.json:
-        return _fail(" ".join(m.render(args.lang) for m in report.errors))
+    if not report.ok and not as_json:
+        print("error: " + " ".join(m.render(lang) for m in report.errors).replace("\n", " "), file=sys.stderr)
+        return 2
     fits = checkwork.fits(topic, given, steps, stated) if report.ok and not report.all_right else []
-    lang = args.lang
-    print(json.dumps(report_json(report, fits, lang), indent=2, ensure_ascii=False) if args.json
+    print(json.dumps(report_json(report, fits, lang), indent=2, ensure_ascii=False) if as_json
           else report_text(report, fits, lang))
     if not report.ok or report.claim_errors or not report.steps:
         return 2

@@ -273,6 +273,7 @@ def parser() -> argparse.ArgumentParser:
     grd.add_argument("answer", help='matrix text such as "1 2; 3 4", or JSON {"part": "…"} for several parts')
     grd.add_argument("--json", action="store_true", help="print the feedback as JSON")
     grd.add_argument("--lang", type=_lang, default="en", help="language of the messages (en or zh)")
+    check.add_parser(sub, _lang)
     for extra in _EXTRA_COMMANDS:
         extra.add_parser(sub)
     return parser
@@ -326,6 +327,12 @@ def _main(argv: list[str] | None) -> int:
             if not fb.graded:
                 return EXIT_MALFORMED
             return EXIT_RIGHT if fb.correct else EXIT_WRONG
+        if args.command == check.NAME:  # Check my work from a file of the learner's steps
+            data = bounded_json(_read_bounded(args.file), f"{args.file!r}", 'write {"topic": …, "steps": {…}}')
+            problem = check.problem(data, args.file)
+            if problem:
+                raise CliError(problem)
+            return check.run(data, args.json, args.lang)
         for extra in _EXTRA_COMMANDS:
             if args.command == extra.NAME:
                 return extra.run(args)
@@ -349,4 +356,4 @@ def _key_text(ex: Exercise, lang: str) -> str:
 
 
 # further sub-commands (worksheet …) register modules with NAME, add_parser(sub) and run(args)
-_EXTRA_COMMANDS: list[Any] = [worksheets, check]
+_EXTRA_COMMANDS: list[Any] = [worksheets]

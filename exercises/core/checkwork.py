@@ -225,6 +225,13 @@ def _read_inputs(inputs: Mapping[str, Any], causal: bool, report: Report) -> dic
 # ---------------------------------------------------------------- topics
 
 
+def _kinds() -> dict[str, Any]:
+    """engine.KINDS, imported late: engine imports every kind, and a kind may import this module."""
+    from .engine import KINDS  # late: see above
+
+    return KINDS
+
+
 @dataclass(frozen=True)
 class Form:
     """One way a topic can be given (a level of its kind): the given names and the steps they lead to."""
@@ -315,7 +322,7 @@ def topic(topic_id: str) -> Topic | None:
 @functools.cache
 def topic_ids() -> tuple[str, ...]:
     """Every topic Check my work offers, in Practice's order."""
-    from .engine import KINDS
+    KINDS = _kinds()
 
     return tuple(k for k in KINDS if topic(k) is not None)
 
@@ -351,7 +358,7 @@ def _check_claims(kind_id: str, given: dict[str, Any], claimed: Mapping[str, Any
                   decimals: int | None, level: int, params: dict[str, Any]) -> Report:
     """Grade the claimed steps as the parts of the learner's own exercise of kind `kind_id` (the grader:
     round what you write, carry forward, the same catalog of mistakes). Fills `report`."""
-    from .engine import KINDS  # engine imports every kind, a kind may import this module
+    KINDS = _kinds()
 
     kind = KINDS[kind_id]
     ex = Exercise(kind=kind_id, seed=0, level=level, version=kind.VERSION, given=given, parts=(), params=params)
@@ -487,7 +494,7 @@ def check(topic_id: str, inputs: Mapping[str, Any], claimed: Mapping[str, Any] |
     numbers = _read_stated(spec, stated or {}, report)
     if report.errors:
         return report
-    from .engine import KINDS
+    KINDS = _kinds()
 
     kind = KINDS[topic_id]
     params = kind.stated_params(given, numbers) if kind.stated_params else {}
@@ -597,7 +604,7 @@ def fits(topic_id: str, inputs: Mapping[str, Any], claimed: Mapping[str, Any],
     """Which conventions the learner's numbers fit: every setting of the topic's convention flags, each
     value a convention fills in (DEFAULTED) as typed or left to the convention, checked; the settings
     under which every claimed step is right, each as its labels (checkwork.convention.<name>.<value>)."""
-    from .engine import KINDS
+    KINDS = _kinds()
 
     spec = topic(topic_id)
     if spec is None or not (spec.conventions or spec.defaulted):

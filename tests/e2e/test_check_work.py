@@ -55,3 +55,33 @@ def test_one_slip_in_the_scores_is_the_first_error(app: StreamlitPage) -> None:
     press_check(app)
     expect(app.page.get_by_text(t("checkwork.first_error", step=t("part.scores")))).to_be_visible()
     expect(area(app, cw.claim_key("scores"))).to_have_value("1 0 1\n1 1 1\n1 1 2")  # nothing typed is lost
+
+
+def test_a_practice_problem_checked_end_to_end_on_a_phone(browser, site: str) -> None:
+    """RoPE from Practice at 390 px: "Check my work on this one" fills in the problem's given data; the
+    rows typed (one turned with positions off by one) are checked, the first wrong step and its mistake
+    named, and the convention the numbers fit is said."""
+    import numpy as np
+
+    from exercises.kinds import rope
+    from ui import cache
+
+    context = browser.new_context(viewport={"width": 390, "height": 900}, locale="en-US", device_scale_factor=1)
+    try:
+        app = StreamlitPage(context.new_page(), site)
+        app.open("/practice?kind=rope&level=2&seed=1")
+        ex = cache.exercise("rope", 1, 2)
+        app.rerun(lambda: app.button(t("practice.check_my_work")).click())
+        expect(app.page.get_by_role("heading", name=t("checkwork.page.title"))).to_be_visible()
+        expect(area(app, cw.input_key("Q"))).to_have_value(cw.given_text(ex.given["Q"]))
+        slip = rope.mistakes_of(ex, "K_rot")["rope_position_off_by_one"]
+        type_into(app, cw.claim_key("Q_rot"), cw.given_text(np.round(ex.part("Q_rot").reference, 2)))
+        type_into(app, cw.claim_key("K_rot"), cw.given_text(np.round(slip, 2)))
+        box = area(app, cw.claim_key("K_rot")).bounding_box()
+        assert box["x"] >= 0 and box["x"] + box["width"] <= 390, box  # on the phone's screen, not beside it
+        press_check(app)
+        expect(app.page.get_by_text(t("checkwork.first_error", step=t("part.K_rot")))).to_be_visible()
+        expect(app.page.get_by_text(t("misconception.rope_position_off_by_one")).first).to_be_visible()
+        expect(area(app, cw.claim_key("K_rot"))).to_have_value(cw.given_text(np.round(slip, 2)))
+    finally:
+        context.close()

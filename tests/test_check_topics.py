@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from attention_core import ops
 from attention_core.embedding import embed, embed_backward
@@ -384,3 +386,20 @@ def test_a_topic_needs_no_checker_of_its_own():
             first = ex.parts[0]
             claims[first.name] = claims[first.name] + 1
             assert checkwork.check(topic, dict(ex.given), claims, stated).first_error == first.name, topic
+
+
+TEXTS = ["", "1", "-1", "2 1", "1 0; 0 1", "abc", "1e308", "-inf", "nan", "1/0", "0 1 2", "100000", True, [[1, 2]]]
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.sampled_from(sorted(TOPICS)), st.data())
+def test_never_raises_whatever_is_typed(topic, data):
+    """Any topic, boxes of its own and others' names holding anything: messages, never an exception."""
+    spec = checkwork.topic(topic)
+    names = [*spec.kinds, "zzz"]
+    inputs = data.draw(st.dictionaries(st.sampled_from(names), st.sampled_from(TEXTS), max_size=6))
+    claims = data.draw(st.dictionaries(st.sampled_from([*spec.steps, "zzz"]), st.sampled_from(TEXTS), max_size=3))
+    stated = data.draw(st.dictionaries(st.sampled_from(spec.stated or ("layers",)), st.sampled_from(TEXTS)))
+    report = checkwork.check(topic, {**typed(TOPICS[topic][0]()[0]), **inputs}, claims, stated)
+    for message in [*report.summary(), *report.claim_errors.values()]:
+        message.render("zh")

@@ -311,9 +311,7 @@ def topic(topic_id: str) -> Topic | None:
         return None
     # a topic the step records compute reads every record input: the backward pass from G_O, a target T …
     optional = tuple(n for n in registry.INPUT_SHAPES if n not in kinds) if kind.chain is default_chain else ()
-    kinds.update({n: _value_kind(np.zeros((1,) * len(registry.INPUT_SHAPES[n])))
-                  if len(registry.INPUT_SHAPES[n]) != 1 else "row" for n in optional})
-    kinds.update({n: "matrix" for n in optional if len(registry.INPUT_SHAPES[n]) == 2})
+    kinds.update({n: ("number", "row", "matrix")[len(registry.INPUT_SHAPES[n])] for n in optional})
     kinds.update({n: "flag" for n in kind.CONVENTIONS})
     return Topic(topic_id, tuple(forms.values()), kinds, optional, tuple(kind.STATED), tuple(kind.CONVENTIONS),
                  kind.DEFAULTED)
@@ -322,15 +320,14 @@ def topic(topic_id: str) -> Topic | None:
 @functools.cache
 def topic_ids() -> tuple[str, ...]:
     """Every topic Check my work offers, in Practice's order."""
-    KINDS = _kinds()
-
-    return tuple(k for k in KINDS if topic(k) is not None)
+    return tuple(k for k in _kinds() if topic(k) is not None)
 
 
 # ---------------------------------------------------------------- checking
 
 _PLACES = re.compile(r"(?<![\w.])\d*\.(\d+)")  # the decimals of each number typed: 0.5403 → 4
 MAX_PLACES = 6  # more decimals than this were not written by hand (a computed value kept in full)
+DEFAULT_PLACES = 2  # a step typed in whole numbers (or fractions, or in full) where decimals are due: 2 places
 
 
 def typed_places(value: Any) -> int:
@@ -349,18 +346,11 @@ def typed_places(value: Any) -> int:
     return most if most <= MAX_PLACES else 0
 
 
-def _tolerance(decimals: int) -> float:
-    """The grading tolerance for `decimals` places (Part's own rule: exact for whole numbers)."""
-    return Part(name="step", shape=(1, 1), reference=[[0.0]], decimals=decimals).tolerance
-
-
 def _check_claims(kind_id: str, given: dict[str, Any], claimed: Mapping[str, Any], report: Report,
                   decimals: int | None, level: int, params: dict[str, Any]) -> Report:
     """Grade the claimed steps as the parts of the learner's own exercise of kind `kind_id` (the grader:
     round what you write, carry forward, the same catalog of mistakes). Fills `report`."""
-    KINDS = _kinds()
-
-    kind = KINDS[kind_id]
+    kind = _kinds()[kind_id]
     ex = Exercise(kind=kind_id, seed=0, level=level, version=kind.VERSION, given=given, parts=(), params=params)
     try:
         truth = _steps_of(kind, ex)
@@ -436,9 +426,6 @@ def _check_claims(kind_id: str, given: dict[str, Any], claimed: Mapping[str, Any
     return report
 
 
-DEFAULT_PLACES = 2  # a step typed in whole numbers where fractions are due is judged to 2 places
-
-
 def _own(kind: Any, ex: Exercise, part: Part, earlier: dict[str, np.ndarray]) -> np.ndarray | None:
     """The step done right on the learner's own earlier claimed values (None when it cannot be)."""
     if not earlier:
@@ -494,9 +481,7 @@ def check(topic_id: str, inputs: Mapping[str, Any], claimed: Mapping[str, Any] |
     numbers = _read_stated(spec, stated or {}, report)
     if report.errors:
         return report
-    KINDS = _kinds()
-
-    kind = KINDS[topic_id]
+    kind = _kinds()[topic_id]
     params = kind.stated_params(given, numbers) if kind.stated_params else {}
     return _check_claims(topic_id, given, claimed, report, decimals, form.level, params)
 
@@ -604,8 +589,6 @@ def fits(topic_id: str, inputs: Mapping[str, Any], claimed: Mapping[str, Any],
     """Which conventions the learner's numbers fit: every setting of the topic's convention flags, each
     value a convention fills in (DEFAULTED) as typed or left to the convention, checked; the settings
     under which every claimed step is right, each as its labels (checkwork.convention.<name>.<value>)."""
-    KINDS = _kinds()
-
     spec = topic(topic_id)
     if spec is None or not (spec.conventions or spec.defaulted):
         return []
@@ -618,7 +601,7 @@ def fits(topic_id: str, inputs: Mapping[str, Any], claimed: Mapping[str, Any],
             trial.update({n: None for n, keep in zip(typed, kept) if not keep})
             report = check(topic_id, trial, claimed, stated)
             if report.all_right and not report.claim_errors:
-                found.append(_convention_labels(spec, KINDS[topic_id].CONVENTIONS, trial))
+                found.append(_convention_labels(spec, _kinds()[topic_id].CONVENTIONS, trial))
     return list({tuple(m.key for m in labels): labels for labels in found}.values())
 
 

@@ -72,7 +72,7 @@ if fb is not None:
 
 hints.show(ex, graded_attempts=len(attempts.for_exercise(ex)), checked=fb)
 
-if ex.kind in check_work.topics() and st.button(tr("practice.check_my_work"), key=f"checkwork-{ex.id}",
+if check_work.offers(ex.kind) and st.button(tr("practice.check_my_work"), key=f"checkwork-{ex.id}",
                                                  icon=":material/fact_check:", help=tr("practice.check_my_work_help")):
     check_work.start_from(ex)  # its given data in Check my work's boxes, the steps left to the learner
     st.switch_page("app_pages/check_work.py")

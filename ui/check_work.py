@@ -108,9 +108,9 @@ def fill(topic: str, level: int, given: dict[str, Any], stated: dict[str, Any]) 
     state.pop(CHECKED, None)
 
 
-def topics() -> tuple[str, ...]:
-    """The kinds Check my work offers as topics."""
-    return checkwork.topic_ids()
+def offers(kind: str) -> bool:
+    """Check my work takes this kind as a topic (reads that kind alone, not every kind)."""
+    return checkwork.topic(kind) is not None
 
 
 def start_from(ex: exercises.Exercise) -> None:

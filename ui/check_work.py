@@ -190,13 +190,15 @@ def inputs_ui(topic: str) -> tuple[dict[str, Any], dict[str, str]]:
         for column, name in zip(st.columns(4), boxes[row:row + 4]):
             with column:
                 _matrix_area(input_label(name), input_key(name))
-    for name in spec.defaulted:  # values a convention fills in when left empty (RoPE's positions, angles)
-        if name not in boxes:
-            st.text_input(input_label(name), key=input_key(name))
-    for name in (n for n in form.inputs if spec.kinds[n] == "number"):
-        st.text_input(input_label(name), key=input_key(name), placeholder=tr("checkwork.page.number_placeholder"))
-    for name in spec.stated:
-        st.text_input(input_label(name), key=stated_key(name))
+    # one line each, three side by side: values a convention fills in when left empty (RoPE's positions and
+    # angles), numbers (d_k, groups), the model a topic states (the KV cache's layers, heads, d_head)
+    lines = [(name, input_key(name), None) for name in spec.defaulted if name not in boxes]
+    lines += [(name, input_key(name), tr("checkwork.page.number_placeholder"))
+              for name in form.inputs if spec.kinds[name] == "number"]
+    lines += [(name, stated_key(name), tr("checkwork.page.number_placeholder")) for name in spec.stated]
+    for row in range(0, len(lines), 3):
+        for column, (name, key, placeholder) in zip(st.columns(3), lines[row:row + 3]):
+            column.text_input(input_label(name), key=key, placeholder=placeholder)
     flags = [n for n in form.inputs if spec.kinds[n] == "flag"] + list(spec.conventions)
     for name in flags:
         help_text = tr("checkwork.page.causal_help") if name == "causal" else None

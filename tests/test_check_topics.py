@@ -322,6 +322,17 @@ def test_gqa_and_mqa_check_the_group_of_each_head():
     assert report.first_error == "O3" and report.likely_mistake == "gqa_wrong_group"
 
 
+def test_a_third_head_is_checked_like_the_two_of_the_examples():
+    given, _, steps = multi_head()
+    given = {k: v for k, v in given.items() if k != "W_O"}
+    third = {"W_Q3": M([[1., 1], [0, 1]]), "W_K3": M([[0., 1], [1, 1]]), "W_V3": M([[1., 0], [1, 1]])}
+    O3 = head(given["X"], *third.values())[1]
+    report = checkwork.check("multi_head", typed({**given, **third}),
+                             typed({"O3": O3, "concat": np.hstack([steps["O1"], steps["O2"], O3])}))
+    assert report.all_right and set(report.steps) == {"O3", "concat"}, verdicts(report)
+    assert checkwork.check("multi_head", {**typed(given), "W_Q9": "1"}, {}).errors[0].key == "checkwork.not_an_input"
+
+
 def test_kv_cache_append_new_row_and_the_stated_model():
     given, stated, steps = kv_cache()
     first = np.vstack([given["k"], given["K_cache"]])  # the new row put first

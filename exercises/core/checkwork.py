@@ -508,7 +508,8 @@ def _read_flag(value: Any) -> bool:
 def _read_topic_inputs(spec: Topic, inputs: Mapping[str, Any], report: Report) -> tuple[dict, Form] | None:
     """The given values, read by kind, and the form they fit; None with report.errors filled."""
     present = {k: v for k, v in inputs.items() if not _blank(v)}
-    unknown = [k for k in present if k not in spec.kinds]
+    kinds = {**spec.kinds, **{k: _family_kind(spec, k) for k in present if k not in spec.kinds}}
+    unknown = [k for k in present if kinds[k] is None]
     if unknown:
         report.errors.append(msg("checkwork.not_an_input", name=str(unknown[0])[:40],
                                  names=", ".join(n for n in spec.kinds if n not in spec.optional)))
@@ -523,7 +524,7 @@ def _read_topic_inputs(spec: Topic, inputs: Mapping[str, Any], report: Report) -
         report.errors.append(msg("checkwork.missing_inputs", names=_names(missing)))
     given: dict[str, Any] = {}
     for name in (*form.inputs, *(n for n in present if n not in form.inputs)):
-        kind = spec.kinds[name]
+        kind = kinds[name]
         try:
             if kind == "flag":
                 given[name] = _read_flag(present.get(name, False))
@@ -549,6 +550,19 @@ def _read_topic_inputs(spec: Topic, inputs: Mapping[str, Any], report: Report) -
         return None
     report.inputs = {k: v for k, v in given.items() if isinstance(v, np.ndarray) and v.ndim == 2}
     return given, form
+
+
+_NUMBERED = re.compile(r"(\D+?)([1-9]\d?)")  # W_Q3: the third of a family of numbered inputs (heads, groups)
+
+
+def _family_kind(spec: Topic, name: Any) -> str | None:
+    """How a numbered input beyond the topic's examples is typed (W_Q3 like W_Q1: a third head), or None
+    for a name that is no input of the topic; at most MAX_SIZE of a family."""
+    found = _NUMBERED.fullmatch(name) if isinstance(name, str) else None
+    if found is None or int(found.group(2)) > MAX_SIZE:
+        return None
+    return next((kind for known, kind in spec.kinds.items()
+                 if (match := _NUMBERED.fullmatch(known)) and match.group(1) == found.group(1)), None)
 
 
 def _reachable(names: set[str]) -> set[str]:

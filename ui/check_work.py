@@ -330,7 +330,8 @@ def step_ui(name: str, reference: np.ndarray, check: StepCheck | None, problem: 
     st.markdown(f"**{tr('part.' + name)}** " + badge.format(label))
     if problem is not None:
         st.warning(render(problem), icon=":material/edit_note:")
-    places = 0 if decimals_for(reference) == 0 else 3  # one more place than is checked
+    # one more place than is checked (the places the learner wrote)
+    places = 0 if decimals_for(reference) == 0 else (check.decimals + 1 if check is not None and check.decimals else 3)
     if check is None:
         st.caption(tr("checkwork.page.correct"))
         st.dataframe(matrix_frame(reference, places), key=f"{PREFIX}.ref.{name}")

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from ..i18n import DEFAULT_LANG, Msg, catalog, msg, plural
-from . import grading, pipeline
+from . import grading
 from . import steps as registry
 from .grading import CONSISTENT, RIGHT, WRONG
 from .model import Exercise, Part
@@ -40,7 +40,6 @@ BACKWARD: tuple[str, ...] = registry.of_direction("backward", checkable=True)
 FROM_QKV: tuple[str, ...] = tuple(name for name in FORWARD if "X" in registry.STEP_BY_NAME[name].inputs)
 FROM_X: tuple[str, ...] = tuple(dict.fromkeys(i for name in FROM_QKV for i in registry.STEP_BY_NAME[name].inputs))
 NEEDS_X: tuple[str, ...] = tuple(name for name in BACKWARD if set(FROM_X) & set(registry.STEP_BY_NAME[name].inputs))
-ORDER = [s.output for s in pipeline.STEPS]  # the pipeline's step order: forward, then backward
 MAX_SIZE = 8  # rows and columns of any matrix: the sizes a hand calculation has (n, d ≤ 8)
 MAX_BOXES = 40  # inputs and claimed steps read in one check
 

@@ -172,8 +172,8 @@ def test_a_topic_of_practice_is_checked_on_its_own_boxes():
     from exercises.kinds.gqa import mistakes_of
 
     wrong = next(name for name, found in mistakes_of(ex).items() if "gqa_wrong_group" in found)
-    at.text_area(key=cw.claim_key("O1")).input(cw.given_text(np.round(own["O1"], 2)))
-    at.text_area(key=cw.claim_key(wrong)).input(cw.given_text(np.round(mistakes_of(ex)[wrong]["gqa_wrong_group"], 2)))
+    at.text_area(key=cw.claim_key("O1", "gqa")).input(cw.given_text(np.round(own["O1"], 2)))
+    at.text_area(key=cw.claim_key(wrong, "gqa")).input(cw.given_text(np.round(mistakes_of(ex)[wrong]["gqa_wrong_group"], 2)))
     at.run()
     _check(at)
     errors = [e.value for e in at.error]
@@ -183,7 +183,7 @@ def test_a_topic_of_practice_is_checked_on_its_own_boxes():
     at.run()
     assert not at.exception
     assert at.session_state[cw.TOPIC] == "gqa"
-    assert at.text_area(key=cw.claim_key(wrong)).value.startswith(cw.given_text(np.round(
+    assert at.text_area(key=cw.claim_key(wrong, "gqa")).value.startswith(cw.given_text(np.round(
         mistakes_of(ex)[wrong]["gqa_wrong_group"], 2))[:3]), "nothing typed is lost on a language switch"
     assert [e.value for e in at.error][0] == t("checkwork.first_error", "zh", step=t(f"part.{wrong}", "zh"))
 
@@ -199,4 +199,28 @@ def test_practice_opens_check_my_work_on_its_problem():
     assert at.session_state[cw.TOPIC] == "kv_cache"
     assert at.text_area(key=cw.input_key("K_cache")).value == cw.given_text(ex.given["K_cache"])
     assert at.text_input(key=cw.stated_key("layers")).value == str(ex.params["layers"])
-    assert at.text_area(key=cw.claim_key("K")).value == ""  # the steps are the learner's to type
+    assert at.text_area(key=cw.claim_key("K", "kv_cache")).value == ""  # the steps are the learner's to type
+
+
+def test_the_backward_pass_from_a_loss_down_to_the_embedding_table():
+    """backprop_loss on the page: X, the weights and T typed, token ids and E in their expander; G_X written
+    to 4 places and G_E added up from it are accepted."""
+    from attention_core import backward, self_attention
+    from attention_core.embedding import embed, embed_backward
+    from exercises.core.numbers import round_half_up
+    from tests.test_check_topics import BACKWARD_W, TARGET, TOKENS, E, text
+
+    X = embed(TOKENS, E)  # tokens 0, 2, 0: rows 1 and 3 are one token's, G_E adds them
+    trace = self_attention(X, BACKWARD_W["W_Q"], BACKWARD_W["W_K"], BACKWARD_W["W_V"], causal=True)
+    G_X = round_half_up(backward(trace, trace.O - TARGET).G_X, 4)
+    at = open_page(PAGE)
+    at.selectbox(key=f"{cw.TOPIC_WIDGET}.en").set_value("backprop_loss")
+    at.run()
+    for name, value in {"X": X, **BACKWARD_W, "T": TARGET, "E": E}.items():
+        at.text_area(key=cw.input_key(name)).input(text(value))
+    at.text_input(key=cw.input_key("token_ids")).input("0 2 0")
+    at.text_area(key=cw.claim_key("G_X", "backprop_loss")).input(text(G_X))
+    at.text_area(key=cw.claim_key("G_E", "backprop_loss")).input(text(embed_backward(TOKENS, G_X, len(E))))
+    at.run()
+    _check(at)
+    assert [s.value for s in at.success] == [t("checkwork.all_right.other", count=2)], _text(at)

@@ -45,8 +45,9 @@ def input_key(name: str) -> str:
     return CAUSAL if name == "causal" else f"{PREFIX}.in.{name}"
 
 
-def claim_key(name: str) -> str:
-    return f"{PREFIX}.claim.{name}"
+def claim_key(name: str, topic: str = DEFAULT_TOPIC) -> str:
+    """A step's box: each topic keeps its own (the steps of one calculation), the inputs are shared."""
+    return f"{PREFIX}.claim.{name}" if topic == DEFAULT_TOPIC else f"{PREFIX}.claim.{topic}.{name}"
 
 
 def stated_key(name: str) -> str:
@@ -104,7 +105,7 @@ def fill(topic: str, level: int, given: dict[str, Any], stated: dict[str, Any]) 
     for name in spec.stated:
         state[stated_key(name)] = given_text(stated[name]) if name in stated else ""
     for name in spec.steps:
-        state[claim_key(name)] = ""
+        state[claim_key(name, topic)] = ""
     state.pop(CHECKED, None)
 
 
@@ -218,7 +219,7 @@ def claims_ui(topic: str) -> dict[str, str]:
     for row in range(0, len(steps), 4):
         for column, name in zip(st.columns(4), steps[row:row + 4]):
             with column:
-                _matrix_area(render(checkwork.label(name)), claim_key(name))
+                _matrix_area(render(checkwork.label(name)), claim_key(name, topic))
     backward = [s for s in BACKWARD if s not in steps] if "G_O" in spec.optional else []
     if backward:
         with st.expander(tr("checkwork.page.backward"), expanded=bool(st.session_state.get(input_key("G_O")))):
@@ -227,15 +228,30 @@ def claims_ui(topic: str) -> dict[str, str]:
             for row in range(0, len(backward), 4):
                 for column, name in zip(st.columns(4), backward[row:row + 4]):
                     with column:
-                        _matrix_area(render(checkwork.label(name)), claim_key(name))
-    return {name: st.session_state.get(claim_key(name), "") for name in steps + backward}
+                        _matrix_area(render(checkwork.label(name)), claim_key(name, topic))
+    embedding = ["G_E"] if {"token_ids", "E"} <= set(spec.optional) and "X" in current_form(topic).inputs else []
+    if embedding:  # X looked up from token embeddings: the backward pass goes on to the table's gradient
+        with st.expander(tr("checkwork.page.embedding"), expanded=bool(st.session_state.get(input_key("E")))):
+            st.caption(tr("checkwork.page.embedding_help"))
+            ids, table, grad = st.columns(3)
+            with ids:
+                st.text_input(input_label("token_ids"), key=input_key("token_ids"))
+            with table:
+                _matrix_area(render(checkwork.label("E")), input_key("E"))
+            with grad:
+                _matrix_area(render(checkwork.label("G_E")), claim_key("G_E", topic))
+    return {name: st.session_state.get(claim_key(name, topic), "") for name in steps + backward + embedding}
+
+
+EXTRA_INPUTS = ("G_O", "token_ids", "E")  # the record inputs the expanders above offer, where a topic reads them
 
 
 def run(topic: str, inputs: dict[str, Any], claimed: dict[str, str], stated: dict[str, str]) -> Report:
     """The report (matrices beyond the library's MAX_SIZE, or more text than one run's budget, are
     refused with a message before anything is computed or drawn)."""
-    if "G_O" in checkwork.topic(topic).optional:
-        inputs = {**inputs, "G_O": st.session_state.get(input_key("G_O"), "")}
+    optional = checkwork.topic(topic).optional
+    inputs = {**inputs, **{name: st.session_state.get(input_key(name), "") for name in EXTRA_INPUTS
+                           if name in optional}}
     too_long = run_budget([{k: v for k, v in inputs.items() if isinstance(v, str)}, claimed, stated])
     if too_long is not None:
         return Report(errors=[too_long])

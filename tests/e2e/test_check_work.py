@@ -75,13 +75,13 @@ def test_a_practice_problem_checked_end_to_end_on_a_phone(browser, site: str) ->
         expect(app.page.get_by_role("heading", name=t("checkwork.page.title"))).to_be_visible()
         expect(area(app, cw.input_key("Q"))).to_have_value(cw.given_text(ex.given["Q"]))
         slip = rope.mistakes_of(ex, "K_rot")["rope_position_off_by_one"]
-        type_into(app, cw.claim_key("Q_rot"), cw.given_text(np.round(ex.part("Q_rot").reference, 2)))
-        type_into(app, cw.claim_key("K_rot"), cw.given_text(np.round(slip, 2)))
-        box = area(app, cw.claim_key("K_rot")).bounding_box()
+        type_into(app, cw.claim_key("Q_rot", "rope"), cw.given_text(np.round(ex.part("Q_rot").reference, 2)))
+        type_into(app, cw.claim_key("K_rot", "rope"), cw.given_text(np.round(slip, 2)))
+        box = area(app, cw.claim_key("K_rot", "rope")).bounding_box()
         assert box["x"] >= 0 and box["x"] + box["width"] <= 390, box  # on the phone's screen, not beside it
         press_check(app)
         expect(app.page.get_by_text(t("checkwork.first_error", step=t("part.K_rot")))).to_be_visible()
         expect(app.page.get_by_text(t("misconception.rope_position_off_by_one")).first).to_be_visible()
-        expect(area(app, cw.claim_key("K_rot"))).to_have_value(cw.given_text(np.round(slip, 2)))
+        expect(area(app, cw.claim_key("K_rot", "rope"))).to_have_value(cw.given_text(np.round(slip, 2)))
     finally:
         context.close()

@@ -1,0 +1,258 @@
+"""The LTI 1.3 tool against a simulated LMS (tests/lti_platform.py): deep linking, the roster, a
+learner's launch → submission → the score at the platform (retried while it is down, never twice),
+on SQLite and PostgreSQL; and each launch the tool must refuse."""
+
+from __future__ import annotations
+
+import re
+import time
+import urllib.parse
+
+import pytest
+from starlette.applications import Starlette
+from starlette.testclient import TestClient
+
+import exercises
+import storage
+import storage.lti as store
+from services import assignments, db, gradebook, lti, submissions
+from tests.lti_platform import CLIENT_ID, INSTRUCTOR, LEARNER, Platform, new_key
+from tests.test_storage import db_url  # noqa: F401  (fixture: SQLite and PostgreSQL)
+from ui.lti_routes import ROUTES
+
+
+@pytest.fixture
+def tool(db_url, monkeypatch):  # noqa: F811
+    """The app's database at `db_url`, a registered simulated platform, and a client of the LTI routes."""
+    if db_url.startswith("sqlite"):
+        monkeypatch.delenv("DATABASE_URL", raising=False)
+        monkeypatch.setenv("ATTENTION_DB_PATH", db_url.removeprefix("sqlite:///"))
+    else:
+        monkeypatch.setenv("DATABASE_URL", db_url)
+    lti.forget_platform_keys()
+    platform = Platform(tool_jwks=lti.jwks).start()
+    lti.register(**platform.registration())
+    with TestClient(Starlette(routes=ROUTES), base_url="http://tool.test") as client:
+        yield platform, client
+    platform.stop()
+    db.engine().dispose()
+
+
+def sqlite_only(request):
+    return request.node.callspec.params.get("db_url") == "sqlite"
+
+
+def login(client: TestClient, platform: Platform) -> tuple[str, str]:
+    """Login initiation: the platform's authorization request carries the state and the nonce."""
+    r = client.get("/lti/login", params={"iss": platform.url, "login_hint": "hint", "client_id": CLIENT_ID,
+                                         "target_link_uri": "http://tool.test/lti/launch"}, follow_redirects=False)
+    assert r.status_code == 302, r.text
+    query = urllib.parse.parse_qs(urllib.parse.urlsplit(r.headers["location"]).query)
+    assert query["redirect_uri"] == ["http://tool.test/lti/launch"] and query["client_id"] == [CLIENT_ID]
+    return query["state"][0], query["nonce"][0]
+
+
+def launch(client: TestClient, platform: Platform, **claims) -> tuple[int, str, dict[str, str]]:
+    """A whole launch: (status, landing path, landing query); the id_token made by the platform."""
+    state, nonce = login(client, platform)
+    token = platform.id_token(nonce, **claims)
+    r = client.post("/lti/launch", data={"id_token": token, "state": state}, follow_redirects=False)
+    if r.status_code != 303:
+        return r.status_code, r.text, {}
+    where = urllib.parse.urlsplit(r.headers["location"])
+    return 303, where.path, {k: v[0] for k, v in urllib.parse.parse_qs(where.query).items()}
+
+
+def deep_link(client: TestClient, platform: Platform, context: str = "course-A") -> str:
+    """An instructor adds an assignment from the LMS; the code the platform's resource link carries."""
+    status, path, query = launch(client, platform, sub="teacher-1", roles=(INSTRUCTOR,), context=context,
+                                 message_type="LtiDeepLinkingRequest")
+    assert (status, path) == (303, "/lti/deep_link"), f"deep-linking launch: {status} {path}"
+    form = client.get("/lti/deep_link", params={"lti": query["lti"]})
+    assert form.status_code == 200 and 'name="kind"' in form.text, "the builder form"
+    back = client.post("/lti/deep_link", data={"lti": query["lti"], "title": "Week <3>", "kind": "softmax",
+                                               "level": "1", "count": "2"})
+    assert back.status_code == 200, back.text
+    assert "Week <3>" not in back.text, "the title is escaped in the page"
+    action = re.search(r'action="([^"]+)"', back.text).group(1)
+    assert action == platform.url + "/deep_link_return", "the answer goes to the platform's return URL"
+    answer = platform.read_deep_link(re.search(r'name="JWT" value="([^"]+)"', back.text).group(1))
+    assert answer[lti.LTI + "message_type"] == "LtiDeepLinkingResponse"
+    assert answer["https://purl.imsglobal.org/spec/lti-dl/claim/data"] == "opaque-42", "the platform's data returned"
+    [item] = answer["https://purl.imsglobal.org/spec/lti-dl/claim/content_items"]
+    assert item["type"] == "ltiResourceLink" and item["title"] == "Week <3>"
+    return item["custom"]["assignment"]
+
+
+def submit_all_right(code: str, token: str) -> None:
+    """What the Assignments page does for the launched learner: their exercises, graded, stored."""
+    name, person = lti.learner_name(token, code)
+    a = assignments.load(code)
+    items = submissions.exercises_for(a, name)
+    answers = {i: {p.name: p.reference.tolist() for p in ex.parts} for i, ex in enumerate(items)}
+    graded = submissions.grade_all(items, answers, allow_blank=False)
+    assert graded.score(len(items)) == 1.0, "the references score 1.0"
+    submissions.submit(a, name, items, graded, person=person)
+
+
+def wait_for(predicate, what: str, limit: float = 10.0) -> None:
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        lti.drain()
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+# ---------------------------------------------------------------- the whole way, on both databases
+
+
+def test_deep_link_roster_launch_submission_and_score_at_the_platform(tool):
+    platform, client = tool
+    platform.members = [{"user_id": f"student-{i}", "name": f"Learner {i}", "roles": [LEARNER], "status": "Active"}
+                        for i in (1, 2)] + [{"user_id": "teacher-1", "name": "T", "roles": [INSTRUCTOR]}]
+    code = deep_link(client, platform)
+    # the instructor opens the link: the gradebook, without a teacher key; the roster is the class list
+    status, path, query = launch(client, platform, sub="teacher-1", roles=(INSTRUCTOR,), custom={"assignment": code})
+    assert (status, path, query.get("code")) == (303, "/gradebook", code), "an instructor lands on the gradebook"
+    key = lti.teacher_key(query["lti"], code)
+    assert key is not None and gradebook.load(code, key).assignment.code == code, "the sealed key opens it"
+    roster = storage.roster_names(db.engine(), code)
+    assert len(roster) == 2 and all(n.startswith("Learner ") for n in roster), f"learners only: {roster}"
+    # a learner: no typed name, their own assignment, the score posted to the line item
+    status, path, query = launch(client, platform, sub="student-1", custom={"assignment": code})
+    assert (status, path, query.get("assignment")) == (303, "/assignments", code), "a learner lands on the assignment"
+    name, person = lti.learner_name(query["lti"], code)
+    assert name in roster and person.startswith("lti:"), f"the launched learner is on the class list: {name}"
+    submit_all_right(code, query["lti"])
+    wait_for(lambda: platform.scores, "the score at the platform")
+    [(lineitem, body)] = platform.scores
+    assert lineitem == platform.lineitem() and body["userId"] == "student-1"
+    assert (body["scoreGiven"], body["scoreMaximum"], body["gradingProgress"]) == (100.0, 100, "FullyGraded")
+    assert platform.assertions and platform.assertions[-1]["aud"] == platform.url + "/token", "a signed assertion"
+    assert lti.drain() == 0 and len(platform.scores) == 1, "nothing is posted again"
+
+
+def test_passback_is_retried_while_the_platform_is_down_and_posted_once(tool, request):
+    if not sqlite_only(request):
+        pytest.skip("the outbox's claim is tested on both databases in the test above; this one on SQLite")
+    platform, client = tool
+    code = deep_link(client, platform)
+    _, _, query = launch(client, platform, sub="student-1", custom={"assignment": code})
+    platform.failing = True
+    submit_all_right(code, query["lti"])
+    engine = db.engine()
+    wait_for(lambda: any(r["tries"] for r in store.outbox(engine, code).values()), "a failed try")
+    [row] = store.outbox(engine, code).values()
+    assert row["posted_revision"] == 0 and row["last_error"], "not posted, the error kept"
+    assert lti.drain() == 0, "not due again before its wait"
+    platform.failing = False
+    store.retry_now(engine, code, lti._now())
+    # two replicas reach for it at once: one claim wins
+    first = store.claim_score(engine, code, row["person"], "replica-a", lti._now())
+    second = store.claim_score(engine, code, row["person"], "replica-b", lti._now())
+    assert first is not None and second is None, "a claimed score is no one else's"
+    lti.post_score(first)
+    store.posted(engine, first, "replica-a")
+    assert lti.drain() == 0 and len(platform.scores) == 1, "posted once"
+    assert store.outbox(engine, code)[row["person"]]["posts"] == 1
+
+
+# ---------------------------------------------------------------- refusals (SQLite)
+
+
+@pytest.fixture
+def course(tool, request):
+    if not sqlite_only(request):
+        pytest.skip("refusals are checked once, on SQLite")
+    platform, client = tool
+    return platform, client, deep_link(client, platform)
+
+
+def refused(result, reason: str) -> None:
+    status, text, _ = result
+    assert status == 400 and reason in text, f"expected a refusal ({reason}), got {status}: {text[:200]}"
+
+
+def test_a_replayed_nonce_is_refused(course):
+    platform, client, code = course
+    state, nonce = login(client, platform)
+    token = platform.id_token(nonce, custom={"assignment": code})
+    first = client.post("/lti/launch", data={"id_token": token, "state": state}, follow_redirects=False)
+    assert first.status_code == 303
+    client.cookies.set("lti_state", state, domain="tool.test", path="/lti/")
+    again = client.post("/lti/launch", data={"id_token": token, "state": state}, follow_redirects=False)
+    assert again.status_code == 400 and "nonce_replayed" in again.text
+
+
+def test_a_wrong_audience_is_refused(course):
+    platform, client, code = course
+    refused(launch(client, platform, custom={"assignment": code}, aud="another-tool"), "unknown_platform")
+
+
+def test_a_wrong_issuer_is_refused(course):
+    platform, client, code = course
+    refused(launch(client, platform, custom={"assignment": code}, iss="https://evil.example"), "unknown_platform")
+
+
+def test_an_unknown_kid_is_refused(course):
+    platform, client, code = course
+    refused(launch(client, platform, custom={"assignment": code}, kid="not-a-kid"), "unknown_kid")
+
+
+def test_a_bad_signature_is_refused(course):
+    platform, client, code = course
+    _, other = new_key()  # signed with another key, under the platform's kid
+    refused(launch(client, platform, custom={"assignment": code}, key=other), "bad_signature")
+
+
+def test_an_expired_token_is_refused(course):
+    platform, client, code = course
+    refused(launch(client, platform, custom={"assignment": code}, exp=int(time.time()) - 3600,
+                   iat=int(time.time()) - 7200), "expired")
+
+
+def test_a_launch_without_the_login_state_is_refused(course):
+    platform, client, code = course
+    state, nonce = login(client, platform)
+    client.cookies.clear()
+    r = client.post("/lti/launch", data={"id_token": platform.id_token(nonce), "state": state}, follow_redirects=False)
+    assert r.status_code == 400 and "state_mismatch" in r.text
+
+
+def test_a_student_of_course_a_cannot_reach_course_b(course):
+    platform, client, code_a = course
+    code_b = deep_link(client, platform, context="course-B")
+    refused(launch(client, platform, custom={"assignment": code_b}, context="course-A"), "other_course")
+    _, _, query = launch(client, platform, custom={"assignment": code_a}, context="course-A")
+    assert lti.learner_name(query["lti"], code_b) is None, "course A's session opens nothing of course B"
+    assert lti.learner_name(query["lti"] + "x", code_a) is None, "an altered session opens nothing"
+
+
+def test_a_learner_cannot_pose_as_an_instructor(course):
+    platform, client, code = course
+    refused(launch(client, platform, message_type="LtiDeepLinkingRequest"), "not_instructor")
+    status, path, query = launch(client, platform, custom={"assignment": code})
+    assert path == "/assignments" and lti.teacher_key(query["lti"], code) is None, "a learner gets no teacher key"
+    posing = client.post("/lti/deep_link", data={"lti": query["lti"], "title": "x", "kind": "softmax",
+                                                 "level": "1", "count": "1"})
+    assert posing.status_code == 403, "a learner's session builds nothing"
+
+
+def test_an_oversized_token_is_refused_and_refusals_are_throttled(course):
+    platform, client, _ = course
+    state, _ = login(client, platform)
+    r = client.post("/lti/launch", data={"id_token": "x" * (lti.MAX_TOKEN + 1), "state": state})
+    assert r.status_code == 400 and "bad_request" in r.text
+    statuses = [client.post("/lti/launch", data={"id_token": "x", "state": "y"}).status_code for _ in range(6)]
+    assert 429 in statuses, f"repeated refusals from one source wait: {statuses}"
+
+
+def test_the_jwks_serves_the_current_and_previous_key_after_rotation(course):
+    _, client, _ = course
+    before = {k["kid"] for k in client.get("/lti/jwks").json()["keys"]}
+    new = lti.rotate_key()
+    after = [k["kid"] for k in client.get("/lti/jwks").json()["keys"]]
+    assert after[0] == new and set(after[1:]) <= before and len(after) == 2, f"current and previous: {after}"
+    assert exercises.KINDS, "the app's registry loads beside the routes"

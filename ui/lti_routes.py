@@ -1,0 +1,195 @@
+"""The LTI 1.3 endpoints the LMS talks to, served beside the pages by st.App (app.py):
+
+    /lti/login      OIDC third-party login initiation (GET or POST) → redirect to the platform
+    /lti/launch     the platform posts the id_token here → redirect to the assignment or gradebook
+    /lti/jwks       the tool's public keys (current and previous)
+    /lti/deep_link  the instructor's "add an activity" form (GET), and its answer to the platform (POST)
+
+Small server-made HTML (every value escaped); the work is services.lti's, run off the event loop.
+Every refused launch counts against its source in the shared throttle (services.throttle).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import urllib.parse
+from typing import Any
+
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from starlette.routing import Route
+
+import exercises
+from exercises.i18n import DEFAULT_LANG, languages, t
+from exercises.i18n.escape import html
+from exercises.teacher.assignments import MAX_COUNT, AssignmentError
+from services import db, lti, throttle
+
+_LOG = logging.getLogger(__name__)
+STATE_COOKIE = "lti_state"
+MAX_BODY = 64 * 1024  # bytes of a form the platform or the instructor posts
+BASE_URL_ENV = "ATTENTION_PUBLIC_URL"  # the tool's address as the LMS knows it (else the request's own)
+THROTTLE = throttle.SHARED["lti"]  # refused launches, per source and for everyone
+
+
+def _peer(request: Request) -> tuple[str | None, dict[str, str]]:
+    return (request.client.host if request.client else None), dict(request.headers)
+
+
+def _source(request: Request) -> str:
+    return throttle.source_of(throttle.client_address(*_peer(request)))
+
+
+def _tls(request: Request) -> bool:
+    peer, headers = _peer(request)
+    return throttle.over_tls(peer, headers, request.url.scheme)
+
+
+def base_url(request: Request) -> str:
+    configured = os.environ.get(BASE_URL_ENV, "").strip().rstrip("/")
+    if configured:
+        return configured
+    scheme = "https" if _tls(request) else "http"
+    return f"{scheme}://{request.headers.get('host', request.url.netloc)}"
+
+
+async def _form(request: Request) -> dict[str, str] | None:
+    """The url-encoded form (or query) of a request, None when it is larger than MAX_BODY."""
+    params = dict(request.query_params)
+    if request.method != "POST":
+        return params
+    body = b""
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > MAX_BODY:
+            return None
+    fields = urllib.parse.parse_qs(body.decode("utf-8", "replace"), max_num_fields=50)
+    return {**params, **{k: v[0] for k, v in fields.items()}}
+
+
+def _lang(value: Any) -> str:
+    code = str(value or "").split("-")[0].lower()
+    return code if code in languages() else DEFAULT_LANG
+
+
+def _page(title: str, body: str, status: int = 200, lang: str = DEFAULT_LANG) -> HTMLResponse:
+    return HTMLResponse(f'<!doctype html><html lang="{html(lang)}"><head><meta charset="utf-8">'
+                        f'<meta name="viewport" content="width=device-width, initial-scale=1">'
+                        f"<title>{html(title)}</title></head><body>{body}</body></html>", status_code=status,
+                        headers={"Cache-Control": "no-store"})
+
+
+def _refused(reason: str, lang: str = DEFAULT_LANG, status: int = 400) -> HTMLResponse:
+    return _page(t("lti.refused.title", lang), f"<h1>{html(t('lti.refused.title', lang))}</h1>"
+                 f"<p>{html(t('lti.refused.text', lang))}</p><p><code>{html(reason)}</code></p>", status, lang)
+
+
+def _unavailable(lang: str = DEFAULT_LANG) -> HTMLResponse:
+    return _page(t("lti.refused.title", lang), f"<p>{html(t('lti.unavailable', lang))}</p>", 503, lang)
+
+
+def _too_many(seconds: float) -> HTMLResponse:
+    return _page(t("lti.refused.title"), f"<p>{html(t('throttle.wait', seconds=max(1, int(seconds + 0.999))))}</p>",
+                 429)
+
+
+async def login(request: Request) -> Response:
+    form = await _form(request)
+    if form is None:
+        return _refused("too_large", status=413)
+    try:
+        started = await run_in_threadpool(lti.login, form, base_url(request) + "/lti/launch")
+    except lti.Refused as err:
+        return _refused(err.reason)
+    except db.Unavailable:
+        return _unavailable()
+    response = RedirectResponse(started.redirect, status_code=302)
+    tls = _tls(request)
+    # the launch is a cross-site POST from the platform: the cookie must travel with it (None needs TLS)
+    response.set_cookie(STATE_COOKIE, started.state, max_age=int(lti.LOGIN_TTL.total_seconds()), path="/lti/",
+                        httponly=True, secure=tls, samesite="none" if tls else "lax")
+    return response
+
+
+async def launch(request: Request) -> Response:
+    source = _source(request)
+    wait = await run_in_threadpool(THROTTLE.remaining, source)
+    if wait > 0:
+        return _too_many(wait)
+    form = await _form(request)
+    if form is None:
+        return _refused("too_large", status=413)
+    try:
+        checked = await run_in_threadpool(lti.verify, form.get("id_token", ""), form.get("state", ""),
+                                          request.cookies.get(STATE_COOKIE))
+        landing = await run_in_threadpool(lti.land, checked)
+    except lti.Refused as err:
+        _LOG.info("LTI launch refused: %s", err.reason)
+        await run_in_threadpool(THROTTLE.failed, source)
+        return _refused(err.reason)
+    except db.Unavailable:
+        return _unavailable()
+    response = RedirectResponse(landing.path + "?" + urllib.parse.urlencode(landing.query), status_code=303)
+    response.delete_cookie(STATE_COOKIE, path="/lti/")
+    return response
+
+
+async def jwks(_request: Request) -> Response:
+    try:
+        keys = await run_in_threadpool(lti.jwks)
+    except db.Unavailable:
+        return JSONResponse({"keys": []}, status_code=503)
+    return JSONResponse(keys, headers={"Cache-Control": "max-age=300"})
+
+
+def _builder(token: str, lang: str, problem: str | None = None) -> str:
+    options = "".join(f'<option value="{html(kind_id)}">{html(t(f"kind.{kind_id}.title", lang))}</option>'
+                      for kind_id in exercises.KINDS)
+    levels = "".join(f'<option value="{n}">{n}</option>' for n in (1, 2, 3))
+    error = f'<p role="alert">{html(problem)}</p>' if problem else ""
+    return (f"<h1>{html(t('lti.dl.title', lang))}</h1><p>{html(t('lti.dl.intro', lang))}</p>{error}"
+            f'<form method="post" action="/lti/deep_link"><input type="hidden" name="lti" value="{html(token)}">'
+            f'<p><label>{html(t("lti.dl.name", lang))} <input name="title" maxlength="200" required></label></p>'
+            f'<p><label>{html(t("lti.dl.kind", lang))} <select name="kind">{options}</select></label></p>'
+            f'<p><label>{html(t("lti.dl.level", lang))} <select name="level">{levels}</select></label></p>'
+            f'<p><label>{html(t("lti.dl.count", lang))} <input name="count" type="number" min="1" '
+            f'max="{MAX_COUNT}" value="3"></label></p>'
+            f'<p><button type="submit">{html(t("lti.dl.add", lang))}</button></p></form>')
+
+
+async def deep_link(request: Request) -> Response:
+    form = await _form(request)
+    if form is None:
+        return _refused("too_large", status=413)
+    token = form.get("lti", "")
+    session = await run_in_threadpool(lti.read_session, token)
+    if session is None or session.role != "instructor" or not session.deep_link:
+        return _refused("not_deep_linking", status=403)
+    lang = _lang(session.deep_link.get("lang"))
+    if request.method != "POST":
+        return _page(t("lti.dl.title", lang), _builder(token, lang), lang=lang)
+    try:
+        return_url, answer = await run_in_threadpool(lti.deep_link_response, token, form.get("title"),
+                                                     form.get("kind"), form.get("level"), form.get("count"))
+    except AssignmentError as err:
+        return _page(t("lti.dl.title", lang), _builder(token, lang, err.message.render(lang)), 400, lang)
+    except lti.Refused as err:
+        return _refused(err.reason, lang)
+    except db.Unavailable:
+        return _unavailable(lang)
+    # the browser carries the signed answer back to the platform (no script needed beyond the autosubmit)
+    body = (f'<form method="post" action="{html(return_url)}" id="back">'
+            f'<input type="hidden" name="JWT" value="{html(answer)}">'
+            f'<button type="submit">{html(t("lti.dl.back", lang))}</button></form>'
+            '<script>document.getElementById("back").submit()</script>')
+    return _page(t("lti.dl.title", lang), body, lang=lang)
+
+
+ROUTES = [
+    Route("/lti/login", login, methods=["GET", "POST"]),
+    Route("/lti/launch", launch, methods=["POST"]),
+    Route("/lti/jwks", jwks, methods=["GET"]),
+    Route("/lti/deep_link", deep_link, methods=["GET", "POST"]),
+]

@@ -13,6 +13,7 @@ from starlette.applications import Starlette
 from starlette.testclient import TestClient
 
 import exercises
+from exercises.cli import selftest
 import storage
 import storage.lti as store
 from services import assignments, db, gradebook, lti, submissions
@@ -21,9 +22,7 @@ from tests.test_storage import db_url  # noqa: F401  (fixture: SQLite and Postgr
 from ui.lti_routes import ROUTES
 
 
-@pytest.fixture
-def tool(db_url, monkeypatch):  # noqa: F811
-    """The app's database at `db_url`, a registered simulated platform, and a client of the LTI routes."""
+def _tool(db_url: str, monkeypatch):
     if db_url.startswith("sqlite"):
         monkeypatch.delenv("DATABASE_URL", raising=False)
         monkeypatch.setenv("ATTENTION_DB_PATH", db_url.removeprefix("sqlite:///"))
@@ -38,8 +37,16 @@ def tool(db_url, monkeypatch):  # noqa: F811
     db.engine().dispose()
 
 
-def sqlite_only(request):
-    return request.node.callspec.params.get("db_url") == "sqlite"
+@pytest.fixture
+def tool(db_url, monkeypatch):  # noqa: F811
+    """The app's database at `db_url` (SQLite, PostgreSQL), a registered simulated platform, a client of the routes."""
+    yield from _tool(db_url, monkeypatch)
+
+
+@pytest.fixture
+def sqlite_tool(tmp_path, monkeypatch):
+    """The same on SQLite alone (what does not depend on the database is checked once)."""
+    yield from _tool(f"sqlite:///{tmp_path / 'lti.sqlite3'}", monkeypatch)
 
 
 def login(client: TestClient, platform: Platform) -> tuple[str, str]:
@@ -134,10 +141,8 @@ def test_deep_link_roster_launch_submission_and_score_at_the_platform(tool):
     assert lti.drain() == 0 and len(platform.scores) == 1, "nothing is posted again"
 
 
-def test_passback_is_retried_while_the_platform_is_down_and_posted_once(tool, request):
-    if not sqlite_only(request):
-        pytest.skip("the outbox's claim is tested on both databases in the test above; this one on SQLite")
-    platform, client = tool
+def test_passback_is_retried_while_the_platform_is_down_and_posted_once(sqlite_tool):
+    platform, client = sqlite_tool
     code = deep_link(client, platform)
     _, _, query = launch(client, platform, sub="student-1", custom={"assignment": code})
     platform.failing = True
@@ -163,10 +168,8 @@ def test_passback_is_retried_while_the_platform_is_down_and_posted_once(tool, re
 
 
 @pytest.fixture
-def course(tool, request):
-    if not sqlite_only(request):
-        pytest.skip("refusals are checked once, on SQLite")
-    platform, client = tool
+def course(sqlite_tool):
+    platform, client = sqlite_tool
     return platform, client, deep_link(client, platform)
 
 
@@ -256,3 +259,33 @@ def test_the_jwks_serves_the_current_and_previous_key_after_rotation(course):
     after = [k["kid"] for k in client.get("/lti/jwks").json()["keys"]]
     assert after[0] == new and set(after[1:]) <= before and len(after) == 2, f"current and previous: {after}"
     assert exercises.KINDS, "the app's registry loads beside the routes"
+
+
+# ---------------------------------------------------------------- the pages take the launch
+
+
+def test_the_pages_take_the_launched_learner_and_instructor(sqlite_tool):
+    """The learner submits on the Assignments page under their course identity (no name typed) and the
+    score reaches the platform; the instructor opens the Gradebook page without a teacher key."""
+    from tests.test_assignments_pages import ASSIGNMENTS, GRADEBOOK, button, page, texts, type_answers
+
+    platform, client = sqlite_tool
+    code = deep_link(client, platform)
+    _, _, query = launch(client, platform, sub="student-7", custom={"assignment": code})
+    at = page(ASSIGNMENTS, {"assignment": code, "lti": query["lti"]})
+    assert not at.exception and "Signed in from your course as **Learner student\\-7" in texts(at), texts(at)[:300]
+    assert not [w for w in at.text_input if w.key.startswith("assign.name_input")], "no name is typed"
+    a = assignments.load(code)
+    name, _ = lti.learner_name(query["lti"], code)
+    answers = [{p.name: selftest.as_text(p.reference) for p in ex.parts} for ex in submissions.exercises_for(a, name)]
+    type_answers(at, a, name, answers)
+    button(at, "Submit my answers").click().run()
+    assert not at.exception
+    wait_for(lambda: platform.scores, "the page's submission at the platform")
+    assert platform.scores[-1][1]["userId"] == "student-7" and platform.scores[-1][1]["scoreGiven"] == 100.0
+    _, _, teacher = launch(client, platform, sub="teacher-1", roles=(INSTRUCTOR,), custom={"assignment": code})
+    book = page(GRADEBOOK, {"code": code, "lti": teacher["lti"]})
+    assert not book.exception and "no teacher key needed" in texts(book)
+    assert not [w for w in book.text_input if w.key == "gradebook.key"], "no key is asked for"
+    learner_book = page(GRADEBOOK, {"code": code, "lti": query["lti"]})
+    assert [w for w in learner_book.text_input if w.key == "gradebook.key"], "a learner's launch opens no gradebook"

@@ -8,26 +8,26 @@ import re
 import time
 import urllib.parse
 
+import jwt
 import pytest
 from starlette.applications import Starlette
 from starlette.testclient import TestClient
 
-import exercises
-from exercises.cli import selftest
 import storage
 import storage.lti as store
-from services import assignments, db, gradebook, lti, submissions
+from exercises.cli import selftest
+from services import assignments, db, gradebook, lti, lti_cli, submissions
 from tests.lti_platform import CLIENT_ID, INSTRUCTOR, LEARNER, Platform, new_key
 from tests.test_storage import db_url  # noqa: F401  (fixture: SQLite and PostgreSQL)
 from ui.lti_routes import ROUTES
 
 
-def _tool(db_url: str, monkeypatch):
-    if db_url.startswith("sqlite"):
+def _tool(url: str, monkeypatch):
+    if url.startswith("sqlite"):
         monkeypatch.delenv("DATABASE_URL", raising=False)
-        monkeypatch.setenv("ATTENTION_DB_PATH", db_url.removeprefix("sqlite:///"))
+        monkeypatch.setenv("ATTENTION_DB_PATH", url.removeprefix("sqlite:///"))
     else:
-        monkeypatch.setenv("DATABASE_URL", db_url)
+        monkeypatch.setenv("DATABASE_URL", url)
     lti.forget_platform_keys()
     platform = Platform(tool_jwks=lti.jwks).start()
     lti.register(**platform.registration())
@@ -255,10 +255,11 @@ def test_an_oversized_token_is_refused_and_refusals_are_throttled(course):
 def test_the_jwks_serves_the_current_and_previous_key_after_rotation(course):
     _, client, _ = course
     before = {k["kid"] for k in client.get("/lti/jwks").json()["keys"]}
-    new = lti.rotate_key()
+    assert lti_cli.main(["rotate-key"]) == 0, "the command rotates the key"
     after = [k["kid"] for k in client.get("/lti/jwks").json()["keys"]]
+    [(new, _)] = store.newest_keys(db.engine(), 1)
     assert after[0] == new and set(after[1:]) <= before and len(after) == 2, f"current and previous: {after}"
-    assert exercises.KINDS, "the app's registry loads beside the routes"
+    assert new not in before and jwt.get_unverified_header(lti._sign({"x": 1}))["kid"] == new, "the new key signs"
 
 
 # ---------------------------------------------------------------- the pages take the launch

@@ -489,16 +489,20 @@ def land(launch: Launch) -> Landing:
 # ---------------------------------------------------------------- deep linking
 
 
-def deep_link_response(token: Any, title: Any, kind: Any, level: Any, count: Any) -> tuple[str, str]:
-    """Build the assignment the instructor asked for in the "add an activity" flow, owned by their course,
-    and the signed LtiDeepLinkingResponse that hands its resource link to the platform:
-    (the platform's return URL, the JWT to post there). AssignmentError for bad input."""
-    from . import assignments  # the builder's checks and stored exercises
-
+def deep_linking(token: Any) -> Session:
+    """The instructor's session of an "add an activity" flow; Refused for any other session."""
     session = read_session(token)
     if session is None or session.role != "instructor" or not session.deep_link:
         raise Refused("not_deep_linking")
-    created = assignments.create(title, [{"kind": kind, "level": level, "count": count}], secrets.randbelow(10**6))
+    return session
+
+
+def deep_link_response(session: Session, created: storage.Created) -> tuple[str, str]:
+    """Link the assignment the instructor just built (services.assignments.create) to their course, and
+    sign the LtiDeepLinkingResponse that hands its resource link to the platform: (the platform's return
+    URL, the JWT to post there)."""
+    if session.role != "instructor" or not session.deep_link:
+        raise Refused("not_deep_linking")
     code = created.assignment.code
     with db.guarded():
         store.link_assignment(_engine(), code, session.client_id, session.course, _seal(created.teacher_key or ""),

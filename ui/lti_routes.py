@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import os
+import secrets
 import urllib.parse
 from typing import Any
 
@@ -25,7 +26,7 @@ import exercises
 from exercises.i18n import DEFAULT_LANG, languages, t
 from exercises.i18n.escape import html
 from exercises.teacher.assignments import MAX_COUNT, AssignmentError
-from services import db, lti, throttle
+from services import assignments, db, lti, throttle
 
 _LOG = logging.getLogger(__name__)
 STATE_COOKIE = "lti_state"
@@ -164,15 +165,18 @@ async def deep_link(request: Request) -> Response:
     if form is None:
         return _refused("too_large", status=413)
     token = form.get("lti", "")
-    session = await run_in_threadpool(lti.read_session, token)
-    if session is None or session.role != "instructor" or not session.deep_link:
-        return _refused("not_deep_linking", status=403)
+    try:
+        session = await run_in_threadpool(lti.deep_linking, token)
+    except lti.Refused as err:
+        return _refused(err.reason, status=403)
     lang = _lang(session.deep_link.get("lang"))
     if request.method != "POST":
         return _page(t("lti.dl.title", lang), _builder(token, lang), lang=lang)
     try:
-        return_url, answer = await run_in_threadpool(lti.deep_link_response, token, form.get("title"),
-                                                     form.get("kind"), form.get("level"), form.get("count"))
+        created = await run_in_threadpool(assignments.create, form.get("title"), [
+            {"kind": form.get("kind"), "level": form.get("level"), "count": form.get("count")}],
+            secrets.randbelow(assignments.MAX_SEED))
+        return_url, answer = await run_in_threadpool(lti.deep_link_response, session, created)
     except AssignmentError as err:
         return _page(t("lti.dl.title", lang), _builder(token, lang, err.message.render(lang)), 400, lang)
     except lti.Refused as err:

@@ -472,11 +472,8 @@ def land(launch: Launch) -> Landing:
     if lineitem and len(lineitem) <= 500:
         with db.guarded():
             store.set_lineitem(_engine(), code, lineitem)
-    if launch.instructor:
-        try:
-            sync_roster(launch, code)
-        except (Refused, OSError, db.Unavailable) as err:
-            _LOG.warning("the course roster could not be read: %s", err)
+    if launch.instructor:  # the roster is read off the launch: a slow LMS never holds the instructor up
+        threading.Thread(target=_sync_quietly, args=(launch, code), name="lti-roster", daemon=True).start()
         token = seal_session(Session("instructor", code, person, label, launch.course, launch.client_id))
         return Landing("/gradebook", {"code": code, "lti": token})
     with db.guarded():
@@ -588,6 +585,13 @@ def sync_roster(launch: Launch, code: str) -> int:
             break
     with db.guarded():
         return store.set_class_list(_engine(), code, labels, _now())
+
+
+def _sync_quietly(launch: Launch, code: str) -> None:
+    try:
+        sync_roster(launch, code)
+    except (Refused, OSError, ValueError, db.Unavailable) as err:
+        _LOG.warning("the course roster could not be read: %s", err)
 
 
 def _next_link(headers: Mapping[str, str]) -> str | None:

@@ -129,6 +129,7 @@ def test_deep_link_roster_launch_submission_and_score_at_the_platform(tool):
     assert (status, path, query.get("code")) == (303, "/gradebook", code), "an instructor lands on the gradebook"
     key = lti.teacher_key(query["lti"], code)
     assert key is not None and gradebook.load(code, key).assignment.code == code, "the sealed key opens it"
+    wait_for(lambda: len(storage.roster_names(db.engine(), code)) == 2, "the roster read in the background")
     roster = storage.roster_names(db.engine(), code)
     assert len(roster) == 2 and all(n.startswith("Learner ") for n in roster), f"learners only: {roster}"
     # a learner: no typed name, their own assignment, the score posted to the line item
@@ -294,3 +295,13 @@ def test_the_pages_take_the_launched_learner_and_instructor(sqlite_tool):
     assert not [w for w in book.text_input if w.key == "gradebook.key"], "no key is asked for"
     learner_book = page(GRADEBOOK, {"code": code, "lti": query["lti"]})
     assert [w for w in learner_book.text_input if w.key == "gradebook.key"], "a learner's launch opens no gradebook"
+
+
+def test_the_roster_read_is_bounded(course, monkeypatch):
+    platform, client, code = course
+    monkeypatch.setattr(lti, "MAX_ROSTER", 3)
+    platform.members = [{"user_id": f"s{i}", "name": f"Learner {i}", "roles": [LEARNER]} for i in range(8)]
+    launch(client, platform, sub="teacher-1", roles=(INSTRUCTOR,), custom={"assignment": code})
+    wait_for(lambda: len(storage.roster_names(db.engine(), code)) == 3, "the first 3 members")
+    time.sleep(0.3)  # a reader past the bound would add more now
+    assert len(storage.roster_names(db.engine(), code)) == 3, "no more than MAX_ROSTER members are taken"

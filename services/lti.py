@@ -495,15 +495,18 @@ def deep_linking(token: Any) -> Session:
 
 
 def deep_link_response(session: Session, created: storage.Created) -> tuple[str, str]:
-    """Link the assignment the instructor just built (services.assignments.create) to their course, and
+    """Link the assignment the instructor just built (services.assignments.create), or picked with its
+    teacher key, to their course, and
     sign the LtiDeepLinkingResponse that hands its resource link to the platform: (the platform's return
     URL, the JWT to post there)."""
     if session.role != "instructor" or not session.deep_link:
         raise Refused("not_deep_linking")
     code = created.assignment.code
     with db.guarded():
-        store.link_assignment(_engine(), code, session.client_id, session.course, _seal(created.teacher_key or ""),
-                              _now())
+        mine = store.link_assignment(_engine(), code, session.client_id, session.course,
+                                     _seal(created.teacher_key or ""), _now())
+    if not mine:
+        raise Refused("linked_elsewhere")
     item = {"type": "ltiResourceLink", "title": created.assignment.title, "custom": {"assignment": code},
             "lineItem": {"scoreMaximum": 100, "label": created.assignment.title, "resourceId": code}}
     now = int(time.time())

@@ -200,11 +200,18 @@ class Linked:
 
 
 def link_assignment(engine: Engine, code: str, client_id: str, course: Course, sealed_key: str,
-                    at: datetime) -> None:
+                    at: datetime) -> bool:
+    """Give the assignment to the course (True); False when another course or platform has it already
+    (an assignment belongs to one course: its scores go to one line item)."""
     with writing(engine).begin() as conn:
+        have = conn.execute(sa.select(lti_assignments).where(lti_assignments.c.assignment_code == code)
+                            .with_for_update()).first()
+        if have is not None:
+            return (Course(have.issuer, have.deployment, have.context), have.client_id) == (course, client_id)
         conn.execute(sa.insert(lti_assignments).values(
             assignment_code=code, issuer=course.issuer, client_id=client_id, deployment=course.deployment,
             context=course.context, sealed_key=sealed_key, created_at=at))
+    return True
 
 
 def linked(engine: Engine, code: str) -> Linked | None:

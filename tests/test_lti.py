@@ -305,3 +305,22 @@ def test_the_roster_read_is_bounded(course, monkeypatch):
     wait_for(lambda: len(storage.roster_names(db.engine(), code)) == 3, "the first 3 members")
     time.sleep(0.3)  # a reader past the bound would add more now
     assert len(storage.roster_names(db.engine(), code)) == 3, "no more than MAX_ROSTER members are taken"
+
+
+def test_an_instructor_links_an_assignment_made_before_with_its_teacher_key(course):
+    platform, client, code_a = course
+    made = assignments.create("Made in the app", [{"kind": "scores", "level": 1, "count": 1}], seed=3)
+    _, _, query = launch(client, platform, sub="teacher-1", roles=(INSTRUCTOR,), message_type="LtiDeepLinkingRequest")
+    wrong = client.post("/lti/deep_link", data={"lti": query["lti"], "code": made.assignment.code, "key": "x" * 24})
+    assert wrong.status_code == 400 and "do not match" in wrong.text, "a wrong key links nothing"
+    right = client.post("/lti/deep_link", data={"lti": query["lti"], "code": made.assignment.code,
+                                                "key": made.teacher_key})
+    answer = platform.read_deep_link(re.search(r'name="JWT" value="([^"]+)"', right.text).group(1))
+    [item] = answer["https://purl.imsglobal.org/spec/lti-dl/claim/content_items"]
+    assert item["custom"] == {"assignment": made.assignment.code}, "the picked assignment is linked"
+    _, _, other = launch(client, platform, sub="teacher-2", roles=(INSTRUCTOR,), context="course-B",
+                         message_type="LtiDeepLinkingRequest")
+    key_a = lti.teacher_key(launch(client, platform, sub="teacher-1", roles=(INSTRUCTOR,),
+                                   custom={"assignment": code_a})[2]["lti"], code_a)
+    taken = client.post("/lti/deep_link", data={"lti": other["lti"], "code": code_a, "key": key_a})
+    assert taken.status_code == 400 and "linked_elsewhere" in taken.text, "course A's assignment stays course A's"

@@ -27,6 +27,7 @@ from exercises.i18n import DEFAULT_LANG, languages, t
 from exercises.i18n.escape import html
 from exercises.teacher.assignments import MAX_COUNT, AssignmentError
 from services import assignments, db, lti, throttle
+from storage import Created
 
 _LOG = logging.getLogger(__name__)
 STATE_COOKIE = "lti_state"
@@ -157,7 +158,12 @@ def _builder(token: str, lang: str, problem: str | None = None) -> str:
             f'<p><label>{html(t("lti.dl.level", lang))} <select name="level">{levels}</select></label></p>'
             f'<p><label>{html(t("lti.dl.count", lang))} <input name="count" type="number" min="1" '
             f'max="{MAX_COUNT}" value="3"></label></p>'
-            f'<p><button type="submit">{html(t("lti.dl.add", lang))}</button></p></form>')
+            f'<p><button type="submit">{html(t("lti.dl.add", lang))}</button></p></form>'
+            f"<h2>{html(t('lti.dl.pick_title', lang))}</h2>"
+            f'<form method="post" action="/lti/deep_link"><input type="hidden" name="lti" value="{html(token)}">'
+            f'<p><label>{html(t("lti.dl.code", lang))} <input name="code" maxlength="40" required></label></p>'
+            f'<p><label>{html(t("lti.dl.key", lang))} <input name="key" type="password" maxlength="100" '
+            f'required></label></p><p><button type="submit">{html(t("lti.dl.link", lang))}</button></p></form>')
 
 
 async def deep_link(request: Request) -> Response:
@@ -172,6 +178,8 @@ async def deep_link(request: Request) -> Response:
     lang = _lang(session.deep_link.get("lang"))
     if request.method != "POST":
         return _page(t("lti.dl.title", lang), _builder(token, lang), lang=lang)
+    if form.get("code"):  # an assignment the instructor made before, with its teacher key
+        return await _pick(request, form, session, token, lang)
     try:
         created = await run_in_threadpool(assignments.create, form.get("title"), [
             {"kind": form.get("kind"), "level": form.get("level"), "count": form.get("count")}],
@@ -183,6 +191,37 @@ async def deep_link(request: Request) -> Response:
         return _refused(err.reason, lang)
     except db.Unavailable:
         return _unavailable(lang)
+    return _back_to_platform(return_url, answer, lang)
+
+
+async def _pick(request: Request, form: dict[str, str], session: lti.Session, token: str, lang: str) -> Response:
+    """Link an existing assignment: its teacher key is a secret form, throttled like the others."""
+    source = _source(request)
+    wait = await run_in_threadpool(THROTTLE.remaining, source)
+    if wait > 0:
+        return _too_many(wait)
+    code, key = form.get("code", ""), form.get("key", "")
+    try:
+        right = await run_in_threadpool(assignments.verify_key, code, key)
+        found = await run_in_threadpool(assignments.load, code) if right else None
+        if found is None:
+            await run_in_threadpool(THROTTLE.failed, source, f"{code}:{key}")
+            return _page(t("lti.dl.title", lang), _builder(token, lang, t("lti.dl.key_wrong", lang)), 400, lang)
+        if not found.has_roster and await run_in_threadpool(assignments.submitted_count, found):
+            # its students typed their names: the course's learners would join a class list they are not on
+            return _page(t("lti.dl.title", lang), _builder(token, lang, t("lti.dl.pick_started", lang)), 400, lang)
+        return_url, answer = await run_in_threadpool(lti.deep_link_response, session, Created(found, key, True))
+    except (assignments.MalformedCode, assignments.MalformedKey):
+        await run_in_threadpool(THROTTLE.failed, source, f"{code}:{key}")
+        return _page(t("lti.dl.title", lang), _builder(token, lang, t("lti.dl.key_wrong", lang)), 400, lang)
+    except lti.Refused as err:
+        return _refused(err.reason, lang)
+    except db.Unavailable:
+        return _unavailable(lang)
+    return _back_to_platform(return_url, answer, lang)
+
+
+def _back_to_platform(return_url: str, answer: str, lang: str) -> HTMLResponse:
     # the browser carries the signed answer back to the platform (no script needed beyond the autosubmit)
     body = (f'<form method="post" action="{html(return_url)}" id="back">'
             f'<input type="hidden" name="JWT" value="{html(answer)}">'

@@ -293,6 +293,9 @@ def test_the_pages_take_the_launched_learner_and_instructor(sqlite_tool):
     book = page(GRADEBOOK, {"code": code, "lti": teacher["lti"]})
     assert not book.exception and "no teacher key needed" in texts(book)
     assert not [w for w in book.text_input if w.key == "gradebook.key"], "no key is asked for"
+    dashboard = page(ASSIGNMENTS, {"lti": teacher["lti"]})
+    assert not dashboard.exception and f"Week \\<3\\> · {code}" in [e.label for e in dashboard.expander], \
+        "the instructor's dashboard lists the course's assignment without a key"
     learner_book = page(GRADEBOOK, {"code": code, "lti": query["lti"]})
     assert [w for w in learner_book.text_input if w.key == "gradebook.key"], "a learner's launch opens no gradebook"
 

@@ -429,7 +429,7 @@ def dashboard_ui() -> None:
     st.header(tr("assign.dash_heading"))
     st.caption(tr("assign.dash_intro"))
     state = st.session_state
-    key = state.get(DASH)
+    key = state.get(DASH) or lti_ui.instructor_key()  # an instructor launched from the course needs no key
     if key is None:
         _dash_open()
         return

@@ -34,3 +34,12 @@ def teacher_key(code: str) -> str | None:
         return lti.teacher_key(sent, code)
     except db.Unavailable:
         return None
+
+
+def instructor_key() -> str | None:
+    """The teacher key of the assignment an instructor launched (its dashboard opens with it), else None."""
+    sent = token()
+    session = lti.read_session(sent) if sent else None
+    if session is None or session.role != "instructor" or not session.code:
+        return None
+    return teacher_key(session.code)

@@ -10,6 +10,7 @@ kid). Every refusal is a `Refused` with a short reason; the routes turn it into 
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import hmac
 import json
@@ -115,15 +116,21 @@ def jwks() -> dict[str, Any]:
             keys = store.newest_keys(_engine(), 2)
     out = []
     for kid, pem in keys:
-        public = serialization.load_pem_private_key(pem.encode(), password=None).public_key()
+        public = _private_key(pem).public_key()
         jwk = json.loads(jwt.algorithms.RSAAlgorithm.to_jwk(public))
         out.append({**jwk, "kid": kid, "alg": ALGORITHM, "use": "sig"})
     return {"keys": out}
 
 
+@functools.lru_cache(maxsize=8)
+def _private_key(pem: str) -> rsa.RSAPrivateKey:
+    """A stored key, loaded once per process (loading checks the key: a tenth of a second)."""
+    return serialization.load_pem_private_key(pem.encode(), password=None)
+
+
 def _sign(claims: Mapping[str, Any]) -> str:
     kid, pem = signing_key()
-    return jwt.encode(dict(claims), pem, algorithm=ALGORITHM, headers={"kid": kid})
+    return jwt.encode(dict(claims), _private_key(pem), algorithm=ALGORITHM, headers={"kid": kid})
 
 
 # ---------------------------------------------------------------- bounded HTTP to the platform

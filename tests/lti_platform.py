@@ -10,6 +10,7 @@ endpoint per line item, and an NRPS roster. `failing = True` makes its score end
 
 from __future__ import annotations
 
+import functools
 import json
 import secrets
 import threading
@@ -33,10 +34,16 @@ def new_key() -> tuple[str, Any]:
     return secrets.token_hex(4), rsa.generate_private_key(public_exponent=65537, key_size=2048)
 
 
+@functools.cache
+def shared_key() -> tuple[str, Any]:
+    """One platform key for every simulated platform of a test run (an RSA key takes a moment to make)."""
+    return new_key()
+
+
 class Platform:
     def __init__(self, tool_jwks: Callable[[], dict[str, Any]]):
         self.tool_jwks = tool_jwks
-        self.kid, self.key = new_key()
+        self.kid, self.key = shared_key()
         self.failing = False
         self.scores: list[tuple[str, dict[str, Any]]] = []
         self.members: list[dict[str, Any]] = []
@@ -93,7 +100,7 @@ class Platform:
                     self._send(404)
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
         return self
 
     def stop(self) -> None:

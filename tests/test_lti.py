@@ -4,6 +4,7 @@ on SQLite and PostgreSQL; and each launch the tool must refuse."""
 
 from __future__ import annotations
 
+import functools
 import re
 import time
 import urllib.parse
@@ -11,6 +12,8 @@ from typing import Any
 
 import jwt
 import pytest
+import sqlalchemy as sa
+from cryptography.hazmat.primitives import serialization
 from starlette.applications import Starlette
 from starlette.testclient import TestClient
 
@@ -18,18 +21,28 @@ import storage
 import storage.lti as store
 from exercises.cli import selftest
 from services import assignments, db, gradebook, lti, lti_cli, submissions
+from storage.db import throttles, writing
 from tests.lti_platform import CLIENT_ID, INSTRUCTOR, LEARNER, Platform, new_key
 from tests.test_storage import db_url  # noqa: F401  (fixture: SQLite and PostgreSQL)
 from ui.lti_routes import ROUTES
 
 
-def _tool(url: str, monkeypatch):
+@functools.cache
+def tool_key() -> tuple[str, str]:
+    kid, key = new_key()
+    return kid, key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                  serialization.NoEncryption()).decode()
+
+
+def _tool(url: str, monkeypatch: pytest.MonkeyPatch):
     if url.startswith("sqlite"):
         monkeypatch.delenv("DATABASE_URL", raising=False)
         monkeypatch.setenv("ATTENTION_DB_PATH", url.removeprefix("sqlite:///"))
     else:
         monkeypatch.setenv("DATABASE_URL", url)
     lti.forget_platform_keys()
+    kid, pem = tool_key()
+    store.add_key(db.engine(), kid, pem, lti._now())  # the tool's key, made once per test run
     platform = Platform(tool_jwks=lti.jwks).start()
     lti.register(**platform.registration())
     with TestClient(Starlette(routes=ROUTES), base_url="http://tool.test") as client:
@@ -172,10 +185,24 @@ def test_passback_is_retried_while_the_platform_is_down_and_posted_once(sqlite_t
 # ---------------------------------------------------------------- refusals (SQLite)
 
 
+@pytest.fixture(scope="module")
+def _course(tmp_path_factory):
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        tool = _tool(f"sqlite:///{tmp_path_factory.mktemp('lti') / 'lti.sqlite3'}", monkeypatch)
+        platform, client = next(tool)
+        yield platform, client, deep_link(client, platform)
+        next(tool, None)
+
+
 @pytest.fixture
-def course(sqlite_tool):
-    platform, client = sqlite_tool
-    return platform, client, deep_link(client, platform)
+def course(_course):
+    """One course of one platform for the refusal tests (SQLite), each test starting with no cookies
+    and no refused launches counted against it."""
+    platform, client, code = _course
+    client.cookies.clear()
+    with writing(db.engine()).begin() as conn:
+        conn.execute(sa.delete(throttles).where(throttles.c.form == "lti"))
+    return platform, client, code
 
 
 def refused(result, reason: str) -> None:
@@ -301,7 +328,8 @@ def test_the_pages_take_the_launched_learner_and_instructor(sqlite_tool):
 
 
 def test_the_roster_read_is_bounded(course, monkeypatch):
-    platform, client, code = course
+    platform, client, _ = course
+    code = deep_link(client, platform)  # a class list of its own
     monkeypatch.setattr(lti, "MAX_ROSTER", 3)
     platform.members = [{"user_id": f"s{i}", "name": f"Learner {i}", "roles": [LEARNER]} for i in range(8)]
     launch(client, platform, sub="teacher-1", roles=(INSTRUCTOR,), custom={"assignment": code})

@@ -192,15 +192,21 @@ def test_text_in_the_package_is_escaped():
         "</title>\"&<x>", "names and titles are text, characters XML forbids dropped"
 
 
-def test_the_package_is_made_by_the_export_child_like_the_moodle_xml(tmp_path, monkeypatch):
+def test_the_export_child_writes_the_package_a_set_at_a_time(tmp_path, monkeypatch):
+    """What the export child runs (services.exports.write_moodle_here; the child process itself is the
+    Moodle XML's, tested with it), here in this process: one piece per student's bank, then the end."""
     from services import assignments, exports
 
     monkeypatch.delenv("DATABASE_URL", raising=False)
     monkeypatch.setenv("ATTENTION_DB_PATH", str(tmp_path / "class.sqlite3"))
     a = assignments.create("QTI", [{"kind": "scores", "level": 1, "count": 2}], seed=4, per_student=True).assignment
-    data = exports.moodle(a, ["Ada", "Alan"], "zh", fmt="qti")
-    with zipfile.ZipFile(io.BytesIO(data)) as z:
+    pieces: list[int] = []
+    path = tmp_path / "bank.zip"
+    exports.write_moodle_here({"code": a.code, "names": ["Ada", "Alan"], "variants": 0, "lang": "zh",
+                               "path": str(path), "format": "qti"}, lambda: pieces.append(1))
+    with zipfile.ZipFile(path) as z:
         names = z.namelist()
         test = ET.fromstring(z.read("test.xml"))
+    assert len(pieces) == 2 + 2, "the head, a piece per student, the end: the parent's progress protocol"
     assert "imsmanifest.xml" in names and len([n for n in names if n.startswith("items/")]) == 4, names
     assert [s.get("title") for s in test.iter(Q + "assessmentSection")] == ["Ada", "Alan"], "a bank per student"

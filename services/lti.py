@@ -136,14 +136,22 @@ def _sign(claims: Mapping[str, Any]) -> str:
 # ---------------------------------------------------------------- bounded HTTP to the platform
 
 
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *_args: Any) -> None:  # a redirect is an answer, never followed
+        return None
+
+
+_OPENER = urllib.request.build_opener(_NoRedirect)
+
+
 def _http(url: str, data: bytes | None = None, headers: Mapping[str, str] | None = None,
           method: str | None = None) -> tuple[int, bytes, Mapping[str, str]]:
-    """One request to a platform: http(s) only, a timeout, at most MAX_RESPONSE bytes read."""
+    """One request to a platform: http(s) only, no redirects, a timeout, at most MAX_RESPONSE bytes read."""
     if urllib.parse.urlsplit(url).scheme not in ("http", "https"):
         raise Refused("bad_url")
     request = urllib.request.Request(url, data=data, headers=dict(headers or {}), method=method)
     try:
-        with urllib.request.urlopen(request, timeout=HTTP_TIMEOUT_S) as response:  # noqa: S310 (scheme checked)
+        with _OPENER.open(request, timeout=HTTP_TIMEOUT_S) as response:
             body = response.read(MAX_RESPONSE + 1)
             status, got = response.status, dict(response.headers)
     except urllib.error.HTTPError as err:

@@ -229,6 +229,12 @@ def test_a_wrong_audience_is_refused(course):
 def test_a_wrong_issuer_is_refused(course):
     platform, client, code = course
     refused(launch(client, platform, custom={"assignment": code}, iss="https://evil.example"), "unknown_platform")
+    client.headers["Accept-Language"] = "zh-CN,zh;q=0.9"
+    try:
+        _, text, _ = launch(client, platform, custom={"assignment": code}, iss="https://evil.example")
+    finally:
+        del client.headers["Accept-Language"]
+    assert "未能接受来自课程的这次启动" in text, "the refusal in the browser's language"
 
 
 def test_an_unknown_kid_is_refused(course):

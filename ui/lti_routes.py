@@ -76,6 +76,11 @@ def _lang(value: Any) -> str:
     return code if code in languages() else DEFAULT_LANG
 
 
+def _browser_lang(request: Request) -> str:
+    """The browser's first language where no launch says it yet (zh-CN → zh)."""
+    return _lang(request.headers.get("accept-language", "").split(",")[0])
+
+
 def _page(title: str, body: str, status: int = 200, lang: str = DEFAULT_LANG) -> HTMLResponse:
     return HTMLResponse(f'<!doctype html><html lang="{html(lang)}"><head><meta charset="utf-8">'
                         f'<meta name="viewport" content="width=device-width, initial-scale=1">'
@@ -104,9 +109,9 @@ async def login(request: Request) -> Response:
     try:
         started = await run_in_threadpool(lti.login, form, base_url(request) + "/lti/launch")
     except lti.Refused as err:
-        return _refused(err.reason)
+        return _refused(err.reason, _browser_lang(request))
     except db.Unavailable:
-        return _unavailable()
+        return _unavailable(_browser_lang(request))
     response = RedirectResponse(started.redirect, status_code=302)
     tls = _tls(request)
     # the launch is a cross-site POST from the platform: the cookie must travel with it (None needs TLS)
@@ -130,9 +135,10 @@ async def launch(request: Request) -> Response:
     except lti.Refused as err:
         _LOG.info("LTI launch refused: %s", err.reason)
         await run_in_threadpool(THROTTLE.failed, source)
-        return _refused(err.reason)
+        return _refused(err.reason, _browser_lang(request))
     except db.Unavailable:
-        return _unavailable()
+        return _unavailable(_browser_lang(request))
+    await run_in_threadpool(THROTTLE.succeeded, source)  # a classmate's refused launch no longer counts
     response = RedirectResponse(landing.path + "?" + urllib.parse.urlencode(landing.query), status_code=303)
     response.delete_cookie(STATE_COOKIE, path="/lti/")
     return response

@@ -180,6 +180,11 @@ def test_passback_is_retried_while_the_platform_is_down_and_posted_once(sqlite_t
     store.posted(engine, first, "replica-a")
     assert lti.drain() == 0 and len(platform.scores) == 1, "posted once"
     assert store.outbox(engine, code)[row["person"]]["posts"] == 1
+    store.queue_score(engine, code, row["person"], 1.0, lti._now())  # the same counting score again
+    assert lti.drain() == 0 and store.outbox(engine, code)[row["person"]]["revision"] == 1, "no new post"
+    store.queue_score(engine, code, row["person"], 0.5, lti._now())  # a new counting score
+    wait_for(lambda: platform.scores[-1][1]["scoreGiven"] == 50.0, "the changed score at the platform")
+    assert store.outbox(engine, code)[row["person"]]["posts"] == 2 and len(platform.scores) == 2, "posted once more"
 
 
 # ---------------------------------------------------------------- refusals (SQLite)
@@ -246,6 +251,12 @@ def test_a_bad_signature_is_refused(course):
     platform, client, code = course
     _, other = new_key()  # signed with another key, under the platform's kid
     refused(launch(client, platform, custom={"assignment": code}, key=other), "bad_signature")
+
+
+def test_an_unknown_deployment_is_refused(course):
+    platform, client, code = course
+    refused(launch(client, platform, custom={"assignment": code},
+                   **{"https://purl.imsglobal.org/spec/lti/claim/deployment_id": "elsewhere"}), "unknown_deployment")
 
 
 def test_an_expired_token_is_refused(course):

@@ -27,7 +27,6 @@ from exercises.i18n import DEFAULT_LANG, languages, t
 from exercises.i18n.escape import html
 from exercises.teacher.assignments import MAX_COUNT, AssignmentError
 from services import assignments, db, lti, throttle
-from storage import Created
 
 _LOG = logging.getLogger(__name__)
 STATE_COOKIE = "lti_state"
@@ -216,7 +215,8 @@ async def _pick(request: Request, form: dict[str, str], session: lti.Session, to
         if not found.has_roster and await run_in_threadpool(assignments.submitted_count, found):
             # its students typed their names: the course's learners would join a class list they are not on
             return _page(t("lti.dl.title", lang), _builder(token, lang, t("lti.dl.pick_started", lang)), 400, lang)
-        return_url, answer = await run_in_threadpool(lti.deep_link_response, session, Created(found, key, True))
+        return_url, answer = await run_in_threadpool(lti.deep_link_response, session,
+                                                     assignments.Created(found, key, True))
     except (assignments.MalformedCode, assignments.MalformedKey):
         await run_in_threadpool(THROTTLE.failed, source, f"{code}:{key}")
         return _page(t("lti.dl.title", lang), _builder(token, lang, t("lti.dl.key_wrong", lang)), 400, lang)

@@ -155,6 +155,10 @@ def test_lti_launch_and_passback_through_nginx_post_a_score_once(cluster, monkey
     platform.start()
     try:
         lti.register(**platform.registration())
+        status, headers = get(cluster.url + "/lti/jwks")
+        csp = headers["content-security-policy"][0]
+        assert status == 200 and "form-action 'self' https:" in csp and "frame-ancestors 'self'" in csp, \
+            "the LTI location's own headers: the deep-linking answer may post back to the LMS"
         with httpx2.Client(base_url=cluster.url) as teacher:
             code = deep_link(teacher, platform)
         with httpx2.Client(base_url=cluster.url) as learner:
@@ -175,7 +179,7 @@ def test_lti_launch_and_passback_through_nginx_post_a_score_once(cluster, monkey
                 break
         assert len(served) == 2, f"launches reached both replicas: {served}"
         wait_for(lambda: platform.scores, "the score at the platform", drain=False)
-        time.sleep(1.0)  # any second post would come now
+        time.sleep(0.5)  # any second post would come now
         assert [body["userId"] for _, body in platform.scores] == ["student-9"], platform.scores
         assert store.outbox(engine, code)[next(iter(store.outbox(engine, code)))]["posts"] == 1
     finally:

@@ -309,6 +309,9 @@ def test_the_jwks_serves_the_current_and_previous_key_after_rotation(course):
     [(new, _)] = store.newest_keys(db.engine(), 1)
     assert after[0] == new and set(after[1:]) <= before and len(after) == 2, f"current and previous: {after}"
     assert new not in before and jwt.get_unverified_header(lti._sign({"x": 1}))["kid"] == new, "the new key signs"
+    bad = ["register", "--issuer", "https://lms", "--client-id", "c", "--deployment", "d", "--token-url", "https://t",
+           "--jwks-url", "https://j", "--auth-login-url", "file:///etc/passwd"]
+    assert lti_cli.main(bad) == 2, "a registration with an address that is not http(s) is refused"
 
 
 # ---------------------------------------------------------------- the pages take the launch

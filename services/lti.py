@@ -627,29 +627,16 @@ def _scores_url(lineitem: str) -> str:
 # ---------------------------------------------------------------- grade passback through the outbox
 
 
-def counting_score(code: str, student: str) -> float | None:
-    """The score of the attempt that counts (the assignment's rules say which), 0..1."""
-    with db.guarded():
-        engine = _engine()
-        a = storage.get_assignment(engine, code)
-        groups = storage.attempts_of(engine, code, student)
-    if a is None or not groups:
-        return None
-    rows = storage.counted(groups, a.rules.counts)
-    return sum(r.score or 0.0 for r in rows) / max(a.item_count, 1)
+def launched(person: str | None) -> bool:
+    """Is this submitter a learner a platform launched (their scores go back to it)?"""
+    return bool(person) and person.startswith("lti:")
 
 
-def after_submission(code: str, student: str, person: str) -> None:
-    """A launched learner submitted: queue their counting score for the platform and post it soon."""
-    if not person.startswith("lti:"):
-        return
+def queue(code: str, person: str, score: float) -> None:
+    """A launched learner's new counting score (0..1): queued for the course's line item, posted soon."""
     with db.guarded():
-        if store.linked(_engine(), code) is None:
+        if not launched(person) or store.linked(_engine(), code) is None:
             return
-    score = counting_score(code, student)
-    if score is None:
-        return
-    with db.guarded():
         store.queue_score(_engine(), code, person[4:], round(score, 6), _now())
     drain_soon()
 

@@ -138,7 +138,13 @@ async def launch(request: Request) -> Response:
     except db.Unavailable:
         return _unavailable(_browser_lang(request))
     await run_in_threadpool(THROTTLE.succeeded, source)  # a classmate's refused launch no longer counts
-    response = RedirectResponse(landing.path + "?" + urllib.parse.urlencode(landing.query), status_code=303)
+    # Not a redirect: the LMS's cross-site POST would carry on into the page without the SameSite=Strict
+    # profile cookies, and the page would hand this browser a new profile. A page of our own that moves on
+    # makes the next request same-site, so the browser's own cookies come along.
+    target = landing.path + "?" + urllib.parse.urlencode(landing.query)
+    lang = _lang(checked.claims.get("locale"))
+    response = _page(t("lti.continue", lang), f'<meta http-equiv="refresh" content="0; url={html(target)}">'
+                     f'<p><a href="{html(target)}">{html(t("lti.continue", lang))}</a></p>', lang=lang)
     response.delete_cookie(STATE_COOKIE, path="/lti/")
     return response
 

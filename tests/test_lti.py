@@ -9,6 +9,7 @@ import html
 import re
 import time
 import urllib.parse
+from datetime import timedelta
 from typing import Any
 
 import jwt
@@ -193,6 +194,21 @@ def test_passback_is_retried_while_the_platform_is_down_and_posted_once(sqlite_t
     store.queue_score(engine, code, row["person"], 0.5, lti._now())  # a new counting score
     wait_for(lambda: platform.scores[-1][1]["scoreGiven"] == 50.0, "the changed score at the platform")
     assert store.outbox(engine, code)[row["person"]]["posts"] == 2 and len(platform.scores) == 2, "posted once more"
+
+
+def test_a_nonce_is_spent_and_a_score_claimed_once_by_sessions_at_once(tool):
+    """What keeps replicas apart is in the database: a nonce spent and an outbox row claimed by many
+    connections at the same moment go to exactly one of them."""
+    from tests.test_rules_in_database import _at_once
+
+    engine, now = db.engine(), lti._now()
+    store.issue_nonce(engine, "n-1", "s-1", "iss", "client", now + timedelta(minutes=5), now)
+    spent, errors = _at_once(8, lambda i: store.spend_nonce(engine, "n-1", "s-1", "iss", "client", now))
+    assert not errors and sorted(spent) == [False] * 7 + [True], f"one launch spends the nonce: {spent} {errors}"
+    code = assignments.create("Claims", [{"kind": "scores", "level": 1, "count": 1}], seed=1).assignment.code
+    store.queue_score(engine, code, "person-1", 0.75, now)
+    claims, errors = _at_once(8, lambda i: store.claim_score(engine, code, "person-1", f"replica-{i}", now))
+    assert not errors and len([c for c in claims if c is not None]) == 1, f"one replica claims the score: {errors}"
 
 
 # ---------------------------------------------------------------- refusals (SQLite)

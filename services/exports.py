@@ -8,10 +8,11 @@ sheets whatever the class size, and several teachers at once wait in turn instea
 class's PDFs. The page shows `job.progress` and, when done, serves the file from disk.
 Finished files are deleted after KEEP_SECONDS (or when the process ends).
 
-The Moodle XML goes the same way (`start_moodle`): the same worker and the same print cap
-(worksheets.MAX_EXERCISES); a child process (MOODLE_CHILD_MEMORY of address space at most) reads and
-makes the exercises and writes the questions one student's set at a time into a file, so its CPU
-(a minute for a big class) is never the server process's and its memory stays that of one set.
+The Moodle XML (and the QTI 2.1 package, fmt="qti") goes the same way (`start_moodle`): the same
+worker and the same print cap (worksheets.MAX_EXERCISES); a child process (MOODLE_CHILD_MEMORY of
+address space at most) reads and makes the exercises and writes the questions one student's set at a
+time into a file, so its CPU (a minute for a big class) is never the server process's and its memory
+stays that of one set.
 
     job = exports.start(assignment, students, "en", space="some", links={name: url})
     job = exports.start_moodle(assignment, students, "en", variants=5)
@@ -30,6 +31,7 @@ import sys
 import tempfile
 import threading
 import time
+import zipfile
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -40,6 +42,7 @@ from exercises.core.model import Exercise
 from exercises.i18n import DEFAULT_LANG, Msg, msg
 from exercises.teacher.assignments import AssignmentError
 from exercises.worksheets import moodle as moodle_xml
+from exercises.worksheets import qti as qti_package
 from storage import Assignment
 
 from . import assignments as service
@@ -184,14 +187,27 @@ def _moodle_sets(a: Assignment, students: Iterable[str], variants: int) -> tuple
     return 1, iter([(None, service.exercises_for(a))])
 
 
+# the question-bank formats the child writes: (file suffix, MIME type)
+BANK_FORMATS = {"moodle": ("xml", "application/xml"), "qti": ("zip", "application/zip")}
+
+
 def write_moodle_here(head: Mapping[str, Any], written: Any = None) -> None:
     """In the Moodle child: the XML of assignment head["code"] for head["names"] (or head["variants"]
-    shuffled variants) written into head["path"], one set at a time; `written()` after each piece."""
+    shuffled variants) written into head["path"], one set at a time; `written()` after each piece.
+    head["format"] "qti": a QTI 2.1 package (a zip) instead, written the same way."""
 
     a = service.load(head["code"])
     if a is None:
         raise ExportFailed(f"no assignment {head['code']!r}")
     _count, sets = _moodle_sets(a, head["names"], head["variants"])
+    if head.get("format") == "qti":
+        with zipfile.ZipFile(head["path"], "w", zipfile.ZIP_DEFLATED) as package:
+            for files in qti_package.package_pieces(a.title, a.code, sets, head["lang"]):
+                for name, text in files:
+                    package.writestr(name, text)
+                if written is not None:
+                    written()
+        return
     with open(head["path"], "w", encoding="utf-8") as file:
         for piece in moodle_xml.xml_pieces(a.title, a.code, sets, head["lang"]):
             file.write(piece)
@@ -200,14 +216,15 @@ def write_moodle_here(head: Mapping[str, Any], written: Any = None) -> None:
 
 
 def write_moodle(path: Path, a: Assignment, students: Iterable[str] = (), language: str = DEFAULT_LANG,
-                 variants: int = 0, progress: Any = None) -> Path:
+                 variants: int = 0, progress: Any = None, fmt: str = "moodle") -> Path:
     """The Moodle XML of `a` written to `path` by a child process (write_moodle_here); `progress(done)`
     after each set. AssignmentError at once for a bad class list or past the print cap; ExportFailed
     when the child ends before the end."""
     names = tuple(students)
     count, _sets = _moodle_sets(a, names, variants)  # checked here, made in the child
     env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-    head = {"code": a.code, "names": list(names), "variants": variants, "lang": language, "path": str(path)}
+    head = {"code": a.code, "names": list(names), "variants": variants, "lang": language, "path": str(path),
+            "format": fmt}
     child = subprocess.Popen([sys.executable, "-c", _MOODLE_CHILD, str(_ROOT), str(MOODLE_CHILD_MEMORY)],
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
     assert child.stdin is not None and child.stdout is not None
@@ -230,41 +247,46 @@ def write_moodle(path: Path, a: Assignment, students: Iterable[str] = (), langua
     return path
 
 
-def start_moodle(a: Assignment, students: Iterable[str] = (), language: str = DEFAULT_LANG, variants: int = 0) -> Job:
-    """Queue the assignment's Moodle XML (see `moodle`); returns at once. AssignmentError for a class
-    list that is bad or past the print cap."""
+def start_moodle(a: Assignment, students: Iterable[str] = (), language: str = DEFAULT_LANG, variants: int = 0,
+                 fmt: str = "moodle") -> Job:
+    """Queue the assignment's Moodle XML (see `moodle`), or with fmt "qti" its QTI 2.1 package; returns at
+    once. AssignmentError for a class list that is bad or past the print cap."""
     _sweep()
     names = tuple(students)
     count, _sets = _moodle_sets(a, names, variants)  # nothing made yet: the checks only
     job_id = secrets.token_urlsafe(12)
-    job = Job(job_id, f"moodle-{a.code}.xml", _FOLDER / f"{job_id}.xml", total=count, mime="application/xml")
+    suffix, mime = BANK_FORMATS[fmt]
+    job = Job(job_id, f"{fmt}-{a.code}.{suffix}", _FOLDER / f"{job_id}.{suffix}", total=count, mime=mime)
     with _LOCK:
         _JOBS[job_id] = job
-    _POOL.submit(_build_moodle, job, a, names, language, variants)
+    _POOL.submit(_build_moodle, job, a, names, language, variants, fmt)
     return job
 
 
-def _build_moodle(job: Job, a: Assignment, names: tuple[str, ...], language: str, variants: int) -> None:
+def _build_moodle(job: Job, a: Assignment, names: tuple[str, ...], language: str, variants: int,
+                  fmt: str = "moodle") -> None:
     def progress(done: int) -> None:
         job.finished = done
 
     try:
-        write_moodle(job.path, a, names, language, variants, progress)
+        write_moodle(job.path, a, names, language, variants, progress, fmt)
     except AssignmentError as err:
         job.error = err.message
     except Exception:  # noqa: BLE001 - the page says it failed; nothing else depends on it
-        job.error = msg("export.error.moodle_failed")
+        job.error = msg(f"export.error.{fmt}_failed")
         job.path.unlink(missing_ok=True)
     finally:
         job.done = True
 
 
-def moodle(a: Assignment, students: Iterable[str] = (), language: str = DEFAULT_LANG, variants: int = 0) -> bytes:
+def moodle(a: Assignment, students: Iterable[str] = (), language: str = DEFAULT_LANG, variants: int = 0,
+           fmt: str = "moodle") -> bytes:
     """The assignment as Moodle XML (exercises.worksheets.moodle): the class's set, each listed student's
     variants, or `variants` shuffled variants, as a question-bank category; made now, by the same
     child process as `start_moodle` (for scripts and tests: the page uses start_moodle)."""
     with tempfile.TemporaryDirectory(prefix="attention-moodle-") as folder:
-        return write_moodle(Path(folder) / "moodle.xml", a, students, language, variants).read_bytes()
+        path = Path(folder) / f"bank.{BANK_FORMATS[fmt][0]}"
+        return write_moodle(path, a, students, language, variants, fmt=fmt).read_bytes()
 
 
 def _cleanup() -> None:

@@ -21,7 +21,7 @@ import storage
 from exercises import Exercise, Feedback
 from exercises.teacher.assignments import slots, student_key
 
-from . import db
+from . import db, lti
 
 
 class ExerciseChanged(LookupError):
@@ -210,10 +210,21 @@ def submit(a: storage.Assignment, student: str, items: Sequence[Exercise], grade
         raise ValueError("fix the unreadable or blank answers first")
     try:
         with db.guarded():
-            return storage.record_submissions(db.engine(), a.code, student, entries(items, graded), person=person,
-                                              claimant=None if a.has_roster else profile)
+            ids = storage.record_submissions(db.engine(), a.code, student, entries(items, graded), person=person,
+                                             claimant=None if a.has_roster else profile)
     except (db.Unavailable, ValueError, storage.UnknownAssignment) as err:
         raise NotSaved(str(err)) from err
+    if lti.launched(person):
+        try:  # a learner launched from an LMS: the counting score goes to the course's gradebook
+            lti.queue(a.code, person, counting_score(a, student))
+        except db.Unavailable:  # stored all the same; the score is queued at the next submission
+            pass
+    return ids
+
+
+def counting_score(a: storage.Assignment, student: str) -> float:
+    """The score of the student's attempt that counts (the assignment's rules say which), 0..1."""
+    return submission_score(storage.counted(attempts_of(a, student), a.rules.counts), a.item_count)
 
 
 def submitted_exercise(sub: storage.Submission) -> Exercise:

@@ -88,7 +88,7 @@ def record_in(state: MutableMapping[str, Any], name: str) -> MutableMapping[str,
 
 # ---------------------------------------------------------------- shared by sessions and replicas
 
-FORMS = ("gradebook", "assignments", "dashboard", "recovery", "personal_link")
+FORMS = ("gradebook", "assignments", "dashboard", "recovery", "personal_link", "lti")
 GLOBAL_BUDGET = 120  # wrong tries at one form, from everyone, in a window: more make every source wait
 WINDOW_S = 60.0
 TRUSTED_ENV = "ATTENTION_TRUSTED_PROXIES"  # comma-separated addresses or networks of the proxies

@@ -6,7 +6,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
-from . import db
+from . import db, lti  # noqa: F401  (lti: its tables join the schema)
 from .fingerprints import backfill
 
 

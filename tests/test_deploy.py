@@ -133,6 +133,60 @@ def test_security_headers_and_sticky_cookie(cluster):
     assert len(upstreams) == 1, upstreams  # every request of one browser reached one replica
 
 
+# ---------------------------------------------------------------- LTI through nginx
+
+
+def test_lti_launch_and_passback_through_nginx_post_a_score_once(cluster, monkeypatch):
+    """An instructor deep-links and a learner launches through nginx; the learner's score, queued while
+    the platform is down, is then claimed by whichever of the replicas (woken by launches) or this
+    process comes first, and reaches the platform exactly once."""
+    import json
+
+    import httpx2
+
+    import storage.lti as store
+    from services import db, lti
+    from tests.lti_platform import Platform
+    from tests.test_lti import deep_link, launch, submit_all_right, wait_for
+
+    monkeypatch.setenv("DATABASE_URL", cluster.database_url)
+    lti.forget_platform_keys()
+    platform = Platform(tool_jwks=lambda: json.load(urllib.request.urlopen(cluster.url + "/lti/jwks", timeout=10)))
+    platform.start()
+    try:
+        lti.register(**platform.registration())
+        status, headers = get(cluster.url + "/lti/jwks")
+        csp = headers["content-security-policy"][0]
+        assert status == 200 and "form-action 'self' https:" in csp and "frame-ancestors 'self'" in csp, \
+            "the LTI location's own headers: the deep-linking answer may post back to the LMS"
+        with httpx2.Client(base_url=cluster.url) as teacher:
+            code = deep_link(teacher, platform)
+        with httpx2.Client(base_url=cluster.url) as learner:
+            status, path, query = launch(learner, platform, sub="student-9", custom={"assignment": code})
+        assert (status, path) == (200, "/assignments"), f"the learner's launch through nginx: {status} {path}"
+        platform.failing = True
+        submit_all_right(code, query["lti"])
+        engine = db.engine()
+        wait_for(lambda: any(r["tries"] for r in store.outbox(engine, code).values()), "a failed post")
+        platform.failing = False
+        store.retry_now(engine, code, lti._now())
+        served: set[str] = set()
+        for n in range(12):  # fresh browsers land on either replica; each launch wakes that replica's poster
+            with httpx2.Client(base_url=cluster.url) as other:
+                assert launch(other, platform, sub=f"other-{n}", custom={"assignment": code})[1] == "/assignments"
+            served = {line["upstream"] for line in cluster.access_log() if line.get("uri") == "/lti/launch"}
+            if len(served) == 2:
+                break
+        assert len(served) == 2, f"launches reached both replicas: {served}"
+        wait_for(lambda: platform.scores, "the score at the platform", drain=False)
+        time.sleep(0.5)  # any second post would come now
+        assert [body["userId"] for _, body in platform.scores] == ["student-9"], platform.scores
+        assert store.outbox(engine, code)[next(iter(store.outbox(engine, code)))]["posts"] == 1
+    finally:
+        platform.stop()
+        db.engine().dispose()
+
+
 # ---------------------------------------------------------------- a class, and a replica's death
 
 

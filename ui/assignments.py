@@ -34,6 +34,7 @@ from . import aids as aids_ui
 from . import answer_grid, feedback, guard, mathview, problem, solution
 from . import exports as exports_ui
 from . import gradebook as gradebook_ui
+from . import lti as lti_ui
 from . import progress as progress_ui
 from .i18n import lang, lang_key, render, tr, user_text
 
@@ -428,7 +429,7 @@ def dashboard_ui() -> None:
     st.header(tr("assign.dash_heading"))
     st.caption(tr("assign.dash_intro"))
     state = st.session_state
-    key = state.get(DASH)
+    key = state.get(DASH) or lti_ui.instructor_key()  # an instructor launched from the course needs no key
     if key is None:
         _dash_open()
         return
@@ -888,10 +889,15 @@ def student_ui(a: Assignment, token: str | None = None) -> None:
     st.title(user_text(a.title))
     st.caption(render(plural("assign.student_intro2", a.item_count, code=a.code)))
     rules_caption(a)
-    name = roster_name_ui(a, token) if a.has_roster else student_name_ui(a)
-    if name is None:
-        return
-    person = person_id(a, name)
+    launched = lti_ui.learner(a.code)  # opened from the course's LMS: the platform says who it is
+    if launched is not None:
+        name, person = launched
+        st.markdown(tr("lti.working_as", name=untrusted(name)))
+    else:
+        name = roster_name_ui(a, token) if a.has_roster else student_name_ui(a)
+        if name is None:
+            return
+        person = person_id(a, name)
     try:
         earlier = submissions.attempts_of(a, name)
     except db.Unavailable:

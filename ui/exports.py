@@ -1,4 +1,4 @@
-"""The teacher's downloads of an assignment: the printed sheets and the Moodle XML (draws only).
+"""The teacher's downloads of an assignment: the printed sheets, the Moodle XML and the QTI package (draws only).
 
 A class-wide set is two PDFs made when their button is clicked. Per-student sheets and the Moodle XML
 are built off the page's script run (services.exports: one worker, one student's sheet or set at a
@@ -22,7 +22,8 @@ from services.assignments import Assignment
 from .i18n import lang, render, tr
 
 JOB = "export.job.{code}"  # the session's build of this assignment's sheets
-MOODLE_JOB = "export.moodle_job.{code}"  # … and of its Moodle XML
+BANK_JOB = "export.{fmt}_job.{code}"  # … and of its question bank (Moodle XML, QTI package)
+MOODLE_JOB = BANK_JOB.replace("{fmt}", "moodle")
 MOODLE_VARIANTS = 5  # shuffled variants in the XML of a per-student assignment without a class list
 
 
@@ -59,6 +60,7 @@ def student_zip(a: Assignment, students: tuple[str, ...], space: str, links: dic
 _JOB_TEXTS = {  # what: (progress text, download label, icon)
     "sheets": ("export.progress", "export.download_zip", ":material/folder_zip:"),
     "moodle": ("export.moodle_progress", "export.moodle", ":material/school:"),
+    "qti": ("export.qti_progress", "export.qti", ":material/package_2:"),
 }
 
 
@@ -78,20 +80,20 @@ def _job_ui(job_id: str, code: str, what: str) -> None:
                        key=f"export.{what}.{code}.{job_id}", icon=icon, on_click="ignore")
 
 
-def moodle_button(a: Assignment, students: tuple[str, ...]) -> None:
-    """The Moodle XML: queued off the script run (the same worker and print cap as the sheets), a
-    progress bar, then the file from disk."""
-    state_key = MOODLE_JOB.format(code=a.code)
-    if st.button(tr("export.moodle_prepare"), key=f"export.moodle.{a.code}", icon=":material/school:",
-                 help=tr("export.moodle_help")):
+def bank_button(a: Assignment, students: tuple[str, ...], fmt: str = "moodle") -> None:
+    """A question bank (fmt "moodle": Moodle XML; "qti": a QTI 2.1 package): queued off the script run
+    (the same worker and print cap as the sheets), a progress bar, then the file from disk."""
+    state_key = BANK_JOB.format(fmt=fmt, code=a.code)
+    icon = _JOB_TEXTS[fmt][2]
+    if st.button(tr(f"export.{fmt}_prepare"), key=f"export.{fmt}.{a.code}", icon=icon, help=tr(f"export.{fmt}_help")):
         try:
-            st.session_state[state_key] = exports.start_moodle(a, students, lang(), MOODLE_VARIANTS).id
+            st.session_state[state_key] = exports.start_moodle(a, students, lang(), MOODLE_VARIANTS, fmt=fmt).id
         except AssignmentError as err:
             st.error(render(err.message), icon=":material/error:")
             return
     job_id = st.session_state.get(state_key)
     if job_id:
-        _job_ui(job_id, a.code, "moodle")
+        _job_ui(job_id, a.code, fmt)
 
 
 def downloads(a: Assignment, students: tuple[str, ...], links: dict[str, str]) -> None:
@@ -101,4 +103,5 @@ def downloads(a: Assignment, students: tuple[str, ...], links: dict[str, str]) -
         student_zip(a, students, space, links)
     else:
         class_pdfs(a, space)
-    moodle_button(a, students)
+    bank_button(a, students, "moodle")
+    bank_button(a, students, "qti")

@@ -19,6 +19,7 @@ from services import gradebook as service
 from services.assignments import AccessDenied, Assignment, AssignmentError, MalformedCode, UnknownAssignment, parse_code
 
 from . import feedback, guard
+from . import lti as lti_ui
 from .i18n import render, tr, user_text
 from .progress import mistake_name
 
@@ -104,6 +105,12 @@ def open_ui() -> tuple[str, str] | None:
         return state[AUTH]
     if asked in known:
         state[AUTH] = (asked, known[asked])
+        return state[AUTH]
+    launched = lti_ui.teacher_key(asked) if asked else None  # an instructor opened it from the course
+    if launched is not None:
+        remember(asked, launched)
+        state[AUTH] = (asked, launched)
+        st.caption(tr("lti.instructor"))
         return state[AUTH]
     with st.form("gradebook.open"):
         code_text = st.text_input(tr("gradebook.code"), value=st.query_params.get("code", ""), max_chars=40,

@@ -1,0 +1,212 @@
+"""The QTI 2.1 package beside the Moodle XML: its structure checked against the rules of the QTI 2.1
+schema that its elements use (no copy of the IMS schema file is available from a package registry, so
+the schema's content model for these elements is checked here, not the XSD itself), its response
+processing run on typed answers, and the same answers read back through the grader at 1.0."""
+
+from __future__ import annotations
+
+import io
+import math
+import re
+import xml.etree.ElementTree as ET
+import zipfile
+
+import exercises
+from exercises.core import grading
+from exercises.teacher.assignments import make_spec
+from exercises.worksheets import qti
+from tests.test_exports import MIXED  # the mixed assignment of the Moodle test
+
+Q = "{" + qti.NS + "}"
+CP = "{" + qti.CP_NS + "}"
+BASE_TYPES = {"float", "string", "identifier"}
+BODY_ELEMENTS = {"p", "em", "table", "tbody", "tr", "td", "textEntryInteraction", "choiceInteraction", "simpleChoice"}
+IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")  # QTI's identifier type (an NCName)
+
+
+def package(sets, title="Week 3 <b>&</b>", code="K7QMX2PD") -> dict[str, bytes]:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as z:
+        for files in qti.package_pieces(title, code, sets):
+            for name, text in files:
+                z.writestr(name, text)
+    with zipfile.ZipFile(io.BytesIO(buffer.getvalue())) as z:
+        return {name: z.read(name) for name in z.namelist()}
+
+
+def check_item(root: ET.Element, where: str) -> dict[str, ET.Element]:
+    """The content model of assessmentItem as QTI 2.1 defines it, for the elements this export writes;
+    the response declarations by identifier."""
+    assert root.tag == Q + "assessmentItem", f"{where}: root {root.tag}"
+    for name in ("identifier", "title", "adaptive", "timeDependent"):
+        assert root.get(name) is not None, f"{where}: assessmentItem needs {name}"
+    assert IDENTIFIER.match(root.get("identifier")), where
+    order = "".join({"responseDeclaration": "r", "outcomeDeclaration": "o", "itemBody": "b",
+                     "responseProcessing": "p"}[child.tag.removeprefix(Q)] for child in root)
+    assert re.fullmatch(r"r*o+bp", order), f"{where}: children out of the schema's order: {order}"
+    declared = {}
+    for decl in root.iter(Q + "responseDeclaration"):
+        ident = decl.get("identifier")
+        assert IDENTIFIER.match(ident) and decl.get("cardinality") == "single", f"{where}: {ident}"
+        assert decl.get("baseType") in BASE_TYPES, f"{where}: {ident} baseType {decl.get('baseType')}"
+        values = decl.findall(f"{Q}correctResponse/{Q}value")
+        assert len(values) == 1, f"{where}: {ident} has one correct value"
+        if decl.get("baseType") == "float":
+            float(values[0].text)
+        declared[ident] = decl
+    outcomes = {o.get("identifier") for o in root.iter(Q + "outcomeDeclaration")}
+    assert outcomes == {"SCORE", "MAXSCORE"}, where
+    body = root.find(Q + "itemBody")
+    assert {e.tag.removeprefix(Q) for e in body.iter()} - {"itemBody"} <= BODY_ELEMENTS, where
+    for table in body.iter(Q + "table"):
+        assert [c.tag for c in table] == [Q + "tbody"], f"{where}: a table holds tbody"
+    interactions = [e.get("responseIdentifier") for e in body.iter()
+                    if e.tag in (Q + "textEntryInteraction", Q + "choiceInteraction")]
+    assert sorted(interactions) == sorted(declared), f"{where}: one interaction per declared response"
+    for e in root.find(Q + "responseProcessing").iter():
+        if e.tag in (Q + "variable", Q + "correct"):
+            assert e.get("identifier") in declared or e.get("identifier") in outcomes, f"{where}: {e.get('identifier')}"
+        if e.tag == Q + "equal" and e.get("toleranceMode") == "absolute":
+            assert len(e.get("tolerance").split()) in (1, 2), where
+    return declared
+
+
+# ---------------------------------------------------------------- the item's own response processing
+
+
+def _value(e: ET.Element, responses: dict, declared: dict, outcomes: dict):
+    tag = e.tag.removeprefix(Q)
+    if tag == "variable":
+        ident = e.get("identifier")
+        return outcomes[ident] if ident in outcomes else responses.get(ident)
+    if tag == "correct":
+        return declared[e.get("identifier")].find(f"{Q}correctResponse/{Q}value").text
+    if tag == "baseValue":
+        return e.text
+    args = [_value(c, responses, declared, outcomes) for c in e]
+    if tag == "sum":
+        return sum(float(a) for a in args)
+    if tag == "or":
+        return any(args)
+    if tag == "match":
+        return None if None in args else args[0] == args[1]
+    if tag == "stringMatch":
+        return None if None in args else str(args[0]).casefold() == str(args[1]).casefold()
+    if tag == "equal":
+        if None in args:
+            return None
+        x, y = float(args[0]), float(args[1])
+        if e.get("toleranceMode") == "exact":
+            return x == y
+        low, high = ([float(t) for t in e.get("tolerance").split()] * 2)[:2]
+        return y - low <= x <= y + high
+    raise AssertionError(f"an operator this test does not run: {tag}")
+
+
+def qti_score(root: ET.Element, responses: dict[str, str]) -> float:
+    """SCORE after the item's response processing, for typed responses {identifier: text}."""
+    declared = {d.get("identifier"): d for d in root.iter(Q + "responseDeclaration")}
+    outcomes = {"SCORE": 0.0, "MAXSCORE": 1.0}
+    for condition in root.find(Q + "responseProcessing"):
+        test, action = list(condition.find(Q + "responseIf"))
+        if _value(test, responses, declared, outcomes):
+            outcomes["SCORE"] = _value(action[0], responses, declared, outcomes)
+    return outcomes["SCORE"]
+
+
+def typed(ex, declared: dict[str, ET.Element]) -> tuple[dict[str, str], dict]:
+    """What a student who types each right value, rounded to the part's places, sends: (QTI responses,
+    the same as the grader's answer)."""
+    responses, answer = {}, {}
+    for part in ex.parts:
+        if part.is_choice:
+            ident = qti.response_id(part)
+            responses[ident] = declared[ident].find(f"{Q}correctResponse/{Q}value").text
+            answer[part.name] = chr(ord("A") + int(responses[ident][1:]))
+            continue
+        rows = []
+        for r in range(part.shape[0]):
+            row = []
+            for c in range(part.shape[1]):
+                ident = qti.response_id(part, r, c)
+                text = declared[ident].find(f"{Q}correctResponse/{Q}value").text
+                if text != "-inf":
+                    x = float(text)
+                    text = f"{x:.{part.decimals}f}" if part.decimals else str(int(x))
+                responses[ident] = text
+                row.append(text)
+            rows.append(" ".join(row))
+        answer[part.name] = "; ".join(rows)
+    return responses, answer
+
+
+def test_the_qti_package_is_well_formed_and_round_trips_through_the_grader():
+    spec = make_spec("Week 3 <b>&</b>", MIXED, seed=5)
+    sets = [(None, spec.exercises()), ("Ada", make_spec("v", MIXED, seed=5, per_student=True).exercises("Ada"))]
+    files = package(sets)
+    manifest = ET.fromstring(files["imsmanifest.xml"])
+    hrefs = [r.get("href") for r in manifest.iter(CP + "resource")]
+    assert all(h in files for h in hrefs) and len(hrefs) == len(files) - 1, f"the manifest lists every file: {hrefs}"
+    test = ET.fromstring(files["test.xml"])
+    sections = test.findall(f"{Q}testPart/{Q}assessmentSection")
+    assert [s.get("title") for s in sections] == ["Week 3 <b>&</b> (K7QMX2PD)", "Ada"], "a bank per set"
+    flat = [ex for _, exs in sets for ex in exs]
+    refs = [ref.get("href") for s in sections for ref in s.findall(Q + "assessmentItemRef")]
+    assert len(refs) == len(flat)
+    kinds_seen = set()
+    for href, ex in zip(refs, flat):
+        where = f"{href} ({ex.kind} level {ex.level} seed {ex.seed})"
+        root = ET.fromstring(files[href])
+        declared = check_item(root, where)
+        responses, answer = typed(ex, declared)
+        assert math.isclose(qti_score(root, responses), 1.0), f"{where}: the item's own processing"
+        fb = grading.grade(ex, answer)
+        assert fb.graded and fb.score == 1.0, f"{where}: {fb.message}"
+        kinds_seen.add(ex.kind)
+    assert kinds_seen == {i["kind"] for i in MIXED}
+
+
+def test_a_cell_outside_the_tolerance_loses_its_share_in_qti_and_in_the_grader():
+    ex = exercises.generate("softmax", seed=3, level=2)
+    root = ET.fromstring(qti.item_xml("I1", "softmax", ex))
+    declared = check_item(root, "softmax")
+    responses, _ = typed(ex, declared)
+    part = ex.parts[0]
+    ident = qti.response_id(part, 0, 0)
+    x = float(declared[ident].find(f"{Q}correctResponse/{Q}value").text)
+    inside, outside = dict(responses), dict(responses)
+    inside[ident] = repr(x + 0.9 * part.tolerance)
+    outside[ident] = repr(x + 3 * part.tolerance)
+    cells = part.shape[0] * part.shape[1]
+    assert math.isclose(qti_score(root, inside), 1.0), "within the tolerance: right"
+    assert math.isclose(qti_score(root, outside), 1 - 1 / (len(ex.parts) * cells)), "outside: that cell's share lost"
+    assert not grading.grade(ex, {part.name: [[float(outside[qti.response_id(part, r, c)]) for c in range(
+        part.shape[1])] for r in range(part.shape[0])]}).parts[part.name].cells[0, 0], "the grader agrees"
+
+
+def test_text_in_the_package_is_escaped():
+    ex = exercises.generate("concepts", seed=0, level=1)
+    files = package([("</title>\"&<x>\uffff", [ex])], title="<script>")
+    test = ET.fromstring(files["test.xml"])
+    assert test.get("title") == "<script>" and test.find(f"{Q}testPart/{Q}assessmentSection").get("title") == \
+        "</title>\"&<x>", "names and titles are text, characters XML forbids dropped"
+
+
+def test_the_export_child_writes_the_package_a_set_at_a_time(tmp_path, monkeypatch):
+    """What the export child runs (services.exports.write_moodle_here; the child process itself is the
+    Moodle XML's, tested with it), here in this process: one piece per student's bank, then the end."""
+    from services import assignments, exports
+
+    monkeypatch.delenv("DATABASE_URL", raising=False)
+    monkeypatch.setenv("ATTENTION_DB_PATH", str(tmp_path / "class.sqlite3"))
+    a = assignments.create("QTI", [{"kind": "scores", "level": 1, "count": 2}], seed=4, per_student=True).assignment
+    pieces: list[int] = []
+    path = tmp_path / "bank.zip"
+    exports.write_moodle_here({"code": a.code, "names": ["Ada", "Alan"], "variants": 0, "lang": "zh",
+                               "path": str(path), "format": "qti"}, lambda: pieces.append(1))
+    with zipfile.ZipFile(path) as z:
+        names = z.namelist()
+        test = ET.fromstring(z.read("test.xml"))
+    assert len(pieces) == 2 + 2, "the head, a piece per student, the end: the parent's progress protocol"
+    assert "imsmanifest.xml" in names and len([n for n in names if n.startswith("items/")]) == 4, names
+    assert [s.get("title") for s in test.iter(Q + "assessmentSection")] == ["Ada", "Alan"], "a bank per student"

@@ -20,7 +20,7 @@ The interactions:
     New problem    the button; a fresh random problem
 The bare page draws the same elements (counts read off the real exercise: cells, LaTeX blocks, aids,
 solution steps, heatmaps) with constant content and no logic. Reported: medians and the ratio
-real / bare (goal ≤ 1.5×). One untimed session of each warms imports and caches first.
+real / bare (goal ≤ 1.1×; Check below 1×: it reruns the answer form alone). One untimed session of each warms imports and caches first.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ import exercises  # noqa: E402
 from exercises.solutions import given_latex  # noqa: E402
 
 STEPS = ("first load", "Check", "Show solution", "New problem")
-GOAL_RATIO = 1.5
+GOAL_RATIO = 1.1
 TIMEOUT_S = 120
 BARE = {"check": "Check", "show": "Show solution", "new": "New problem"}
 

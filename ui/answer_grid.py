@@ -13,6 +13,8 @@ shows the text that was graded.
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import streamlit as st
 
@@ -29,8 +31,12 @@ TINT = {"right": "rgba(33, 195, 84, 0.22)", "wrong": "rgba(255, 75, 75, 0.22)",
         "consistent": "rgba(255, 170, 0, 0.25)", "error": "rgba(255, 75, 75, 0.10)"}
 
 
+_NOT_KEY = re.compile(r"[^\w-]")  # \w: what str.isalnum() accepts, and _
+
+
 def _slug(text: str) -> str:
-    return "".join(ch if ch.isalnum() or ch in "_-" else "-" for ch in text)
+    """`text` as a widget key Streamlit writes into a CSS class: any other character becomes -."""
+    return _NOT_KEY.sub("-", text)
 
 
 def cell_key(prefix: str, part: str, i: int, j: int) -> str:

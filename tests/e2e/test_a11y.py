@@ -84,6 +84,7 @@ def practice_views(app: StreamlitPage, axe_script: str, lang: str, report: dict[
     app.rerun(lambda: app.button(t("practice.check", lang)).click())
     audit(app, axe_script, f"practice checked ({lang})", report)
     hint = t("hint.show", lang, level=1, name=t("hint.level.1", lang))
+    app.page.locator('[data-testid="stExpander"] summary').filter(has_text=t("hint.title", lang)).click()
     app.rerun(lambda: app.button(hint).click())
     audit(app, axe_script, f"practice with a hint ({lang})", report)
     app.rerun(lambda: app.button(t("solution.show", lang)).click())

@@ -397,6 +397,7 @@ def mistake_name(mistake: str) -> str:
 
 
 SHOWN_PER_TOPIC = 20  # the chart's last attempts on each topic (the table above counts them all)
+SCORE_SCHEME = {"name": "redyellowblue", "extent": [0.2, 0.8]}  # the light part: a level written on it stays readable
 
 
 def attempts_chart(attempts: Sequence[Any]) -> alt.LayerChart:
@@ -410,7 +411,7 @@ def attempts_chart(attempts: Sequence[Any]) -> alt.LayerChart:
     order = [topic_label(kind) for kind in exercises.KINDS if kind in set(frame["kind"])]
     base = alt.Chart(frame).encode(
         x=alt.X("number:O", title=tr("progress.axis.number"), axis=alt.Axis(labelAngle=0)),
-        y=alt.Y("topic:N", title=None, sort=order, axis=alt.Axis(labelLimit=220)),
+        y=alt.Y("topic:N", title=None, sort=order, axis=alt.Axis(labelLimit=160)),
         tooltip=[alt.Tooltip("topic:N", title=tr("progress.axis.topic")),
                  alt.Tooltip("number:O", title=tr("progress.axis.number")),
                  alt.Tooltip("level:O", title=tr("progress.axis.level")),
@@ -418,9 +419,10 @@ def attempts_chart(attempts: Sequence[Any]) -> alt.LayerChart:
                  alt.Tooltip("at:N", title=tr("progress.axis.time"))])
     squares = base.mark_rect(stroke="white", strokeWidth=2).encode(
         color=alt.Color("score:Q", title=tr("progress.axis.score"), legend=alt.Legend(format="%", orient="bottom"),
-                        scale=alt.Scale(domain=[0, 1], scheme="redyellowblue")))
+                        scale=alt.Scale(domain=[0, 1], scheme=SCORE_SCHEME)))
     levels = base.mark_text(fontSize=11).encode(text="level:O")
-    return alt.layer(squares, levels).properties(height=alt.Step(26), description=tr("progress.chart"))
+    square = alt.Step(26)
+    return alt.layer(squares, levels).properties(width=square, height=square, description=tr("progress.chart"))
 
 
 def topic_table(table: dict[str, Standing]) -> pd.DataFrame:

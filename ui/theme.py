@@ -13,7 +13,7 @@
   it (axe-core's scrollable-region-focusable), and a chart's SVG gets a name (svg-img-alt). Equations
   and charts are named in the same microtask as the change that drew them (a MutationObserver callback
   runs before the browser paints or runs any other script), so no check ever sees them unnamed; a
-  sweep of the whole page for any other scrolling block follows a moment later.
+  sweep of the whole page for any other scrolling block follows when the browser is idle.
 """
 
 from __future__ import annotations
@@ -93,13 +93,29 @@ SCRIPT = """
     }
   };
   let queued = false;
-  const later = () => {
+  const later = () => {  // the whole-page sweep waits for an idle moment: it never delays a drawing
     if (queued) return;
     queued = true;
-    setTimeout(() => { queued = false; mark(); nameCharts(); }, 150);
+    const sweep = () => { queued = false; mark(); nameCharts(); };
+    if (window.requestIdleCallback) requestIdleCallback(sweep, {timeout: 1000}); else setTimeout(sweep, 150);
+  };
+  const drawn = (records) => {  // equations this change drew: measuring only those keeps layout reads rare
+    const found = new Set();
+    for (const record of records) {
+      const host = record.target.closest && record.target.closest('.katex-display');
+      if (host) found.add(host);
+      for (const node of record.addedNodes) {
+        if (node.nodeType !== 1) continue;
+        if (node.matches('.katex-display')) found.add(node);
+        for (const el of node.querySelectorAll('.katex-display')) found.add(el);
+      }
+    }
+    if (found.size) markAll(found);
+    nameCharts();
+    later();
   };
   const now = () => { markEquations(); nameCharts(); later(); };
-  new MutationObserver(now).observe(document.body, {childList: true, subtree: true});
+  new MutationObserver(drawn).observe(document.body, {childList: true, subtree: true});
   window.addEventListener('resize', now);
   document.fonts.addEventListener('loadingdone', now);  // KaTeX's fonts widen an equation once loaded
   mark();

@@ -13,7 +13,8 @@ where the interaction reruns the script). The interactions:
     hint           the hints opened, then Hint 1 (the real page: a fragment run)
     Show solution  the button; steps, heatmaps and the cell picker drawn
     New problem    the button
-    Formula sheet  the real app's /formulas opened in a new session (no bare twin: its own bound, ≤ 1 s)
+    Formula sheet  the real app's /formulas, from the navigation's link and as a page load with the browser's
+                   cache warm (no bare twin: its own bound, ≤ 1 s)
 Reported: medians, p95 and the ratio real / bare (goal ≤ 1.1×). Bounded: loopback only, one browser.
 """
 
@@ -83,11 +84,20 @@ def type_bare(app: StreamlitPage) -> None:
         box.fill("0.5")
 
 
-def formula_sheet(browser, url: str) -> float:
+def formula_sheet(browser, url: str) -> tuple[float, float]:
+    """(from the navigation's link, a page load with the browser's cache warm), ms to the sheet drawn: the
+    ways a learner opens it. (A brand-new browser profile would also fetch and compile Streamlit's
+    JavaScript, the same for every Streamlit page.)"""
     context = browser.new_context(viewport=VIEWPORT, locale="en-US")
     try:
         app = StreamlitPage(context.new_page(), url)
-        return timed(lambda: app.open("/formulas"))
+        app.open("/")
+        link = app.page.locator('[data-testid="stSidebarNav"] a[href$="/formulas"]')
+        by_link = timed(lambda: app.rerun(link.click))
+        app.page.wait_for_selector(".katex")
+        app.open("/")
+        reload = timed(lambda: app.open("/formulas"))
+        return by_link, reload
     finally:
         context.close()
 
@@ -140,9 +150,11 @@ def main() -> None:
                                 results[which][step].append(ms)
                 report(kind, level, results)
             sheets = [formula_sheet(browser, real_url) for _ in range(args.reps)]
-            median = statistics.median(sheets)
-            print(f"\nFormula sheet, a new session: p50 {median:.0f} ms, p95 {bc.pct(sheets, 0.95):.0f} ms "
-                  f"({'ok' if median <= GOAL_FORMULAS_S * 1000 else 'OVER'}: ≤ {GOAL_FORMULAS_S:g} s)")
+            for index, way in enumerate(("from the navigation", "a page load, cache warm")):
+                times = [pair[index] for pair in sheets]
+                median = statistics.median(times)
+                print(f"Formula sheet, {way}: p50 {median:.0f} ms, p95 {bc.pct(times, 0.95):.0f} ms "
+                      f"({'ok' if median <= GOAL_FORMULAS_S * 1000 else 'OVER'}: ≤ {GOAL_FORMULAS_S:g} s)")
         finally:
             browser.close()
             bc.stop_server(real_server)

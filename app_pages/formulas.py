@@ -6,7 +6,7 @@ import exercises
 from ui import formula_sheet as fs
 from ui import mathview
 from ui import pipeline_map as pm
-from ui.i18n import tr
+from ui.i18n import lang_key, tr
 
 st.title(tr("formulas.title"))
 st.caption(tr("formulas.intro"))
@@ -23,10 +23,10 @@ def section(sec: fs.Section) -> None:
         pm.practice_link(sec.key, icon=":material/edit:", label=tr("formulas.practise"))
 
 
-forward, backward = st.tabs([tr("home.forward"), tr("home.backward")])
-with forward:
-    for sec in fs.forward():
-        section(sec)
-with backward:
-    for sec in fs.backward():
-        section(sec)
+# only the open tab is drawn: the browser typesets each formula of a tab even while it is hidden
+forward, backward = st.tabs([tr("home.forward"), tr("home.backward")], key=lang_key(fs.TAB_KEY), on_change="rerun")
+for tab, sections in ((forward, fs.forward), (backward, fs.backward)):
+    if tab.open:
+        with tab:
+            for sec in sections():
+                section(sec)

@@ -55,22 +55,28 @@ def check() -> None:
                         hints_used=hints.used(ex))
 
 
-fb, graded = ps.feedback_for(ex)
+@st.fragment
+def answer_form(ex: exercises.Exercise, prefix: str) -> None:
+    """The answer grid, its feedback and the hints: a Check or a hint reruns this alone, not the page
+    (the statement, aids and solution above and below it do not change with an answer)."""
+    fb, graded = ps.feedback_for(ex)
+    with st.container(border=True):
+        answer_grid.paste_boxes(ex, prefix)
+        with st.form(key=f"form-{ex.id}", border=False):
+            answer_grid.draw(ex, prefix, fb, graded=graded, paste=False)
+            st.form_submit_button(tr("practice.check"), type="primary", on_click=check, icon=":material/done_all:")
 
-with st.container(border=True):
-    answer_grid.paste_boxes(ex, prefix)
-    with st.form(key=f"form-{ex.id}", border=False):
-        answer_grid.draw(ex, prefix, fb, graded=graded, paste=False)
-        st.form_submit_button(tr("practice.check"), type="primary", on_click=check, icon=":material/done_all:")
+    if st.session_state.get(ps.PASTE_UNREAD) == ex.id:
+        st.warning(tr("practice.paste_unread"), icon=":material/content_paste_off:")
+    if fb is not None:
+        feedback.show(fb)
+        if not answer_grid.still_shows(ex, prefix, graded):
+            st.caption(":material/edit: " + tr("practice.changed_since_check"))
 
-if st.session_state.get(ps.PASTE_UNREAD) == ex.id:
-    st.warning(tr("practice.paste_unread"), icon=":material/content_paste_off:")
-if fb is not None:
-    feedback.show(fb)
-    if not answer_grid.still_shows(ex, prefix, graded):
-        st.caption(":material/edit: " + tr("practice.changed_since_check"))
+    hints.show(ex, graded_attempts=len(attempts.for_exercise(ex)), checked=fb)
 
-hints.show(ex, graded_attempts=len(attempts.for_exercise(ex)), checked=fb)
+
+answer_form(ex, prefix)
 
 if check_work.offers(ex.kind) and st.button(tr("practice.check_my_work"), key=f"checkwork-{ex.id}",
                                                  icon=":material/fact_check:", help=tr("practice.check_my_work_help")):

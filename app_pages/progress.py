@@ -42,7 +42,7 @@ st.dataframe(progress.mastery_table(progress.schedule(), progress.now()), hide_i
 
 st.subheader(tr("progress.chart"))
 st.caption(tr("progress.chart_caption", last=progress.RECENT))
-st.altair_chart(progress.accuracy_chart(attempts), width="stretch")
+st.altair_chart(progress.attempts_chart(attempts), width="content")  # a square per attempt, however wide the page
 
 st.subheader(tr("progress.topics"))
 st.dataframe(progress.topic_table(table), hide_index=True, width="stretch")

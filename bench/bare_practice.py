@@ -1,13 +1,19 @@
 """A bare Practice page: the same Streamlit elements as app_pages/practice.py, and no logic at all.
 
 bench/bench_page.py runs it next to the real page to price what the app adds to Streamlit's own cost.
-How many of each element to draw comes from the URL (the bench reads it off the real page):
+How many of each element to draw comes from the URL (the bench reads it off the real exercise):
 
-    rows, cols   answer cells            given   LaTeX blocks of the problem
-    aids         LaTeX blocks of aids    steps   solution steps
-    charts       heatmaps (0–2)          n       heatmap size (n × n)
+    parts        the answer grids' shapes, e.g. 3x3,3x2,1x1 (each: a heading, a paste box when it has
+                 more than one cell, column numbers, a row of cells per row with its number)
+    choices      multiple-choice parts (a radio each)
+    given        LaTeX blocks of the problem (three to a row)
+    aids         LaTeX blocks of aids
+    steps        solution steps         charts  heatmaps (0–2)        n  heatmap size (n × n)
 
-Everything drawn is a constant; the buttons only flip flags. Run alone: streamlit run bench/bare_practice.py
+The grid is drawn as ui/answer_grid draws it (a keyed container, one line of HTML for the column
+numbers, a horizontal container per row), the hints as an expander with a button, the paper tools as
+a download button and a code box: bench_page prints both pages' element counts side by side. Everything
+drawn is a constant; the buttons only flip flags. Run alone: streamlit run bench/bare_practice.py
 """
 
 from __future__ import annotations
@@ -49,10 +55,38 @@ def heatmap(n: int) -> alt.LayerChart:
     return alt.layer(visible, masked, text).properties(width=max(160, 56 * n), height=max(160, 56 * n))
 
 
+def shapes() -> list[tuple[int, int]]:
+    found = []
+    for text in str(st.query_params.get("parts", "3x3")).split(","):
+        rows, _, cols = text.partition("x")
+        if rows.isdigit() and cols.isdigit():
+            found.append((min(int(rows), 12), min(int(cols), 12)))
+    return found or [(3, 3)]
+
+
+def grid(problem: int, index: int, rows: int, cols: int, checked: bool) -> None:
+    """One part's cells as ui/answer_grid draws them."""
+    st.markdown(f"**The attention weights A** · {rows}×{cols} · to 2 decimals")
+    with st.container(key=f"bare-grid-{problem}-{index}"):
+        numbered = rows * cols > 1
+        if numbered:
+            heads = "".join(f'<span class="abh-grid-head">{j + 1}</span>' for j in range(cols))
+            st.html(f'<div class="abh-grid-heads" aria-hidden="true"><span></span>{heads}</div>')
+        for i in range(rows):
+            with st.container(horizontal=True, gap="small"):
+                if numbered:
+                    st.html(f'<p class="abh-grid-row" aria-hidden="true">{i + 1}</p>', width="content")
+                for j in range(cols):
+                    st.text_input(f"A, row {i + 1}, column {j + 1}", key=f"bare.{problem}.{index}.{i}.{j}",
+                                  label_visibility="collapsed", placeholder=f"{i + 1},{j + 1}", max_chars=200)
+    if checked:
+        st.caption("✓ right · ✗ not right yet  \n" + "  \n".join(" ".join("✓" * cols) for _ in range(rows)))
+
+
 def practice() -> None:
-    rows, cols = number("rows", 3), number("cols", 3)
     problem = st.session_state.get("bare.problem", 0)
     checked, solved = st.session_state.get("bare.checked", False), st.session_state.get("bare.solved", False)
+    parts = shapes()
 
     st.title("Practice")
     left, right, button = st.columns([3, 1, 1], vertical_alignment="bottom")
@@ -61,35 +95,52 @@ def practice() -> None:
     button.button("New problem", on_click=new_problem, icon=":material/casino:", use_container_width=True)
     st.caption("This problem: kind softmax, level 2, seed 5. The page address reproduces it.")
     st.markdown("Apply the softmax to each row: a_ij = e^(z_ij) / Σ_j e^(z_ij).")
+    st.caption("Round each value you write to 2 decimals.\n\nNo mask applies.")
     given = number("given", 1)
-    columns = st.columns(min(given, 3) or 1)
-    for index in range(given):
-        with columns[index % len(columns)]:
-            st.latex(MATRIX)
+    for start in range(0, given, 3):  # three to a row, in reading order
+        row = st.columns(min(given, 3))[:given - start] if given > 1 else [st.container()]
+        for column in row:
+            with column:
+                st.latex(MATRIX)
+    st.caption("About 8 minutes by hand (level 2: at most 12).", help="10 s a multiply-add")
+    with st.expander("What the levels mean", icon=":material/timer:"):
+        st.markdown("- level 1\n- level 2\n- level 3")
     aids = number("aids", 0)
     if aids:
         with st.expander("Aids", expanded=True, icon=":material/calculate:"):
             for _ in range(aids):
                 st.caption("e^x for the exponents in this problem")
                 st.latex(MATRIX)
+    paper, copy = st.columns([1, 3], vertical_alignment="top")
+    paper.download_button("Print this problem", data=b"%PDF", file_name="problem.pdf", mime="application/pdf",
+                          key=f"bare.{problem}.print", icon=":material/print:", on_click="ignore")
+    with copy.expander("Copy as LaTeX", icon=":material/content_copy:"):
+        st.caption("The statement and the given matrices.")
+        st.code(MATRIX, language="latex", wrap_lines=True)
 
-    with st.form(key=f"bare.form.{problem}", border=True):
-        st.markdown(f"**the attention weights A** · {rows}×{cols} · to 2 decimals")
-        for i in range(rows):
-            cells = st.columns(cols, gap="small")
-            for j in range(cols):
-                with cells[j]:
-                    st.text_input(f"A, row {i + 1}, column {j + 1}", key=f"bare.{problem}.{i}.{j}",
-                                  label_visibility="collapsed", placeholder=f"{i + 1},{j + 1}")
-        st.text_area("…or paste the whole matrix", key=f"bare.{problem}.paste", height=68)
-        if checked:
-            st.caption("✓ right · ✗ not right yet  \n" + "  \n".join(" ".join("✓" * cols) for _ in range(rows)))
-            st.html("<style>" + "".join(f".st-key-bare-{problem}-{i}-{j} input {{ background: #dfd; }}"
-                                        for i in range(rows) for j in range(cols)) + "</style>")
-        st.form_submit_button("Check", type="primary", on_click=flag, args=("bare.checked",),
-                              icon=":material/done_all:")
+    with st.container(border=True):
+        pasteable = [index for index, (rows, cols) in enumerate(parts) if rows * cols > 1]
+        if len(pasteable) > 1:
+            with st.expander("Paste a whole matrix", icon=":material/content_paste:"):
+                for index in pasteable:
+                    st.text_area(f"Paste into part {index + 1}", key=f"bare.{problem}.paste.{index}", height=68)
+        elif pasteable:
+            st.text_area("Paste a whole matrix", key=f"bare.{problem}.paste.0", height=68)
+        with st.form(key=f"bare.form.{problem}", border=False):
+            for index, (rows, cols) in enumerate(parts):
+                grid(problem, index, rows, cols, checked)
+            for index in range(number("choices", 0)):
+                st.radio("Question", [0, 1, 2, 3], index=None, key=f"bare.{problem}.choice.{index}")
+            if checked:
+                st.html("<style>" + "".join(f".st-key-bare-{problem}-0-{i}-0 input {{ background: #dfd; }}"
+                                            for i in range(parts[0][0])) + "</style>")
+            st.form_submit_button("Check", type="primary", on_click=flag, args=("bare.checked",),
+                                  icon=":material/done_all:")
     if checked:
         st.error("Score 89%. Not right yet: 8 of 9 cells right.", icon=":material/cancel:")
+    with st.expander("Hints (0/3)", icon=":material/lightbulb:"):
+        st.caption("Hint 1 any time; one more after each checked answer.")
+        st.button("Hint 1: a nudge", key=f"bare.{problem}.hint", icon=":material/lightbulb:")
 
     if not solved:
         st.button("Show solution", key=f"bare.{problem}.show", on_click=flag, args=("bare.solved",),
@@ -109,6 +160,7 @@ def practice() -> None:
                 st.altair_chart(heatmap(number("n", 3)), theme="streamlit")
     st.markdown("**Any cell**")
     left, middle, right = st.columns([3, 1, 1])
+    rows, cols = parts[0]
     left.selectbox("Step", range(number("steps", 1)), key=f"bare.{problem}.cell_step")
     middle.selectbox("Row", range(rows), key=f"bare.{problem}.cell_row")
     right.selectbox("Column", range(cols), key=f"bare.{problem}.cell_col")
@@ -120,6 +172,8 @@ def other() -> None:
 
 
 st.set_page_config(page_title="Bare practice", layout="wide")
+st.html("<style>.abh-grid-heads { display: flex; }</style>")  # the app's page-wide style and script
+st.html("<script>window.__bare = true;</script>", unsafe_allow_javascript=True)
 navigation = st.navigation([st.Page(practice, title="Practice", default=True),
                             st.Page(other, title="Home", url_path="home"),
                             st.Page(other, title="Progress", url_path="progress"),

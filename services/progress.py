@@ -108,16 +108,17 @@ def totals(rows: Sequence[Any]) -> Totals:
 
 
 def accuracy_frame(rows: Iterable[Any], label: Callable[[str], str] = str) -> pd.DataFrame:
-    """One row per graded attempt: when, topic (labelled), level, score and the topic's running
-    accuracy (mean of its last RECENT scores up to then)."""
+    """One row per graded attempt: when, topic (labelled), level, score, its number among the topic's
+    attempts (1, 2, …: a topic's history reads evenly, however the attempts fall in time) and the
+    topic's running accuracy (mean of its last RECENT scores up to then)."""
     out = []
     history: dict[str, list[float]] = defaultdict(list)
     for a in _scored(rows):
         history[a.kind].append(float(a.score))
         recent = history[a.kind][-RECENT:]
         out.append({"at": a.at, "kind": a.kind, "topic": label(a.kind), "level": int(a.level),
-                    "score": float(a.score), "accuracy": sum(recent) / len(recent)})
-    return pd.DataFrame(out, columns=["at", "kind", "topic", "level", "score", "accuracy"])
+                    "score": float(a.score), "number": len(history[a.kind]), "accuracy": sum(recent) / len(recent)})
+    return pd.DataFrame(out, columns=["at", "kind", "topic", "level", "score", "number", "accuracy"])
 
 
 def in_pipeline_order(table: dict[str, Standing]) -> list[tuple[str, Standing]]:

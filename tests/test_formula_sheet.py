@@ -61,7 +61,8 @@ def test_every_sheet_text_is_in_both_catalogs():
         assert missing == [], (lang, missing)
 
 
-def test_formula_page_shows_the_whole_sheet_in_both_languages():
+def test_formula_page_shows_the_whole_sheet_a_tab_at_a_time_in_both_languages():
+    """Only the open tab is drawn (the browser typesets every formula of a hidden tab too); both reachable."""
     for lang in ("en", "zh"):
         at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
         at.query_params["lang"] = lang
@@ -69,11 +70,18 @@ def test_formula_page_shows_the_whole_sheet_in_both_languages():
         at.switch_page("app_pages/formulas.py")
         at.run()
         assert not at.exception
-        assert [e.value.strip("$\n") for e in at.latex] == fs.all_latex()  # st.latex wraps in $$
+        forward = [f.latex for s in fs.forward() for f in s.formulas]
+        assert [e.value.strip("$\n") for e in at.latex] == forward, f"{lang}: the forward tab alone"  # st.latex: $$
         assert at.title[0].value == catalog(lang)["formulas.title"]
         notes = {m.value for m in at.markdown}
         assert catalog(lang)["formulas.softmax.max"] in notes
         links = [e.proto.query_string for e in at.get("page_link")]
+        at.session_state[f"{fs.TAB_KEY}.{lang}"] = catalog(lang)["home.backward"]
+        at.run()
+        assert not at.exception
+        backward = [f.latex for s in fs.backward() for f in s.formulas]
+        assert [e.value.strip("$\n") for e in at.latex] == backward, f"{lang}: the backward tab, once opened"
+        links += [e.proto.query_string for e in at.get("page_link")]
         assert sum(1 for s in fs.sections() if s.key in exercises.KINDS) == len(links)
 
 

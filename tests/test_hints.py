@@ -186,3 +186,27 @@ def test_every_hint_formula_and_derivation_renders_in_katex():
     failures, summary = katex_errors(items)
     assert summary["checked"] == len(items)
     assert failures == [], failures[:5]
+
+
+OWN_LABELS = sorted(key.split(".")[1:] for key in catalog("en") if key.count(".") == 2 and key.startswith("part.")
+                    and key.split(".")[1] in exercises.KINDS)
+
+
+@pytest.mark.parametrize("kind,name", OWN_LABELS)
+def test_a_part_a_kind_names_its_own_way_is_named_so_in_hint_3_and_its_cells(kind, name):
+    """RoPE's scores are Q_rot K_rotᵀ: hint 3 on them and their cells' accessible names say so, never the
+    general "The scores S = Q Kᵀ" (every earlier part right, this one off by 1.37)."""
+    from ui.answer_grid import cell_label
+
+    ex = exercise(kind, exercises.KINDS[kind].LEVELS[0], 5)
+    answer = {p.name: np.array(p.reference, dtype=float) for p in ex.parts}
+    answer[name] = np.where(np.isfinite(answer[name]), answer[name] + 1.37, answer[name])
+    worked = hints.hints(ex, exercises.grade(ex, answer))[2]
+    case = f"{kind} level {ex.level} seed 5, {name} wrong"
+    assert worked.cell is not None and worked.cell[0] == name, f"{case}: hint 3 works {worked.cell}"
+    for lang in languages():
+        own, general = catalog(lang)[f"part.{kind}.{name}"], catalog(lang)[f"part.{name}"]
+        text = worked.text.render(lang)
+        assert own in text and general not in text, f"{case} ({lang}): {text}"
+        label = cell_label(name, 1, 1, lang, kind=kind)
+        assert own[1:] in label and general[1:] not in label, f"{case} ({lang}): the cell is named {label}"

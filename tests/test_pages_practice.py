@@ -231,3 +231,18 @@ def test_practice_page_shows_and_grades_each_kind(kind_id):
     click_check(at)
     assert not at.exception
     assert at.success and not at.error, [e.value for e in at.error]
+
+
+def test_the_given_matrices_follow_in_reading_order():
+    """A phone stacks columns one under the other: the given matrices come in the page's order, row by row
+    (W_Q1 before W_Q3), not column by column (X, W_Q3, W_K2, … under three columns)."""
+    from exercises.solutions import given_latex
+    from ui.mathview import spaced
+
+    at = open_page("app_pages/practice.py", {"kind": "gqa", "level": "2", "seed": "5"})
+    ex = current_exercise(at)
+    wanted = [" ".join(spaced(latex).split()) for _name, latex in given_latex(ex)]
+    shown = [" ".join(block.value.strip("$").split()) for block in at.latex]
+    order = [shown.index(latex) for latex in wanted]
+    assert order == sorted(order), (f"gqa level 2 seed 5: the givens drawn as "
+                                    f"{[name for _i, name in sorted(zip(order, [n for n, _ in given_latex(ex)]))]}")

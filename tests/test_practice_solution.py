@@ -93,7 +93,7 @@ def rectangle(n_q: int, n_k: int, causal: bool) -> tuple[list[list[float]], list
 @pytest.mark.parametrize("n_q,n_k", [(2, 4), (4, 2)])
 @pytest.mark.parametrize("causal", [False, True])
 def test_rectangular_heatmap_has_queries_on_rows_keys_on_columns_and_marks_the_mask(n_q, n_k, causal):
-    from ui.solution import heatmap, heatmap_frame
+    from ui.solution import heatmap, heatmap_frame, heatmap_spec
     hidden = causal_mask(n_q, n_k) if causal else np.zeros((n_q, n_k), dtype=bool)  # (n_q, n_k)
     expected = sorted((i + 1, j + 1) for i, j in zip(*np.nonzero(hidden)))
     values, labels = rectangle(n_q, n_k, causal)
@@ -115,6 +115,13 @@ def test_rectangular_heatmap_has_queries_on_rows_keys_on_columns_and_marks_the_m
     assert sorted(zip(weights[weights["masked"]]["query"], weights[weights["masked"]]["key"])) == expected
     assert not heatmap_frame(zeros, [["0.00"] * n_k for _ in range(n_q)], causal, False)["masked"].any()
     spec = heatmap(heatmap_frame(values, labels, causal, True), "A").to_dict()
+    fast = heatmap_spec(f"rect-{n_q}-{n_k}-{causal}", "en", "A", True, causal, values, labels)
+    case = f"{n_q}×{n_k}, causal={causal}"
+    assert [r for (r,) in [fast["datasets"].values()]] == [r for (r,) in [spec["datasets"].values()]], case
+    assert list(fast["datasets"]) == [fast["data"]["name"]], f"{case}: the chart draws the one dataset"
+    assert {k: v for k, v in fast.items() if k not in ("datasets", "data")} == {
+        k: v for k, v in spec.items() if k not in ("datasets", "data")}, (
+        f"{case}: the page's spec (a template of its size with these cells) is Altair's own")
     assert (spec["width"], spec["height"]) == (max(160, 56 * n_k), max(160, 56 * n_q))
     encoding = spec["layer"][0]["encoding"]
     assert encoding["x"]["field"] == "key" and encoding["y"]["field"] == "query"

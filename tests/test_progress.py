@@ -319,18 +319,35 @@ def test_the_listener_stores_every_field_under_the_current_profile(db):
     assert stored.at == datetime.fromtimestamp(1_800_000_000, UTC)
 
 
-def test_the_time_axis_of_one_attempt_spans_an_hour_around_it():
-    import pandas as pd
+def test_the_attempts_chart_reads_topic_by_topic_in_attempt_order():
+    """A session of checks seconds apart, then one a day later: each attempt its own square along its
+    topic's row (not a vertical stroke on a time axis), topics in pipeline order, colour by score on one
+    0–100 % scale (not a pastel per topic), the level written in each square."""
+    from types import SimpleNamespace
 
-    from ui.progress import time_domain
+    from ui.progress import SHOWN_PER_TOPIC, attempts_chart, topic_label
 
-    one = pd.Series(pd.to_datetime(["2025-03-04 10:20:30.774"], utc=True))
-    low, high = (d.to_dict() for d in time_domain(one))
-    assert (low["hours"], low["minutes"], high["hours"], high["minutes"]) == (9, 50, 10, 50)
-    assert low["utc"] and low["date"] == 4 and "milliseconds" not in low
-    week = pd.Series(pd.to_datetime(["2025-03-01", "2025-03-11"], utc=True))
-    low, high = (d.to_dict() for d in time_domain(week))
-    assert (low["date"], low["hours"], high["date"], high["hours"]) == (28, 12, 11, 12), "5% of ten days each side"
+    start = datetime(2026, 3, 4, 10, 0, tzinfo=UTC)
+    rows = [SimpleNamespace(kind=kind, level=level, score=score, at=start + timedelta(seconds=seconds),
+                            seconds=5.0, misconception=None)
+            for kind, level, score, seconds in [("softmax", 1, 0.0, 0), ("softmax", 1, 0.5, 20), ("scores", 2, 1.0, 40),
+                                                ("softmax", 2, 1.0, 60), ("scores", 2, 1.0, 86_400)]]
+    rows += [SimpleNamespace(kind="masking", level=1, score=1.0, at=start + timedelta(minutes=i), seconds=5.0,
+                             misconception=None) for i in range(SHOWN_PER_TOPIC + 3)]
+    spec = attempts_chart(rows).to_dict()
+    squares, levels = spec["layer"]
+    (data,) = spec["datasets"].values()
+    case = "three topics, a session of checks then one a day later"
+    assert squares["encoding"]["x"]["field"] == "number" and squares["encoding"]["x"]["type"] == "ordinal", case
+    assert squares["encoding"]["color"]["field"] == "score", f"{case}: colour is the score, not the topic"
+    assert squares["encoding"]["color"]["scale"]["domain"] == [0, 1], case
+    assert levels["encoding"]["text"]["field"] == "level", case
+    tried = [kind for kind in exercises.KINDS if kind in ("scores", "masking", "softmax")]
+    assert squares["encoding"]["y"]["sort"] == [topic_label(k) for k in tried], f"{case}: pipeline order"
+    softmax = [(r["number"], r["score"]) for r in data if r["topic"] == topic_label("softmax")]
+    assert softmax == [(1, 0.0), (2, 0.5), (3, 1.0)], f"{case}: softmax's attempts, one square each"
+    masking = sorted(r["number"] for r in data if r["topic"] == topic_label("masking"))
+    assert masking == list(range(4, SHOWN_PER_TOPIC + 4)), f"{case}: the last {SHOWN_PER_TOPIC} of a topic"
 
 
 def test_the_signed_in_user_is_the_profile(db):

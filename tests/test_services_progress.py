@@ -69,6 +69,7 @@ def test_accuracy_frame_is_a_running_mean_per_topic():
                                     label=str.upper)
     assert list(frame["topic"]) == ["SOFTMAX", "SCORES", "SOFTMAX", "SOFTMAX"]
     assert list(frame["accuracy"]) == [0.0, 1.0, 0.5, 0.5]
+    assert list(frame["number"]) == [1, 1, 2, 3], "each attempt's number among its topic's"
     assert progress.accuracy_frame([]).empty
 
 

@@ -16,6 +16,8 @@ import exercises
 from exercises.cli import selftest
 from ui.answer_grid import cell_key
 
+FINISHED_OK = (ForwardMsg.FINISHED_SUCCESSFULLY, ForwardMsg.FINISHED_FRAGMENT_RUN_SUCCESSFULLY)
+
 
 class Session:
     """One browser tab's worth of Streamlit session, over the websocket.
@@ -33,6 +35,7 @@ class Session:
         self.headers = dict(headers or {})
         self.widgets: dict[str, str] = {}  # widget key → widget id (text boxes)
         self.buttons: dict[str, str] = {}  # label → widget id ("submit" for the form's submit button)
+        self.fragments: dict[str, str] = {}  # widget id → the id of the st.fragment that drew it
         self.page_hash = ""
         self.socket = None
 
@@ -44,10 +47,15 @@ class Session:
                                                additional_headers=headers, open_timeout=30)
 
     async def run(self, states: list | None = None) -> tuple[bool, list[ForwardMsg]]:
-        """Send one rerun (as the browser does), read until its script_finished; (ok, messages)."""
+        """Send one rerun (as the browser does), read until its script_finished; (ok, messages).
+        A widget drawn by an st.fragment reruns that fragment alone, as in the browser: the rerun
+        names the fragment, and its end is FINISHED_FRAGMENT_RUN_SUCCESSFULLY."""
         back = BackMsg()
         client = back.rerun_script
         client.query_string = self.query
+        fragment = next((self.fragments[s.id] for s in states or [] if s.id in self.fragments), "")
+        if fragment:
+            client.fragment_id = fragment
         if self.page_hash:
             client.page_script_hash = self.page_hash
         else:
@@ -68,19 +76,26 @@ class Session:
             if kind == "navigation" and message.navigation.page_script_hash:
                 self.page_hash = message.navigation.page_script_hash
             elif kind == "delta" and message.delta.WhichOneof("type") == "new_element":
-                self._remember(message.delta.new_element)
+                self._remember(message.delta.new_element, message.delta.fragment_id)
             elif kind == "script_finished":
                 if message.script_finished == ForwardMsg.FINISHED_EARLY_FOR_RERUN:
                     continue
-                return message.script_finished == ForwardMsg.FINISHED_SUCCESSFULLY, messages
+                return message.script_finished in FINISHED_OK, messages
 
-    def _remember(self, element) -> None:
+    def _remember(self, element, fragment_id: str = "") -> None:
         which = element.WhichOneof("type")
         if which in ("text_input", "text_area"):
             widget = getattr(element, which)
             self.widgets[widget.id.split("-", 2)[-1]] = widget.id  # $$ID-<hash>-<key>
         elif which == "button":
-            self.buttons["submit" if element.button.is_form_submitter else element.button.label] = element.button.id
+            widget = element.button
+            self.buttons["submit" if widget.is_form_submitter else widget.label] = widget.id
+        else:
+            return
+        if fragment_id:
+            self.fragments[widget.id] = fragment_id
+        else:
+            self.fragments.pop(widget.id, None)
 
     def typed(self, texts: dict[str, str]) -> list:
         """Widget states for text typed into the boxes with these keys."""

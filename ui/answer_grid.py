@@ -13,6 +13,8 @@ shows the text that was graded.
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import streamlit as st
 
@@ -29,8 +31,12 @@ TINT = {"right": "rgba(33, 195, 84, 0.22)", "wrong": "rgba(255, 75, 75, 0.22)",
         "consistent": "rgba(255, 170, 0, 0.25)", "error": "rgba(255, 75, 75, 0.10)"}
 
 
+_NOT_KEY = re.compile(r"[^\w-]")  # \w: what str.isalnum() accepts, and _
+
+
 def _slug(text: str) -> str:
-    return "".join(ch if ch.isalnum() or ch in "_-" else "-" for ch in text)
+    """`text` as a widget key Streamlit writes into a CSS class: any other character becomes -."""
+    return _NOT_KEY.sub("-", text)
 
 
 def cell_key(prefix: str, part: str, i: int, j: int) -> str:
@@ -71,12 +77,12 @@ def _capitalized(text: str) -> str:
     return text[:1].upper() + text[1:]
 
 
-def cell_label(part_name: str, row: int, col: int, lang: str | None = None) -> str:
+def cell_label(part_name: str, row: int, col: int, lang: str | None = None, kind: str | None = None) -> str:
     """A cell's accessible name (1-based row and column): the part's label from the catalog, as the
-    heading above the grid writes it ("The scaled scores S / √d_k, row 1, column 1"), never its
-    internal name."""
+    heading above the grid writes it ("The scaled scores S / √d_k, row 1, column 1"; a kind's own name
+    where it has one, RoPE's rotated scores), never its internal name."""
     lang = lang or current_lang()
-    return t("grid.cell_label", lang, part=_capitalized(t(f"part.{part_name}", lang)), row=row, col=col)
+    return t("grid.cell_label", lang, part=_capitalized(t(part_key(part_name, kind), lang)), row=row, col=col)
 
 
 def part_heading(part: Part, kind: str | None = None) -> str:
@@ -106,12 +112,12 @@ def draw(ex: Exercise, prefix: str, fb: Feedback | None = None, disabled: bool =
         if part.prompt:
             st.markdown(tr(part.prompt, **part.params))
         if part.is_choice:
-            _draw_choice(part, prefix, disabled)
+            _draw_choice(part, prefix, disabled, ex.kind)
             shown = None
         else:
             st.markdown(part_heading(part, ex.kind))
             shown = _still_shown(part, prefix, answer) if pfb is not None and not was_pasted else None
-            _draw_cells(part, prefix, pfb, shown, disabled, styles)
+            _draw_cells(part, prefix, pfb, shown, disabled, styles, ex.kind)
             if paste:
                 st.text_area(tr("grid.paste_label"), key=paste_key(prefix, part.name), height=68,
                              placeholder=tr("grid.paste_placeholder"), disabled=disabled, max_chars=MAX_MATRIX_CHARS)
@@ -127,7 +133,7 @@ def draw(ex: Exercise, prefix: str, fb: Feedback | None = None, disabled: bool =
 
 
 def _draw_cells(part: Part, prefix: str, pfb, shown: np.ndarray | None, disabled: bool,
-                styles: list[str]) -> None:
+                styles: list[str], kind: str | None = None) -> None:
     """The cells of one part; `shown` marks the cells that still hold the text `pfb` graded.
 
     A row is one horizontal container (a row number, then its cells), the column numbers one line of
@@ -141,11 +147,11 @@ def _draw_cells(part: Part, prefix: str, pfb, shown: np.ndarray | None, disabled
             st.html(f'<div class="abh-grid-heads" aria-hidden="true"><span></span>{heads}</div>')
         live = _live(prefix, part.name)  # the cells' key prefix: read once, not once a cell
         for i in range(rows):
-            _draw_row(part, live, pfb, shown, disabled, styles, i, numbered)
+            _draw_row(part, live, pfb, shown, disabled, styles, i, numbered, kind)
 
 
 def _draw_row(part: Part, live: str, pfb, shown: np.ndarray | None, disabled: bool, styles: list[str],
-              i: int, numbered: bool) -> None:
+              i: int, numbered: bool, kind: str | None = None) -> None:
     """Row i of the cells, its number first (the grid's CSS keeps the row one row on a phone); the
     cells' format errors go under the row (each message names its row and column)."""
     cols = part.shape[1]
@@ -155,7 +161,7 @@ def _draw_row(part: Part, live: str, pfb, shown: np.ndarray | None, disabled: bo
             st.html(f'<p class="abh-grid-row" aria-hidden="true">{i + 1}</p>', width="content")
         for j in range(cols):
             key = cell_key(live, part.name, i, j)
-            st.text_input(cell_label(part.name, i + 1, j + 1), key=key,
+            st.text_input(cell_label(part.name, i + 1, j + 1, kind=kind), key=key,
                           label_visibility="collapsed", placeholder=f"{i + 1},{j + 1}", disabled=disabled,
                           max_chars=MAX_CELL_CHARS)
             if shown is None or not shown[i, j]:
@@ -174,9 +180,9 @@ def _tint(key: str, status: str) -> str:
     return f".st-key-{key} input {{ background-color: {TINT[status]}; }}"
 
 
-def _draw_choice(part: Part, prefix: str, disabled: bool) -> None:
+def _draw_choice(part: Part, prefix: str, disabled: bool, kind: str | None = None) -> None:
     letters = [chr(ord("A") + i) for i in range(len(part.options))]
-    st.radio(tr("part." + part.name), options=list(range(len(part.options))), index=None,
+    st.radio(tr(part_key(part.name, kind)), options=list(range(len(part.options))), index=None,
              format_func=lambda i: f"{letters[i]}. {tr(part.options[i], **part.params)}",
              key=choice_key(prefix, part.name), disabled=disabled)
 

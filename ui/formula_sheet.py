@@ -15,6 +15,7 @@ import exercises
 from exercises.core.contract import shaped
 from exercises.core.engine import Formula, SheetSection
 
+TAB_KEY = "formulas.tab"  # + the language (ui.i18n.lang_key): the open tab, forward or backward
 Section = SheetSection
 F = Formula
 __all__ = ["SHARED", "Formula", "Section", "all_latex", "backward", "forward", "note_keys", "sections", "shaped"]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+import exercises
 from exercises import Exercise, Feedback
 from exercises.i18n import plural
 from exercises.solutions import hints as exercise_hints
@@ -39,10 +40,13 @@ def show(ex: Exercise, graded_attempts: int, checked: Feedback | None = None) ->
     """The hints expander: the opened hints, then a button for the next one (disabled while locked).
     `checked`: the feedback on the answer last checked, so that the worked cell is of the first step
     the learner got wrong."""
-    hints = exercise_hints.hints(ex, checked)
-    opened = min(used(ex), len(hints))
+    # none open yet (the usual first load): the generic three levels need no hint worked out (a solve)
+    unopened = used(ex) == 0 and getattr(exercises.KINDS.get(ex.kind), "hints", None) is None
+    hints = [] if unopened else exercise_hints.hints(ex, checked)
+    count = exercise_hints.LEVELS if unopened else len(hints)
+    opened = min(used(ex), count)
     unlocked = exercise_hints.available(graded_attempts)
-    with st.expander(f"{tr('hint.title')} ({opened}/{len(hints)})", expanded=opened > 0, icon=":material/lightbulb:"):
+    with st.expander(f"{tr('hint.title')} ({opened}/{count})", expanded=opened > 0, icon=":material/lightbulb:"):
         st.caption(tr("hint.policy"))
         for hint in hints[:opened]:
             st.markdown(f"**{_heading(hint.level)}** · " + render(hint.text))
@@ -50,9 +54,9 @@ def show(ex: Exercise, graded_attempts: int, checked: Feedback | None = None) ->
                 mathview.show(line)
             if hint.note is not None:
                 st.caption(render(hint.note))
-        if opened < len(hints):
-            upcoming = hints[opened]
-            st.button(_heading(upcoming.level), key=f"hint-{ex.id}-{upcoming.level}",
-                      on_click=_open, args=(ex.id, upcoming.level), icon=":material/lightbulb:")
+        if opened < count:
+            level = hints[opened].level if hints else exercise_hints.NUDGE
+            st.button(_heading(level), key=f"hint-{ex.id}-{level}",
+                      on_click=_open, args=(ex.id, level), icon=":material/lightbulb:")
             if opened >= unlocked:  # early: open it all the same, its cost said beside it
-                st.caption(render(plural("hint.early", upcoming.level - 1 - graded_attempts, level=upcoming.level)))
+                st.caption(render(plural("hint.early", level - 1 - graded_attempts, level=level)))

@@ -23,7 +23,8 @@ def rounding_text(ex: Exercise) -> str | None:
 
 def show(ex: Exercise) -> None:
     """The statement, then how to round and whether a mask applies (one caption, its own paragraphs),
-    then the given matrices side by side (up to three to a row; one alone needs no columns: every
+    then the given matrices side by side, three to a row, each row its own columns so that a phone,
+    which stacks columns, shows W_Q1, W_Q2, W_Q3 … in reading order (one alone needs no columns: every
     element drawn costs server time on every run)."""
     st.markdown(prompt_text(ex))
     notes = [rounding_text(ex)]
@@ -37,7 +38,8 @@ def show(ex: Exercise) -> None:
     if len(lines) == 1:
         mathview.show(lines[0][1])
         return
-    columns = st.columns(min(len(lines), 3) or 1)
-    for index, (_name, latex) in enumerate(lines):
-        with columns[index % len(columns)]:
-            mathview.show(latex)
+    for start in range(0, len(lines), 3):  # a row of columns per three: a phone stacks them in reading order
+        row = lines[start:start + 3]
+        for column, (_name, latex) in zip(st.columns(min(len(lines), 3)), row):
+            with column:
+                mathview.show(latex)

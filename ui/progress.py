@@ -18,6 +18,7 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
+import exercises
 from exercises.i18n import DEFAULT_LANG, catalog
 from services import db, profiles, progress, review, throttle
 from services.progress import (  # noqa: F401  (names Home and the pages read from here)
@@ -395,40 +396,33 @@ def mistake_name(mistake: str) -> str:
     return tr(key) if key in catalog(DEFAULT_LANG) else tr(f"misconception.{mistake}")
 
 
-TIME_FORMAT = "%m-%d %H:%M"  # month-day hour:minute, read alike in every language
+SHOWN_PER_TOPIC = 20  # the chart's last attempts on each topic (the table above counts them all)
+SCORE_SCHEME = {"name": "redyellowblue", "extent": [0.2, 0.8]}  # the light part: a level written on it stays readable
 
 
-def time_domain(times: pd.Series) -> list[alt.DateTime]:
-    """The time axis's range, padded by 5% and at least 30 minutes on each side, so that one attempt
-    (or a few within a minute) sits mid-axis under readable ticks, not '.774'."""
-    low, high = times.min(), times.max()
-    pad = max((high - low) * 0.05, pd.Timedelta(minutes=30))
-    return [_datetime(low - pad), _datetime(high + pad)]
-
-
-def _datetime(moment: pd.Timestamp) -> alt.DateTime:
-    utc = moment.tz_convert("UTC")
-    return alt.DateTime(year=utc.year, month=utc.month, date=utc.day, hours=utc.hour, minutes=utc.minute,
-                        seconds=utc.second, utc=True)
-
-
-def accuracy_chart(attempts: Sequence[Any]) -> alt.Chart:
-    """Running accuracy per topic over time: one line per topic, a point per attempt."""
+def attempts_chart(attempts: Sequence[Any]) -> alt.LayerChart:
+    """Every attempt, topic by topic: a row per topic in pipeline order, a square per attempt along it
+    (the first on the left: its number among the topic's attempts, so a session of quick checks does not
+    collapse into one stroke of the time axis), coloured by its score on one scale for all topics and
+    marked with its level; its date and time in the tooltip."""
     frame = accuracy_frame(attempts, topic_label)
-    frame["at"] = pd.to_datetime(frame["at"], utc=True)
+    frame = frame[frame.groupby("kind")["number"].transform("max") - frame["number"] < SHOWN_PER_TOPIC]
+    frame = frame.assign(at=pd.to_datetime(frame["at"], utc=True).dt.strftime("%Y-%m-%d %H:%M"))
+    order = [topic_label(kind) for kind in exercises.KINDS if kind in set(frame["kind"])]
     base = alt.Chart(frame).encode(
-        x=alt.X("at:T", title=tr("progress.axis.time"), scale=alt.Scale(domain=time_domain(frame["at"])),
-                axis=alt.Axis(format=TIME_FORMAT, labelAngle=0, labelOverlap=True, tickCount=6)),
-        y=alt.Y("accuracy:Q", title=tr("progress.axis.accuracy"), scale=alt.Scale(domain=[0, 1]),
-                axis=alt.Axis(format="%")),
-        color=alt.Color("topic:N", title=tr("progress.axis.topic")),
-    )
-    tooltip = [alt.Tooltip("topic:N", title=tr("progress.axis.topic")),
-               alt.Tooltip("level:O", title=tr("progress.axis.level")),
-               alt.Tooltip("score:Q", title=tr("progress.axis.score"), format=".0%"),
-               alt.Tooltip("accuracy:Q", title=tr("progress.axis.accuracy"), format=".0%"),
-               alt.Tooltip("at:T", title=tr("progress.axis.time"), format="%Y-%m-%d %H:%M")]
-    return base.mark_line() + base.mark_point(filled=True, size=50).encode(tooltip=tooltip)
+        x=alt.X("number:O", title=tr("progress.axis.number"), axis=alt.Axis(labelAngle=0)),
+        y=alt.Y("topic:N", title=None, sort=order, axis=alt.Axis(labelLimit=160)),
+        tooltip=[alt.Tooltip("topic:N", title=tr("progress.axis.topic")),
+                 alt.Tooltip("number:O", title=tr("progress.axis.number")),
+                 alt.Tooltip("level:O", title=tr("progress.axis.level")),
+                 alt.Tooltip("score:Q", title=tr("progress.axis.score"), format=".0%"),
+                 alt.Tooltip("at:N", title=tr("progress.axis.time"))])
+    squares = base.mark_rect(stroke="white", strokeWidth=2).encode(
+        color=alt.Color("score:Q", title=tr("progress.axis.score"), legend=alt.Legend(format="%", orient="bottom"),
+                        scale=alt.Scale(domain=[0, 1], scheme=SCORE_SCHEME)))
+    levels = base.mark_text(fontSize=11).encode(text="level:O")
+    square = alt.Step(26)
+    return alt.layer(squares, levels).properties(width=square, height=square, description=tr("progress.chart"))
 
 
 def topic_table(table: dict[str, Standing]) -> pd.DataFrame:

@@ -171,8 +171,8 @@ def _matrix_for(ex: Exercise, view: list[dict[str, Any]], names: tuple[str, ...]
     return None
 
 
-def heatmap_frame(values: Any, labels: Any, causal: bool, weights: bool) -> pd.DataFrame:
-    """One row per cell of an n_q × n_k matrix: query (its row), key (its column), value (None where
+def heatmap_records(values: Any, labels: Any, causal: bool, weights: bool) -> list[dict[str, Any]]:
+    """One record per cell of an n_q × n_k matrix: query (its row), key (its column), value (None where
     masked), label, masked flag. Scores are masked where they are −∞; weights where the causal mask
     hides the key (the n_q queries are the last n_q of the n_k positions)."""
     n_q, n_k = len(values), len(values[0]) if len(values) else 0
@@ -187,7 +187,12 @@ def heatmap_frame(values: Any, labels: Any, causal: bool, weights: bool) -> pd.D
                             "masked": masked,
                             "status": tr("heatmap.masked_weight" if weights else "heatmap.masked") if masked
                             else tr("heatmap.visible")})
-    return pd.DataFrame.from_records(records)
+    return records
+
+
+def heatmap_frame(values: Any, labels: Any, causal: bool, weights: bool) -> pd.DataFrame:
+    """heatmap_records as the frame Altair draws."""
+    return pd.DataFrame.from_records(heatmap_records(values, labels, causal, weights))
 
 
 def heatmap(frame: pd.DataFrame, title: str) -> alt.LayerChart:
@@ -215,12 +220,22 @@ def heatmap(frame: pd.DataFrame, title: str) -> alt.LayerChart:
                                                        description=tr("heatmap.description", title=title))
 
 
+@st.cache_data(max_entries=64, show_spinner=False)
+def _heatmap_template(language: str, title: str, weights: bool, n_q: int, n_k: int) -> dict[str, Any]:
+    """A heatmap's Vega-Lite spec for one size, title and language, its data a placeholder: Altair builds
+    and validates a chart in ~30–70 ms, the records of an exercise go into a copy in well under one."""
+    zeros = [[0.0] * n_k for _ in range(n_q)]
+    return heatmap(heatmap_frame(zeros, [["0"] * n_k for _ in range(n_q)], False, weights), tr(title)).to_dict()
+
+
 @st.cache_data(max_entries=2048, show_spinner=False)
 def heatmap_spec(key: str, language: str, title: str, weights: bool, causal: bool, values: Any,
                  labels: Any) -> dict[str, Any]:
-    """One heatmap's Vega-Lite spec, built once per exercise and language: building an Altair chart
-    and converting it costs ~30 ms, which every rerun would pay again while the solution is open."""
-    return heatmap(heatmap_frame(values, labels, causal, weights), tr(title)).to_dict()
+    """One heatmap's Vega-Lite spec, made once per exercise and language: the template of its size with
+    this exercise's cells as its one dataset."""
+    template = _heatmap_template(language, title, weights, len(values), len(values[0]))
+    (name,) = template["datasets"]
+    return {**template, "datasets": {name: heatmap_records(values, labels, causal, weights)}}
 
 
 def heatmaps(ex: Exercise, view: list[dict[str, Any]]) -> None:

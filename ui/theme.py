@@ -2,14 +2,18 @@
 
 * Contrast: Streamlit greys captions to 60 % of the text colour (3.9:1 on white, under WCAG AA's 4.5:1);
   here they keep 82 % of it (about 6:1 in the light theme, and as readable in the dark one).
-* Long equations scroll inside their own block instead of running out of the page on a phone.
+* Long equations scroll inside their own block instead of running out of the page on a phone, and a
+  block that scrolls says so: its edge fades out on the side where more of it is hidden (a scroll-driven
+  animation: a block that does not scroll has no scroll timeline, so no fade).
 * Answer grids (ui/answer_grid) keep their rows × columns shape on a narrow screen: the row scrolls
   sideways rather than stacking the cells into one long column, and each row and column is numbered.
 * A small table has no toolbar (it would cover the widget above it, on a phone most of all); the
   gradebook's big table keeps its own, with room above it.
 * A scrolling block that holds nothing focusable gets tabindex=0 and a name, so a keyboard can scroll
-  it (axe-core's scrollable-region-focusable), and a chart's SVG gets a name (svg-img-alt); the script
-  does it again whenever the page changes.
+  it (axe-core's scrollable-region-focusable), and a chart's SVG gets a name (svg-img-alt). Equations
+  and charts are named in the same microtask as the change that drew them (a MutationObserver callback
+  runs before the browser paints or runs any other script), so no check ever sees them unnamed; a
+  sweep of the whole page for any other scrolling block follows when the browser is idle.
 """
 
 from __future__ import annotations
@@ -22,10 +26,23 @@ from .i18n import tr
 
 GRID_CLASS = "abh-grid"  # the key prefix of every answer grid's container (st-key-abh-grid-…)
 
+# Streamlit's HTML sanitizer drops a <style> whose text holds a "<": write it as the CSS escape \3C.
 CSS = """
 [data-testid="stCaptionContainer"] { color: inherit !important; opacity: 0.82; }
 [data-testid="stMarkdownContainer"] .katex-display { overflow-x: auto; overflow-y: hidden;
-  padding: 0.3em 0.1em; margin: 0.4em 0; }
+  padding: 0.3em 0.1em; margin: 0.4em 0;
+  --abh-fade-left: 0px; --abh-fade-right: 0px;
+  mask-image: linear-gradient(to right, transparent, #000 var(--abh-fade-left),
+                              #000 calc(100% - var(--abh-fade-right)), transparent);
+  animation: abh-scroll-edges linear both; animation-timeline: scroll(self inline); }
+@property --abh-fade-left { syntax: "\\3C length>"; inherits: false; initial-value: 0px; }
+@property --abh-fade-right { syntax: "\\3C length>"; inherits: false; initial-value: 0px; }
+@keyframes abh-scroll-edges {
+  0% { --abh-fade-left: 0px; --abh-fade-right: 2.5em; }
+  8% { --abh-fade-left: 2.5em; }
+  92% { --abh-fade-right: 2.5em; }
+  100% { --abh-fade-left: 2.5em; --abh-fade-right: 0px; }
+}
 [class*="st-key-abh-grid-"] { overflow-x: auto; padding-bottom: 0.2rem; }
 [class*="st-key-abh-grid-"] [data-testid="stHorizontalBlock"] { flex-wrap: nowrap !important; gap: 0.5rem; }
 [class*="st-key-abh-grid-"] [data-testid="stHorizontalBlock"] > [data-testid="stElementContainer"] {
@@ -54,8 +71,8 @@ SCRIPT = """
     const y = /(auto|scroll)/.test(style.overflowY) && el.scrollHeight > el.clientHeight + 1;
     return x || y;
   };
-  const mark = () => {
-    for (const el of document.querySelectorAll('[data-testid="stMain"] *, [data-testid="stSidebar"] *')) {
+  const markAll = (elements) => {
+    for (const el of elements) {
       if (el.hasAttribute('data-abh-scroll') || !scrolls(el) || el.querySelector(FOCUSABLE)) continue;
       el.setAttribute('tabindex', '0');
       el.setAttribute('data-abh-scroll', '');
@@ -63,6 +80,8 @@ SCRIPT = """
       if (!el.hasAttribute('aria-label')) el.setAttribute('aria-label', window.__abhScrollName);
     }
   };
+  const mark = () => markAll(document.querySelectorAll('[data-testid="stMain"] *, [data-testid="stSidebar"] *'));
+  const markEquations = () => markAll(document.querySelectorAll('.katex-display:not([data-abh-scroll])'));
   const nameCharts = () => {
     // a Vega chart's SVG has role img: its name is the chart's description (on its container), else a
     // plain "Chart" (axe-core's svg-img-alt)
@@ -74,13 +93,31 @@ SCRIPT = """
     }
   };
   let queued = false;
-  const later = () => {
+  const later = () => {  // the whole-page sweep waits for an idle moment: it never delays a drawing
     if (queued) return;
     queued = true;
-    setTimeout(() => { queued = false; mark(); nameCharts(); }, 150);
+    const sweep = () => { queued = false; mark(); nameCharts(); };
+    if (window.requestIdleCallback) requestIdleCallback(sweep, {timeout: 1000}); else setTimeout(sweep, 150);
   };
-  new MutationObserver(later).observe(document.body, {childList: true, subtree: true});
-  window.addEventListener('resize', later);
+  const drawn = (records) => {  // equations this change drew: measuring only those keeps layout reads rare
+    const found = new Set();
+    for (const record of records) {
+      const host = record.target.closest && record.target.closest('.katex-display');
+      if (host) found.add(host);
+      for (const node of record.addedNodes) {
+        if (node.nodeType !== 1) continue;
+        if (node.matches('.katex-display')) found.add(node);
+        for (const el of node.querySelectorAll('.katex-display')) found.add(el);
+      }
+    }
+    if (found.size) markAll(found);
+    nameCharts();
+    later();
+  };
+  const now = () => { markEquations(); nameCharts(); later(); };
+  new MutationObserver(drawn).observe(document.body, {childList: true, subtree: true});
+  window.addEventListener('resize', now);
+  document.fonts.addEventListener('loadingdone', now);  // KaTeX's fonts widen an equation once loaded
   mark();
   nameCharts();
 })();

@@ -29,7 +29,7 @@ from .. import solutions
 from ..core import engine
 from ..core.grading import WRONG, Feedback
 from ..core.model import Exercise, Part
-from ..i18n import Msg, catalog, msg
+from ..i18n import Msg, catalog, msg, part_key
 from ..rendering import latex as L
 
 LEVELS = 3
@@ -84,6 +84,11 @@ def first_wrong(ex: Exercise, checked: Feedback | None) -> tuple[str, np.ndarray
 # ---------------------------------------------------------------- the three levels
 
 
+def _label(ex: Exercise, part: Part) -> Msg:
+    """A part's name as the grid heads it: the kind's own where it has one (RoPE's rotated scores)."""
+    return msg(part_key(part.name, ex.kind))
+
+
 def _key(kind: str, what: str) -> str | None:
     key = f"hint.{kind}.{what}"
     return key if key in catalog("en") else None
@@ -92,7 +97,7 @@ def _key(kind: str, what: str) -> str | None:
 def nudge(ex: Exercise) -> Hint:
     """Level 1: the idea, in words."""
     key = _key(ex.kind, "nudge")
-    text = Msg(key, dict(ex.params)) if key else msg("hint.generic.nudge", part=msg(f"part.{ex.parts[0].name}"))
+    text = Msg(key, dict(ex.params)) if key else msg("hint.generic.nudge", part=_label(ex, ex.parts[0]))
     return Hint(NUDGE, text)
 
 
@@ -130,7 +135,7 @@ def worked(ex: Exercise, target: tuple[str, np.ndarray] | None = None) -> Hint:
         return _rule_out(ex, part)
     step = _steps(ex).get(part.name)
     i, j = worked_cell(part, among)
-    label = msg(f"part.{part.name}")
+    label = _label(ex, part)
     text = msg("hint.worked_one", part=label) if part.shape == (1, 1) else msg("hint.worked", part=label,
                                                                                row=i + 1, col=j + 1)
     if step is None or step.shape != part.shape:  # no derivation: the value alone
@@ -145,9 +150,9 @@ def _rule_out(ex: Exercise, part: Part) -> Hint:
     With two options that would give the answer away, so the hint only says how to decide."""
     right = int(part.reference[0, 0])
     if len(part.options) <= 2:
-        return Hint(WORKED, msg("hint.two_options", part=msg(f"part.{part.name}")))
+        return Hint(WORKED, msg("hint.two_options", part=_label(ex, part)))
     wrong = next(k for k in range(len(part.options)) if k != right)
     kind = engine.KINDS.get(ex.kind)
     explain = kind.explain if kind is not None else None
     why = explain(ex, part, np.array([[float(wrong)]])) if explain is not None else None
-    return Hint(WORKED, msg("hint.rule_out", letter=chr(ord("A") + wrong), part=msg(f"part.{part.name}")), note=why)
+    return Hint(WORKED, msg("hint.rule_out", letter=chr(ord("A") + wrong), part=_label(ex, part)), note=why)

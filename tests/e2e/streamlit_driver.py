@@ -77,12 +77,16 @@ class StreamlitPage:
         self.page.goto(self.base_url + path)
         self.settle()
 
-    def rerun(self, action: Callable[[], object]) -> None:
-        """Do something that makes the app rerun (a click, a submit), then wait for that run to finish."""
+    def rerun(self, action: Callable[[], object]) -> int:
+        """Do something that makes the app rerun (a click, a submit), then wait for that run to finish;
+        how it finished (ForwardMsg.FINISHED_FRAGMENT_RUN_SUCCESSFULLY when an st.fragment ran alone)."""
         assert self.socket is not None, "the app's websocket is not open"
-        with self.socket.expect_event("framereceived", predicate=is_run_finished, timeout=TIMEOUT_MS):
+        with self.socket.expect_event("framereceived", predicate=is_run_finished, timeout=TIMEOUT_MS) as frame:
             action()
         self.settle()
+        message = ForwardMsg()
+        message.ParseFromString(frame.value)
+        return message.script_finished
 
     # ---------------------------------------------------------------- finding things
 

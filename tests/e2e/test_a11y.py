@@ -6,7 +6,10 @@ axe-core comes from npm (tests/a11y/package.json, installed by scripts/install_t
 skips on a developer machine and fails under CI. A violation that comes from Streamlit's own frontend
 and that no theme or config can fix would go in UPSTREAM with its upstream issue; any other fails.
 
-The views: Home, Practice (fresh, checked with a wrong answer, solution open), Check my work, Progress,
+Each view is checked the moment it settles, and again after each change on Practice (a Check and a
+hint rerun the answer form alone; the solution the page), so a fix that a script makes later is too late.
+
+The views: Home, Practice (fresh, checked with a wrong answer, a hint open, solution open), Check my work, Progress,
 the formula sheet, the assignment builder, an assignment as its student sees it, the gradebook with a
 submission in it — at 1280 px, and Practice again at 390 px (a phone).
 """
@@ -49,9 +52,9 @@ def axe_script() -> str:
 
 
 def serious_violations(app: StreamlitPage, axe_script: str) -> list[dict]:
-    """axe-core's serious and critical violations on the settled page, less the named upstream ones."""
+    """axe-core's serious and critical violations the moment the page has settled (no wait: whatever the
+    page's script fixes must be fixed before anyone can look), less the named upstream ones."""
     app.settle()
-    app.page.wait_for_timeout(400)  # the page script names scrolling blocks a moment after a change
     if not app.page.evaluate("() => typeof window.axe === 'object'"):
         app.page.add_script_tag(content=axe_script)
     found = app.page.evaluate(_RUN_AXE)
@@ -80,6 +83,10 @@ def practice_views(app: StreamlitPage, axe_script: str, lang: str, report: dict[
     fill_wrong(app, prefix, "A", (4, 4))
     app.rerun(lambda: app.button(t("practice.check", lang)).click())
     audit(app, axe_script, f"practice checked ({lang})", report)
+    hint = t("hint.show", lang, level=1, name=t("hint.level.1", lang))
+    app.page.locator('[data-testid="stExpander"] summary').filter(has_text=t("hint.title", lang)).click()
+    app.rerun(lambda: app.button(hint).click())
+    audit(app, axe_script, f"practice with a hint ({lang})", report)
     app.rerun(lambda: app.button(t("solution.show", lang)).click())
     audit(app, axe_script, f"practice with the solution ({lang})", report)
 

@@ -98,6 +98,20 @@ def test_a_phone_keeps_the_grid_a_grid(phone: StreamlitPage, screenshots) -> Non
     phone.screenshot(str(screenshots / "practice-phone.png"))
 
 
+FADES_JS = """async () => {
+  const edges = (el) => ['--abh-fade-left', '--abh-fade-right'].map(
+    (name) => parseFloat(getComputedStyle(el).getPropertyValue(name)) || 0);
+  const all = [...document.querySelectorAll('[data-testid="stMain"] .katex-display')];
+  const wide = all.filter(el => el.scrollWidth > el.clientWidth + 1);
+  const before = wide.map(edges);
+  for (const el of wide) el.scrollLeft = el.scrollWidth;
+  await new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)));
+  const scrolled = wide.map(edges);
+  for (const el of wide) el.scrollLeft = 0;
+  return {wide: before, scrolled, narrow: all.filter(el => el.scrollWidth <= el.clientWidth).slice(0, 5).map(edges)};
+}"""
+
+
 def page_overflow(app: StreamlitPage) -> int:
     """How many px the page's main block is wider than the screen (0 when nothing runs off the side)."""
     return app.page.evaluate("""() => { const main = document.querySelector('[data-testid="stMain"]');
@@ -109,11 +123,15 @@ def test_a_phone_shows_aids_and_long_equations_inside_the_screen(phone: Streamli
     phone.open(path)
     assert page_overflow(phone) == 0, "the problem and its aids run off the side"
     phone.rerun(lambda: phone.button(exercises.t("solution.show")).click())
-    phone.page.wait_for_timeout(500)  # the page script marks scrolling blocks a moment after a change
     assert page_overflow(phone) == 0, "the solution runs off the side"
     wide = phone.page.evaluate("""() => [...document.querySelectorAll('.katex-display')]
       .filter(el => el.scrollWidth > el.clientWidth + 1)
       .map(el => [el.getAttribute('tabindex'), el.getAttribute('aria-label')])""")
     assert wide, "some solution line is wider than a phone"
-    assert all(tabindex == "0" and label for tabindex, label in wide), wide
+    assert all(tabindex == "0" and label for tabindex, label in wide), f"{path}: named once settled: {wide}"
+    # a block that scrolls shows it: its hidden side fades out (right at the start, left at the end)
+    fades = phone.page.evaluate(FADES_JS)
+    assert fades["wide"] and all(right > 0 and left == 0 for left, right in fades["wide"]), f"{path}: {fades}"
+    assert all(left > 0 and right == 0 for left, right in fades["scrolled"]), f"{path}: scrolled to the end {fades}"
+    assert fades["narrow"] and all(edges == [0, 0] for edges in fades["narrow"]), f"{path}: a block that fits {fades}"
     phone.screenshot(str(screenshots / f"solution-phone-{path.split('kind=')[1].split('&')[0]}.png"))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from playwright.sync_api import expect
+from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 
 import exercises
 from exercises.cli import selftest
@@ -35,8 +36,8 @@ def tint(app: StreamlitPage, status: str) -> str:
     return app.computed_color(TINT[status])
 
 
-def check(app: StreamlitPage) -> None:
-    app.rerun(lambda: app.button(exercises.t("practice.check")).click())
+def check(app: StreamlitPage) -> int:
+    return app.rerun(lambda: app.button(exercises.t("practice.check")).click())
 
 
 def test_deep_link_shows_that_exact_problem(app: StreamlitPage) -> None:
@@ -60,7 +61,7 @@ def test_type_check_and_see_marks_per_cell(app: StreamlitPage, screenshots) -> N
     texts[0][0] = "0.5"  # one wrong cell, the rest right (typed as the reference's decimals)
     texts[1][1] = "0.47"  # right to 2 decimals
     type_answer(app, ex, "A", texts)
-    check(app)
+    assert check(app) == ForwardMsg.FINISHED_FRAGMENT_RUN_SUCCESSFULLY, "a Check reruns the answer form alone"
 
     expect(cell(app, ex, "A", 0, 0)).to_have_css("background-color", tint(app, "wrong"))
     expect(cell(app, ex, "A", 1, 1)).to_have_css("background-color", tint(app, "right"))

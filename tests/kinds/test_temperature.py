@@ -28,7 +28,7 @@ def _direct(given) -> dict[str, np.ndarray]:
     """Each weight e^(s_j/τ) / Σ_k e^(s_k/τ) and each capped score c·tanh(s/c), one number at a time."""
     s = [float(x) for x in np.ravel(given["s"])]
     out = {}
-    for k, tau in enumerate(given["tau"]):
+    for k, tau in enumerate(np.ravel(given["tau"])):
         e = [math.exp(x / tau) for x in s]
         out[f"a_tau{k + 1}"] = np.array([[x / sum(e) for x in e]])
     if "cap" in given:
@@ -44,7 +44,7 @@ def careful(ex, places):
     """A student who rounds every value they write (s / τ, the capped scores, the weights) to `places`."""
     s = np.asarray(ex.given["s"], dtype=float)
     out = {}
-    for k, tau in enumerate(ex.given["tau"]):
+    for k, tau in enumerate(np.ravel(ex.given["tau"])):
         z = round_half_up(s / tau, places)
         out[f"a_tau{k + 1}"] = round_half_up(np.exp(z) / np.exp(z).sum(), places)
     if "cap" in ex.given:
@@ -76,7 +76,7 @@ def test_each_level_has_its_sizes_and_minutes():
         n, values, taus, cap = K.SIZES[ex.level]
         case = f"temperature level {ex.level} seed {ex.seed}"
         assert ex.given["s"].shape == (1, n) and set(np.ravel(ex.given["s"])) <= set(values), case
-        assert list(ex.given["tau"]) == list(taus) and 1.0 not in taus, case
+        assert np.ravel(ex.given["tau"]).tolist() == list(taus) and 1.0 not in taus, case
         assert ("s_capped" in ex.part_names) == (cap is not None), case
 
     levels_hold(K.ID, check)

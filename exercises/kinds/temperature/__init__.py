@@ -55,7 +55,7 @@ def tau_parts(level: int) -> list[str]:
 def draw(rng: np.random.Generator, level: int) -> Batch:
     """A batch of score rows of the level's size; the level's temperatures and cap."""
     n, values, taus, cap = SIZES[level]
-    given = {"s": matrices(rng, BATCH, (1, n), values), "tau": np.array(taus)}  # (B, 1, n)
+    given = {"s": matrices(rng, BATCH, (1, n), values), "tau": np.array([taus])}  # (B, 1, n); τ (1, k)
     names = tau_parts(level)
     if cap is not None:
         given["cap"] = cap
@@ -79,7 +79,7 @@ def _teaches(env) -> np.ndarray:
 
 
 def _parts(env) -> dict[str, np.ndarray]:
-    out = {f"a_tau{k + 1}": softmax_temperature(env["s"], float(t)) for k, t in enumerate(env["tau"])}
+    out = {f"a_tau{k + 1}": softmax_temperature(env["s"], float(t)) for k, t in enumerate(np.ravel(env["tau"]))}
     if "cap" in env:
         out["s_capped"] = soft_cap(env["s"], env["cap"])  # (B, 1, n)
         out["a_capped"] = softmax_temperature(out["s_capped"], 1.0)
@@ -87,7 +87,7 @@ def _parts(env) -> dict[str, np.ndarray]:
 
 
 def _times_tau(env):
-    return {f"a_tau{k + 1}": softmax_temperature(env["s"] * float(t), 1.0) for k, t in enumerate(env["tau"])}
+    return {f"a_tau{k + 1}": softmax_temperature(env["s"] * float(t), 1.0) for k, t in enumerate(np.ravel(env["tau"]))}
 
 
 def _cap_after(env):
@@ -149,7 +149,7 @@ def chain(ex: Exercise, values: dict[str, np.ndarray], rounding: int | None) -> 
     env = {name: np.asarray(x, dtype=float) for name, x in values.items()}
     s = np.asarray(ex.given["s"], dtype=float)
     with np.errstate(invalid="ignore", over="ignore"):
-        for k, t in enumerate(ex.given["tau"]):
+        for k, t in enumerate(np.ravel(ex.given["tau"])):
             env.setdefault(f"a_tau{k + 1}", round_half_up(softmax_temperature(round_half_up(s / t, rounding), 1.0),
                                                           rounding))
         if "cap" in ex.given:
@@ -163,7 +163,7 @@ def operations(ex: Exercise) -> budget.Operations:
     score, then a softmax row; every cell written."""
     s = np.asarray(ex.given["s"], dtype=float)
     total = budget.NONE
-    for t in ex.given["tau"]:
+    for t in np.ravel(ex.given["tau"]):
         total = total + budget.Operations(divisions=s.size) + budget.softmax_row_operations(s / t)
     if "cap" in ex.given:
         total = total + budget.Operations(exponentials=s.size, multiply_adds=s.size)
@@ -175,7 +175,7 @@ def operations(ex: Exercise) -> budget.Operations:
 
 
 def _tau_step(ex: Exercise, k: int) -> solutions.Step:
-    tau = float(ex.given["tau"][k])
+    tau = float(np.ravel(ex.given["tau"])[k])
     z = np.asarray(ex.given["s"], dtype=float) / tau
     part = ex.part(f"a_tau{k + 1}")
     note = "sharper" if tau < 1 else "flatter"
@@ -206,7 +206,7 @@ def _capped_step(ex: Exercise) -> solutions.Step:
 
 def solve(ex: Exercise) -> list[solutions.Step]:
     """Each temperature's softmax (the registry's softmax on s / τ), then the capped scores and their softmax."""
-    steps = [_tau_step(ex, k) for k in range(len(ex.given["tau"]))]
+    steps = [_tau_step(ex, k) for k in range(np.size(ex.given["tau"]))]
     if "cap" in ex.given:
         steps += [_capped_step(ex), softmax_step(ex.part("s_capped").reference, ex.part("a_capped"),
                                                  msg("solution.temperature.capped_softmax"),
@@ -217,7 +217,7 @@ def solve(ex: Exercise) -> list[solutions.Step]:
 def aids(ex: Exercise) -> solutions.Aids:
     """The eˣ grid of the a_τ rows (the capped ones read e^(c·tanh) from the prompt's table)."""
     s = np.asarray(ex.given["s"], dtype=float)
-    return softmax_aids(ex, [{"masked": s / t, "causal": False} for t in ex.given["tau"]])
+    return softmax_aids(ex, [{"masked": s / t, "causal": False} for t in np.ravel(ex.given["tau"])])
 
 
 # ---------------------------------------------------------------- Home and the formula sheet

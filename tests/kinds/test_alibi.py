@@ -16,6 +16,7 @@ from exercises.core import engine
 from exercises.core.numbers import round_half_up
 from exercises.kinds import alibi as K
 from tests.kinds.common import (
+    assert_moodle_round_trip,
     assert_within_minutes_and_no_runaway,
     careful_and_selftest_answers_grade_as_such,
     levels_hold,
@@ -91,14 +92,14 @@ def test_each_level_has_its_sizes_heads_and_minutes():
 
 @pytest.mark.parametrize("level", K.LEVELS)
 def test_its_mistakes_are_named(level):
-    named = named_mistakes(K.ID, level, K.mistakes_of, seeds=range(15))
+    named = named_mistakes(K.ID, level, K.mistakes_of, seeds=range(10))
     expected = set(K.MISTAKES) - ({"alibi_bias_after_softmax", "alibi_bias_scaled"} if level == 1 else set())
     assert named == expected, f"alibi level {level}: named {sorted(named)}"
 
 
 @pytest.mark.parametrize("level", K.LEVELS)
 def test_careful_students_are_right(level):
-    careful_and_selftest_answers_grade_as_such(K.ID, level, careful, range(20))
+    careful_and_selftest_answers_grade_as_such(K.ID, level, careful, range(12))
 
 
 def test_the_solution_derives_the_bias_and_says_so():
@@ -109,3 +110,7 @@ def test_the_solution_derives_the_bias_and_says_so():
     assert "positions back" in str(steps["bias"].cell(n - 1, 0).note), steps["bias"].cell(n - 1, 0)
     assert r"-\infty" in steps["bias"].cell(0, n - 1).latex
     assert "m_h = 2^(−8h/H)" in engine.prompt(ex) and "{" not in engine.prompt(ex, "zh"), engine.prompt(ex)
+
+
+def test_moodle_cloze_round_trips_through_the_grader():
+    assert_moodle_round_trip(K.ID)

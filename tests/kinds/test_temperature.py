@@ -14,6 +14,7 @@ from exercises.core import engine
 from exercises.core.numbers import round_half_up
 from exercises.kinds import temperature as K
 from tests.kinds.common import (
+    assert_moodle_round_trip,
     assert_within_minutes_and_no_runaway,
     careful_and_selftest_answers_grade_as_such,
     central_difference,
@@ -82,19 +83,19 @@ def test_each_level_has_its_sizes_and_minutes():
     levels_hold(K.ID, check)
     for level in K.LEVELS:
         assert_within_minutes_and_no_runaway(K.ID, level)
-        assert distinct_givens(K.ID, level, range(60)) >= 15, f"temperature level {level}: too few distinct rows"
+        assert distinct_givens(K.ID, level, range(40)) >= 12, f"temperature level {level}: too few distinct rows"
 
 
 @pytest.mark.parametrize("level", K.LEVELS)
 def test_its_mistakes_are_named(level):
-    named = named_mistakes(K.ID, level, K.mistakes_of, seeds=range(20))
+    named = named_mistakes(K.ID, level, K.mistakes_of, seeds=range(10))
     expected = {"temperature_times_tau"} | (set(K.MISTAKES) if K.SIZES[level][3] else set())
     assert named == expected, f"temperature level {level}: named {sorted(named)}"
 
 
 @pytest.mark.parametrize("level", K.LEVELS)
 def test_careful_students_are_right(level):
-    careful_and_selftest_answers_grade_as_such(K.ID, level, careful, range(20))
+    careful_and_selftest_answers_grade_as_such(K.ID, level, careful, range(12))
 
 
 def test_the_solution_and_the_table():
@@ -107,3 +108,7 @@ def test_the_solution_and_the_table():
     text = engine.prompt(ex)
     assert "tanh(x/2) ≈ 0.462" in text and "e^(2·tanh(x/2)) ≈" in text, text
     assert "τ = 1/2, 2" in text and "{" not in engine.prompt(ex, "zh"), text
+
+
+def test_moodle_cloze_round_trips_through_the_grader():
+    assert_moodle_round_trip(K.ID)

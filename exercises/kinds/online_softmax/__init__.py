@@ -233,8 +233,9 @@ def _m_step(ex: Exercise) -> solutions.Step:
             return solutions.CellDerivation(rf"m_{{{t + 1}}} = m_{{{t}}} = {before}", msg("solution.online.skip"))
         latex = L.chain(rf"m_{{{t + 1}}}", rf"\max\left(m_{{{t}}},\ {shown}\right)",
                         rf"\max\left({before},\ {shown}\right)", L.number(m[t]))
-        moved = t > 0 and m[t] > m[t - 1]
-        return solutions.CellDerivation(latex, msg("solution.online.m.moved" if moved else "solution.online.m.kept"))
+        first = t == 0 or np.isneginf(m[t - 1])
+        key = "first" if first else "m.moved" if m[t] > m[t - 1] else "m.kept"
+        return solutions.CellDerivation(latex, msg(f"solution.online.{key}"))
 
     return solutions.make_step("m", msg("solution.online.m"), m[:, None], 0, symbol="m", lhs="m_t",
                                formula=r"\max\left(m_{t-1},\ \max_{j \in t} s_j\right)",

@@ -31,6 +31,7 @@ from ...core.sampler import Batch
 from ...i18n import msg
 from ...rendering import latex as L
 from ...solutions.aids import ExpSeries
+from .._shared.aids import softmax_aids
 from .._shared.hand import own_diagnosis
 from .._shared.rows import softmax_step
 
@@ -294,8 +295,6 @@ def aids(ex: Exercise) -> solutions.Aids:
     """The eˣ grid of each head's softmax (none at level 1), the given shapes."""
     if not any(name.startswith("A") for name in ex.part_names):
         return solutions.Aids(exp_table=(), sqrt_dk=None, shapes=solutions.shapes_of(ex))
-    from .._shared.aids import softmax_aids
-
     return softmax_aids(ex, [{"masked": _masked_values(ex, float(m)), "causal": False}
                              for m in alibi_slope(ex.given["h"], ex.given["H"])])
 

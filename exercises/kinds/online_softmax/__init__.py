@@ -29,6 +29,7 @@ from ...core.sampler import Batch
 from ...i18n import msg
 from ...rendering import latex as L
 from ...solutions.aids import ExpSeries
+from .._shared.aids import softmax_aids
 from .._shared.hand import carried, own_diagnosis
 
 ID = "online_softmax"
@@ -325,8 +326,6 @@ def solve(ex: Exercise) -> list[solutions.Step]:
 
 def aids(ex: Exercise) -> solutions.Aids:
     """The eˣ grid: every exponent s_j − m_t and m_{t−1} − m_t lies on it."""
-    from .._shared.aids import softmax_aids
-
     m = ex.part("m").reference[:, 0]
     needed = [float(x - m[t]) for t, _, keys in _tiles(ex) for x in keys if np.isfinite(x)]
     needed += [float(m[t - 1] - m[t]) for t in range(1, len(m)) if np.isfinite(m[t - 1]) and m[t] > m[t - 1]]

@@ -28,6 +28,7 @@ from ...core.sampler import Batch
 from ...i18n import msg
 from ...rendering import latex as L
 from ...solutions.aids import ExpSeries
+from .._shared.aids import softmax_aids
 from .._shared.hand import own_diagnosis
 
 ID = "sliding_window"
@@ -244,8 +245,6 @@ def aids(ex: Exercise) -> solutions.Aids:
     """The eˣ grid of the softmax of the visible scores (none when A is not asked), the given shapes."""
     if "A" not in ex.part_names:
         return solutions.Aids(exp_table=(), sqrt_dk=None, shapes=solutions.shapes_of(ex))
-    from .._shared.aids import softmax_aids
-
     return softmax_aids(ex, [{"masked": np.asarray(ex.given["Z"], dtype=float) + _mask(ex), "causal": False}])
 
 

@@ -177,7 +177,7 @@ def chain(ex: Exercise, values: dict[str, np.ndarray], rounding: int | None) -> 
     env.setdefault("m", m[:, None])
     env.setdefault("l", np.array(ls, dtype=float)[:, None])
     env.setdefault("O_acc", np.array(os_, dtype=float))
-    with np.errstate(invalid="ignore", divide="ignore"):
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
         env.setdefault("O", round_half_up(env["O_acc"][-1:] / env["l"][-1, 0], rounding))
     return env
 

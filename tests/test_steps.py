@@ -178,6 +178,7 @@ def test_symbols_and_lists_are_views_of_the_registry():
         "M": "M", "H": "H", "T": "T", "pad": "p",
         "K_cache": r"K_{\mathrm{cache}}", "V_cache": r"V_{\mathrm{cache}}", "groups": "g",
         "pos": r"\mathrm{pos}", "theta": r"\theta", "perm": r"\mathrm{perm}",
+        "tau": r"\tau", "cap": "c", "window": "w", "sinks": "s", "tile": r"\mathrm{tile}",
     }
     assert checkwork.FROM_X == ("X", "W_Q", "W_K", "W_V") and checkwork.FROM_QKV == ("Q", "K", "V")
     assert checkwork.FORWARD == ("Q", "K", "V", "scores", "scaled", "masked", "A", "O")

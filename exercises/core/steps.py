@@ -729,6 +729,10 @@ INPUT_SYMBOLS: dict[str, str] = {"E": "E", "W_Q": "W_Q", "W_K": "W_K", "W_V": "W
                                  "pos": r"\mathrm{pos}", "theta": r"\theta", "perm": r"\mathrm{perm}"}
 INPUT_TYPST_SYMBOLS: dict[str, str] = {"token_ids": "t", "d_k": "d_k", "groups": "g", "pad": "p",
                                        "pos": 'upright("pos")', "theta": "theta", "perm": 'upright("perm")'}
+# the given numbers of temperature (τ, the cap c), sliding_window (w, s), alibi (H heads, the heads h) and
+# online_softmax (the tile width)
+INPUT_SYMBOLS.update({"tau": r"\tau", "cap": "c", "window": "w", "sinks": "s", "tile": r"\mathrm{tile}"})
+INPUT_TYPST_SYMBOLS.update({"tau": "tau", "cap": "c", "window": "w", "sinks": "s", "tile": 'upright("tile")'})
 INPUT_SHAPES: dict[str, tuple[str, ...]] = {"E": ("vocab", "d_model"), "W_Q": ("d_model", "d_k"),
                                             "W_K": ("d_model", "d_k"), "W_V": ("d_model", "d_v"),
                                             "G_O": ("n_q", "d_v"), "token_ids": ("n",), "d_k": (),

@@ -161,3 +161,20 @@ def assert_within_minutes_and_no_runaway(kind: str, level: int) -> None:
         exercises.grade(ex, {p.name: p.reference for p in ex.parts})
     per = (time.process_time() - start) / 20
     assert per < 0.1, (kind, level, "seeds 100-119", f"{per * 1000:.1f} ms per exercise")
+
+
+def assert_moodle_round_trip(kind: str, seed: int = 0) -> None:
+    """One exercise per level as a Moodle Cloze question: the rounded values its boxes accept, read back from
+    the XML, grade fully right."""
+    import xml.etree.ElementTree as ET
+
+    from exercises.worksheets import moodle
+    from tests.test_exports import _cloze_answers
+
+    exs = [exercises.generate(kind, seed, level) for level in exercises.KINDS[kind].LEVELS]
+    root = ET.fromstring(moodle.to_xml(kind, None, [(None, exs)]))
+    questions = [q for q in root if q.get("type") == "cloze"]
+    assert len(questions) == len(exs), (kind, len(questions))
+    for q, ex in zip(questions, exs):
+        fb = grading.grade(ex, _cloze_answers(ex, q.find("questiontext/text").text))
+        assert fb.graded and fb.score == 1.0, (ex.id, fb.message)

@@ -1,0 +1,258 @@
+"""Sliding-window attention with attention sinks (StreamingLLM): each query sees the last w keys up to
+itself and the s sink tokens at the front, nothing else.
+
+    M_ij = 0 if j ≤ i and (i − j < w or j ≤ s), else −∞      (1-based: the sinks are keys 1 … s)
+    Z̃ = Z + M,  A = softmax(Z̃),  O = A V                       (levels 2 and 3; O at level 3)
+    cache_floats = [2 (s + w) d_head, 2 T d_head]              one layer and head: the window against full
+
+Its own mistakes: the window one key too wide or too narrow, the sinks forgotten, a window that looks
+ahead (|i − j| < w), and the cache sizes without the sinks, of K or V alone, or of full attention.
+
+Axes: B candidates, n tokens, d_v.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from attention_core.ops import softmax
+from attention_core.windows import full_cache_floats, window_cache_floats, window_mask
+
+from ... import solutions
+from ...core import budget
+from ...core.contract import Formula, HomeStage, SheetSection
+from ...core.levels import spec
+from ...core.model import Exercise, Part
+from ...core.numbers import choice, matrices, round_half_up
+from ...core.sampler import Batch
+from ...i18n import msg
+from ...rendering import latex as L
+from ...solutions.aids import ExpSeries
+from .._shared.aids import softmax_aids
+from .._shared.hand import own_diagnosis
+
+ID = "sliding_window"
+ORDER = 47  # after padding_mask (45): another mask, before the softmax (50)
+VERSION = 1
+LEVELS = (1, 2, 3)
+GUARDS = ()  # no step record makes these parts: the kind's own mistakes are kept apart instead
+MISTAKES = ("window_too_wide", "window_too_narrow", "window_sinks_forgotten", "window_looks_ahead",
+            "window_cache_no_sinks", "window_cache_one_of_k_v", "window_cache_full")
+# level: (n tokens, (window, sinks) pairs to draw from, parts, the values of V or None)
+SIZES = {1: (5, ((2, 1), (3, 1)), ["M", "cache_floats"], None),
+         2: (4, ((2, 1),), ["M", "A", "cache_floats"], None),
+         3: (5, ((2, 1), (2, 2), (3, 1)), ["M", "A", "O", "cache_floats"], (-1, 0, 1, 2))}
+EXP_GRID = {2: (ExpSeries(1, 2, -4, 4),), 3: (ExpSeries(1, 2, -4, 6),)}
+TOKENS = (1024, 4096, 8192)  # the text length T of the cache part
+D_HEAD = (16, 64, 128)
+BATCH = 32
+
+
+def draw(rng: np.random.Generator, level: int) -> Batch:
+    """A batch of scaled scores (and values) sharing one window, sink count and model."""
+    n, shapes, names, v_values = SIZES[level]
+    window, sinks = shapes[int(rng.integers(len(shapes)))]
+    given = {"Z": matrices(rng, BATCH, (n, n), spec(level).values), "window": window, "sinks": sinks}
+    stacked = ("Z",)
+    if v_values is not None:
+        given["V"] = matrices(rng, BATCH, (n, 1), v_values)  # (B, n, 1)
+        stacked = ("Z", "V")
+    params = {"n": n, "w": window, "s": sinks, "tokens": int(choice(rng, TOKENS)), "d_head": int(choice(rng, D_HEAD))}
+    return Batch(given, stacked, list(names), params=params, keep=_teaches, decimals=spec(level).decimals,
+                 derive=lambda env: _attend(env, window_mask(n, window, sinks), params),
+                 sources={name: () for name in names}, own=mistakes(n, window, sinks, params))
+
+
+def _teaches(env) -> np.ndarray:
+    """Per candidate: no query that sees two keys or more sees them all score the same, and an output
+    (where asked) that is not 0 everywhere."""
+    masked = env["Z"] + env["M"]  # (B, n, n)
+    seen = np.isfinite(masked)
+    spread = np.where(seen, masked, -np.inf).max(axis=2) - np.where(seen, masked, np.inf).min(axis=2)
+    ok = ((seen.sum(axis=2) < 2) | (spread > 0)).all(axis=1)
+    if "O" in env:
+        ok &= (np.abs(env["O"]) > 1e-9).any(axis=(1, 2)) & (np.ptp(env["V"], axis=1) > 0).all(axis=1)
+    return ok
+
+
+def _attend(env, M: np.ndarray, params: dict, cache: tuple[int, int] | None = None) -> dict[str, np.ndarray]:
+    """M (broadcast over the batch), the weights of Z + M, the output where V is given, the cache sizes."""
+    B = len(env["Z"])
+    A = softmax(env["Z"] + M)  # (B, n, n): every query sees at least itself
+    window, sinks = int(env["window"]), int(env["sinks"])
+    if cache is None:
+        cache = (window_cache_floats(window, sinks, params["d_head"]), full_cache_floats(params["tokens"],
+                                                                                            params["d_head"]))
+    out = {"M": np.broadcast_to(M, (B, *M.shape)).copy(), "A": A,
+           "cache_floats": np.broadcast_to(np.array([cache], dtype=float), (B, 1, 2)).copy()}
+    if "V" in env:
+        out["O"] = A @ env["V"]  # (B, n, 1)
+    return out
+
+
+def _looking_ahead(n: int, window: int, sinks: int) -> np.ndarray:
+    """The window centred on the query: every key within w − 1 either side (and the sinks, also ahead)."""
+    i, j = np.arange(n)[:, None], np.arange(n)[None, :]
+    return np.where((np.abs(i - j) < window) | (j < sinks), 0.0, -np.inf)
+
+
+def mistakes(n: int, window: int, sinks: int, params: dict) -> dict:
+    """{mistake id: env -> {part: what it gives, stacked}}."""
+    d, T = params["d_head"], params["tokens"]
+    full = full_cache_floats(T, d)
+
+    def masked_by(M: np.ndarray):
+        return lambda env: {k: v for k, v in _attend(env, M, params).items() if k != "cache_floats"}
+
+    def cache(floats: tuple[int, int]):
+        return lambda env: {"cache_floats": np.broadcast_to(np.array([floats], dtype=float),
+                                                            (len(env["Z"]), 1, 2)).copy()}
+
+    found = {"window_too_wide": masked_by(window_mask(n, window + 1, sinks)),
+             "window_too_narrow": masked_by(window_mask(n, window - 1, sinks)),
+             "window_sinks_forgotten": masked_by(window_mask(n, window, 0)),
+             "window_looks_ahead": masked_by(_looking_ahead(n, window, sinks)),
+             "window_cache_no_sinks": cache((2 * window * d, full)),
+             "window_cache_one_of_k_v": cache(((window + sinks) * d, T * d)),
+             "window_cache_full": cache((full, full))}
+    return found
+
+
+def prompt_keys(ex: Exercise) -> tuple[str, ...]:
+    keys = ["kind.sliding_window.prompt"]
+    if "A" in ex.part_names:
+        keys.append("kind.sliding_window.prompt_softmax")
+    if "O" in ex.part_names:
+        keys.append("kind.sliding_window.prompt_output")
+    return (*keys, "kind.sliding_window.prompt_cache")
+
+
+# ---------------------------------------------------------------- diagnosis, carrying forward, hand work
+
+
+def _mask(ex: Exercise) -> np.ndarray:
+    return window_mask(len(ex.given["Z"]), int(ex.given["window"]), int(ex.given["sinks"]))
+
+
+def mistakes_of(ex: Exercise, name: str) -> dict[str, np.ndarray]:
+    """{mistake id: what it gives for part `name`} of this exercise."""
+    env = {k: (np.asarray(v, dtype=float)[None] if k in ("Z", "V") else v) for k, v in ex.given.items()}
+    env.update(_attend(env, _mask(ex), ex.params))
+    n, w, s = len(ex.given["Z"]), int(ex.given["window"]), int(ex.given["sinks"])
+    with np.errstate(invalid="ignore"):
+        made = {mid: mistaken(env) for mid, mistaken in mistakes(n, w, s, ex.params).items()}
+    return {mid: values[name][0] for mid, values in made.items() if name in values}
+
+
+def diagnose(ex: Exercise, part: Part, value: np.ndarray) -> str | None:
+    return own_diagnosis(part, value, mistakes_of(ex, part.name))
+
+
+def chain(ex: Exercise, values: dict[str, np.ndarray], rounding: int | None) -> dict[str, np.ndarray]:
+    """M from the rule unless the learner gave it, A from Z + their M, O from their A (each computed value
+    rounded half-up to `rounding` places; None: exact), the cache sizes from the model."""
+    env = {name: np.asarray(x, dtype=float) for name, x in values.items()}
+    env.setdefault("M", _mask(ex))
+    with np.errstate(invalid="ignore", over="ignore"):
+        if "A" in ex.part_names or "O" in ex.part_names:
+            env.setdefault("A", round_half_up(softmax(np.asarray(ex.given["Z"], dtype=float) + env["M"]),
+                                              rounding))
+        if "V" in ex.given and "O" not in env:
+            env["O"] = round_half_up(env["A"] @ np.asarray(ex.given["V"], dtype=float), rounding)
+    env.setdefault("cache_floats", ex.part("cache_floats").reference)
+    return env
+
+
+def operations(ex: Exercise) -> budget.Operations:
+    """The mask written cell by cell, the softmax of the visible scores, A V, the two cache sizes (two
+    products each); every cell written."""
+    total = budget.Operations(multiply_adds=4)
+    if "A" in ex.part_names:
+        total = total + budget.softmax_operations(np.asarray(ex.given["Z"], dtype=float) + _mask(ex))
+    if "O" in ex.part_names:
+        total = total + budget.product_operations(ex.part("A").reference, ex.given["V"])
+    return total + budget.Operations(cells=sum(int(np.prod(p.shape)) for p in ex.parts))
+
+
+# ---------------------------------------------------------------- worked solution
+
+M_FORMULA = (r"\begin{cases} 0 & j \le i \ \text{and}\ (i - j < w \ \text{or}\ j \le s) \\ -\infty & "
+             r"\text{otherwise} \end{cases}")
+
+
+def _m_step(ex: Exercise) -> solutions.Step:
+    M = _mask(ex)
+    w, s = int(ex.given["window"]), int(ex.given["sinks"])
+
+    def derive(i: int, j: int) -> solutions.CellDerivation:
+        here, a, b = L.cell("M", i, j), i + 1, j + 1
+        if j > i:
+            return solutions.CellDerivation(rf"{here} = -\infty \quad (j = {b} > i = {a})",
+                                            msg("solution.sliding_window.ahead", column=b, query=a))
+        if i - j < w:
+            return solutions.CellDerivation(rf"{here} = 0 \quad (i - j = {a - b} < w = {w})",
+                                            msg("solution.sliding_window.in_window", column=b))
+        if j < s:
+            return solutions.CellDerivation(rf"{here} = 0 \quad (j = {b} \le s = {s})",
+                                            msg("solution.sliding_window.sink", column=b))
+        return solutions.CellDerivation(rf"{here} = -\infty \quad (i - j = {a - b} \ge w = {w},\ j = {b} > s = {s})",
+                                        msg("solution.sliding_window.dropped", column=b))
+
+    cells = [[r"-\infty" if np.isneginf(x) else "0" for x in row] for row in M]
+    return solutions.make_step("M", msg("solution.sliding_window.M", w=w, s=s), M, 0, symbol="M",
+                               lhs=L.entry("M", "ij"), formula=M_FORMULA, exact_cells=cells,
+                               note=msg("solution.sliding_window.M_note"), derive=derive)
+
+
+def _cache_step(ex: Exercise) -> solutions.Step:
+    part = ex.part("cache_floats")
+    p, w, s = ex.params, int(ex.given["window"]), int(ex.given["sinks"])
+    counts = (s + w, p["tokens"])  # the tokens kept: the sinks and the window, or the whole text
+    symbolic = (r"2 (s + w) d_{\text{head}}", r"2 T d_{\text{head}}")
+    sums = (rf"2 \cdot ({s} + {w}) \cdot {p['d_head']}", None)
+
+    def derive(_: int, j: int) -> solutions.CellDerivation:
+        factors = ("2", str(counts[j]), str(p["d_head"]))
+        value = float(part.reference[0, j])
+        middle = [symbolic[j]] + ([sums[j]] if sums[j] else [])
+        latex, sub = solutions.worked_chain(L.cell(r"\text{floats}", 0, j), str(int(value)), value, 0,
+                                            r" \cdot ".join(factors), "sum", [[solutions.number(f) for f in factors]],
+                                            *middle)
+        return solutions.CellDerivation(latex, msg(f"solution.sliding_window.cache.{'window' if j == 0 else 'full'}"),
+                                        (sub,))
+
+    return solutions.make_step("cache_floats", msg("solution.sliding_window.cache"), part.reference, 0,
+                               symbol=r"\text{floats}", formula=rf"\begin{{bmatrix}} {symbolic[0]} & {symbolic[1]} "
+                                                                 r"\end{bmatrix}",
+                               exact_cells=[[str(int(x)) for x in part.reference[0]]],
+                               note=msg("solution.sliding_window.cache.note", **p), derive=derive)
+
+
+def solve(ex: Exercise) -> list[solutions.Step]:
+    """The mask cell by cell, the registry's softmax of Z + M and A V, the two cache sizes."""
+    steps = [_m_step(ex)]
+    names = [n for n in ("A", "O") if n in ex.part_names]
+    if names:
+        given = {"masked": np.asarray(ex.given["Z"], dtype=float) + _mask(ex), "causal": False}
+        if "V" in ex.given:
+            given["V"] = np.asarray(ex.given["V"], dtype=float)
+        places = {p.name: p.decimals for p in ex.parts}
+        steps += solutions.pipeline_steps(given, names, places, {n: ex.part(n).reference for n in names})
+    return [*steps, _cache_step(ex)]
+
+
+def aids(ex: Exercise) -> solutions.Aids:
+    """The eˣ grid of the softmax of the visible scores (none when A is not asked), the given shapes."""
+    if "A" not in ex.part_names:
+        return solutions.Aids(exp_table=(), sqrt_dk=None, shapes=solutions.shapes_of(ex))
+    return softmax_aids(ex, [{"masked": np.asarray(ex.given["Z"], dtype=float) + _mask(ex), "causal": False}])
+
+
+# ---------------------------------------------------------------- Home and the formula sheet
+
+HOME = HomeStage("around", r"M_{ij} = 0 \iff i - j < w \ \text{or}\ j \le s")
+SHEET = SheetSection("forward", (
+    Formula(r"[[M | n | n]], \qquad M_{ij} = " + M_FORMULA, "formulas.sliding_window.rule"),
+    Formula(r"\text{floats} = 2\,(s + w)\,d_{\text{head}} \quad \text{against} \quad 2\,T\,d_{\text{head}}",
+            "formulas.sliding_window.cache"),
+), position=46)

@@ -1,0 +1,111 @@
+"""sliding_window: the mask of a causal window of w keys with s sinks, the weights, the output and the cache
+sizes, against a dense mask written out cell by cell here; its mistakes named exact and rounded; careful
+students right; each level's sizes and minutes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import exercises
+from attention_core.windows import window_mask, window_mask_loop
+from exercises.core import engine
+from exercises.core.numbers import round_half_up
+from exercises.kinds import sliding_window as K
+from tests.kinds.common import (
+    assert_moodle_round_trip,
+    assert_within_minutes_and_no_runaway,
+    careful_and_selftest_answers_grade_as_such,
+    distinct_givens,
+    levels_hold,
+    named_mistakes,
+    references_agree,
+)
+
+
+def _dense(given, params=None) -> dict[str, np.ndarray]:
+    """A dense 0/1 matrix of what each query sees, then −∞ where it sees nothing, the softmax and A V."""
+    Z = np.asarray(given["Z"], dtype=float)
+    n, w, s = len(Z), int(given["window"]), int(given["sinks"])
+    sees = np.zeros((n, n))
+    for i in range(n):
+        for j in range(n):
+            sees[i, j] = 1 if j <= i and (j >= i - w + 1 or j < s) else 0
+    M = np.where(sees == 1, 0.0, -np.inf)
+    e = np.where(sees == 1, np.exp(Z), 0.0)
+    out = {"M": M, "A": e / e.sum(axis=1, keepdims=True)}
+    if "V" in given:
+        out["O"] = out["A"] @ given["V"]
+    return out
+
+
+def careful(ex, places):
+    """A student who rounds each value they write (the weights, the output) to `places`."""
+    ref = _dense(ex.given)
+    out = {"M": ref["M"], "cache_floats": ex.part("cache_floats").reference}
+    if "A" in ex.part_names:
+        out["A"] = round_half_up(ref["A"], places)
+    if "O" in ex.part_names:
+        out["O"] = round_half_up(out["A"] @ ex.given["V"], places)
+    return out
+
+
+def test_references_are_a_dense_mask():
+    references_agree(K.ID, _dense)
+
+
+def test_the_mask_rule_and_its_loop_agree_and_the_cache_sizes():
+    for n in range(1, 9):
+        for w in range(1, n + 1):
+            for s in range(0, n):
+                np.testing.assert_array_equal(window_mask(n, w, s), window_mask_loop(n, w, s), err_msg=f"{n} {w} {s}")
+    # a window as wide as the text with no sinks is the plain causal mask
+    np.testing.assert_array_equal(np.isneginf(window_mask(4, 4, 0)), np.triu(np.ones((4, 4)), 1) == 1)
+    for seed in range(10):
+        ex = exercises.generate(K.ID, seed, 1)
+        p, g = ex.params, ex.given
+        expected = [2 * (g["window"] + g["sinks"]) * p["d_head"], 2 * p["tokens"] * p["d_head"]]
+        assert ex.part("cache_floats").reference.tolist() == [expected], f"sliding_window level 1 seed {seed}"
+
+
+def test_each_level_has_its_sizes_and_minutes():
+    def check(ex):
+        n, shapes, names, _ = K.SIZES[ex.level]
+        case = f"sliding_window level {ex.level} seed {ex.seed}"
+        assert ex.part_names == names and ex.given["Z"].shape == (n, n), case
+        assert (ex.given["window"], ex.given["sinks"]) in shapes, case
+        M = ex.part("M").reference
+        # the window hides some key that the causal mask alone would show, and a sink is seen from afar
+        assert (np.isneginf(M) & (np.tril(np.ones((n, n))) == 1)).any(), case
+
+    levels_hold(K.ID, check)
+    for level in K.LEVELS:
+        assert_within_minutes_and_no_runaway(K.ID, level)
+        assert distinct_givens(K.ID, level, range(40)) >= 36, f"sliding_window level {level}: too few distinct"
+
+
+@pytest.mark.parametrize("level", K.LEVELS)
+def test_its_mistakes_are_named(level):
+    named = named_mistakes(K.ID, level, K.mistakes_of, seeds=range(10))
+    assert named == set(K.MISTAKES), f"sliding_window level {level}: named {sorted(named)}"
+
+
+@pytest.mark.parametrize("level", K.LEVELS)
+def test_careful_students_are_right(level):
+    careful_and_selftest_answers_grade_as_such(K.ID, level, careful, range(12))
+
+
+def test_the_solution_derives_every_mask_cell():
+    ex = exercises.generate(K.ID, 2, 3)
+    steps = {s.name: s for s in exercises.solve(ex)}
+    assert list(steps) == ex.part_names, f"sliding_window level 3 seed 2: {list(steps)}"
+    n, w = len(ex.given["Z"]), ex.given["window"]
+    notes = {str(steps["M"].cell(i, j).note) for i in range(n) for j in range(n)}
+    assert any("slid out" in x for x in notes) and any("sink" in x for x in notes), notes
+    assert steps["M"].cell(n - 1, 0).latex.endswith(f"(j = 1 \\le s = {ex.given['sinks']})") or w >= n, \
+        steps["M"].cell(n - 1, 0).latex
+    assert "T = " in engine.prompt(ex) and "{" not in engine.prompt(ex, "zh"), engine.prompt(ex)
+
+
+def test_moodle_cloze_round_trips_through_the_grader():
+    assert_moodle_round_trip(K.ID)

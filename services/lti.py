@@ -65,6 +65,7 @@ SESSION_TTL_S = 8 * 3600
 SESSION_COOKIE = "lti_session"  # the launch's session, set by the launch's answer (HttpOnly, SameSite=Strict)
 HANDOFF_TTL = timedelta(minutes=2)  # from a launch to the page that spends its one-time code
 MAX_HANDOFF = 64  # characters of a one-time code
+HANDOFF_PARAM = "lti_code"  # the query parameter that carries it
 ALGORITHM = "RS256"
 
 
@@ -469,7 +470,7 @@ def _handed(path: str, query: dict[str, str], session: str) -> Landing:
     now = _now()
     with db.guarded():
         store.hand_off(_engine(), code, session, now + HANDOFF_TTL, now)
-    return Landing(path, {**query, "lti_code": code}, session)
+    return Landing(path, {**query, HANDOFF_PARAM: code}, session)
 
 
 def take_handoff(code: Any) -> str | None:

@@ -14,14 +14,13 @@ from services import db, lti
 from .progress import server_cookie
 
 SESSION_KEY = "lti.token"
-CODE_PARAM = "lti_code"
 
 
 def token() -> str | None:
     """The launch's session: handed to this browser session by a one-time code, else the launch's cookie."""
-    code = st.query_params.get(CODE_PARAM)
+    code = st.query_params.get(lti.HANDOFF_PARAM)
     if code:
-        del st.query_params[CODE_PARAM]
+        del st.query_params[lti.HANDOFF_PARAM]
         try:
             handed = lti.take_handoff(code)
         except db.Unavailable:

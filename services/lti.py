@@ -62,6 +62,10 @@ JWKS_REFETCH_S = 10.0  # an unknown kid fetches the JWKS again, at most this oft
 LEEWAY_S = 30  # clock skew allowed on exp / iat
 LOGIN_TTL = timedelta(minutes=10)  # from login initiation to launch
 SESSION_TTL_S = 8 * 3600
+SESSION_COOKIE = "lti_session"  # the launch's session, set by the launch's answer (HttpOnly, SameSite=Strict)
+HANDOFF_TTL = timedelta(minutes=2)  # from a launch to the page that spends its one-time code
+MAX_HANDOFF = 64  # characters of a one-time code
+HANDOFF_PARAM = "lti_code"  # the query parameter that carries it
 ALGORITHM = "RS256"
 
 
@@ -451,10 +455,31 @@ def _unseal(sealed: str) -> str | None:
 
 @dataclass(frozen=True)
 class Landing:
-    """Where the browser goes after a launch: a page path with its query, or a deep-linking form."""
+    """Where the browser goes after a launch: a page path with its query (a one-time code for the
+    session, never the session), or the deep-linking form; the session the launch opened."""
 
     path: str
     query: dict[str, str]
+    session: str
+
+
+def _handed(path: str, query: dict[str, str], session: str) -> Landing:
+    """The landing on a page: its address carries a one-time code the page spends for the session
+    (an iframe's page may not get the launch's cookie); a copy of the address opens nothing."""
+    code = secrets.token_urlsafe(24)
+    now = _now()
+    with db.guarded():
+        store.hand_off(_engine(), code, session, now + HANDOFF_TTL, now)
+    return Landing(path, {**query, HANDOFF_PARAM: code}, session)
+
+
+def take_handoff(code: Any) -> str | None:
+    """The session a launch handed to the page presenting `code`, once and within HANDOFF_TTL."""
+    text = str(code or "")
+    if not text or len(text) > MAX_HANDOFF:
+        return None
+    with db.guarded():
+        return store.take_handoff(_engine(), text, _now())
 
 
 def land(launch: Launch) -> Landing:
@@ -474,7 +499,7 @@ def land(launch: Launch) -> Landing:
                      "data": str(settings.get("data") or "")[:1000] or None,
                      "lang": str(launch.claims.get("locale") or "")[:10]}
         token = seal_session(Session("instructor", None, person, label, launch.course, launch.client_id, deep_link))
-        return Landing("/lti/deep_link", {"lti": token})
+        return Landing("/lti/deep_link", {}, token)
     code = str(launch.custom.get("assignment") or "")[:16]
     with db.guarded():
         link = store.linked(_engine(), code) if code else None
@@ -490,12 +515,12 @@ def land(launch: Launch) -> Landing:
     if launch.instructor:  # the roster is read off the launch: a slow LMS never holds the instructor up
         threading.Thread(target=_sync_quietly, args=(launch, code), name="lti-roster", daemon=True).start()
         token = seal_session(Session("instructor", code, person, label, launch.course, launch.client_id))
-        return Landing("/gradebook", {"code": code, "lti": token})
+        return _handed("/gradebook", {"code": code}, token)
     with db.guarded():
         store.set_class_list(_engine(), code, [label], now)  # the platform vouches for its learner
     token = seal_session(Session("learner", code, person, label, launch.course, launch.client_id))
     drain_soon()
-    return Landing("/assignments", {"assignment": code, "lti": token})
+    return _handed("/assignments", {"assignment": code}, token)
 
 
 # ---------------------------------------------------------------- deep linking

@@ -51,6 +51,16 @@ lti_nonces = sa.Table(
     sa.Column("expires_at", sa.DateTime, nullable=False, index=True),
 )
 
+# A launch's session on its way into the pages: the page the launch moves on to carries a one-time code
+# (its digest is the key), spent by the first page that presents it, within HANDOFF_S (an iframe's page
+# may not get the launch's cookie; a copied address opens nothing once spent).
+lti_handoffs = sa.Table(
+    "lti_handoffs", metadata,
+    sa.Column("code_hash", sa.String(64), primary_key=True),
+    sa.Column("session", sa.Text, nullable=False),
+    sa.Column("expires_at", sa.DateTime, nullable=False, index=True),
+)
+
 # An assignment made from a course (deep linking): which platform, deployment and course own it, the
 # line item its scores go to, and its teacher key sealed with the server secret (instructors of that
 # course open its gradebook without typing it).
@@ -178,6 +188,24 @@ def spend_nonce(engine: Engine, nonce: str, state: str, issuer: str, client_id: 
         return conn.execute(sa.delete(lti_nonces).where(
             lti_nonces.c.nonce == nonce, lti_nonces.c.state_hash == digest(state), lti_nonces.c.issuer == issuer,
             lti_nonces.c.client_id == client_id, lti_nonces.c.expires_at >= now)).rowcount == 1
+
+
+def hand_off(engine: Engine, code: str, session: str, expires_at: datetime, now: datetime) -> None:
+    """Keep a launch's session under a one-time code until a page spends it (or it expires)."""
+    with writing(engine).begin() as conn:
+        conn.execute(sa.delete(lti_handoffs).where(lti_handoffs.c.expires_at < now))
+        conn.execute(sa.insert(lti_handoffs).values(code_hash=digest(code), session=session, expires_at=expires_at))
+
+
+def take_handoff(engine: Engine, code: str, now: datetime) -> str | None:
+    """The session handed off under `code`, once: the row is deleted, and only the transaction whose
+    DELETE removed it (on any replica) gets the session."""
+    where = (lti_handoffs.c.code_hash == digest(code), lti_handoffs.c.expires_at >= now)
+    with writing(engine).begin() as conn:
+        session = conn.execute(sa.select(lti_handoffs.c.session).where(*where)).scalar()
+        if session is None or conn.execute(sa.delete(lti_handoffs).where(*where)).rowcount != 1:
+            return None
+        return session
 
 
 # ---------------------------------------------------------------- courses, assignments, people

@@ -165,7 +165,7 @@ def test_lti_launch_and_passback_through_nginx_post_a_score_once(cluster, monkey
             status, path, query = launch(learner, platform, sub="student-9", custom={"assignment": code})
         assert (status, path) == (200, "/assignments"), f"the learner's launch through nginx: {status} {path}"
         platform.failing = True
-        submit_all_right(code, query["lti"])
+        submit_all_right(code, query["session"])
         engine = db.engine()
         wait_for(lambda: any(r["tries"] for r in store.outbox(engine, code).values()), "a failed post")
         platform.failing = False

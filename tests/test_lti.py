@@ -85,23 +85,28 @@ def launch(client: Any, platform: Platform, **claims) -> tuple[int, str, dict[st
 
 
 def landing(r: Any) -> tuple[int, str, dict[str, str]]:
-    """(status, the page a launch moves on to, its query); (status, the page's text, {}) for a refusal.
+    """(status, the page a launch moves on to, its query and the "session" the launch opened: its
+    cookie, or the builder form's field); (status, the page's text, {}) for a refusal.
     A launch answers with a page of its own that moves on (no redirect: see ui/lti_routes.launch)."""
+    builder = re.search(r'name="lti" value="([^"]+)"', r.text)
+    if r.status_code == 200 and builder and 'name="kind"' in r.text:
+        return 200, "/lti/deep_link", {"session": html.unescape(builder.group(1))}
     found = re.search(r'http-equiv="refresh" content="0; url=([^"]+)"', r.text)
     if r.status_code != 200 or found is None:
         return r.status_code, r.text, {}
     where = urllib.parse.urlsplit(html.unescape(found.group(1)))
-    return 200, where.path, {k: v[0] for k, v in urllib.parse.parse_qs(where.query).items()}
+    query = {k: v[0] for k, v in urllib.parse.parse_qs(where.query).items()}
+    cookies = [c for c in r.headers.get_list("set-cookie") if re.match(rf"(__Host-)?{lti.SESSION_COOKIE}=", c)]
+    assert len(cookies) == 1, f"the launch sets its session cookie: {r.headers.get_list('set-cookie')}"
+    return 200, where.path, {**query, "session": cookies[0].split(";")[0].split("=", 1)[1], "set-cookie": cookies[0]}
 
 
 def deep_link(client: Any, platform: Platform, context: str = "course-A") -> str:
     """An instructor adds an assignment from the LMS; the code the platform's resource link carries."""
     status, path, query = launch(client, platform, sub="teacher-1", roles=(INSTRUCTOR,), context=context,
                                  message_type="LtiDeepLinkingRequest")
-    assert (status, path) == (200, "/lti/deep_link"), f"deep-linking launch: {status} {path}"
-    form = client.get("/lti/deep_link", params={"lti": query["lti"]})
-    assert form.status_code == 200 and 'name="kind"' in form.text, "the builder form"
-    back = client.post("/lti/deep_link", data={"lti": query["lti"], "title": "Week <3>", "kind": "softmax",
+    assert (status, path) == (200, "/lti/deep_link"), f"deep-linking launch, the builder form: {status} {path}"
+    back = client.post("/lti/deep_link", data={"lti": query["session"], "title": "Week <3>", "kind": "softmax",
                                                "level": "1", "count": "2"})
     assert back.status_code == 200, back.text
     assert "Week <3>" not in back.text, "the title is escaped in the page"
@@ -149,7 +154,7 @@ def test_deep_link_roster_launch_submission_and_score_at_the_platform(tool):
     # the instructor opens the link: the gradebook, without a teacher key; the roster is the class list
     status, path, query = launch(client, platform, sub="teacher-1", roles=(INSTRUCTOR,), custom={"assignment": code})
     assert (status, path, query.get("code")) == (200, "/gradebook", code), "an instructor lands on the gradebook"
-    key = lti.teacher_key(query["lti"], code)
+    key = lti.teacher_key(query["session"], code)
     assert key is not None and gradebook.load(code, key).assignment.code == code, "the sealed key opens it"
     wait_for(lambda: len(storage.roster_names(db.engine(), code)) == 2, "the roster read in the background")
     roster = storage.roster_names(db.engine(), code)
@@ -157,9 +162,9 @@ def test_deep_link_roster_launch_submission_and_score_at_the_platform(tool):
     # a learner: no typed name, their own assignment, the score posted to the line item
     status, path, query = launch(client, platform, sub="student-1", custom={"assignment": code})
     assert (status, path, query.get("assignment")) == (200, "/assignments", code), "a learner lands on the assignment"
-    name, person = lti.learner_name(query["lti"], code)
+    name, person = lti.learner_name(query["session"], code)
     assert name in roster and person.startswith("lti:"), f"the launched learner is on the class list: {name}"
-    submit_all_right(code, query["lti"])
+    submit_all_right(code, query["session"])
     wait_for(lambda: platform.scores, "the score at the platform")
     [(lineitem, body)] = platform.scores
     assert lineitem == platform.lineitem() and body["userId"] == "student-1"
@@ -173,7 +178,7 @@ def test_passback_is_retried_while_the_platform_is_down_and_posted_once(sqlite_t
     code = deep_link(client, platform)
     _, _, query = launch(client, platform, sub="student-1", custom={"assignment": code})
     platform.failing = True
-    submit_all_right(code, query["lti"])
+    submit_all_right(code, query["session"])
     engine = db.engine()
     wait_for(lambda: any(r["tries"] for r in store.outbox(engine, code).values()), "a failed try")
     [row] = store.outbox(engine, code).values()
@@ -197,14 +202,19 @@ def test_passback_is_retried_while_the_platform_is_down_and_posted_once(sqlite_t
 
 
 def test_a_nonce_is_spent_and_a_score_claimed_once_by_sessions_at_once(tool):
-    """What keeps replicas apart is in the database: a nonce spent and an outbox row claimed by many
-    connections at the same moment go to exactly one of them."""
+    """What keeps replicas apart is in the database: a nonce spent, a launch's one-time code spent and
+    an outbox row claimed by many connections at the same moment go to exactly one of them."""
     from tests.test_rules_in_database import _at_once
 
     engine, now = db.engine(), lti._now()
     store.issue_nonce(engine, "n-1", "s-1", "iss", "client", now + timedelta(minutes=5), now)
     spent, errors = _at_once(8, lambda i: store.spend_nonce(engine, "n-1", "s-1", "iss", "client", now))
     assert not errors and sorted(spent) == [False] * 7 + [True], f"one launch spends the nonce: {spent} {errors}"
+    store.hand_off(engine, "code-1", "the-session", now + lti.HANDOFF_TTL, now)
+    taken, errors = _at_once(8, lambda i: store.take_handoff(engine, "code-1", now))
+    assert not errors and sorted(map(str, taken)) == ["None"] * 7 + ["the-session"], f"one page spends a code: {taken}"
+    store.hand_off(engine, "code-2", "the-session", now + lti.HANDOFF_TTL, now)
+    assert store.take_handoff(engine, "code-2", now + lti.HANDOFF_TTL + timedelta(seconds=1)) is None, "expired"
     code = assignments.create("Claims", [{"kind": "scores", "level": 1, "count": 1}], seed=1).assignment.code
     store.queue_score(engine, code, "person-1", 0.75, now)
     claims, errors = _at_once(8, lambda i: store.claim_score(engine, code, "person-1", f"replica-{i}", now))
@@ -302,16 +312,16 @@ def test_a_student_of_course_a_cannot_reach_course_b(course):
     code_b = deep_link(client, platform, context="course-B")
     refused(launch(client, platform, custom={"assignment": code_b}, context="course-A"), "other_course")
     _, _, query = launch(client, platform, custom={"assignment": code_a}, context="course-A")
-    assert lti.learner_name(query["lti"], code_b) is None, "course A's session opens nothing of course B"
-    assert lti.learner_name(query["lti"] + "x", code_a) is None, "an altered session opens nothing"
+    assert lti.learner_name(query["session"], code_b) is None, "course A's session opens nothing of course B"
+    assert lti.learner_name(query["session"] + "x", code_a) is None, "an altered session opens nothing"
 
 
 def test_a_learner_cannot_pose_as_an_instructor(course):
     platform, client, code = course
     refused(launch(client, platform, message_type="LtiDeepLinkingRequest"), "not_instructor")
     status, path, query = launch(client, platform, custom={"assignment": code})
-    assert path == "/assignments" and lti.teacher_key(query["lti"], code) is None, "a learner gets no teacher key"
-    posing = client.post("/lti/deep_link", data={"lti": query["lti"], "title": "x", "kind": "softmax",
+    assert path == "/assignments" and lti.teacher_key(query["session"], code) is None, "a learner gets no teacher key"
+    posing = client.post("/lti/deep_link", data={"lti": query["session"], "title": "x", "kind": "softmax",
                                                  "level": "1", "count": "1"})
     assert posing.status_code == 403, "a learner's session builds nothing"
 
@@ -341,19 +351,37 @@ def test_the_jwks_serves_the_current_and_previous_key_after_rotation(course):
 # ---------------------------------------------------------------- the pages take the launch
 
 
-def test_the_pages_take_the_launched_learner_and_instructor(sqlite_tool):
+def test_the_pages_take_the_launched_learner_and_instructor(sqlite_tool, monkeypatch):
     """The learner submits on the Assignments page under their course identity (no name typed) and the
-    score reaches the platform; the instructor opens the Gradebook page without a teacher key."""
+    score reaches the platform; the instructor opens the Gradebook page without a teacher key. The
+    launch's address grants nothing on its own: its one-time code opens the page once (a second browser
+    with the same address is a stranger), and the session is an HttpOnly cookie, never in an address."""
     from tests.test_assignments_pages import ASSIGNMENTS, GRADEBOOK, button, page, texts, type_answers
+    from ui import lti as lti_ui
 
     platform, client = sqlite_tool
     code = deep_link(client, platform)
     _, _, query = launch(client, platform, sub="student-7", custom={"assignment": code})
-    at = page(ASSIGNMENTS, {"assignment": code, "lti": query["lti"]})
-    assert not at.exception and "Signed in from your course as **Learner student\\-7" in texts(at), texts(at)[:300]
+    cookie = query["set-cookie"]
+    assert {"HttpOnly", "SameSite=Strict", "Path=/"} <= {a.strip() for a in cookie.split(";")}, cookie
+    assert "lti" not in query and query["session"] not in str(query["lti_code"]), "the address carries no session"
+    client.base_url = "https://tool.test"  # over TLS: Secure, and a __Host- name no sibling site can plant
+    secure = launch(client, platform, sub="student-7", custom={"assignment": code})[2]["set-cookie"]
+    assert secure.startswith(f"__Host-{lti.SESSION_COOKIE}=") and "Secure" in secure.split("; "), secure
+    client.base_url = "http://tool.test"
+    address = {"assignment": code, "lti_code": query["lti_code"]}
+    at = page(ASSIGNMENTS, address)
+    signed_in = "Signed in from your course as **Learner student\\-7"
+    assert not at.exception and signed_in in texts(at), texts(at)[:300]
+    assert "lti_code" not in at.query_params, "the spent code leaves the address"
     assert not [w for w in at.text_input if w.key.startswith("assign.name_input")], "no name is typed"
+    for other, what in ((address, "the same address in a second browser"),
+                        ({"assignment": code, "lti": query["session"]}, "the session itself in an address")):
+        stranger = page(ASSIGNMENTS, other)
+        assert signed_in not in texts(stranger), f"{what} opens nothing"
+        assert "Submit my answers" not in [b.label for b in stranger.button], f"{what}: nothing to submit"
     a = assignments.load(code)
-    name, _ = lti.learner_name(query["lti"], code)
+    name, _ = lti.learner_name(query["session"], code)
     answers = [{p.name: selftest.as_text(p.reference) for p in ex.parts} for ex in submissions.exercises_for(a, name)]
     type_answers(at, a, name, answers)
     button(at, "Submit my answers").click().run()
@@ -361,13 +389,16 @@ def test_the_pages_take_the_launched_learner_and_instructor(sqlite_tool):
     wait_for(lambda: platform.scores, "the page's submission at the platform")
     assert platform.scores[-1][1]["userId"] == "student-7" and platform.scores[-1][1]["scoreGiven"] == 100.0
     _, _, teacher = launch(client, platform, sub="teacher-1", roles=(INSTRUCTOR,), custom={"assignment": code})
-    book = page(GRADEBOOK, {"code": code, "lti": teacher["lti"]})
+    book = page(GRADEBOOK, {"code": code, "lti_code": teacher["lti_code"]})
     assert not book.exception and "no teacher key needed" in texts(book)
     assert not [w for w in book.text_input if w.key == "gradebook.key"], "no key is asked for"
-    dashboard = page(ASSIGNMENTS, {"lti": teacher["lti"]})
+    # a later page load of the same browser: the launch's cookie (st.context.cookies), no code
+    monkeypatch.setattr(lti_ui, "server_cookie", lambda name: teacher["session"] if name == lti.SESSION_COOKIE else None)
+    dashboard = page(ASSIGNMENTS)
     assert not dashboard.exception and f"Week \\<3\\> · {code}" in [e.label for e in dashboard.expander], \
-        "the instructor's dashboard lists the course's assignment without a key"
-    learner_book = page(GRADEBOOK, {"code": code, "lti": query["lti"]})
+        "the instructor's cookie opens the course's assignment on the dashboard without a key"
+    monkeypatch.setattr(lti_ui, "server_cookie", lambda name: query["session"] if name == lti.SESSION_COOKIE else None)
+    learner_book = page(GRADEBOOK, {"code": code})
     assert [w for w in learner_book.text_input if w.key == "gradebook.key"], "a learner's launch opens no gradebook"
 
 
@@ -386,9 +417,9 @@ def test_an_instructor_links_an_assignment_made_before_with_its_teacher_key(cour
     platform, client, code_a = course
     made = assignments.create("Made in the app", [{"kind": "scores", "level": 1, "count": 1}], seed=3)
     _, _, query = launch(client, platform, sub="teacher-1", roles=(INSTRUCTOR,), message_type="LtiDeepLinkingRequest")
-    wrong = client.post("/lti/deep_link", data={"lti": query["lti"], "code": made.assignment.code, "key": "x" * 24})
+    wrong = client.post("/lti/deep_link", data={"lti": query["session"], "code": made.assignment.code, "key": "x" * 24})
     assert wrong.status_code == 400 and "do not match" in wrong.text, "a wrong key links nothing"
-    right = client.post("/lti/deep_link", data={"lti": query["lti"], "code": made.assignment.code,
+    right = client.post("/lti/deep_link", data={"lti": query["session"], "code": made.assignment.code,
                                                 "key": made.teacher_key})
     answer = platform.read_deep_link(re.search(r'name="JWT" value="([^"]+)"', right.text).group(1))
     [item] = answer["https://purl.imsglobal.org/spec/lti-dl/claim/content_items"]
@@ -396,6 +427,6 @@ def test_an_instructor_links_an_assignment_made_before_with_its_teacher_key(cour
     _, _, other = launch(client, platform, sub="teacher-2", roles=(INSTRUCTOR,), context="course-B",
                          message_type="LtiDeepLinkingRequest")
     key_a = lti.teacher_key(launch(client, platform, sub="teacher-1", roles=(INSTRUCTOR,),
-                                   custom={"assignment": code_a})[2]["lti"], code_a)
-    taken = client.post("/lti/deep_link", data={"lti": other["lti"], "code": code_a, "key": key_a})
+                                   custom={"assignment": code_a})[2]["session"], code_a)
+    taken = client.post("/lti/deep_link", data={"lti": other["session"], "code": code_a, "key": key_a})
     assert taken.status_code == 400 and "linked_elsewhere" in taken.text, "course A's assignment stays course A's"

@@ -177,6 +177,38 @@ def test_no_page_source_writes_a_cookie_from_a_script():
     assert not writers, f"a script on the page sets a cookie: {writers}"
 
 
+def test_an_lti_launch_s_session_cookie_signs_the_learner_in_and_the_address_alone_does_not(server, monkeypatch):
+    """The session an LMS launch sets as a cookie (ui/lti_routes.launch) is what the served page reads
+    (st.context.cookies, ui/lti.py): with it the Assignments page knows the course's learner; the same
+    address without it, or with the session in the address, opens nothing."""
+    from services import assignments, lti
+    from storage.lti import Course
+    from tests.ws_client import elements, open_root
+
+    url, path = server
+    monkeypatch.delenv("DATABASE_URL", raising=False)
+    monkeypatch.setenv("ATTENTION_DB_PATH", str(path))  # the server's database: its secret signs the session
+    code = assignments.create("Launched", [{"kind": "scores", "level": 1, "count": 1}], seed=2).assignment.code
+    token = lti.seal_session(lti.Session("learner", code, "p-1", "Learner Zed", Course("iss", "dep", "ctx"), "client"))
+
+    async def page(query: str, cookie: str | None) -> str:
+        session = Session(url, query, page="assignments", cookie=cookie)
+        await session.connect()
+        try:
+            ok, messages = await session.run()
+            assert ok, f"the Assignments page ({query}) did not finish"
+            return " ".join(e.markdown.body for e in elements(messages) if e.WhichOneof("type") == "markdown")
+        finally:
+            await session.socket.close()
+
+    _run(open_root(url))
+    cases = {"the launch's cookie": (f"assignment={code}", f"{lti.SESSION_COOKIE}={token}"),
+             "the address alone": (f"assignment={code}", None),
+             "the session in the address": (f"assignment={code}&lti={token}", None)}
+    seen = {case: "Learner Zed" in _run(page(*sent)) for case, sent in cases.items()}
+    assert seen == {"the launch's cookie": True, "the address alone": False, "the session in the address": False}, seen
+
+
 def asgi_get(headers: dict[str, str], client: tuple[str, int]) -> dict[str, dict[str, str]]:
     """One GET / through ProfileCookie around an app that answers with an HTML page; its cookies."""
     sent: list[dict] = []

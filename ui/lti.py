@@ -1,6 +1,9 @@
-"""What an LMS launch (ui/lti_routes.py) hands the pages: the signed session in ?lti=…, kept for the
-browser session. A launched learner works under their course identity (no typed name); an
-instructor of the owning course opens its gradebook without a teacher key."""
+"""What an LMS launch (ui/lti_routes.py) hands the pages: the session, in the HttpOnly cookie the
+launch set, or spent once from the one-time `?lti_code=` the launch's page moved on to (a page in the
+LMS's iframe may not get the cookie) and then kept for this browser session. The address grants
+nothing: the code is gone from it and from the database once this page has spent it. A launched
+learner works under their course identity (no typed name); an instructor of the owning course opens
+its gradebook without a teacher key."""
 
 from __future__ import annotations
 
@@ -8,15 +11,23 @@ import streamlit as st
 
 from services import db, lti
 
+from .progress import server_cookie
+
 SESSION_KEY = "lti.token"
 
 
 def token() -> str | None:
-    """The launch's session token (from the address the launch redirected to, then from this session)."""
-    sent = st.query_params.get("lti")
-    if sent and len(sent) <= 4096:
-        st.session_state[SESSION_KEY] = sent
-    return st.session_state.get(SESSION_KEY)
+    """The launch's session: handed to this browser session by a one-time code, else the launch's cookie."""
+    code = st.query_params.get(lti.HANDOFF_PARAM)
+    if code:
+        del st.query_params[lti.HANDOFF_PARAM]
+        try:
+            handed = lti.take_handoff(code)
+        except db.Unavailable:
+            handed = None
+        if handed:
+            st.session_state[SESSION_KEY] = handed
+    return st.session_state.get(SESSION_KEY) or server_cookie(lti.SESSION_COOKIE)
 
 
 def learner(code: str) -> tuple[str, str] | None:

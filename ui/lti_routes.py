@@ -1,9 +1,10 @@
 """The LTI 1.3 endpoints the LMS talks to, served beside the pages by st.App (app.py):
 
     /lti/login      OIDC third-party login initiation (GET or POST) → redirect to the platform
-    /lti/launch     the platform posts the id_token here → redirect to the assignment or gradebook
+    /lti/launch     the platform posts the id_token here → the assignment or gradebook (the session in an
+                    HttpOnly cookie, a one-time code in the address), or the "add an activity" form
     /lti/jwks       the tool's public keys (current and previous)
-    /lti/deep_link  the instructor's "add an activity" form (GET), and its answer to the platform (POST)
+    /lti/deep_link  the "add an activity" form's answer to the platform (POST)
 
 Small server-made HTML (every value escaped); the work is services.lti's, run off the event loop.
 Every refused launch counts against its source in the shared throttle (services.throttle).
@@ -26,7 +27,8 @@ import exercises
 from exercises.i18n import DEFAULT_LANG, languages, t
 from exercises.i18n.escape import html
 from exercises.teacher.assignments import MAX_COUNT, AssignmentError
-from services import assignments, db, lti, throttle
+from services import assignments, db, lti, profiles, throttle
+from ui.profile_cookie import set_cookie
 
 _LOG = logging.getLogger(__name__)
 STATE_COOKIE = "lti_state"
@@ -56,9 +58,9 @@ def base_url(request: Request) -> str:
     return f"{scheme}://{request.headers.get('host', request.url.netloc)}"
 
 
-async def _form(request: Request) -> dict[str, str] | None:
-    """The url-encoded form (or query) of a request, None when it is larger than MAX_BODY."""
-    params = dict(request.query_params)
+async def _form(request: Request, with_query: bool = True) -> dict[str, str] | None:
+    """The url-encoded form (and query) of a request, None when it is larger than MAX_BODY."""
+    params = dict(request.query_params) if with_query else {}
     if request.method != "POST":
         return params
     body = b""
@@ -138,13 +140,21 @@ async def launch(request: Request) -> Response:
     except db.Unavailable:
         return _unavailable(_browser_lang(request))
     await run_in_threadpool(THROTTLE.succeeded, source)  # a classmate's refused launch no longer counts
+    lang = _lang(checked.claims.get("locale"))
+    if landing.path == "/lti/deep_link":  # the builder itself: its forms carry the session, no address does
+        response = _page(t("lti.dl.title", lang), _builder(landing.session, lang), lang=lang)
+        response.delete_cookie(STATE_COOKIE, path="/lti/")
+        return response
     # Not a redirect: the LMS's cross-site POST would carry on into the page without the SameSite=Strict
     # profile cookies, and the page would hand this browser a new profile. A page of our own that moves on
-    # makes the next request same-site, so the browser's own cookies come along.
+    # makes the next request same-site, so the browser's own cookies come along, the session's among them.
+    # The address carries only a one-time code (ui/lti.py spends it); the session is this HttpOnly cookie.
     target = landing.path + "?" + urllib.parse.urlencode(landing.query)
-    lang = _lang(checked.claims.get("locale"))
     response = _page(t("lti.continue", lang), f'<meta http-equiv="refresh" content="0; url={html(target)}">'
                      f'<p><a href="{html(target)}">{html(t("lti.continue", lang))}</a></p>', lang=lang)
+    tls = _tls(request)
+    response.headers.append("set-cookie", set_cookie(profiles.cookie_name(lti.SESSION_COOKIE, tls), landing.session,
+                                                     tls, max_age=lti.SESSION_TTL_S).decode("latin-1"))
     response.delete_cookie(STATE_COOKIE, path="/lti/")
     return response
 
@@ -178,7 +188,7 @@ def _builder(token: str, lang: str, problem: str | None = None) -> str:
 
 
 async def deep_link(request: Request) -> Response:
-    form = await _form(request)
+    form = await _form(request, with_query=False)  # the session rides in the form, never in an address
     if form is None:
         return _refused("too_large", status=413)
     token = form.get("lti", "")
@@ -187,8 +197,6 @@ async def deep_link(request: Request) -> Response:
     except lti.Refused as err:
         return _refused(err.reason, status=403)
     lang = _lang(session.deep_link.get("lang"))
-    if request.method != "POST":
-        return _page(t("lti.dl.title", lang), _builder(token, lang), lang=lang)
     if form.get("code"):  # an assignment the instructor made before, with its teacher key
         return await _pick(request, form, session, token, lang)
     try:
@@ -246,5 +254,5 @@ ROUTES = [
     Route("/lti/login", login, methods=["GET", "POST"]),
     Route("/lti/launch", launch, methods=["POST"]),
     Route("/lti/jwks", jwks, methods=["GET"]),
-    Route("/lti/deep_link", deep_link, methods=["GET", "POST"]),
+    Route("/lti/deep_link", deep_link, methods=["POST"]),
 ]

@@ -58,7 +58,7 @@ def _signed_in() -> dict[str, Any] | None:
     return info if info.get("is_logged_in") and info.get("sub") else None
 
 
-def _cookie(name: str) -> str | None:
+def server_cookie(name: str) -> str | None:
     """A cookie the server set (ui/profile_cookie.py): its `__Host-` name (only a TLS response can set
     that one), else, unless the page came over TLS through the proxy, its bare name (over TLS a sibling
     site could plant that one)."""
@@ -72,12 +72,12 @@ def _cookie(name: str) -> str | None:
 
 def browser_secret() -> str | None:
     """The secret this browser sent in its cookie when it connected (None: a browser new to this app)."""
-    return _cookie(profiles.COOKIE)
+    return server_cookie(profiles.COOKIE)
 
 
 def browser_id() -> str | None:
     """This browser's own id from its cookie."""
-    return _cookie(profiles.BROWSER_COOKIE)
+    return server_cookie(profiles.BROWSER_COOKIE)
 
 
 def _login_configured() -> bool:

@@ -145,7 +145,7 @@ def package_pieces(title: str, code: str | None, sets: Iterable[tuple[str | None
     """The package's files, (path in the zip, text), piece by piece: nothing for the head, one piece per
     set (its items; `sets` is read lazily), then the assessmentTest and the manifest."""
     yield []
-    sections, resources = [], []
+    sections, resources, depends = [], [], []
     for s, (name, exercises) in enumerate(sets, start=1):
         files, refs = [], []
         for number, ex in enumerate(exercises, start=1):
@@ -155,6 +155,7 @@ def package_pieces(title: str, code: str | None, sets: Iterable[tuple[str | None
             refs.append(f'<assessmentItemRef identifier="{ident}" href="{href}"/>')
             resources.append(f'<resource identifier="RES_{ident}" type="imsqti_item_xmlv2p1" href="{href}">'
                              f'<file href="{href}"/></resource>')
+            depends.append(f'<dependency identifierref="RES_{ident}"/>')
         label = name if name else (f"{title} ({code})" if code else title)
         sections.append(f'<assessmentSection identifier="S{s}" title={_attr(label)} visible="true">'
                         + "".join(refs) + "</assessmentSection>")
@@ -166,5 +167,5 @@ def package_pieces(title: str, code: str | None, sets: Iterable[tuple[str | None
     manifest = ('<?xml version="1.0" encoding="UTF-8"?>\n'
                 f'<manifest xmlns="{CP_NS}" identifier="MANIFEST"><organizations/><resources>'
                 '<resource identifier="RES_TEST" type="imsqti_test_xmlv2p1" href="test.xml"><file href="test.xml"/>'
-                "</resource>" + "".join(resources) + "</resources></manifest>\n")
+                + "".join(depends) + "</resource>" + "".join(resources) + "</resources></manifest>\n")
     yield [("test.xml", test), ("imsmanifest.xml", manifest)]

@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 import sympy
 
-from attention_core import causal_mask, ops
+from attention_core import block, causal_mask, ops
 from attention_core.embedding import embed, embed_backward
 from attention_core.ops import padding_mask as _padding_mask
 from attention_core.ops import softmax_visible as _softmax_visible
@@ -196,13 +196,23 @@ def _embedding(env):
     return embed(env["token_ids"], env["E"])  # (n, d_model): row p is E[t_p]
 
 
+def _tokens(env: Values) -> np.ndarray:
+    """What the projections read: the normalised rows X_norm in an attention block, else X itself."""
+    return env["X_norm"] if "X_norm" in env else env["X"]
+
+
+def _exact_tokens(xs: dict, values: Values) -> Any:
+    return xs["X_norm"] if "X_norm" in values else xs["X"]
+
+
 def _projection(name: str, weight: str, shape: tuple[str, str]) -> AttentionStep:
     product = Product("X", weight)
     return AttentionStep(
-        name, ("X", weight), lambda env: ops.project(env["X"], env[weight]), shape=shape,
+        name, ("X", weight), lambda env: ops.project(_tokens(env), env[weight]), shape=shape,
         symbol=name, formula_latex=f"{name} = X {weight}", typst_symbol=name,
         typst_formula=f"{name} = X {weight}", builder="product", direction="forward",
-        exact=_exact_product(product), product=product, count=count.count_product)
+        exact=lambda xs, values: exact.xmatmul(_exact_tokens(xs, values), xs[weight]), product=product,
+        count=lambda step, env: count.product_operations(_tokens(env), env[weight]))
 
 
 # ---------------------------------------------------------------- forward: scores, scaling, mask
@@ -509,18 +519,19 @@ def _has(name: str) -> Callable[[Values], bool]:
 
 
 def _memory(env: Values) -> np.ndarray:
-    """Where keys and values come from: the memory H in cross-attention, else X itself."""
-    return env["H"] if "H" in env else env["X"]
+    """Where keys and values come from: the memory H in cross-attention, else the rows the queries read."""
+    return env["H"] if "H" in env else _tokens(env)
 
 
 def _exact_memory_product(weight: str) -> Callable[[dict, Values], Any]:
-    return lambda xs, values: exact.xmatmul(xs["H"] if "H" in values else xs["X"], xs[weight])
+    return lambda xs, values: exact.xmatmul(xs["H"] if "H" in values else _exact_tokens(xs, values), xs[weight])
 
 
 def _memory_projection(step: AttentionStep, weight: str) -> AttentionStep:
     """K or V from H when a memory is given; the mistake of taking them from the queries' X."""
     return _replace(step, compute=lambda env: ops.project(_memory(env), env[weight]),  # (n_k, d_k or d_v)
                     exact=_exact_memory_product(weight),
+                    count=lambda step, env: count.product_operations(_memory(env), env[weight]),
                     mistakes=(Mistake("cross_keys_from_queries", lambda env: ops.project(env["X"], env[weight]),
                                       applies=_has("H")),))
 
@@ -655,10 +666,63 @@ G_O_STEP = AttentionStep(
 # G_O a sign slip is the softmax's sign mistake and a lost ½ is √d_k's, so only G_O itself can name them
 
 
+# The attention block: the rows of X normalised (LayerNorm with γ and β, RMSNorm with γ alone) before the
+# projections read them (_tokens), and the input added back after attention. Both records need γ, so no
+# exercise without one computes them.
+#     X_norm = Norm(X) row by row      Y = X + O
+
+
+def _norm_of(env: Values, axis: int = -1, ddof: int = 0) -> np.ndarray:
+    return block.norm(env["X"], env["gamma"], env.get("beta"), axis=axis, ddof=ddof)  # (n, d_model)
+
+
+X_NORM_MISTAKES = (
+    Mistake("norm_over_columns", lambda env: _norm_of(env, axis=-2)),  # the statistics of each feature over the tokens
+    Mistake("norm_variance_unbiased", lambda env: _norm_of(env, ddof=1)),  # the sample variance: ÷ (d − 1)
+)
+
+
+def _exact_norm(xs: dict, values: Values):
+    """γ_j (x_ij − μ_i) / σ_i + β_j with sympy's exact roots (μ_i = 0 and no β for RMSNorm)."""
+    X, gamma, beta = xs["X"], xs["gamma"], xs.get("beta") if "beta" in values else None
+    out = np.full(X.shape, None, dtype=object)  # (n, d_model)
+    for i, row in enumerate(X):
+        if any(x is None for x in row):
+            continue
+        mu = sympy.Add(*row) / len(row) if beta is not None else sympy.Integer(0)
+        sigma = sympy.sqrt(sympy.Add(*[(x - mu) ** 2 for x in row]) / len(row))
+        for j, x in enumerate(row):
+            out[i, j] = sympy.nsimplify(gamma[0, j] * (x - mu) / sigma + (beta[0, j] if beta is not None else 0))
+    return out
+
+
+def _after_norm(env):
+    return block.post_norm_block(env["X"], env["gamma"], env.get("beta"), env["W_Q"], env["W_K"], env["W_V"],
+                                 _d_k(env), _causal(env))  # Norm(X + Attention(X)): post-norm
+
+
+Y_MISTAKES = (
+    Mistake("residual_forgotten", lambda env: np.array(env["O"], dtype=float)),  # Y = O: the block's input lost
+    Mistake("norm_after_residual", _after_norm, applies=lambda env: all(w in env for w in ("W_Q", "W_K", "W_V"))),
+)
+
+X_NORM_STEP = AttentionStep(
+    "X_norm", ("X", "gamma"), _norm_of, shape=("n", "d_model"), symbol=r"\hat{X}",
+    formula_latex=r"\hat{X}_{ij} = \gamma_j \frac{X_{ij} - \mu_i}{\sigma_i} + \beta_j", typst_symbol="hat(X)",
+    typst_formula="hat(X)_(i j) = gamma_j (X_(i j) - mu_i) / sigma_i + beta_j", builder="value", direction="forward",
+    mistakes=X_NORM_MISTAKES, exact=_exact_norm, checkable=False, count=count.count_norm)
+Y_STEP = AttentionStep(
+    "Y", ("X", "O", "gamma"), lambda env: np.asarray(env["X"], dtype=float) + env["O"], shape=("n", "d_model"),
+    symbol="Y", formula_latex="Y = X + O", typst_symbol="Y", typst_formula="Y = X + O", builder="value",
+    direction="forward", mistakes=Y_MISTAKES, exact=lambda xs, values: exact.xadd(xs["X"], xs["O"]), checkable=False,
+    count=count.count_residual)
+
+
 STEPS: tuple[AttentionStep, ...] = (
     AttentionStep("X", ("token_ids", "E"), _embedding, shape=("n", "d_model"), symbol="X",
                   formula_latex=r"x_{i} = E[t_{i}]", typst_symbol="X", typst_formula="x_i = E[t_i]",
                   builder="embedding", direction="forward", exact=_exact_embedding, checkable=False),
+    X_NORM_STEP,  # an attention block's normalised rows, read by the projections
     _projection("Q", "W_Q", ("n_q", "d_k")),
     _memory_projection(_projection("K", "W_K", ("n_k", "d_k")), "W_K"),
     _memory_projection(_projection("V", "W_V", ("n_k", "d_v")), "W_V"),
@@ -682,6 +746,7 @@ STEPS: tuple[AttentionStep, ...] = (
                   exact=_exact_softmax_or_padded, sanity=("weights",), count=count.count_softmax),
     _product_step("O", ("A", "V"), _output, ("n_q", "d_v"), "O", "A V", "O", "O = A V", _O, "forward",
                   mistakes=OUTPUT_MISTAKES, sanity=("output",)),
+    Y_STEP,  # an attention block's residual: its input added back
     G_O_STEP,  # a given loss: the gradient that starts the backward pass
     _product_step("G_A", ("G_O", "V"), _g_a, ("n_q", "n_k"), "G_A", r"G_O V^{\top}", "G_A", "G_A = G_O V^top",
                   _G_A, "backward", mistakes=G_A_MISTAKES),
@@ -726,7 +791,8 @@ STEP_BY_NAME: dict[str, AttentionStep] = {s.name: s for s in STEPS}
 INPUT_SYMBOLS: dict[str, str] = {"E": "E", "W_Q": "W_Q", "W_K": "W_K", "W_V": "W_V", "W_O": "W_O", "G_O": "G_O",
                                  "d_k": "d_k", "token_ids": "t", "H": "H", "T": "T", "pad": "p", "groups": "g",
                                  "K_cache": r"K_{\mathrm{cache}}", "V_cache": r"V_{\mathrm{cache}}",
-                                 "pos": r"\mathrm{pos}", "theta": r"\theta", "perm": r"\mathrm{perm}"}
+                                 "pos": r"\mathrm{pos}", "theta": r"\theta", "perm": r"\mathrm{perm}",
+                                 "gamma": r"\gamma", "beta": r"\beta"}
 INPUT_TYPST_SYMBOLS: dict[str, str] = {"token_ids": "t", "d_k": "d_k", "groups": "g", "pad": "p",
                                        "pos": 'upright("pos")', "theta": "theta", "perm": 'upright("perm")'}
 INPUT_SHAPES: dict[str, tuple[str, ...]] = {"E": ("vocab", "d_model"), "W_Q": ("d_model", "d_k"),

@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 import sympy
 
-from attention_core import block, causal_mask, ops
+from attention_core import block, causal_mask, linear, ops
 from attention_core.embedding import embed, embed_backward
 from attention_core.ops import padding_mask as _padding_mask
 from attention_core.ops import softmax_visible as _softmax_visible
@@ -48,7 +48,7 @@ Compute = Callable[[Values], np.ndarray]
 AXES: dict[str, str] = {
     "n_q": "query tokens", "n_k": "key and value tokens", "n": "tokens (self-attention: n_q = n_k = n)",
     "d_model": "width of X and E", "d_k": "width of queries and keys", "d_v": "width of values and outputs",
-    "vocab": "rows of the embedding table",
+    "vocab": "rows of the embedding table", "1": "a single column (a sum over the tokens)",
 }
 
 
@@ -718,6 +718,39 @@ Y_STEP = AttentionStep(
     count=count.count_residual)
 
 
+# Linear attention (an exercise flags it with `linear`): the feature map φ(x) = elu(x) + 1 in place of the
+# softmax's exponentials, and the keys and values summed first.
+#     phi_Q = φ(Q)    phi_K = φ(K)    KV = φ(K)ᵀ V    z = φ(K)ᵀ 1
+
+
+def _feature_step(name: str, source: str) -> AttentionStep:
+    symbol = rf"\phi({source})"
+    return AttentionStep(
+        name, (source, "linear"), lambda env: linear.feature_map(env[source]), shape=_SHAPES[source], symbol=symbol,
+        formula_latex=rf"{symbol}_{{ij}} = \operatorname{{elu}}({source}_{{ij}}) + 1", typst_symbol=f"phi({source})",
+        typst_formula=f"phi({source})_(i j) = op(\"elu\")({source}_(i j)) + 1", builder="value", direction="forward",
+        checkable=False, count=lambda step, env: count.Operations(additions=int(np.size(env[source]))))
+
+
+_SHAPES = {"Q": ("n_q", "d_k"), "K": ("n_k", "d_k")}
+_KV = Product("phi_K", "V", left_t=True)
+LINEAR_STEPS = (
+    _feature_step("phi_Q", "Q"),
+    _feature_step("phi_K", "K"),
+    _product_step("KV", ("phi_K", "V"), lambda env: linear.key_value(env["phi_K"], env["V"]), ("d_k", "d_v"),
+                  r"\mathrm{KV}", r"\phi(K)^{\top} V", 'upright("KV")', 'upright("KV") = phi(K)^top V', _KV, "forward",
+                  checkable=False),
+    AttentionStep("z", ("phi_K",), lambda env: linear.normaliser(env["phi_K"]), shape=("d_k", "1"), symbol="z",
+                  formula_latex=r"z = \phi(K)^{\top} \mathbf{1}", typst_symbol="z",
+                  typst_formula="z = phi(K)^top bold(1)", builder="value", direction="forward", checkable=False,
+                  count=lambda step, env: count.Operations(additions=_column_sum_additions(env["phi_K"]))),
+)
+
+
+def _column_sum_additions(M: np.ndarray) -> int:
+    return int(np.size(M) - np.shape(M)[-1])  # n − 1 additions per column
+
+
 STEPS: tuple[AttentionStep, ...] = (
     AttentionStep("X", ("token_ids", "E"), _embedding, shape=("n", "d_model"), symbol="X",
                   formula_latex=r"x_{i} = E[t_{i}]", typst_symbol="X", typst_formula="x_i = E[t_i]",
@@ -726,6 +759,7 @@ STEPS: tuple[AttentionStep, ...] = (
     _projection("Q", "W_Q", ("n_q", "d_k")),
     _memory_projection(_projection("K", "W_K", ("n_k", "d_k")), "W_K"),
     _memory_projection(_projection("V", "W_V", ("n_k", "d_v")), "W_V"),
+    *LINEAR_STEPS,  # linear attention's feature maps and key-value sums
     _product_step("scores", ("Q", "K"), _scores, ("n_q", "n_k"), "S", r"Q K^{\top}", "S", "S = Q K^top",
                   _SCORES, "forward", mistakes=SCORES_MISTAKES),
     AttentionStep("scaled", ("scores", "d_k"), _scaled, shape=("n_q", "n_k"), symbol="Z",
@@ -806,7 +840,7 @@ def shape_of(name: str, sizes: Mapping[str, int]) -> tuple[int, ...]:
     """The shape of a value in numbers from the sizes of its axes (n alone stands for n_q = n_k = n)."""
     axes = STEP_BY_NAME[name].shape if name in STEP_BY_NAME else INPUT_SHAPES[name]
     n = sizes.get("n")
-    known = {"n_q": n, "n_k": n, **sizes}
+    known = {"n_q": n, "n_k": n, "1": 1, **sizes}
     return tuple(int(known[a]) for a in axes)
 
 

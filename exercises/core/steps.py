@@ -49,6 +49,7 @@ AXES: dict[str, str] = {
     "n_q": "query tokens", "n_k": "key and value tokens", "n": "tokens (self-attention: n_q = n_k = n)",
     "d_model": "width of X and E", "d_k": "width of queries and keys", "d_v": "width of values and outputs",
     "vocab": "rows of the embedding table", "1": "a single column (a sum over the tokens)",
+    "d_c": "width of the cached latent (MLA)",
 }
 
 
@@ -519,12 +520,19 @@ def _has(name: str) -> Callable[[Values], bool]:
 
 
 def _memory(env: Values) -> np.ndarray:
-    """Where keys and values come from: the memory H in cross-attention, else the rows the queries read."""
-    return env["H"] if "H" in env else _tokens(env)
+    """Where keys and values come from: the memory H in cross-attention, the cached latent C in latent
+    attention (MLA: K = C W_K with W_K its up-projection), else the rows the queries read."""
+    for source in ("H", "latent"):
+        if source in env:
+            return env[source]
+    return _tokens(env)
 
 
 def _exact_memory_product(weight: str) -> Callable[[dict, Values], Any]:
-    return lambda xs, values: exact.xmatmul(xs["H"] if "H" in values else _exact_tokens(xs, values), xs[weight])
+    def rule(xs: dict, values: Values):
+        source = next((xs[s] for s in ("H", "latent") if s in values), None)
+        return exact.xmatmul(_exact_tokens(xs, values) if source is None else source, xs[weight])
+    return rule
 
 
 def _memory_projection(step: AttentionStep, weight: str) -> AttentionStep:
@@ -756,6 +764,9 @@ STEPS: tuple[AttentionStep, ...] = (
                   formula_latex=r"x_{i} = E[t_{i}]", typst_symbol="X", typst_formula="x_i = E[t_i]",
                   builder="embedding", direction="forward", exact=_exact_embedding, checkable=False),
     X_NORM_STEP,  # an attention block's normalised rows, read by the projections
+    _product_step("latent", ("X", "W_DKV"), lambda env: ops.project(env["X"], env["W_DKV"]), ("n", "d_c"), "C",
+                  "X W_{DKV}", "C", "C = X W_(D K V)", Product("X", "W_DKV"), "forward", checkable=False),
+    # MLA's cached latent C: the keys and values are up-projected from it (_memory)
     _projection("Q", "W_Q", ("n_q", "d_k")),
     _memory_projection(_projection("K", "W_K", ("n_k", "d_k")), "W_K"),
     _memory_projection(_projection("V", "W_V", ("n_k", "d_v")), "W_V"),
@@ -826,7 +837,7 @@ INPUT_SYMBOLS: dict[str, str] = {"E": "E", "W_Q": "W_Q", "W_K": "W_K", "W_V": "W
                                  "d_k": "d_k", "token_ids": "t", "H": "H", "T": "T", "pad": "p", "groups": "g",
                                  "K_cache": r"K_{\mathrm{cache}}", "V_cache": r"V_{\mathrm{cache}}",
                                  "pos": r"\mathrm{pos}", "theta": r"\theta", "perm": r"\mathrm{perm}",
-                                 "gamma": r"\gamma", "beta": r"\beta"}
+                                 "gamma": r"\gamma", "beta": r"\beta", "W_DKV": r"W_{DKV}"}
 INPUT_TYPST_SYMBOLS: dict[str, str] = {"token_ids": "t", "d_k": "d_k", "groups": "g", "pad": "p",
                                        "pos": 'upright("pos")', "theta": "theta", "perm": 'upright("perm")'}
 INPUT_SHAPES: dict[str, tuple[str, ...]] = {"E": ("vocab", "d_model"), "W_Q": ("d_model", "d_k"),

@@ -12,13 +12,13 @@ import pytest
 
 import exercises
 from attention_core.block import post_norm_block, pre_norm_block
-from exercises.core import grading, pipeline
+from exercises.core import grading, misconceptions, pipeline
 from exercises.kinds import attention_block as K
 from tests.kinds.common import (
     assert_guarded_mistakes_apart,
     assert_within_minutes_and_no_runaway,
     careful_and_selftest_answers_grade_as_such,
-    guarded_mistakes_named,
+    named_mistakes,
 )
 
 SEEDS = range(30)
@@ -91,16 +91,23 @@ def test_each_level_has_its_sizes_exact_rows_and_minutes(level):
     assert_within_minutes_and_no_runaway(K.ID, level)
 
 
-def test_every_guarded_mistake_is_named_as_itself():
-    seen = guarded_mistakes_named(K.ID)
-    assert {"norm_over_columns", "norm_variance_unbiased", "residual_forgotten", "norm_after_residual",
-            "transposed_scores", "softmax_columns"} <= seen, sorted(seen)
+@pytest.mark.parametrize("level", K.LEVELS)
+def test_every_guarded_mistake_is_named_as_itself(level):
+    def guarded(ex, part):
+        return {mid: values[part] for mid, values in misconceptions.alternatives(ex, K.GUARDS).items()
+                if part in values}
+
+    seen = named_mistakes(K.ID, level, guarded, range(10))
+    expected = {"norm_variance_unbiased", "residual_forgotten", "norm_after_residual", "softmax_columns"}
+    if level > 1:  # two tokens of two features: a column's statistics are often those of the rows
+        expected.add("norm_over_columns")
+    assert expected <= seen, (level, sorted(seen))
 
 
 @pytest.mark.parametrize("level", K.LEVELS)
 def test_careful_students_are_right_and_mistakes_stay_apart_from_them(level):
-    careful_and_selftest_answers_grade_as_such(K.ID, level, careful, range(20))
-    assert_guarded_mistakes_apart(K.ID, level, careful, range(20))
+    careful_and_selftest_answers_grade_as_such(K.ID, level, careful, range(10))
+    assert_guarded_mistakes_apart(K.ID, level, careful, range(10))
 
 
 def test_a_wrong_norm_carries_forward_and_the_solution_shows_every_cell():

@@ -87,12 +87,12 @@ def careful(ex, places: int | None) -> dict[str, np.ndarray]:
 
 @pytest.mark.parametrize("level", K.LEVELS)
 def test_mistakes_are_named_and_careful_students_right(level):
-    named = named_mistakes(K.ID, level, lambda ex, part: K.mistakes_of(ex).get(part, {}), range(20))
+    named = named_mistakes(K.ID, level, lambda ex, part: K.mistakes_of(ex).get(part, {}), range(10))
     expected = {"linear_no_normaliser", "linear_softmax_kept"}
     expected |= {"linear_state_sees_future"} if K.SIZES[level].causal else set()
     expected |= {"linear_counts_swapped"} if "mults" in K.SIZES[level].parts else set()
     assert expected <= named, (level, sorted(named))
-    careful_and_selftest_answers_grade_as_such(K.ID, level, careful, range(15))
+    careful_and_selftest_answers_grade_as_such(K.ID, level, careful, range(10))
 
 
 def test_a_wrong_state_carries_into_the_output():

@@ -144,7 +144,14 @@ def prompt_keys(ex: Exercise) -> tuple[str, ...]:
 
 
 def mistakes_of(ex: Exercise) -> dict[str, dict[str, np.ndarray]]:
-    """{part: {mistake id: what it gives}} for this exercise."""
+    """{part: {mistake id: what it gives}} for this exercise; memoised on the (immutable) exercise."""
+    memo = ex.__dict__.setdefault("_memo", {})
+    if "linear_mistakes" not in memo:
+        memo["linear_mistakes"] = _mistakes_of(ex)
+    return memo["linear_mistakes"]
+
+
+def _mistakes_of(ex: Exercise) -> dict[str, dict[str, np.ndarray]]:
     size = size_of(ex)
     stacked = {k: (np.asarray(v, dtype=float)[None] if k in ("Q", "K", "V") else v) for k, v in ex.given.items()}
     batch = _batch(stacked, size, spec(ex.level).decimals)

@@ -20,7 +20,7 @@ from tests.kinds.common import (
     named_mistakes,
 )
 
-SEEDS = range(30)
+SEEDS = range(15)
 
 
 def _phi(x: float) -> float:

@@ -21,7 +21,7 @@ from tests.kinds.common import (
     named_mistakes,
 )
 
-SEEDS = range(30)
+SEEDS = range(15)
 
 
 def _weights(given: dict, h: int) -> tuple[list, list, list]:

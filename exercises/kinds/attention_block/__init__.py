@@ -63,7 +63,7 @@ SIZES = {1: Size(n=2, d=2, d_k=1, parts=("X_norm", "A", "O", "Y"), causal=(True,
 BETA = (-1, 0, 1)
 WEIGHT_VALUES = (-1, 0, 1)
 MAX_SCORE = 4
-BATCH = 64
+BATCH = {1: 256, 2: 64, 3: 64}  # level 1's two tokens of two features are kept least often (norm_over_columns)
 
 
 def unit_rows(d: int, rms: bool) -> np.ndarray:
@@ -78,7 +78,7 @@ def unit_rows(d: int, rms: bool) -> np.ndarray:
 def draw(rng: np.random.Generator, level: int) -> Batch:
     """X row by row as μ + σ z (z a unit row), γ, β, ternary W_Q, W_K (d × d_k) and W_V (d × d)."""
     size = SIZES[level]
-    n, d, d_k, B = size.n, size.d, size.d_k, BATCH
+    n, d, d_k, B = size.n, size.d, size.d_k, BATCH[level]
     rms = bool(rng.choice(size.rms))
     causal = bool(rng.choice(size.causal))
     z = unit_rows(d, rms)[rng.integers(len(unit_rows(d, rms)), size=(B, n))]  # (B, n, d)

@@ -290,7 +290,8 @@ def _head_steps(ex: Exercise, i: int) -> list[solutions.Step]:
         _renamed(query, Q=rf"\tilde{{Q}}^{{({i})}}", W_Q=f"W_{{QK}}^{{({i})}}")
         steps.append(replace(solutions.BUILDERS["Q"](query, "Q"), name=f"Qt{i}",
                              title=msg("solution.mla.absorbed_query", head=i)))
-        scores = solutions.build_context({"Q": X_QK(ex, i), "K": C}, ["scores"], {"scores": places[f"scores{i}"]})
+        scores = solutions.build_context({"Q": absorbed_queries(ex, i), "K": C}, ["scores"],
+                                         {"scores": places[f"scores{i}"]})
         _renamed(scores, Q=rf"\tilde{{Q}}^{{({i})}}", K="C", scores=f"S^{{({i})}}")
         steps.append(replace(solutions.BUILDERS["scores"](scores, "scores"), name=f"scores{i}",
                              title=msg("solution.mla.scores", head=i), note=msg("solution.mla.scores_note")))
@@ -318,7 +319,7 @@ def _head_steps(ex: Exercise, i: int) -> list[solutions.Step]:
     return steps
 
 
-def X_QK(ex: Exercise, i: int) -> np.ndarray:  # noqa: N802 (the matrix's own name)
+def absorbed_queries(ex: Exercise, i: int) -> np.ndarray:
     """X W_QK_i: the absorbed queries of head i (n, d_c)."""
     return np.asarray(ex.given["X"], dtype=float) @ ex.part(f"W_QK{i}").reference
 

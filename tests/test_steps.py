@@ -24,7 +24,7 @@ from exercises.solutions.exact import _exact_given
 from exercises.worksheets import latex_to_typst
 from tests.test_katex import katex_errors
 
-NAMES = ("X", "Q", "K", "V", "scores", "scaled", "M", "masked", "A", "O", "G_O", "G_A", "G_V", "G_scaled", "G_scores", "G_Q",
+NAMES = ("X", "X_norm", "latent", "Q", "K", "V", "phi_Q", "phi_K", "KV", "z", "scores", "scaled", "M", "masked", "A", "O", "Y", "G_O", "G_A", "G_V", "G_scaled", "G_scores", "G_Q",
          "G_K", "G_W_Q", "G_W_K", "G_W_V", "G_X_V", "G_X", "G_E")
 
 # each step's mistakes in precedence order: pinned, since misconception diagnosis, carry-forward and
@@ -39,6 +39,8 @@ MISTAKES = {
     "A": ("softmax_columns", "no_exp", "softmax_no_normalise", "mask_zero_instead_of_inf", "mask_after_softmax",
           "padding_after_softmax", "padding_empty_row_uniform"),
     "O": ("weights_transposed",),
+    "X_norm": ("norm_over_columns", "norm_variance_unbiased"),  # the attention block's norm and residual
+    "Y": ("residual_forgotten", "norm_after_residual"),
     "G_A": ("grad_a_transposed", "grad_a_no_transpose"),
     "G_V": ("grad_v_no_transpose",),
     "G_scaled": ("softmax_grad_missing_term", "softmax_grad_diagonal_only", "softmax_grad_sign"),
@@ -179,13 +181,16 @@ def test_symbols_and_lists_are_views_of_the_registry():
         "K_cache": r"K_{\mathrm{cache}}", "V_cache": r"V_{\mathrm{cache}}", "groups": "g",
         "pos": r"\mathrm{pos}", "theta": r"\theta", "perm": r"\mathrm{perm}",
         "tau": r"\tau", "cap": "c", "window": "w", "sinks": "s", "tile": r"\mathrm{tile}",
+        "X_norm": r"\hat{X}", "Y": "Y", "gamma": r"\gamma", "beta": r"\beta",
+        "phi_Q": r"\phi(Q)", "phi_K": r"\phi(K)", "KV": r"\mathrm{KV}", "z": "z",
+        "latent": "C", "W_DKV": r"W_{DKV}",
     }
     assert checkwork.FROM_X == ("X", "W_Q", "W_K", "W_V") and checkwork.FROM_QKV == ("Q", "K", "V")
     assert checkwork.FORWARD == ("Q", "K", "V", "scores", "scaled", "masked", "A", "O")
     assert checkwork.BACKWARD == ("G_A", "G_V", "G_scaled", "G_scores", "G_Q", "G_K", "G_W_Q", "G_W_K", "G_W_V",
                                   "G_X")
     assert checkwork.NEEDS_X == ("G_W_Q", "G_W_K", "G_W_V", "G_X")
-    assert set(solutions.PRODUCTS) == {"Q", "K", "V", "scores", "O", "G_A", "G_V", "G_Q", "G_K", "G_W_Q", "G_W_K",
+    assert set(solutions.PRODUCTS) == {"latent", "Q", "K", "V", "KV", "scores", "O", "G_A", "G_V", "G_Q", "G_K", "G_W_Q", "G_W_K",
                                        "G_W_V", "G_X_V"}
     assert solutions.SCALES == {"scaled": "scores", "G_scores": "G_scaled"}
     assert set(solutions.BUILDERS) == set(NAMES)

@@ -147,3 +147,29 @@ def count_embedding_grad(step: Any, env: Values) -> Operations:
     ids = [int(t) for t in np.asarray(env["token_ids"]).ravel()]
     repeats = len(ids) - len(set(ids))
     return Operations(additions=repeats * int(np.shape(env["G_X"])[1]))
+
+
+def count_norm(step: Any, env: Values) -> Operations:
+    """Per row of d entries: the mean (LayerNorm only: d − 1 additions, a division) and the d deviations, the
+    squares summed (d multiply-adds, d − 1 additions) and divided by d, the square root (a division's worth);
+    per cell a division by σ (or the rms) unless it is 1, a product with γ_j unless it is ±1, β_j added
+    unless it is 0."""
+    X = np.asarray(env["X"], dtype=float)
+    d, rows = X.shape[-1], X.size // X.shape[-1]
+    layer = env.get("beta") is not None
+    centred = X - X.mean(axis=-1, keepdims=True) if layer else X
+    spread = np.sqrt((centred ** 2).mean(axis=-1))  # σ_i or rms_i, every row of the stack
+    gamma = np.asarray(env["gamma"], dtype=float)
+    scaled = int((_nonzero(gamma) & ~_unit(gamma)).sum())
+    shifts = int(_nonzero(env["beta"]).sum()) if layer else 0
+    row = Operations(additions=(d - 1) * (2 if layer else 1) + (d if layer else 0) + shifts,
+                     multiply_adds=scaled, divisions=2 + (1 if layer else 0))
+    squares = _factors(centred)[1]  # a deviation of 0 or ±1 squares to itself: no multiplication
+    return Operations(**{k: v * rows for k, v in row.as_dict().items()}) + \
+        Operations(multiply_adds=int(squares.sum()), divisions=d * int((~_unit(spread)).sum()))
+
+
+def count_residual(step: Any, env: Values) -> Operations:
+    """X + O: one addition per cell whose two terms are both nonzero."""
+    both = _nonzero(env["X"]) & _nonzero(env["O"])
+    return Operations(additions=int(both.sum()))

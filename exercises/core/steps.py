@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 import sympy
 
-from attention_core import causal_mask, ops
+from attention_core import block, causal_mask, linear, ops
 from attention_core.embedding import embed, embed_backward
 from attention_core.ops import padding_mask as _padding_mask
 from attention_core.ops import softmax_visible as _softmax_visible
@@ -48,7 +48,8 @@ Compute = Callable[[Values], np.ndarray]
 AXES: dict[str, str] = {
     "n_q": "query tokens", "n_k": "key and value tokens", "n": "tokens (self-attention: n_q = n_k = n)",
     "d_model": "width of X and E", "d_k": "width of queries and keys", "d_v": "width of values and outputs",
-    "vocab": "rows of the embedding table",
+    "vocab": "rows of the embedding table", "1": "a single column (a sum over the tokens)",
+    "d_c": "width of the cached latent (MLA)",
 }
 
 
@@ -196,13 +197,23 @@ def _embedding(env):
     return embed(env["token_ids"], env["E"])  # (n, d_model): row p is E[t_p]
 
 
+def _tokens(env: Values) -> np.ndarray:
+    """What the projections read: the normalised rows X_norm in an attention block, else X itself."""
+    return env["X_norm"] if "X_norm" in env else env["X"]
+
+
+def _exact_tokens(xs: dict, values: Values) -> Any:
+    return xs["X_norm"] if "X_norm" in values else xs["X"]
+
+
 def _projection(name: str, weight: str, shape: tuple[str, str]) -> AttentionStep:
     product = Product("X", weight)
     return AttentionStep(
-        name, ("X", weight), lambda env: ops.project(env["X"], env[weight]), shape=shape,
+        name, ("X", weight), lambda env: ops.project(_tokens(env), env[weight]), shape=shape,
         symbol=name, formula_latex=f"{name} = X {weight}", typst_symbol=name,
         typst_formula=f"{name} = X {weight}", builder="product", direction="forward",
-        exact=_exact_product(product), product=product, count=count.count_product)
+        exact=lambda xs, values: exact.xmatmul(_exact_tokens(xs, values), xs[weight]), product=product,
+        count=lambda step, env: count.product_operations(_tokens(env), env[weight]))
 
 
 # ---------------------------------------------------------------- forward: scores, scaling, mask
@@ -509,18 +520,26 @@ def _has(name: str) -> Callable[[Values], bool]:
 
 
 def _memory(env: Values) -> np.ndarray:
-    """Where keys and values come from: the memory H in cross-attention, else X itself."""
-    return env["H"] if "H" in env else env["X"]
+    """Where keys and values come from: the memory H in cross-attention, the cached latent C in latent
+    attention (MLA: K = C W_K with W_K its up-projection), else the rows the queries read."""
+    for source in ("H", "latent"):
+        if source in env:
+            return env[source]
+    return _tokens(env)
 
 
 def _exact_memory_product(weight: str) -> Callable[[dict, Values], Any]:
-    return lambda xs, values: exact.xmatmul(xs["H"] if "H" in values else xs["X"], xs[weight])
+    def rule(xs: dict, values: Values):
+        source = next((xs[s] for s in ("H", "latent") if s in values), None)
+        return exact.xmatmul(_exact_tokens(xs, values) if source is None else source, xs[weight])
+    return rule
 
 
 def _memory_projection(step: AttentionStep, weight: str) -> AttentionStep:
     """K or V from H when a memory is given; the mistake of taking them from the queries' X."""
     return _replace(step, compute=lambda env: ops.project(_memory(env), env[weight]),  # (n_k, d_k or d_v)
                     exact=_exact_memory_product(weight),
+                    count=lambda step, env: count.product_operations(_memory(env), env[weight]),
                     mistakes=(Mistake("cross_keys_from_queries", lambda env: ops.project(env["X"], env[weight]),
                                       applies=_has("H")),))
 
@@ -655,13 +674,103 @@ G_O_STEP = AttentionStep(
 # G_O a sign slip is the softmax's sign mistake and a lost ½ is √d_k's, so only G_O itself can name them
 
 
+# The attention block: the rows of X normalised (LayerNorm with γ and β, RMSNorm with γ alone) before the
+# projections read them (_tokens), and the input added back after attention. Both records need γ, so no
+# exercise without one computes them.
+#     X_norm = Norm(X) row by row      Y = X + O
+
+
+def _norm_of(env: Values, axis: int = -1, ddof: int = 0) -> np.ndarray:
+    return block.norm(env["X"], env["gamma"], env.get("beta"), axis=axis, ddof=ddof)  # (n, d_model)
+
+
+X_NORM_MISTAKES = (
+    Mistake("norm_over_columns", lambda env: _norm_of(env, axis=-2)),  # the statistics of each feature over the tokens
+    Mistake("norm_variance_unbiased", lambda env: _norm_of(env, ddof=1)),  # the sample variance: ÷ (d − 1)
+)
+
+
+def _exact_norm(xs: dict, values: Values):
+    """γ_j (x_ij − μ_i) / σ_i + β_j with sympy's exact roots (μ_i = 0 and no β for RMSNorm)."""
+    X, gamma, beta = xs["X"], xs["gamma"], xs.get("beta") if "beta" in values else None
+    out = np.full(X.shape, None, dtype=object)  # (n, d_model)
+    for i, row in enumerate(X):
+        if any(x is None for x in row):
+            continue
+        mu = sympy.Add(*row) / len(row) if beta is not None else sympy.Integer(0)
+        sigma = sympy.sqrt(sympy.Add(*[(x - mu) ** 2 for x in row]) / len(row))
+        for j, x in enumerate(row):
+            out[i, j] = sympy.nsimplify(gamma[0, j] * (x - mu) / sigma + (beta[0, j] if beta is not None else 0))
+    return out
+
+
+def _after_norm(env):
+    return block.post_norm_block(env["X"], env["gamma"], env.get("beta"), env["W_Q"], env["W_K"], env["W_V"],
+                                 _d_k(env), _causal(env))  # Norm(X + Attention(X)): post-norm
+
+
+Y_MISTAKES = (
+    Mistake("residual_forgotten", lambda env: np.array(env["O"], dtype=float)),  # Y = O: the block's input lost
+    Mistake("norm_after_residual", _after_norm, applies=lambda env: all(w in env for w in ("W_Q", "W_K", "W_V"))),
+)
+
+X_NORM_STEP = AttentionStep(
+    "X_norm", ("X", "gamma"), _norm_of, shape=("n", "d_model"), symbol=r"\hat{X}",
+    formula_latex=r"\hat{X}_{ij} = \gamma_j \frac{X_{ij} - \mu_i}{\sigma_i} + \beta_j", typst_symbol="hat(X)",
+    typst_formula="hat(X)_(i j) = gamma_j (X_(i j) - mu_i) / sigma_i + beta_j", builder="value", direction="forward",
+    mistakes=X_NORM_MISTAKES, exact=_exact_norm, checkable=False, count=count.count_norm)
+Y_STEP = AttentionStep(
+    "Y", ("X", "O", "gamma"), lambda env: np.asarray(env["X"], dtype=float) + env["O"], shape=("n", "d_model"),
+    symbol="Y", formula_latex="Y = X + O", typst_symbol="Y", typst_formula="Y = X + O", builder="value",
+    direction="forward", mistakes=Y_MISTAKES, exact=lambda xs, values: exact.xadd(xs["X"], xs["O"]), checkable=False,
+    count=count.count_residual)
+
+
+# Linear attention (an exercise flags it with `linear`): the feature map φ(x) = elu(x) + 1 in place of the
+# softmax's exponentials, and the keys and values summed first.
+#     phi_Q = φ(Q)    phi_K = φ(K)    KV = φ(K)ᵀ V    z = φ(K)ᵀ 1
+
+
+def _feature_step(name: str, source: str) -> AttentionStep:
+    symbol = rf"\phi({source})"
+    return AttentionStep(
+        name, (source, "linear"), lambda env: linear.feature_map(env[source]), shape=_SHAPES[source], symbol=symbol,
+        formula_latex=rf"{symbol}_{{ij}} = \operatorname{{elu}}({source}_{{ij}}) + 1", typst_symbol=f"phi({source})",
+        typst_formula=f"phi({source})_(i j) = op(\"elu\")({source}_(i j)) + 1", builder="value", direction="forward",
+        checkable=False, count=lambda step, env: count.Operations(additions=int(np.size(env[source]))))
+
+
+_SHAPES = {"Q": ("n_q", "d_k"), "K": ("n_k", "d_k")}
+_KV = Product("phi_K", "V", left_t=True)
+LINEAR_STEPS = (
+    _feature_step("phi_Q", "Q"),
+    _feature_step("phi_K", "K"),
+    _product_step("KV", ("phi_K", "V"), lambda env: linear.key_value(env["phi_K"], env["V"]), ("d_k", "d_v"),
+                  r"\mathrm{KV}", r"\phi(K)^{\top} V", 'upright("KV")', 'upright("KV") = phi(K)^top V', _KV, "forward",
+                  checkable=False),
+    AttentionStep("z", ("phi_K",), lambda env: linear.normaliser(env["phi_K"]), shape=("d_k", "1"), symbol="z",
+                  formula_latex=r"z = \phi(K)^{\top} \mathbf{1}", typst_symbol="z",
+                  typst_formula="z = phi(K)^top bold(1)", builder="value", direction="forward", checkable=False,
+                  count=lambda step, env: count.Operations(additions=_column_sum_additions(env["phi_K"]))),
+)
+
+
+def _column_sum_additions(M: np.ndarray) -> int:
+    return int(np.size(M) - np.shape(M)[-1])  # n − 1 additions per column
+
+
 STEPS: tuple[AttentionStep, ...] = (
     AttentionStep("X", ("token_ids", "E"), _embedding, shape=("n", "d_model"), symbol="X",
                   formula_latex=r"x_{i} = E[t_{i}]", typst_symbol="X", typst_formula="x_i = E[t_i]",
                   builder="embedding", direction="forward", exact=_exact_embedding, checkable=False),
+    X_NORM_STEP,  # an attention block's normalised rows, read by the projections
+    _product_step("latent", ("X", "W_DKV"), lambda env: ops.project(env["X"], env["W_DKV"]), ("n", "d_c"), "C",
+                  "X W_{DKV}", "C", "C = X W_(D K V)", Product("X", "W_DKV"), "forward", checkable=False),
+    # MLA's cached latent C: the keys and values are up-projected from it (_memory)
     _projection("Q", "W_Q", ("n_q", "d_k")),
     _memory_projection(_projection("K", "W_K", ("n_k", "d_k")), "W_K"),
     _memory_projection(_projection("V", "W_V", ("n_k", "d_v")), "W_V"),
+    *LINEAR_STEPS,  # linear attention's feature maps and key-value sums
     _product_step("scores", ("Q", "K"), _scores, ("n_q", "n_k"), "S", r"Q K^{\top}", "S", "S = Q K^top",
                   _SCORES, "forward", mistakes=SCORES_MISTAKES),
     AttentionStep("scaled", ("scores", "d_k"), _scaled, shape=("n_q", "n_k"), symbol="Z",
@@ -682,6 +791,7 @@ STEPS: tuple[AttentionStep, ...] = (
                   exact=_exact_softmax_or_padded, sanity=("weights",), count=count.count_softmax),
     _product_step("O", ("A", "V"), _output, ("n_q", "d_v"), "O", "A V", "O", "O = A V", _O, "forward",
                   mistakes=OUTPUT_MISTAKES, sanity=("output",)),
+    Y_STEP,  # an attention block's residual: its input added back
     G_O_STEP,  # a given loss: the gradient that starts the backward pass
     _product_step("G_A", ("G_O", "V"), _g_a, ("n_q", "n_k"), "G_A", r"G_O V^{\top}", "G_A", "G_A = G_O V^top",
                   _G_A, "backward", mistakes=G_A_MISTAKES),
@@ -726,7 +836,8 @@ STEP_BY_NAME: dict[str, AttentionStep] = {s.name: s for s in STEPS}
 INPUT_SYMBOLS: dict[str, str] = {"E": "E", "W_Q": "W_Q", "W_K": "W_K", "W_V": "W_V", "W_O": "W_O", "G_O": "G_O",
                                  "d_k": "d_k", "token_ids": "t", "H": "H", "T": "T", "pad": "p", "groups": "g",
                                  "K_cache": r"K_{\mathrm{cache}}", "V_cache": r"V_{\mathrm{cache}}",
-                                 "pos": r"\mathrm{pos}", "theta": r"\theta", "perm": r"\mathrm{perm}"}
+                                 "pos": r"\mathrm{pos}", "theta": r"\theta", "perm": r"\mathrm{perm}",
+                                 "gamma": r"\gamma", "beta": r"\beta", "W_DKV": r"W_{DKV}"}
 INPUT_TYPST_SYMBOLS: dict[str, str] = {"token_ids": "t", "d_k": "d_k", "groups": "g", "pad": "p",
                                        "pos": 'upright("pos")', "theta": "theta", "perm": 'upright("perm")'}
 # the given numbers of temperature (τ, the cap c), sliding_window (w, s), alibi (H heads, the heads h) and
@@ -744,7 +855,7 @@ def shape_of(name: str, sizes: Mapping[str, int]) -> tuple[int, ...]:
     """The shape of a value in numbers from the sizes of its axes (n alone stands for n_q = n_k = n)."""
     axes = STEP_BY_NAME[name].shape if name in STEP_BY_NAME else INPUT_SHAPES[name]
     n = sizes.get("n")
-    known = {"n_q": n, "n_k": n, **sizes}
+    known = {"n_q": n, "n_k": n, "1": 1, **sizes}
     return tuple(int(known[a]) for a in axes)
 
 

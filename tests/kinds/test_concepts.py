@@ -241,3 +241,24 @@ def test_rotating_v_is_asked_and_explained_at_level_3(lang):
     said = t(got.explanation.key, lang, **got.explanation.params)
     assert said == t("misconception.concepts.rope_rotates.q_k_and_v", lang) and "V" in said
     assert all("rope_rotates" not in exercises.generate("concepts", s, lv).part_names for lv in (1, 2) for s in range(60))
+
+
+def test_attention_mixing_and_he_init_are_computed_and_their_mistakes_named():
+    """Attention's weight in sentence B is the softmax of B's own scores (a fixed mixing would keep A's);
+    the weights' standard deviation is 1/√n (1/n, their variance, is named)."""
+    ex = find("concepts", 3, lambda e: "attention_mixing" in e.part_names)
+    p = ex.part("attention_mixing").params
+    a, b, c = p["a"], p["b"], p["c"]
+    w = np.exp([a * a, a * c])  # softmax([x₁x₁, x₁x₂]) of sentence B, written out
+    assert ex.part("attention_mixing").reference[0, 0] == pytest.approx(w[1] / w.sum()), ex.id
+    assert float(p["w_a"]) == pytest.approx(1 / (1 + np.exp(a * a - a * b)), abs=0.005), ex.id
+    fb = exercises.grade(ex, {**selftest.correct_answer(ex), "attention_mixing": p["w_a"]})
+    assert fb.parts["attention_mixing"].misconception == "concepts_fixed_mixing", ex.id
+    exponents = {e.x for e in exercises.aids(ex).exp_table}
+    assert {0.0, -abs(a * a - a * c)} <= exponents, (ex.id, exponents)
+
+    ex = find("concepts", 2, lambda e: "he_init" in e.part_names)
+    n = ex.part("he_init").params["n"]
+    assert ex.part("he_init").reference[0, 0] == pytest.approx(1 / np.sqrt(n)), ex.id
+    fb = exercises.grade(ex, {**selftest.correct_answer(ex), "he_init": str(1 / n)})
+    assert fb.parts["he_init"].misconception == "concepts_weight_variance", ex.id

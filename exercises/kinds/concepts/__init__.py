@@ -31,12 +31,14 @@ from ...solutions.aids import ExpSeries
 
 ID = "concepts"
 ORDER = 110
-VERSION = 3
+VERSION = 4
 LEVELS = (1, 2, 3)
 # the eˣ aid: a fixed grid per level covering every exponent the level's problems need (never just those)
 EXP_GRID = {2: (ExpSeries(1, 1, -4, 0),), 3: (ExpSeries(1, 1, -4, 0),)}
 # every catalogued mistake that can apply to this kind's parts: the redraw keeps them apart
 GUARDS = ()
+# the kind's own catalogued mistakes (its texts: misconception.<id> in its locales)
+MISTAKES = ("concepts_fixed_mixing", "concepts_weight_variance")
 
 Params = dict[str, int]
 
@@ -105,6 +107,33 @@ def _concat_width(p: Params):
     return p["h"] * p["d_v"], {"shape_concat_one_head": p["d_v"]}
 
 
+def _neighbour_weight(own: int, other: int) -> float:
+    """softmax([own, other])'s second weight, computed as e^0 / (e^(own − other) + e^0) or its mirror: minus the
+    larger score, so that only e^0 and e^(−gap) are needed."""
+    return 1 / (1 + math.exp(own - other))
+
+
+def _draw_sentences(rng: np.random.Generator) -> Params:
+    """Token 1 (x₁ = a) in two sentences whose neighbour differs (x₂ = b, then c): the scores x₁x₁ and x₁x₂ of
+    each sentence at most 4 apart, and the two weights apart to 2 decimals."""
+    while True:
+        a = choice(rng, (1, 2))
+        b, c = (choice(rng, (-1, 0, 1, 2)) for _ in range(2))
+        w_a, w_b = _neighbour_weight(a * a, a * b), _neighbour_weight(a * a, a * c)
+        if max(abs(a * a - a * b), abs(a * a - a * c)) <= 4 and abs(round(w_a, 2) - round(w_b, 2)) >= 0.05:
+            return {"a": a, "b": b, "c": c, "w_a": f"{w_a:.2f}", "own": a * a, "other": a * c}
+
+
+def _attention_mixing(p: Params):
+    """Attention's weight on the neighbour in sentence B; a fixed mixing layer would keep sentence A's."""
+    return _neighbour_weight(p["own"], p["other"]), {"concepts_fixed_mixing": float(p["w_a"])}
+
+
+def _he_init(p: Params):
+    """The standard deviation of the weights that keeps Σ w_k x_k at variance 1: 1/√n (its variance is 1/n)."""
+    return 1 / math.sqrt(p["n"]), {"concepts_weight_variance": 1 / p["n"]}
+
+
 def _draw_big_pair(rng: np.random.Generator) -> Params:
     a = choice(rng, (100, 500, 1000))
     return {"a": a, "b": a + choice(rng, (1, 2, 3))}
@@ -128,15 +157,19 @@ QUESTIONS: dict[str, MultipleChoice | ShortAnswer] = {q.id: q for q in (
     ShortAnswer("std_dk", 0, lambda rng: {"d_k": choice(rng, (16, 64, 100, 256))}, _std_dk),
     ShortAnswer("concat_width", 0, lambda rng: {"h": choice(rng, (2, 4, 8)), "d_v": choice(rng, (4, 16, 64))},
                 _concat_width),
+    # why attention and not a fixed mixing of the positions: the same token, another neighbour, another weight
+    ShortAnswer("attention_mixing", 2, _draw_sentences, _attention_mixing),
+    # He initialisation: the variance argument of √d_k, for a layer's weights
+    ShortAnswer("he_init", 2, lambda rng: {"n": choice(rng, (4, 16, 25, 100))}, _he_init),
 )}
 
 # level: (multiple-choice pool, short-answer pool); an exercise asks two of the first and one of the second
 POOLS = {1: (("score_cell", "rows_sum", "mask_inf", "causal_row", "output_row", "heads"), ("masked_count",)),
          2: (("score_cell", "k_transposed", "mask_inf", "max_shift", "causal_row", "output_row", "scale_why"),
-             ("masked_count", "softmax_big")),
+             ("masked_count", "softmax_big", "he_init")),
          3: (("k_transposed", "max_shift", "rows_sum", "heads", "scale_why", "output_row", "embed_grad",
               "rope_rotates"),
-             ("softmax_big", "std_dk", "concat_width"))}
+             ("softmax_big", "std_dk", "concat_width", "attention_mixing", "he_init"))}
 CHOICES_PER_EXERCISE = 2
 
 
@@ -206,6 +239,13 @@ def _short_work(qid: str, p: Params) -> tuple[str, str, str]:
                 L.frac(L.exp_of("0"), f"{L.exp_of(str(-gap))} + {L.exp_of('0')}"))  # minus the larger score b
     if qid == "std_dk":
         return r"\sigma(q \cdot k)", r"\sqrt{d_k}", rf"\sqrt{{{p['d_k']}}}"
+    if qid == "attention_mixing":  # minus the larger of the two scores
+        top = max(p["own"], p["other"])
+        return (r"a_{12}^{(B)}", L.frac(L.exp_of(r"x_1 x_2"), rf"{L.exp_of(r'x_1 x_1')} + {L.exp_of(r'x_1 x_2')}"),
+                L.frac(L.exp_of(str(p["other"] - top)), f"{L.exp_of(str(p['own'] - top))} + "
+                                                        f"{L.exp_of(str(p['other'] - top))}"))
+    if qid == "he_init":
+        return r"\sigma_w", L.frac("1", r"\sqrt{n}"), L.frac("1", rf"\sqrt{{{p['n']}}}")
     return r"d_{\mathrm{concat}}", r"h \cdot d_v", rf"{p['h']} \cdot {p['d_v']}"
 
 
@@ -246,12 +286,14 @@ def _short_record(qid: str, p: Params, result: str) -> tuple[solutions.Substitut
 
 
 def aids(ex: Exercise) -> Aids:
-    """For softmax_big (the scores minus the larger one, as its question says to do: e^0 and e^(b − a)),
-    the level's fixed eˣ grid, which holds both."""
+    """For softmax_big and attention_mixing (the scores minus the larger one, as the questions say to do: e^0
+    and e^(−gap)), the level's fixed eˣ grid, which holds both."""
     entries = []
     for part in ex.parts:
-        if part.name == "softmax_big":
-            for x in sorted({0, part.params["a"] - part.params["b"]}):
+        gap = {"softmax_big": lambda p: p["a"] - p["b"],
+               "attention_mixing": lambda p: -abs(p["own"] - p["other"])}.get(part.name)
+        if gap is not None:
+            for x in sorted({0, gap(part.params)}):
                 value = math.exp(x)
                 text = L.decimal(value, L.EXP_PLACES)
                 entries.append(ExpEntry(float(x), str(x), str(x), value, rf"{L.exp_of(str(x))} {L.APPROX} {text}"))

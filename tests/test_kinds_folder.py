@@ -194,7 +194,8 @@ def test_the_formula_sheet_has_its_section(drill, lang):
     assert keys.index(ID) == keys.index("softmax") + 1
     assert TEXTS[lang]["formulas.softmax_drill.title"] in [h.value for h in at.subheader]
     assert TEXTS[lang]["formulas.softmax_drill.rows"] in [m.value for m in at.markdown]
-    assert [e.value.strip("$\n") for e in at.latex] == fs.all_latex()
+    assert [e.value.strip("$\n") for e in at.latex] == [f.latex for s in fs.forward() for f in s.formulas], (
+        "the open (forward) tab shows its formulas in order")
     assert r"\underbrace{A}_{n \times n} = \operatorname{softmax}_{\text{row}}(Z)" in fs.all_latex()
     assert own_keys_on_screen(shown_strings(at)) == []
     assert t("formulas.softmax_drill.caption", lang) == TEXTS[lang]["formulas.softmax_drill.caption"]

@@ -470,8 +470,9 @@ PROPERTY_SEEDS = (0, 1)
 
 def test_a_topic_needs_no_checker_of_its_own():
     """Every kind whose parts its chain computes is a topic, read from the kind alone: at every level and
-    seed its generated exercise, given its own givens and the model it states, has every step (written to
-    2 places) accepted, and a slip in any step, with only the steps before it typed, is the first wrong one."""
+    seed its generated exercise's steps have boxes in the form of its givens; given its own givens and the
+    model it states, every step (written to 2 places) is accepted, and a slip in any step, with only the
+    steps before it typed, is the first wrong one."""
     topics = checkwork.topic_ids()
     assert set(TOPICS) <= set(topics) and "attention" in topics
     for topic in topics:
@@ -482,6 +483,8 @@ def test_a_topic_needs_no_checker_of_its_own():
                 continue
             stated = {name: ex.params[name] for name in spec.stated}
             claims = {p.name: round_half_up(p.reference, 2) for p in ex.parts}
+            boxes = next(form.steps for form in spec.forms if form.inputs == tuple(ex.given))
+            assert set(claims) <= set(boxes), (topic, level, seed, "a step with no box", set(claims) - set(boxes))
             report = checkwork.check(topic, dict(ex.given), claims, stated)
             case = (topic, level, seed)
             assert report.ok, (*case, [m.render() for m in report.errors])

@@ -282,6 +282,17 @@ def _steps_of(kind: Any, ex: Exercise, values: Mapping[str, Any] | None = None,
     return out
 
 
+def _merged(known: tuple[str, ...], steps: list[str], order: list[str]) -> tuple[str, ...]:
+    """The steps of two levels as one list: each new step before the first known one the chain computes
+    after it (`order`), else at the end."""
+    merged = list(known)
+    for name in (s for s in steps if s not in known):
+        after = order[order.index(name) + 1:]
+        place = next((merged.index(s) for s in after if s in merged), len(merged))
+        merged.insert(place, name)
+    return tuple(merged)
+
+
 TEMPLATE_SEEDS = (0, 1, 2)  # the exercises of each level whose given names make a topic's forms
 
 
@@ -300,12 +311,15 @@ def topic(topic_id: str) -> Topic | None:
         ex = generate(topic_id, seed=seed, level=level)
         if any(p.is_choice for p in ex.parts):
             continue
-        steps = [name for name in _steps_of(kind, ex) if name in ex.part_names or kind.chain is default_chain]
+        order = list(_steps_of(kind, ex))  # the chain's order
+        steps = [name for name in order if name in ex.part_names or kind.chain is default_chain]
         if not steps:
             continue
         inputs = tuple(ex.given)
         kinds.update({name: _value_kind(v) for name, v in ex.given.items()})
-        forms.setdefault(inputs, Form(level, inputs, tuple(steps)))
+        known = forms.get(inputs)  # levels given alike ask more of the same chain (A, a third τ): one form
+        forms[inputs] = Form(known.level, inputs, _merged(known.steps, steps, order)) if known else \
+            Form(level, inputs, tuple(steps))
     if not forms:
         return None
     # a topic the step records compute reads every record input: the backward pass from G_O, a target T …

@@ -419,6 +419,19 @@ def test_a_third_head_is_checked_like_the_two_of_the_examples():
     assert checkwork.check("multi_head", {**typed(given), "W_Q9": "1"}, {}).errors[0].key == "checkwork.not_an_input"
 
 
+def test_a_later_step_typed_right_after_a_slip_is_right_not_carried():
+    """A slip in O1, then concat typed as it truly is: concat is right (nothing to carry), so it is neither
+    consistent with the slip nor wrong; typed from the slipped O1 it is consistent."""
+    given, _, steps = multi_head()
+    slipped = steps["O1"] + 0.5
+    report = checkwork.check("multi_head", typed(given), typed({**steps, "O1": slipped}))
+    assert report.first_error == "O1" and report.steps["concat"].verdict == "right", verdicts(report)
+    assert report.consistent_after == [] and report.wrong_after == [], verdicts(report)
+    carried = {"O1": slipped, "O2": steps["O2"], "concat": np.hstack([slipped, steps["O2"]])}
+    report = checkwork.check("multi_head", typed(given), typed(carried))
+    assert report.consistent_after == ["concat"], verdicts(report)
+
+
 def test_kv_cache_append_new_row_and_the_stated_model():
     given, stated, steps = kv_cache()
     first = np.vstack([given["k"], given["K_cache"]])  # the new row put first

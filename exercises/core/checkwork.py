@@ -296,11 +296,19 @@ def _merged(known: tuple[str, ...], steps: list[str], order: list[str]) -> tuple
 TEMPLATE_SEEDS = (0, 1, 2)  # the exercises of each level whose given names make a topic's forms
 
 
+@functools.lru_cache(maxsize=512)  # the topics' templates: TEMPLATE_SEEDS per level of some 30 kinds
+def template(topic_id: str, level: int, seed: int) -> Exercise:
+    """A generated exercise of kind `topic_id` (read only: cached)."""
+    from .engine import generate  # engine imports every kind
+
+    return generate(topic_id, seed=seed, level=level)
+
+
 @functools.cache
 def topic(topic_id: str) -> Topic | None:
     """The topic of kind `topic_id`, read from its generated exercises (TEMPLATE_SEEDS per level); None when its
     parts are not matrices a chain computes (choices, shapes)."""
-    from .engine import KINDS, default_chain, generate  # engine imports every kind
+    from .engine import KINDS, default_chain  # engine imports every kind
 
     kind = KINDS.get(topic_id)
     if kind is None:
@@ -308,7 +316,7 @@ def topic(topic_id: str) -> Topic | None:
     forms: dict[tuple[str, ...], Form] = {}
     kinds: dict[str, str] = {}
     for level, seed in ((level, seed) for level in kind.LEVELS for seed in TEMPLATE_SEEDS):
-        ex = generate(topic_id, seed=seed, level=level)
+        ex = template(topic_id, level, seed)
         if any(p.is_choice for p in ex.parts):
             continue
         order = list(_steps_of(kind, ex))  # the chain's order

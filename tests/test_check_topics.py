@@ -432,6 +432,17 @@ def test_a_later_step_typed_right_after_a_slip_is_right_not_carried():
     assert report.consistent_after == ["concat"], verdicts(report)
 
 
+def test_a_number_given_with_decimals_is_read_with_them():
+    """temperature's cap is a decimal (its exercises give 2.0): a learner's own 1.5 is checked; 0 is refused
+    naming the box."""
+    given = {"s": TEMPERATURE_S, "tau": "0.5 2", "cap": "1.5"}
+    capped = round_half_up(soft_cap(TEMPERATURE_S, 1.5), 4)
+    report = checkwork.check("temperature", typed(given), typed({"s_capped": capped}))
+    assert report.all_right, (verdicts(report), [m.render() for m in report.errors])
+    report = checkwork.check("temperature", typed({**given, "cap": "0"}), {})
+    assert report.errors[0].key == "checkwork.positive_number" and "cap" in report.errors[0].render("zh")
+
+
 def test_kv_cache_append_new_row_and_the_stated_model():
     given, stated, steps = kv_cache()
     first = np.vstack([given["k"], given["K_cache"]])  # the new row put first

@@ -244,7 +244,8 @@ class Form:
 class Topic:
     """A kind whose steps a learner can check on their own numbers (Practice's topic of that name).
 
-    kinds: how each given is typed: "matrix", "row" (a list: positions, angles, token ids), "number" or
+    kinds: how each given is typed: "matrix", "row" (a list: positions, angles, token ids), "number" (whole),
+    "decimal" (a positive number: a cap, a temperature) or
     "flag"; optional: the record inputs a topic computed by the step records also reads (G_O, T, H …)."""
 
     id: str
@@ -264,7 +265,9 @@ def _value_kind(value: Any) -> str:
     if isinstance(value, (bool, np.bool_)):
         return "flag"
     array = np.asarray(value)
-    return {0: "number", 1: "row"}.get(array.ndim, "matrix")
+    if array.ndim == 0:
+        return "number" if np.issubdtype(array.dtype, np.integer) else "decimal"
+    return {1: "row"}.get(array.ndim, "matrix")
 
 
 def _steps_of(kind: Any, ex: Exercise, values: Mapping[str, Any] | None = None,
@@ -520,6 +523,16 @@ def _read_number(name: str, value: Any) -> int:
     return int(x)
 
 
+def _read_decimal(name: str, value: Any) -> float:
+    """A number above 0 and at most MAX_NUMBER, decimals allowed (typed or given); AnswerError naming the box."""
+    where = msg("where.part", part=label(name))
+    array = read_matrix(name, value) if isinstance(value, str) else np.atleast_2d(np.asarray(value, dtype=float))
+    x = float(array.ravel()[0]) if array.size == 1 else math.nan
+    if not (math.isfinite(x) and 0 < x <= MAX_NUMBER):
+        raise AnswerError(msg("checkwork.positive_number", where=where, limit=MAX_NUMBER))
+    return x
+
+
 def _read_flag(value: Any) -> bool:
     if isinstance(value, str):
         return value.strip().lower() in ("1", "true", "yes", "on", "y", "是")
@@ -553,6 +566,8 @@ def _read_topic_inputs(spec: Topic, inputs: Mapping[str, Any], report: Report) -
                 continue
             elif kind == "number":
                 given[name] = _read_number(name, present[name])
+            elif kind == "decimal":
+                given[name] = _read_decimal(name, present[name])
             elif kind == "row":
                 row = read_matrix(name, present[name])
                 if min(row.shape) != 1:

@@ -14,9 +14,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from attention_core import ops
+from attention_core.alibi import alibi_bias, alibi_slope
 from attention_core.embedding import embed, embed_backward
+from attention_core.online_softmax import online_softmax
 from attention_core.positions import frequencies, rope, sinusoidal
-from exercises.core import checkwork
+from attention_core.temperature import soft_cap, softmax_temperature
+from attention_core.windows import full_cache_floats, window_cache_floats, window_mask
+from exercises.core import checkwork, engine
 from exercises.core.numbers import round_half_up
 from exercises.i18n import Msg
 
@@ -245,6 +249,81 @@ def backprop_loss_slip(given, steps):
     return {"G_O": -steps["G_O"]}, "G_O", "loss_grad_sign"
 
 
+ONLINE_S, ONLINE_V = M([[1., 0, 2, 1]]), M([[1.], [2], [-1], [1]])  # the maximum moves in the second tile
+
+
+def online_softmax_topic():
+    """One query, 4 keys in tiles of 2: m, ℓ and o after each tile, then O = o / ℓ."""
+    trace = online_softmax(ONLINE_S[0], ONLINE_V, 2)
+    steps = {"m": trace.m[:, None], "l": round_half_up(trace.l[:, None], 4), "O_acc": round_half_up(trace.o, 4)}
+    steps["O"] = round_half_up(steps["O_acc"][-1:] / steps["l"][-1, 0], 4)
+    return {"S": ONLINE_S, "V": ONLINE_V, "tile": 2, "causal": False}, {}, steps
+
+
+def online_softmax_slip(given, steps):
+    """ℓ not rescaled when the maximum moves (tile 1's sum added as it was); O carries the learner's ℓ on."""
+    s = ONLINE_S[0]
+    l = np.cumsum([np.exp(s[t:t + 2] - steps["m"][t // 2, 0]).sum() for t in (0, 2)])[:, None]
+    l = round_half_up(l, 4)
+    return {**steps, "l": l, "O": round_half_up(steps["O_acc"][-1:] / l[-1, 0], 4)}, "l", "online_no_rescale"
+
+
+WINDOW_Z, WINDOW_V = M([[1., 0, 2, 1], [0, 2, 1, 0], [2, 1, 0, 1], [1, 0, 1, 2]]), M([[1.], [0], [2], [-1]])
+
+
+def _windowed(mask):
+    A = round_half_up(ops.softmax(WINDOW_Z + mask), 4)
+    return {"M": mask, "A": A, "O": round_half_up(A @ WINDOW_V, 4)}
+
+
+def sliding_window_topic():
+    """A window of 2 keys and 1 sink over 4 tokens, and the cache of one layer and head for T = 1024."""
+    steps = {**_windowed(window_mask(4, 2, 1)),
+             "cache_floats": M([[window_cache_floats(2, 1, 64), full_cache_floats(1024, 64)]], dtype=float)}
+    return {"Z": WINDOW_Z, "window": 2, "sinks": 1, "V": WINDOW_V}, {"tokens": 1024, "d_head": 64}, steps
+
+
+def sliding_window_slip(given, steps):
+    """The sink forgotten: the first key hidden from the queries the window has passed; A and O carry it on."""
+    return {**steps, **_windowed(window_mask(4, 2, 0))}, "M", "window_sinks_forgotten"
+
+
+ALIBI_S = M([[2., 0, 1], [1, 2, 0], [0, 1, 2]])
+
+
+def _alibi(slope: float):
+    bias = alibi_bias(3, slope)
+    masked = round_half_up(ALIBI_S / 2 + bias, 4)  # d_k = 4
+    return {"slope": M([[slope]]), "bias": bias, "masked": masked, "A": round_half_up(ops.softmax(masked), 4)}
+
+
+def alibi_topic():
+    """Head 2 of 8: m = 2^(−8·2/8) = 1/4, the bias −m (i − j) on the causal triangle, then the softmax."""
+    return {"S": ALIBI_S, "d_k": 4, "H": 8, "h": "2"}, {}, _alibi(float(alibi_slope(2, 8)))
+
+
+def alibi_slip(given, steps):
+    """The slope of head 1 (2^(−8·1/8)) for head 2; bias, masked and A carry it on."""
+    return _alibi(float(alibi_slope(1, 8))), "slope", "alibi_slope_off_by_one"
+
+
+TEMPERATURE_S = M([[0., 2, 1]])
+
+
+def temperature_topic():
+    """softmax(s / τ) for τ = 1/2 and 2, then s capped at c = 2 (c tanh(s / c)) and its softmax."""
+    capped = round_half_up(soft_cap(TEMPERATURE_S, 2.0), 4)
+    steps = {"a_tau1": softmax_temperature(TEMPERATURE_S, 0.5), "a_tau2": softmax_temperature(TEMPERATURE_S, 2.0),
+             "s_capped": capped, "a_capped": softmax_temperature(capped, 1.0)}
+    return {"s": TEMPERATURE_S, "tau": "0.5 2", "cap": 2}, {}, written(steps)
+
+
+def temperature_slip(given, steps):
+    """s multiplied by τ = 1/2 instead of divided."""
+    return {**steps, "a_tau1": round_half_up(softmax_temperature(TEMPERATURE_S * 0.5, 1.0), 4)}, "a_tau1", \
+        "temperature_times_tau"
+
+
 TOPICS = {  # topic: (a hand calculation, its slip, the paste format of the third test)
     "multi_head": (multi_head, multi_head_slip, "bmatrix"),
     "gqa": (gqa, gqa_slip, "numpy repr"),
@@ -256,6 +335,10 @@ TOPICS = {  # topic: (a hand calculation, its slip, the paste format of the thir
     "softmax_jacobian": (softmax_jacobian, softmax_jacobian_slip, "matlab"),
     "backprop": (backprop, backprop_slip, "csv"),
     "backprop_loss": (backprop_loss, backprop_loss_slip, "numpy repr"),
+    "online_softmax": (online_softmax_topic, online_softmax_slip, "matlab"),
+    "sliding_window": (sliding_window_topic, sliding_window_slip, "csv"),
+    "alibi": (alibi_topic, alibi_slip, "bmatrix"),
+    "temperature": (temperature_topic, temperature_slip, "numpy repr"),
 }
 
 
@@ -290,6 +373,9 @@ def test_one_slip_is_the_first_wrong_step_and_its_mistake_is_named(topic):
     earlier = list(report.steps)[:list(report.steps).index(first)]
     assert all(report.steps[s].verdict == "right" for s in earlier), (topic, verdicts(report))
     assert report.wrong_after == [], (topic, "later steps follow from the learner's own values", verdicts(report))
+    carried = [s for s in list(report.steps)[len(earlier) + 1:] if not np.allclose(
+        checkwork.read_matrix(s, claims[s]), report.reference[s], atol=1e-3, equal_nan=True)]
+    assert report.consistent_after == carried, (topic, "judged on the learner's own values", verdicts(report))
 
 
 @pytest.mark.parametrize("topic", TOPICS)
@@ -331,6 +417,30 @@ def test_a_third_head_is_checked_like_the_two_of_the_examples():
                              typed({"O3": O3, "concat": np.hstack([steps["O1"], steps["O2"], O3])}))
     assert report.all_right and set(report.steps) == {"O3", "concat"}, verdicts(report)
     assert checkwork.check("multi_head", {**typed(given), "W_Q9": "1"}, {}).errors[0].key == "checkwork.not_an_input"
+
+
+def test_a_later_step_typed_right_after_a_slip_is_right_not_carried():
+    """A slip in O1, then concat typed as it truly is: concat is right (nothing to carry), so it is neither
+    consistent with the slip nor wrong; typed from the slipped O1 it is consistent."""
+    given, _, steps = multi_head()
+    slipped = steps["O1"] + 0.5
+    report = checkwork.check("multi_head", typed(given), typed({**steps, "O1": slipped}))
+    assert report.first_error == "O1" and report.steps["concat"].verdict == "right", verdicts(report)
+    assert report.consistent_after == [] and report.wrong_after == [], verdicts(report)
+    carried = {"O1": slipped, "O2": steps["O2"], "concat": np.hstack([slipped, steps["O2"]])}
+    report = checkwork.check("multi_head", typed(given), typed(carried))
+    assert report.consistent_after == ["concat"], verdicts(report)
+
+
+def test_a_number_given_with_decimals_is_read_with_them():
+    """temperature's cap is a decimal (its exercises give 2.0): a learner's own 1.5 is checked; 0 is refused
+    naming the box."""
+    given = {"s": TEMPERATURE_S, "tau": "0.5 2", "cap": "1.5"}
+    capped = round_half_up(soft_cap(TEMPERATURE_S, 1.5), 4)
+    report = checkwork.check("temperature", typed(given), typed({"s_capped": capped}))
+    assert report.all_right, (verdicts(report), [m.render() for m in report.errors])
+    report = checkwork.check("temperature", typed({**given, "cap": "0"}), {})
+    assert report.errors[0].key == "checkwork.positive_number" and "cap" in report.errors[0].render("zh")
 
 
 def test_kv_cache_append_new_row_and_the_stated_model():
@@ -379,24 +489,35 @@ def test_errors_name_the_box_and_the_topic_inputs():
     assert report.errors[0].key == "checkwork.not_an_input"
 
 
-def test_a_topic_needs_no_checker_of_its_own():
-    """Every kind whose parts its chain computes is a topic, read from the kind alone: each form takes a
-    generated exercise's given data, and its answers (to 4 places) are all accepted, a slip caught."""
-    import exercises
+PROPERTY_SEEDS = checkwork.TEMPLATE_SEEDS[:2]  # the exercises the topics' forms were read from
 
+
+def test_a_topic_needs_no_checker_of_its_own():
+    """Every kind whose parts its chain computes is a topic, read from the kind alone: at every level and
+    seed its generated exercise's steps have boxes in the form of its givens; given its own givens and the
+    model it states, every step (written to 2 places) is accepted, and a slip in any step, with only the
+    steps before it typed, is the first wrong one."""
     topics = checkwork.topic_ids()
     assert set(TOPICS) <= set(topics) and "attention" in topics
     for topic in topics:
         spec = checkwork.topic(topic)
-        for form in spec.forms:
-            ex = exercises.generate(topic, seed=0, level=form.level)
+        for level, seed in ((level, seed) for level in engine.KINDS[topic].LEVELS for seed in PROPERTY_SEEDS):
+            ex = checkwork.template(topic, level, seed)
+            if any(p.is_choice for p in ex.parts):
+                continue
             stated = {name: ex.params[name] for name in spec.stated}
-            claims = {p.name: round_half_up(p.reference, 4) for p in ex.parts}
+            claims = {p.name: round_half_up(p.reference, 2) for p in ex.parts}
+            boxes = next(form.steps for form in spec.forms if form.inputs == tuple(ex.given))
+            assert set(claims) <= set(boxes), (topic, level, seed, "a step with no box", set(claims) - set(boxes))
             report = checkwork.check(topic, dict(ex.given), claims, stated)
-            assert report.all_right and not report.claim_errors, (topic, form.level, verdicts(report))
-            first = ex.parts[0]
-            claims[first.name] = claims[first.name] + 1
-            assert checkwork.check(topic, dict(ex.given), claims, stated).first_error == first.name, topic
+            case = (topic, level, seed)
+            assert report.ok, (*case, [m.render() for m in report.errors])
+            assert report.all_right and not report.claim_errors, (*case, verdicts(report), report.claim_errors)
+            names = list(claims)
+            for i, name in enumerate(names):
+                slipped = {k: claims[k] for k in names[:i]} | {name: claims[name] + 0.5}
+                report = checkwork.check(topic, dict(ex.given), slipped, stated)
+                assert report.first_error == name, (*case, name, verdicts(report), [m.render() for m in report.errors])
 
 
 TEXTS = ["", "1", "-1", "2 1", "1 0; 0 1", "abc", "1e308", "-inf", "nan", "1/0", "0 1 2", "100000", True, [[1, 2]]]

@@ -25,6 +25,7 @@ from .i18n import lang_key, render, tr
 
 PREFIX = "checkwork"
 TOPIC = f"{PREFIX}.topic"  # the canonical topic (a kind id)
+NUMBERS = ("number", "decimal")  # the given kinds typed on one line (d_k, groups, a cap)
 TOPIC_WIDGET = f"{PREFIX}.topic_widget"  # + the language (ui.i18n.lang_key)
 FORM_WIDGET = f"{PREFIX}.form_widget"  # + the topic and the language
 CAUSAL = f"{PREFIX}.causal"
@@ -195,7 +196,7 @@ def inputs_ui(topic: str) -> tuple[dict[str, Any], dict[str, str]]:
     # angles), numbers (d_k, groups), the model a topic states (the KV cache's layers, heads, d_head)
     lines = [(name, input_key(name), None) for name in spec.defaulted if name not in boxes]
     lines += [(name, input_key(name), tr("checkwork.page.number_placeholder"))
-              for name in form.inputs if spec.kinds[name] == "number"]
+              for name in form.inputs if spec.kinds[name] in NUMBERS]
     lines += [(name, stated_key(name), tr("checkwork.page.number_placeholder")) for name in spec.stated]
     for row in range(0, len(lines), 3):
         for column, (name, key, placeholder) in zip(st.columns(3), lines[row:row + 3]):
@@ -204,7 +205,7 @@ def inputs_ui(topic: str) -> tuple[dict[str, Any], dict[str, str]]:
     for name in flags:
         help_text = tr("checkwork.page.causal_help") if name == "causal" else None
         st.toggle(input_label(name), key=input_key(name), help=help_text)
-    shown = boxes + list(spec.defaulted) + flags + [n for n in form.inputs if spec.kinds[n] == "number"]
+    shown = boxes + list(spec.defaulted) + flags + [n for n in form.inputs if spec.kinds[n] in NUMBERS]
     inputs = {name: st.session_state.get(input_key(name), "") for name in dict.fromkeys(shown)}
     return inputs, {name: st.session_state.get(stated_key(name), "") for name in spec.stated}
 

@@ -244,7 +244,8 @@ class Form:
 class Topic:
     """A kind whose steps a learner can check on their own numbers (Practice's topic of that name).
 
-    kinds: how each given is typed: "matrix", "row" (a list: positions, angles, token ids), "number" or
+    kinds: how each given is typed: "matrix", "row" (a list: positions, angles, token ids), "number" (whole),
+    "decimal" (a positive number: a cap, a temperature) or
     "flag"; optional: the record inputs a topic computed by the step records also reads (G_O, T, H …)."""
 
     id: str
@@ -264,7 +265,9 @@ def _value_kind(value: Any) -> str:
     if isinstance(value, (bool, np.bool_)):
         return "flag"
     array = np.asarray(value)
-    return {0: "number", 1: "row"}.get(array.ndim, "matrix")
+    if array.ndim == 0:
+        return "number" if np.issubdtype(array.dtype, np.integer) else "decimal"
+    return {1: "row"}.get(array.ndim, "matrix")
 
 
 def _steps_of(kind: Any, ex: Exercise, values: Mapping[str, Any] | None = None,
@@ -282,14 +285,33 @@ def _steps_of(kind: Any, ex: Exercise, values: Mapping[str, Any] | None = None,
     return out
 
 
+def _merged(known: tuple[str, ...], steps: list[str], order: list[str]) -> tuple[str, ...]:
+    """The steps of two levels as one list: each new step before the first known one the chain computes
+    after it (`order`), else at the end."""
+    merged = list(known)
+    for name in (s for s in steps if s not in known):
+        after = order[order.index(name) + 1:]
+        place = next((merged.index(s) for s in after if s in merged), len(merged))
+        merged.insert(place, name)
+    return tuple(merged)
+
+
 TEMPLATE_SEEDS = (0, 1, 2)  # the exercises of each level whose given names make a topic's forms
+
+
+@functools.lru_cache(maxsize=512)  # the topics' templates: TEMPLATE_SEEDS per level of some 30 kinds
+def template(topic_id: str, level: int, seed: int) -> Exercise:
+    """A generated exercise of kind `topic_id` (read only: cached)."""
+    from .engine import generate  # engine imports every kind
+
+    return generate(topic_id, seed=seed, level=level)
 
 
 @functools.cache
 def topic(topic_id: str) -> Topic | None:
     """The topic of kind `topic_id`, read from its generated exercises (TEMPLATE_SEEDS per level); None when its
     parts are not matrices a chain computes (choices, shapes)."""
-    from .engine import KINDS, default_chain, generate  # engine imports every kind
+    from .engine import KINDS, default_chain  # engine imports every kind
 
     kind = KINDS.get(topic_id)
     if kind is None:
@@ -297,15 +319,18 @@ def topic(topic_id: str) -> Topic | None:
     forms: dict[tuple[str, ...], Form] = {}
     kinds: dict[str, str] = {}
     for level, seed in ((level, seed) for level in kind.LEVELS for seed in TEMPLATE_SEEDS):
-        ex = generate(topic_id, seed=seed, level=level)
+        ex = template(topic_id, level, seed)
         if any(p.is_choice for p in ex.parts):
             continue
-        steps = [name for name in _steps_of(kind, ex) if name in ex.part_names or kind.chain is default_chain]
+        order = list(_steps_of(kind, ex))  # the chain's order
+        steps = [name for name in order if name in ex.part_names or kind.chain is default_chain]
         if not steps:
             continue
         inputs = tuple(ex.given)
         kinds.update({name: _value_kind(v) for name, v in ex.given.items()})
-        forms.setdefault(inputs, Form(level, inputs, tuple(steps)))
+        known = forms.get(inputs)  # levels given alike ask more of the same chain (A, a third τ): one form
+        forms[inputs] = Form(known.level, inputs, _merged(known.steps, steps, order)) if known else \
+            Form(level, inputs, tuple(steps))
     if not forms:
         return None
     # a topic the step records compute reads every record input: the backward pass from G_O, a target T …
@@ -498,6 +523,16 @@ def _read_number(name: str, value: Any) -> int:
     return int(x)
 
 
+def _read_decimal(name: str, value: Any) -> float:
+    """A number above 0 and at most MAX_NUMBER, decimals allowed (typed or given); AnswerError naming the box."""
+    where = msg("where.part", part=label(name))
+    array = read_matrix(name, value) if isinstance(value, str) else np.atleast_2d(np.asarray(value, dtype=float))
+    x = float(array.ravel()[0]) if array.size == 1 else math.nan
+    if not (math.isfinite(x) and 0 < x <= MAX_NUMBER):
+        raise AnswerError(msg("checkwork.positive_number", where=where, limit=MAX_NUMBER))
+    return x
+
+
 def _read_flag(value: Any) -> bool:
     if isinstance(value, str):
         return value.strip().lower() in ("1", "true", "yes", "on", "y", "是")
@@ -531,6 +566,8 @@ def _read_topic_inputs(spec: Topic, inputs: Mapping[str, Any], report: Report) -
                 continue
             elif kind == "number":
                 given[name] = _read_number(name, present[name])
+            elif kind == "decimal":
+                given[name] = _read_decimal(name, present[name])
             elif kind == "row":
                 row = read_matrix(name, present[name])
                 if min(row.shape) != 1:

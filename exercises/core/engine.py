@@ -20,7 +20,8 @@ discovery into a `Kind` (so no caller looks a hook up by name):
               does not run; by default exercises.core.budget counts it from the step registry)
               STATED: tuple and stated_params(given, stated) -> params: the numbers beyond the given data a
               learner states to check their own work (a model's layers and heads), and the prompt's
-              params they make with the given data (check my work builds the learner's exercise)
+              params they make with the given data (check my work builds the learner's exercise: its
+              chain and diagnose read from ex.params only what stated_params makes, and no part references)
               CONVENTIONS: {flag: the given value it fills in, or None}: flags a learner may set on their
               own numbers (RoPE's pairs from the halves, positions from 1), DEFAULTED: the given values
               the chain fills in by convention when none are typed

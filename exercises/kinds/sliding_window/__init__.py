@@ -46,6 +46,7 @@ EXP_GRID = {2: (ExpSeries(1, 2, -4, 4),), 3: (ExpSeries(1, 2, -4, 6),)}
 TOKENS = (1024, 4096, 8192)  # the text length T of the cache part
 D_HEAD = (16, 64, 128)
 BATCH = 32
+STATED = ("tokens", "d_head")  # the text length T and the head width whose caches are counted
 
 
 def draw(rng: np.random.Generator, level: int) -> Batch:
@@ -75,16 +76,22 @@ def _teaches(env) -> np.ndarray:
     return ok
 
 
-def _attend(env, M: np.ndarray, params: dict, cache: tuple[int, int] | None = None) -> dict[str, np.ndarray]:
-    """M (broadcast over the batch), the weights of Z + M, the output where V is given, the cache sizes."""
+def _cache(window: int, sinks: int, params: dict) -> tuple[int, int] | None:
+    """The floats cached by the window and by full attention, or None when no model is stated (STATED)."""
+    if not all(name in params for name in STATED):
+        return None
+    return window_cache_floats(window, sinks, params["d_head"]), full_cache_floats(params["tokens"], params["d_head"])
+
+
+def _attend(env, M: np.ndarray, params: dict) -> dict[str, np.ndarray]:
+    """M (broadcast over the batch), the weights of Z + M, the output where V is given, the cache sizes
+    (where the model is stated)."""
     B = len(env["Z"])
     A = softmax(env["Z"] + M)  # (B, n, n): every query sees at least itself
-    window, sinks = int(env["window"]), int(env["sinks"])
-    if cache is None:
-        cache = (window_cache_floats(window, sinks, params["d_head"]), full_cache_floats(params["tokens"],
-                                                                                            params["d_head"]))
-    out = {"M": np.broadcast_to(M, (B, *M.shape)).copy(), "A": A,
-           "cache_floats": np.broadcast_to(np.array([cache], dtype=float), (B, 1, 2)).copy()}
+    out = {"M": np.broadcast_to(M, (B, *M.shape)).copy(), "A": A}
+    cache = _cache(int(env["window"]), int(env["sinks"]), params)
+    if cache is not None:
+        out["cache_floats"] = np.broadcast_to(np.array([cache], dtype=float), (B, 1, 2)).copy()
     if "V" in env:
         out["O"] = A @ env["V"]  # (B, n, 1)
     return out
@@ -97,9 +104,7 @@ def _looking_ahead(n: int, window: int, sinks: int) -> np.ndarray:
 
 
 def mistakes(n: int, window: int, sinks: int, params: dict) -> dict:
-    """{mistake id: env -> {part: what it gives, stacked}}."""
-    d, T = params["d_head"], params["tokens"]
-    full = full_cache_floats(T, d)
+    """{mistake id: env -> {part: what it gives, stacked}}; the cache sizes' only where the model is stated."""
 
     def masked_by(M: np.ndarray):
         return lambda env: {k: v for k, v in _attend(env, M, params).items() if k != "cache_floats"}
@@ -111,11 +116,21 @@ def mistakes(n: int, window: int, sinks: int, params: dict) -> dict:
     found = {"window_too_wide": masked_by(window_mask(n, window + 1, sinks)),
              "window_too_narrow": masked_by(window_mask(n, window - 1, sinks)),
              "window_sinks_forgotten": masked_by(window_mask(n, window, 0)),
-             "window_looks_ahead": masked_by(_looking_ahead(n, window, sinks)),
-             "window_cache_no_sinks": cache((2 * window * d, full)),
-             "window_cache_one_of_k_v": cache(((window + sinks) * d, T * d)),
-             "window_cache_full": cache((full, full))}
+             "window_looks_ahead": masked_by(_looking_ahead(n, window, sinks))}
+    if _cache(window, sinks, params) is not None:
+        d, T = params["d_head"], params["tokens"]
+        full = full_cache_floats(T, d)
+        found.update(window_cache_no_sinks=cache((2 * window * d, full)),
+                     window_cache_one_of_k_v=cache(((window + sinks) * d, T * d)),
+                     window_cache_full=cache((full, full)))
     return found
+
+
+def stated_params(given: dict, stated: dict) -> dict:
+    """The prompt's numbers for a learner's own window (check my work): n, w, s from the given data, the
+    model they state (STATED)."""
+    return {"n": int(np.shape(given["Z"])[0]), "w": int(given["window"]), "s": int(given["sinks"]),
+            **{name: int(stated[name]) for name in STATED if name in stated}}
 
 
 def prompt_keys(ex: Exercise) -> tuple[str, ...]:
@@ -150,16 +165,16 @@ def diagnose(ex: Exercise, part: Part, value: np.ndarray) -> str | None:
 
 def chain(ex: Exercise, values: dict[str, np.ndarray], rounding: int | None) -> dict[str, np.ndarray]:
     """M from the rule unless the learner gave it, A from Z + their M, O from their A (each computed value
-    rounded half-up to `rounding` places; None: exact), the cache sizes from the model."""
+    rounded half-up to `rounding` places; None: exact), the cache sizes from the model where it is stated."""
     env = {name: np.asarray(x, dtype=float) for name, x in values.items()}
     env.setdefault("M", _mask(ex))
     with np.errstate(invalid="ignore", over="ignore"):
-        if "A" in ex.part_names or "O" in ex.part_names:
-            env.setdefault("A", round_half_up(softmax(np.asarray(ex.given["Z"], dtype=float) + env["M"]),
-                                              rounding))
+        env.setdefault("A", round_half_up(softmax(np.asarray(ex.given["Z"], dtype=float) + env["M"]), rounding))
         if "V" in ex.given and "O" not in env:
             env["O"] = round_half_up(env["A"] @ np.asarray(ex.given["V"], dtype=float), rounding)
-    env.setdefault("cache_floats", ex.part("cache_floats").reference)
+    cache = _cache(int(ex.given["window"]), int(ex.given["sinks"]), ex.params)
+    if "cache_floats" not in env and cache is not None:
+        env["cache_floats"] = np.array([cache], dtype=float)
     return env
 
 

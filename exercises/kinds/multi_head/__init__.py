@@ -97,7 +97,7 @@ def draw(rng: np.random.Generator, level: int) -> Batch:
 
 
 def _weights(rng: np.random.Generator, h: int, width: int, level: int) -> np.ndarray:
-    """(B, h, d, width): entries −1, 0, 1 (HEAD_VALUES), no zero column (a zero row is fine: that input is
+    """(B, h, d, width): entries −1, 0, 1 (level 1: HEAD_VALUES), no zero column (a zero row is fine: that input is
     ignored)."""
     values = HEAD_VALUES.get(level, WEIGHT_VALUES)
     drawn = pooled_matrices(rng, BATCH * h, (D_MODEL, width), values, rows=False)  # (B·h, d, width)

@@ -28,15 +28,15 @@ def first_seed(kind: str, level: int, test) -> exercises.Exercise:
 
 @pytest.mark.parametrize("lang", LANGS)
 def test_non_causal_multi_head_shows_no_mask_in_its_formula(lang):
-    plain = first_seed("multi_head", 1, lambda ex: not ex.given["causal"])
-    causal = first_seed("multi_head", 1, lambda ex: ex.given["causal"])
+    plain = first_seed("multi_head", 2, lambda ex: not ex.given["causal"])  # level 1 always masks
+    causal = first_seed("multi_head", 2, lambda ex: ex.given["causal"])
     assert "mask(" not in engine.prompt(plain, lang)
     assert "mask(" in engine.prompt(causal, lang)
 
 
 def test_practice_says_no_mask_and_names_the_topic_not_its_id():
-    plain = first_seed("multi_head", 1, lambda ex: not ex.given["causal"])
-    at = open_page("app_pages/practice.py", {"kind": "multi_head", "level": "1", "seed": str(plain.seed)})
+    plain = first_seed("multi_head", 2, lambda ex: not ex.given["causal"])
+    at = open_page("app_pages/practice.py", {"kind": "multi_head", "level": "2", "seed": str(plain.seed)})
     captions = [str(c.value) for c in at.caption]
     # its own paragraph of the caption under the statement (with the rounding policy)
     assert any(t("problem.no_mask") in c.split("\n\n") for c in captions)

@@ -18,7 +18,7 @@ def show(ex: Exercise) -> int:
     minutes shown."""
     minutes = engine.about_minutes(ex)
     st.caption(tr("budget.about", minutes=minutes, level=ex.level, budget=int(budget.BUDGET_MINUTES[ex.level])),
-               help=tr("budget.rates"))
+               help=tr("budget.rates", **{op: f"{seconds:g}" for op, seconds in budget.RATES.items()}))
     with st.expander(tr("budget.levels"), icon=":material/timer:"):
         st.markdown("\n".join(f"- {tr(f'budget.level.{level}')}" for level in budget.BUDGET_MINUTES))
     return minutes

@@ -2,15 +2,21 @@
 
 The count is what a pencil-and-paper solution needs, read from the step registry: every step from
 the given values to the asked parts is done once, counted by its record's rule (exercises.core.operations),
+and every value is written down as it is worked out:
 
-    an asked part                one cell written per entry (the intermediates on the way are noted
-                                 as they are computed: their time is in the operations' rates)
+    an asked part                one cell written per entry
+    a value on the way           one cell written per entry too (Q, K, V, S, S/√d_k, G_A … are written
+                                 to compute the next step from), with what a step writes inside it (a
+                                 softmax row's sum, a softmax-gradient row's r_i); a product by the
+                                 identity (X = I) is read off: no work, nothing written
 
 A kind the pipeline does not run (several heads, two softmax scales, shapes, multiple choice)
 declares `operations(ex)` in its folder; without it only the cells it asks for are counted.
 
-Rates (seconds): 10 per multiply-add, 10 per division, 3 per addition, 20 per exponential looked up
-in the eˣ table, 5 per cell written. Budgets: level 1 ≤ 5 minutes, level 2 ≤ 12, level 3 ≤ 25.
+Rates (seconds, operations.RATES, shown beside the minutes on Practice): 10 per multiply-add, 10 per
+division, 3 per addition, 20 per exponential looked up in the eˣ table, 10 per other value read off an
+aid (cos/sin, a √ that is not whole), 5 per cell written. Budgets: level 1 ≤ 5 minutes, level 2 ≤ 12,
+level 3 ≤ 25; a level whose problems do not fit has smaller sizes, never other rates.
 """
 
 from __future__ import annotations
@@ -31,9 +37,11 @@ __all__ = ["BUDGET_MINUTES", "NONE", "RATES", "Operations", "about_minutes", "co
            "product_operations", "softmax_operations", "softmax_row_operations", "step_operations", "within_budget"]
 
 
-def step_operations(step: AttentionStep, env: Mapping[str, Any]) -> Operations:
-    """One step done by hand on the values `env` (no cells: those are counted per value written)."""
-    return step.count(step, env) if step.count is not None else NONE  # the mask and the lookup only copy
+def step_operations(step: AttentionStep, env: Mapping[str, Any]) -> Operations | None:
+    """One step done by hand on the values `env` (no cells: those are counted per value written); None when
+    nothing is worked out: the step only copies (the mask, the lookup) or reads its value off (a division by
+    √1, a product by the identity)."""
+    return step.count(step, env) if step.count is not None else None
 
 
 def needed_steps(given: Mapping[str, Any], names: Iterable[str]) -> list[AttentionStep]:
@@ -51,8 +59,10 @@ def needed_steps(given: Mapping[str, Any], names: Iterable[str]) -> list[Attenti
 
 def count(given: Mapping[str, Any], names: Iterable[str], env: Mapping[str, Any] | None = None,
           written: Iterable[str] | None = None) -> Operations:
-    """The operations of the pipeline steps from `given` to the values `names`, each step once, and the
-    cells of the values `written` (default: `names`)."""
+    """The operations of the pipeline steps from `given` to the values `names`, each step once; the cells of
+    every value worked out on the way (written down to compute the next step from) and of the values
+    `written` (default: `names`; a caller that counts its parts' cells itself passes fewer). A stack of
+    matrices (heads) counts as the sum of its matrices."""
     names = list(names)
     written = set(names if written is None else written)
     env = env if env is not None else pipeline.run(dict(given))
@@ -60,10 +70,30 @@ def count(given: Mapping[str, Any], names: Iterable[str], env: Mapping[str, Any]
     for step in needed_steps(given, names):
         if step.name not in env:
             continue  # not computable from what is given: the caller counts its cells alone
-        total = total + step_operations(step, env)
-        if step.name in written:
-            total = total + Operations(cells=int(np.size(env[step.name])))
+        for one in _matrices(env, np.shape(env[step.name])[:-2]):
+            work = step_operations(step, one)
+            total = total + (work or NONE)
+            intermediate = step.name not in names and work is not None
+            if step.name in written or intermediate:
+                total = total + Operations(cells=int(np.size(one[step.name])))
     return total
+
+
+def _matrices(env: Mapping[str, Any], stack: tuple[int, ...]) -> Iterable[Mapping[str, Any]]:
+    """The values of each matrix of a stack of shape `stack` (every stacked value cut to that matrix, a
+    value shared by the stack as it is); the values themselves when they are not stacked."""
+    if not stack:
+        yield env
+        return
+    for at in np.ndindex(stack):
+        yield {k: _cut(v, at) for k, v in env.items()}
+
+
+def _cut(value: Any, at: tuple[int, ...]) -> Any:
+    if not isinstance(value, np.ndarray) or value.ndim <= 2:
+        return value
+    lead = value.shape[:value.ndim - 2]
+    return value[tuple(i if size > 1 else 0 for i, size in zip(at[len(at) - len(lead):], lead))]
 
 
 def operations(ex: Any, own: Callable[[Any], Operations] | None) -> Operations:

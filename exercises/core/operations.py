@@ -4,27 +4,32 @@ Each step record carries its rule (AttentionStep.count); exercises.core.budget w
 the counts into minutes.
 
     a product cell               per term x·y: nothing when a factor is 0, one addition when a factor
-                                 is ±1 (the other factor is added or subtracted), else one multiply-add
-    a division by √d_k           one division per nonzero cell (none when d_k = 1)
+                                 is ±1 (the other factor is added or subtracted), else one multiply-add;
+                                 a product by the identity is read off (nothing)
+    a division by √d_k           one division per nonzero cell (none when d_k = 1), √d_k read off the
+                                 aid once when it is not whole
     a softmax row                one exponential per finite, nonzero exponent (e⁰ = 1 and −∞ → 0
-                                 need no table), the additions of its sum, one division per weight
-                                 (none for a row with a single visible key)
-    a softmax-gradient row       r_i = Σ_k a_ik g_ik (terms as above), then a_ij (g_ij − r_i): one
-                                 addition and one multiply-add per weight that is not 0
-    G_X                          its three products and the two additions per cell that join them
+                                 need no table), the additions of its sum and the sum written, one
+                                 division per weight (none for a row with a single visible key)
+    a softmax-gradient row       r_i = Σ_k a_ik g_ik (terms as above) written, then a_ij (g_ij − r_i):
+                                 one addition and one multiply-add per weight that is not 0
+    G_X                          its three products (each written) and the two additions per cell that
+                                 join them
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
 import numpy as np
 
-# seconds per operation, by hand with the formula sheet and the eˣ table
+# seconds per operation, by hand with the formula sheet and the aids (an exponential: looked up in the eˣ
+# table and written; a lookup: any other value read off an aid, cos/sin or a √ that is not whole)
 RATES: dict[str, float] = {"multiply_adds": 10.0, "divisions": 10.0, "additions": 3.0, "exponentials": 20.0,
-                           "cells": 5.0}
+                           "lookups": 10.0, "cells": 5.0}
 
 
 @dataclass(frozen=True)
@@ -36,6 +41,7 @@ class Operations:
     exponentials: int = 0
     divisions: int = 0
     cells: int = 0
+    lookups: int = 0  # a value read off an aid other than the eˣ table: cos/sin, √d_k
 
     def __add__(self, other: Operations) -> Operations:
         return Operations(*[getattr(self, f.name) + getattr(other, f.name) for f in fields(self)])
@@ -101,7 +107,7 @@ def softmax_operations(Z: Any) -> Operations:
     worked = visible > 1  # a row with at most one visible key needs nothing
     exponentials = (finite & (np.abs(Z) > 1e-12)).sum(axis=1)
     return Operations(exponentials=int(exponentials[worked].sum()), additions=int((visible[worked] - 1).sum()),
-                      divisions=int(visible[worked].sum()))
+                      divisions=int(visible[worked].sum()), cells=int(worked.sum()))  # each row's sum written
 
 
 # ---------------------------------------------------------------- one step's count (AttentionStep.count)
@@ -109,16 +115,29 @@ def softmax_operations(Z: Any) -> Operations:
 Values = Mapping[str, Any]
 
 
-def count_product(step: Any, env: Values) -> Operations:
+# A step's rule returns None where nothing is worked out: the value is read off (budget.count writes it only
+# when it is asked).
+
+
+def count_product(step: Any, env: Values) -> Operations | None:
+    """A product by hand; by the identity (X = I, in every matrix of a stack) it is read off."""
     p = step.product
     left, right = np.asarray(env[p.left], dtype=float), np.asarray(env[p.right], dtype=float)
+    if _identity(left) or _identity(right):
+        return None
     return product_operations(left.mT if p.left_t else left, right.mT if p.right_t else right)
 
 
-def count_scale(step: Any, env: Values) -> Operations:
-    if int(env["d_k"]) == 1:
-        return NONE
-    return Operations(divisions=int(_nonzero(env[step.scales]).sum()))
+def _identity(M: np.ndarray) -> bool:
+    return M.ndim >= 2 and M.shape[-1] == M.shape[-2] and bool(np.all(M == np.eye(M.shape[-1])))
+
+
+def count_scale(step: Any, env: Values) -> Operations | None:
+    d_k = int(env["d_k"])
+    if d_k == 1:
+        return None  # divided by 1: the value is read off
+    lookups = 0 if math.isqrt(d_k) ** 2 == d_k else 1  # √d_k read off the aid
+    return Operations(divisions=int(_nonzero(env[step.scales]).sum()), lookups=lookups)
 
 
 def count_softmax(step: Any, env: Values) -> Operations:
@@ -133,11 +152,14 @@ def count_softmax_backward(step: Any, env: Values) -> Operations:
     a_terms, a_hard = _factors(A)
     g_terms, g_hard = _factors(G)
     terms, hard = int((a_terms & g_terms).sum()), int((a_hard & g_hard).sum())
-    return Operations(multiply_adds=hard + weights, additions=terms - hard + weights)
+    rows = int(_nonzero(A).any(axis=-1).sum())  # each r_i written
+    return Operations(multiply_adds=hard + weights, additions=terms - hard + weights, cells=rows)
 
 
 def count_g_x(step: Any, env: Values) -> Operations:
-    total = Operations(additions=2 * int(np.size(env["G_X"])))
+    """The three products, each written, then two additions per cell to join them."""
+    size = int(np.size(env["G_X"]))
+    total = Operations(additions=2 * size, cells=3 * size)
     for g, w in (("G_Q", "W_Q"), ("G_K", "W_K"), ("G_V", "W_V")):
         total = total + product_operations(env[g], np.asarray(env[w], dtype=float).mT)
     return total

@@ -100,7 +100,8 @@ class AttentionStep:
     scales: str | None = None  # the value it divides by √d_k, if it does
     sanity: tuple[str, ...] = ()  # the sanity rules its values obey (exercises.core.sanity)
     checkable: bool = True  # a step a learner can claim in check my work
-    # its hand work (exercises.core.operations): (the record, the values) -> Operations; None: copying only
+    # its hand work (exercises.core.operations): (the record, the values) -> Operations, or None where the value
+    # is read off (a product by I, a division by √1); count None: the step only copies
     count: Callable[[Any, Values], Any] | None = None
 
     @property

@@ -28,7 +28,19 @@ references), context (what the builders read), builders (one per kind of registr
 """
 
 from ..core.steps import G_X_PATHS, Product
-from .aids import Aids, ExpEntry, ExpSeries, aids, fixed_table, generic_aids, given_latex, shapes_of, shown_vector
+from .aids import (
+    Aids,
+    ExpEntry,
+    ExpSeries,
+    Unit,
+    aids,
+    fixed_table,
+    generic_aids,
+    given_latex,
+    shapes_of,
+    shown_matrix,
+    shown_vector,
+)
 from .builders import BUILDERS, BY_KIND
 from .context import Context
 from .exact import PRODUCTS, SCALES
@@ -57,11 +69,11 @@ from .walk import (
 )
 
 __all__ = [
-    "Aids", "BUILDERS", "BY_KIND", "CACHE_SIZE", "CellDerivation", "Context", "ExpEntry", "ExpSeries",
+    "Aids", "BUILDERS", "BY_KIND", "CACHE_SIZE", "CellDerivation", "Context", "ExpEntry", "ExpSeries", "Unit",
     "G_X_PATHS", "Line",
     "Matrix", "Number", "PRODUCTS", "Product", "SCALES", "Step", "Substitution", "aids", "all_latex",
     "build_context", "exercise_context", "fixed_table",
     "generic_aids", "generic_solve", "given_latex", "make_step", "pipeline_steps", "result_chain", "shapes_of",
-    "shown_vector",
+    "shown_matrix", "shown_vector",
     "solution", "solve", "_solved", "number", "worked_chain",
 ]

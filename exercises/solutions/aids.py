@@ -179,12 +179,47 @@ def shown_vector(ex: Exercise, name: str, value: np.ndarray) -> tuple[np.ndarray
     return values, how == "degrees"
 
 
+@dataclass(frozen=True)
+class Unit:
+    """The factor a given matrix is shown in units of, so that its entries are small whole numbers:
+    Q = √2 ln 2 · [[1, 0], [−1, 1]] rather than [[0.980258, 0], [−0.980258, 0.980258]]."""
+
+    latex: str
+    typst: str
+    value: float
+
+
+def shown_matrix(ex: Exercise, name: str, value: np.ndarray) -> tuple[Unit | None, np.ndarray]:
+    """A given matrix as a learner reads it, by its kind's GIVEN_SHOWN: "root_dk_ln2" shows it as whole
+    numbers times √d_k · ln 2 (the unit that makes every scaled score a multiple of ln 2). (unit, entries);
+    no unit when the matrix is not such a multiple."""
+    from ..core import engine  # imported here: the kinds import this package
+
+    if getattr(engine.KINDS.get(ex.kind), "given_shown", {}).get(name) != "root_dk_ln2":
+        return None, value
+    d_k = int(ex.given["d_k"])
+    root = math.isqrt(d_k)
+    unit = math.sqrt(d_k) * math.log(2)
+    whole = np.round(np.asarray(value, dtype=float) / unit)
+    if not np.allclose(whole * unit, value, rtol=0, atol=1e-9):
+        return None, value
+    if root * root == d_k:
+        coefficient = "" if root == 1 else f"{root} "
+        latex, typst = rf"{coefficient}\ln 2", f"{coefficient}ln 2"
+    else:
+        latex, typst = rf"\sqrt{{{d_k}}}\,\ln 2", f"sqrt({d_k}) ln 2"
+    return Unit(latex, typst, unit), whole + 0.0  # (+ 0.0: no −0)
+
+
 def given_latex(ex: Exercise) -> list[tuple[str, str]]:
-    """[(name, LaTeX)] for the given matrices and numbers, shown exactly (\\frac{1}{3}, -\\infty)."""
+    """[(name, LaTeX)] for the given matrices and numbers, shown exactly (\\frac{1}{3}, -\\infty), a matrix
+    in its unit where its kind shows it so (shown_matrix)."""
     lines = []
     for name, value in ex.given.items():
         if isinstance(value, np.ndarray) and value.ndim == 2:
-            lines.append((name, f"{L.symbol(name)} = {L.matrix_exact(value)}"))
+            unit, entries = shown_matrix(ex, name, value)
+            factor = f"{unit.latex} \\cdot " if unit is not None else ""
+            lines.append((name, f"{L.symbol(name)} = {factor}{L.matrix_exact(entries)}"))
         elif isinstance(value, np.ndarray) and value.ndim == 1:
             values, degrees = shown_vector(ex, name, value)
             text = (r"\left(" + ", ".join(rf"{int(v)}^{{\circ}}" for v in values) + r"\right)" if degrees

@@ -22,7 +22,7 @@ from ..core.numbers import as_fraction
 from ..i18n import DEFAULT_LANG, catalog, msg, part_key, t
 from ..i18n.escape import untrusted
 from ..rendering import latex
-from ..solutions import Aids, Step, aids, shown_vector, solve
+from ..solutions import Aids, Step, Unit, aids, shown_matrix, shown_vector, solve
 from ..teacher.assignments import AssignmentError, AssignmentSpec, ItemSpec, clean_student_name, student_key
 
 FORMATS = ("pdf", "md", "tex", "json")
@@ -160,6 +160,7 @@ class Given:
     kind: str  # "matrix", "vector", "number"
     value: Any
     degrees: bool = False  # a vector of angles: each entry shown with a degree sign
+    unit: Unit | None = None  # a matrix shown as whole numbers times this factor (solutions.shown_matrix)
 
 
 @dataclass(frozen=True)
@@ -186,7 +187,8 @@ def problem(ex: Exercise, number: int, lang: str) -> Problem:
     given = []
     for name, value in ex.given.items():
         if isinstance(value, np.ndarray) and value.ndim == 2:
-            given.append(Given(name, "matrix", value))
+            unit, entries = shown_matrix(ex, name, value)
+            given.append(Given(name, "matrix", entries, unit=unit))
         elif isinstance(value, np.ndarray) and value.ndim == 1:
             values, degrees = shown_vector(ex, name, value)
             given.append(Given(name, "vector", values, degrees))

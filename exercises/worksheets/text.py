@@ -51,7 +51,8 @@ def _latex_matrix(cells: Sequence[Sequence[Token]]) -> str:
 def latex_given(g: Given) -> str:
     sym = latex.symbol(g.name)
     if g.kind == "matrix":
-        return f"{sym} = {_latex_matrix(_tokens(g.value))}"
+        factor = f"{g.unit.latex} \\cdot " if g.unit is not None else ""
+        return f"{sym} = {factor}{_latex_matrix(_tokens(g.value))}"
     if g.kind == "vector":
         unit = r"^{\circ}" if g.degrees else ""
         return f"{sym} = ({', '.join(_latex_cell(_token(x, None)) + unit for x in g.value)})"

@@ -130,7 +130,8 @@ def cell_width(cols: int) -> str:
 def _typst_given(g: Given) -> str:
     sym = typst_symbol(g.name)
     if g.kind == "matrix":
-        return f"{sym} = {typst_matrix(_tokens(g.value))}"
+        factor = f"{g.unit.typst} dot " if g.unit is not None else ""
+        return f"{sym} = {factor}{typst_matrix(_tokens(g.value))}"
     if g.kind == "vector":
         unit = " degree" if g.degrees else ""
         return f"{sym} = ({', '.join(_typst_cell(_token(x, None)) + unit for x in g.value)})"

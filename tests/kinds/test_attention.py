@@ -30,6 +30,20 @@ def test_attention_scales_by_a_root_that_changes_something_and_never_projects_up
         assert not np.allclose(S, Z), f"seed {seed}: the scaled scores equal the scores"
 
 
+def test_level_3_tells_root_d_model_from_d_k():
+    """d_model = 3, d_k = 2: dividing by √d_model = √3 and by d_k = 2 give different scaled scores, and each is
+    named for what it is (with d_model = 4 = d_k² both were one computation, named scaled_by_dk)."""
+    for seed in range(20):
+        ex = exercises.generate("attention", seed, 3)
+        d_model, d_k = ex.given["X"].shape[1], int(ex.given["d_k"])
+        assert d_model not in (d_k, d_k * d_k), f"seed {seed}: d_model {d_model}, d_k {d_k}"
+        right = {p.name: p.reference for p in ex.parts}
+        S = ex.part("scores").reference
+        for mid, divisor in (("scaled_by_sqrt_d_model", np.sqrt(d_model)), ("scaled_by_dk", d_k)):
+            fb = exercises.grade(ex, {**right, "scaled": np.round(S / divisor, 2)})
+            assert fb.parts["scaled"].misconception == mid, (seed, mid, fb.parts["scaled"].misconception)
+
+
 def _chain_answer(ex: exercises.Exercise, wrong_step: str) -> tuple[dict[str, np.ndarray], tuple[int, int]]:
     """A learner's answer: right up to `wrong_step`, one visible cell of it off by one, every later step
     computed correctly from that wrong value."""
@@ -118,9 +132,10 @@ def test_attention_names_a_catalogued_mistake():
     assert fb.misconception == "no_scaling"
 
 
+@pytest.mark.parametrize("version", [5, 6])
 @pytest.mark.parametrize("level", ["1", "2", "3"])
-def test_an_exercise_stored_at_version_5_still_shows_and_grades(level):
-    stored = json.loads((Path(__file__).parent / "stored" / "attention-v5.json").read_text())[level]
+def test_an_exercise_stored_at_an_earlier_version_still_shows_and_grades(version, level):
+    stored = json.loads((Path(__file__).parent / "stored" / f"attention-v{version}.json").read_text())[level]
     ex = exercises.Exercise.from_dict(stored)
-    assert ex.version == 5 < exercises.KINDS["attention"].VERSION, level
+    assert ex.version == version < exercises.KINDS["attention"].VERSION, (version, level)
     still_shows_and_grades(ex)

@@ -159,6 +159,30 @@ def test_sizes_and_hand_friendly_numbers(level):
 
 
 @pytest.mark.parametrize("level", LEVELS)
+def test_every_given_matrix_is_shown_as_small_whole_numbers(level):
+    """Q (and W_Q) are multiples of √d_k ln 2: shown as that unit times whole numbers on the page, the sheet
+    and in Typst, never as 6-digit decimals (0.980258, 1.96052) a learner multiplies by hand."""
+    from exercises.solutions import given_latex
+    from exercises.worksheets.model import problem
+    from exercises.worksheets.text import latex_given
+    from exercises.worksheets.typst import _typst_given
+
+    long_decimal = re.compile(r"\d\.\d{3,}")
+    for seed in range(10):
+        ex = exercises.generate(KIND, seed, level)
+        sheet = problem(ex, 1, "en").given
+        shown = [line for _, line in given_latex(ex)] + [latex_given(g) for g in sheet] + [_typst_given(g) for g in sheet]
+        assert not [line for line in shown if long_decimal.search(line)], _case(level, seed)
+        unit = next(line for name, line in given_latex(ex) if name == ("W_Q" if "X" in ex.given else "Q"))
+        assert r"\ln 2 \cdot" in unit, _case(level, seed, unit)
+        for g in sheet:
+            if g.unit is not None:  # whole numbers times the unit are the given matrix
+                assert (g.value == np.round(g.value)).all() and np.abs(g.value).max() <= 3, _case(level, seed, g.name)
+                np.testing.assert_allclose(g.value * g.unit.value, ex.given[g.name], atol=1e-12,
+                                           err_msg=_case(level, seed, g.name))
+
+
+@pytest.mark.parametrize("level", LEVELS)
 def test_the_time_budget(level):
     assert_within_minutes_and_no_runaway(KIND, level)
 

@@ -24,7 +24,7 @@ from exercises.kinds import multi_head as K
 from tests.stored_exercise import still_shows_and_grades
 
 SEEDS = range(40)
-STORED = {v: json.loads((Path(__file__).parent / "stored" / f"multi_head-v{v}.json").read_text()) for v in (4, 5)}
+STORED = {v: json.loads((Path(__file__).parent / "stored" / f"multi_head-v{v}.json").read_text()) for v in (4, 5, 6)}
 
 
 def _trace(given: dict, h: int):
@@ -85,9 +85,12 @@ def test_every_level_has_its_sizes_and_values(level):
         assert ex.params == {"n": n, "h": h, "d_k": d_k, "d_v": d_v, "width": h * d_v}, case
         assert g["X"].shape == (n, K.D_MODEL) and set(np.unique(g["X"])) <= set(x_values), case
         assert (g["X"] != 0).any(axis=0).all() and (g["X"] != 0).any(axis=1).all(), case  # no zero row or column
-        weights = [g[name] for i in range(1, h + 1) for name in K.head_names(i)] + ([g["W_O"]] if projected else [])
-        for W in weights:
-            assert set(np.unique(W)) <= {-1.0, 0.0, 1.0} and (W != 0).any(axis=0).all(), case  # no zero column
+        assert (level in K.IDENTITY_X) == np.array_equal(g["X"], np.eye(n, K.D_MODEL)), case
+        assert g["causal"] == K.CAUSAL.get(level, g["causal"]), case
+        values = set(K.HEAD_VALUES.get(level, (-1, 0, 1)))
+        weights = [g[name] for i in range(1, h + 1) for name in K.head_names(i)]
+        for W in weights + ([g["W_O"]] if projected else []):
+            assert set(np.unique(W)) <= values and (W != 0).any(axis=0).all(), case  # no zero column
         for i in range(1, h + 1):
             assert g[f"W_Q{i}"].shape == g[f"W_K{i}"].shape == (K.D_MODEL, d_k), case
             assert g[f"W_V{i}"].shape == (K.D_MODEL, d_v), case

@@ -12,6 +12,7 @@ from attention_core import softmax
 from exercises.cli import selftest
 from exercises.core import engine, misconceptions
 from exercises.i18n import t
+from exercises.kinds import variance
 from tests.kinds.common import find
 
 SEEDS = range(60)
@@ -48,8 +49,6 @@ def test_skipping_e_x_on_the_scaled_row_is_named_no_exp(level):
 
 @pytest.mark.parametrize("level", LEVELS)
 def test_every_mistake_differs_from_the_answer_and_from_the_others(level):
-    from exercises.kinds import variance
-
     for seed in SEEDS:
         ex = exercises.generate("variance", seed, level)
         for part in ex.parts:
@@ -123,7 +122,7 @@ def test_variance_solution_golden_lines():
     steps = {s.name: s for s in exercises.solve(ex)}
     assert steps["std_before"].display().endswith(r"&= \sqrt{64} \\  &= 8 \end{aligned}")
     # the unscaled row is S (minus its maximum, Ŝ, when it has a score beyond ±10: issue 14), the scaled one Z
-    unscaled = "e^{\\hat{S}_{ij}}" if abs(ex.given["scores"]).max() > 10 else "e^{S_{ij}}"
+    unscaled = "e^{\\hat{S}_{ij}}" if variance.needs_shift(ex.given["scores"]) else "e^{S_{ij}}"
     assert unscaled in steps["A_unscaled"].display() and "e^{Z_{ij}}" in steps["A_scaled"].display()
 
 
@@ -133,6 +132,35 @@ def test_variance_aids_hold_every_exponent_of_every_softmax():
             ex = exercises.generate("variance", seed, level)
             table = {round(e.x, 9) for e in exercises.aids(ex).exp_table}
             z = ex.given["scores"]
-            z = z - z.max() if np.abs(z).max() > 10 else z  # a row with large scores: max-shifted (issue 14)
+            z = z - z.max() if variance.needs_shift(z) else z  # a row with large scores: max-shifted
             needed = set(np.round(z, 9).ravel()) | set(np.round(ex.given["scores"] / np.sqrt(ex.given["d_k"]), 9).ravel())
             assert _readable(needed, table), ("variance", level, seed)
+
+
+@pytest.mark.parametrize("level", LEVELS)
+def test_every_exponential_added_by_hand_is_hand_sized(level):
+    """No softmax sum of e⁸ = 2980.958 and e⁸ + e⁴ = 3035.556: a row with a score above 4 is worked minus its
+    maximum, so every eˣ the solution adds is at most e⁴ ≈ 54.6."""
+    for seed in range(30):
+        ex = exercises.generate("variance", seed, level)
+        z = np.asarray(ex.given["scores"], dtype=float)
+        worked = (variance._softmax_input(z), z / np.sqrt(ex.given["d_k"]))
+        assert max(row.max() for row in worked) <= 4, (level, seed, z)
+        display = {s.name: s for s in exercises.solve(ex)}["A_unscaled"].display()
+        assert "2980" not in display and "3035" not in display, (level, seed)
+
+
+@pytest.mark.parametrize("level", LEVELS)
+def test_the_minutes_count_its_real_work(level):
+    """The two softmax rows (their exponentials, sums and divisions), z / √d_k and √d_k are counted, not only
+    the answer cells (every level once said "about 1 minute")."""
+    from exercises.core import budget
+
+    for seed in range(10):
+        ex = exercises.generate("variance", seed, level)
+        ops = engine.operations(ex)
+        m = ex.given["scores"].shape[1]
+        cells = sum(int(np.prod(p.shape)) for p in ex.parts)
+        assert ops.divisions >= 2 * m and ops.exponentials >= m - 1 and ops.cells > cells, (level, seed, ops)
+        assert engine.minutes(ex) <= budget.BUDGET_MINUTES[level], (level, seed, engine.minutes(ex))
+    assert engine.minutes(exercises.generate("variance", 0, 3)) > 4

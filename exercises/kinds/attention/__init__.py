@@ -1,7 +1,8 @@
 """The whole forward pass, one part per step: (Q, K, V,) S = Q Kᵀ, S / √d_k, (mask,) A = softmax, O = A V.
 
-Level 1 starts from Q, K, V (d_k = 4); levels 2-3 from X and the three weight matrices (d_model = 2 and 4,
-projected down to d_k = 2). Every score is a small whole number (a multiple of ½ at level 3), so the
+Level 1 starts from Q, K, V (d_k = 4); levels 2-3 from X and the three weight matrices (d_model = 2 and 3,
+projected down to d_k = 2: at level 3 √d_model = √3, d_k = 2 and √d_k = √2 all differ, so dividing by
+√d_model is told apart from dividing by d_k). Every score is a small whole number (a multiple of ½ at level 3), so the
 softmax needs e^x for a handful of exponents. Errors carry forward: grading recomputes each step from the
 learner's own earlier parts.
 """
@@ -18,19 +19,19 @@ from ...solutions.aids import ExpSeries
 
 ID = "attention"
 ORDER = 70
-VERSION = 6
+VERSION = 7
 LEVELS = (1, 2, 3)
 # the eˣ aid: a fixed grid per level covering every exponent the level's problems need (never just those)
 EXP_GRID = {1: (ExpSeries(1, 2, 0, 4),), 2: (ExpSeries(1, 2, -4, 4, root=2),), 3: (ExpSeries(1, 4, -12, 12, root=2),)}
 # every catalogued mistake that can apply to this kind's parts: the sampler keeps them apart
 GUARDS = ("transposed_scores", "no_scaling", "scaled_by_dk", "mask_diagonal", "mask_wrong_triangle",
           "no_mask", "mask_after_softmax", "softmax_columns", "no_exp", "weights_transposed",
-          "mask_zero_instead_of_inf", "softmax_no_normalise", "scaled_times_sqrt_dk")
-# not guarded: Q K (no transpose) never conforms (d_k ≠ n); √d_model is never apart from d_k and d_k²
+          "mask_zero_instead_of_inf", "softmax_no_normalise", "scaled_times_sqrt_dk", "scaled_by_sqrt_d_model")
+# not guarded: Q K (no transpose) never conforms (d_k ≠ n); √d_model only applies where d_model ≠ d_k, d_k²
 
 # level: (tokens n, width d_model of X (0: Q, K, V are given), d_k, d_v). Scaling is always asked, so
 # d_k ≥ 2 (the division changes something) and d_k ≤ d_model (a projection narrows, as in the notes).
-SIZES = {1: (2, 0, 4, 1), 2: (3, 2, 2, 1), 3: (3, 4, 2, 2)}
+SIZES = {1: (2, 0, 4, 1), 2: (3, 2, 2, 1), 3: (3, 3, 2, 2)}
 MAX_SCORE = {1: 4, 2: 4, 3: 6}  # |S| bound: the exponents S/√d_k come from a small set
 SCORE_STEP = {1: 1.0, 2: 1.0, 3: 0.5}  # every score is a multiple of this
 WEIGHT_VALUES = (-1, 0, 1)  # entries of W_Q, W_K, W_V: projections are sums, not products

@@ -25,7 +25,7 @@ from .._shared.values import whole_values
 
 ID = "backprop"
 ORDER = 270
-VERSION = 5
+VERSION = 6
 LEVELS = (1, 2, 3)
 # every catalogued mistake that can apply to this kind's parts: the sampler keeps them apart
 GUARDS = ("grad_a_transposed", "grad_v_no_transpose", "softmax_grad_missing_term", "grad_scores_no_scale",
@@ -34,8 +34,12 @@ GUARDS = ("grad_a_transposed", "grad_v_no_transpose", "softmax_grad_missing_term
           "grad_x_query_path_only", "grad_x_key_path_only", "grad_x_value_path_only")
 # level: (tokens n, d_k, d_v, width d of X (0: Q, K, V are given))
 SIZES = {1: (2, 2, 1, 0), 2: (3, 4, 1, 0), 3: (3, 2, 1, 2)}
-MAX_EXPONENT = 2  # |m| of the visible scaled scores m ln 2: weights of 2^m, denominators up to 7
+MAX_EXPONENT = 2  # |m| of the visible scaled scores m ln 2: weights of 2^m
+MAX_DENOMINATOR = 12  # of every weight: A is shown as fractions (numbers.as_fraction)
 SIGNED = (-1, 0, 1)  # entries of K and of the weights; Q (level 3: W_Q) in units of c
+# Q and W_Q are shown as whole numbers times the unit √d_k · ln 2 (Q = √2 ln 2 · [[1, 0], [−1, 1]]): the hand
+# work multiplies small numbers, the unit once per cell of G_K (and of G_X's query path)
+GIVEN_SHOWN = {"Q": "root_dk_ln2", "W_Q": "root_dk_ln2"}
 TOKEN_VALUES = (-1, 0, 1, 2)  # entries of X at level 3: small, so x W_Q W_Kᵀ yᵀ stays within ±2 often
 PARTS = ["G_A", "G_V", "G_scaled", "G_scores", "G_Q", "G_K"]
 PROJECTION_PARTS = ["G_W_Q", "G_W_K", "G_W_V", "G_X"]
@@ -74,6 +78,7 @@ def _teaches(env) -> np.ndarray:
     is not symmetric (else V G_Oᵀ looks right), and a gradient reaching every step: each row of G_scaled
     after the first, G_Q, G_K and, from X, each of its three paths."""
     ok = no_zero_lines(env["K"], columns=False) & distinct_rows(env["K"])
+    ok &= _shown_as_fractions(env["A"])
     ok &= no_zero_lines(env["X"] if "X" in env else env["K"], rows="X" in env)
     m = env["scaled"] / math.log(2)  # (B, n, n): the exponents, whole by construction
     visible = np.tril(np.ones(m.shape[1:], dtype=bool))
@@ -89,6 +94,13 @@ def _teaches(env) -> np.ndarray:
         for g, w in (("G_Q", "W_Q"), ("G_K", "W_K"), ("G_V", "W_V")):
             ok &= _alive(env[g] @ np.swapaxes(env[w], 1, 2)).any(axis=1)
     return ok
+
+
+def _shown_as_fractions(A: np.ndarray) -> np.ndarray:
+    """Per candidate: every weight a fraction with a denominator of at most MAX_DENOMINATOR, so that A is shown
+    as fractions (8/9), never as 6-digit decimals (8/17 = 0.470588). (B,)"""
+    scaled = A[..., None] * np.arange(1, MAX_DENOMINATOR + 1)  # (B, n, n, denominators)
+    return (np.abs(scaled - np.round(scaled)) < 1e-9).any(axis=-1).all(axis=(1, 2))
 
 
 def _alive(M: np.ndarray) -> np.ndarray:

@@ -43,7 +43,7 @@ from .._shared.hand import own_diagnosis
 
 ID = "gqa"
 ORDER = 82  # after multi_head (80): the same heads, sharing their keys and values; before rope (84)
-VERSION = 4
+VERSION = 5
 LEVELS = (1, 2, 3)
 # the eˣ aid: a fixed grid per level covering every exponent the level's problems need (never just those)
 EXP_GRID = {1: (ExpSeries(1, 1, -3, 3),), 2: (ExpSeries(1, 1, -3, 3),), 3: (ExpSeries(1, 2, -3, 3, root=2),)}
@@ -72,6 +72,10 @@ SIZES = {1: Size(n=2, h=2, g=1, d_k=1, d_v=1, x_values=(0, 1, 2)),  # multi-quer
 D_MODEL = 2
 CAUSAL = True  # every level: a decoder's attention (the KV cache is what GQA shrinks)
 WEIGHT_VALUES = (-1, 0, 1)  # projections are sums, not products
+# level 1: X = I, so each head's Q and its group's K, V are the weights, read off (the whole of two heads
+# written out does not fit 5 minutes otherwise), and the weights a little wider for variety
+IDENTITY_X = (1,)
+HEAD_VALUES = {1: (-2, -1, 0, 1, 2)}
 MAX_SCORE = 3  # |q · k|: the exponents stay small
 BATCH = 16
 CHOICES = 24  # weights drawn for each group's W_K, W_V and each head's W_Q, of which the first admitted is taken
@@ -186,11 +190,15 @@ def draw(rng: np.random.Generator, level: int) -> Batch:
     checks them, for its first CHECKED admitted choices). Blind draws of h heads would rarely all fit."""
     size = SIZES[level]
     h, g, d_k, B = size.h, size.g, size.d_k, BATCH
-    X = pooled_matrices(rng, B, (size.n, D_MODEL), size.x_values)[:, None]  # (B, 1, n, d), no zero line
+    if level in IDENTITY_X:
+        X = np.repeat(np.eye(size.n, D_MODEL)[None, None], B, axis=0)  # (B, 1, n, d)
+    else:
+        X = pooled_matrices(rng, B, (size.n, D_MODEL), size.x_values)[:, None]  # (B, 1, n, d), no zero line
     every = np.arange(B)
 
     def choices(count: int, width: int) -> np.ndarray:  # (B, count, CHOICES, d, width), no zero column
-        drawn = pooled_matrices(rng, B * count * CHOICES, (D_MODEL, width), WEIGHT_VALUES, rows=False)
+        drawn = pooled_matrices(rng, B * count * CHOICES, (D_MODEL, width), HEAD_VALUES.get(level, WEIGHT_VALUES),
+                                rows=False)
         return drawn.reshape(B, count, CHOICES, D_MODEL, width)
 
     W_K, W_V, K, V = [], [], [], []  # per group: (B, d, ·), (B, n, ·)

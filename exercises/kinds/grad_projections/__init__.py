@@ -20,7 +20,7 @@ from .._shared.values import whole_values
 
 ID = "grad_projections"
 ORDER = 240
-VERSION = 2
+VERSION = 3
 LEVELS = (1, 2, 3)
 # every catalogued mistake that can apply to this kind's parts: the redraw keeps them apart
 GUARDS = ("grad_x_no_value_path", "grad_x_no_key_path", "grad_x_no_query_path", "grad_x_query_path_only",

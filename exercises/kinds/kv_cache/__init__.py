@@ -237,18 +237,13 @@ def chain(ex: Exercise, values: dict[str, np.ndarray], rounding: int | None) -> 
 
 
 def operations(ex: Exercise) -> budget.Operations:
-    """The two rows copied into the caches, q Kᵀ, the division by √d_k, the softmax of one row, A V, the
-    four factors of the cache size; every cell written."""
+    """The two rows copied into the caches, then q Kᵀ, the division by √d_k, the softmax of one row and A V
+    as the step records count them (every value on the way written), the four factors of the cache size;
+    every cell asked written."""
     refs = {p.name: p.reference for p in ex.parts}
-    total = budget.product_operations(np.asarray(ex.given["q"], dtype=float), refs["K"].T)
-    d_k = int(ex.given["d_k"])
-    if d_k != 1:
-        total = total + budget.Operations(divisions=int(np.count_nonzero(refs["scores"])))
-    Z = refs["scores"] / math.sqrt(d_k)
-    width = Z.shape[1]
-    total = total + budget.Operations(exponentials=int(np.count_nonzero(np.abs(Z) > 1e-12)),
-                                      additions=width - 1, divisions=width)
-    total = total + budget.product_operations(refs["A"], refs["V"])
+    attention = {"Q": np.asarray(ex.given["q"], dtype=float), "K": refs["K"], "V": refs["V"],
+                 "d_k": int(ex.given["d_k"]), "causal": False}
+    total = budget.count(attention, ["scores", "A", "O"], written=())
     total = total + budget.Operations(multiply_adds=4)  # 2 · n · h · (t+1) · d_head
     return total + budget.Operations(cells=sum(int(np.prod(p.shape)) for p in ex.parts))
 

@@ -193,9 +193,10 @@ def chain(ex: Exercise, values: dict[str, np.ndarray], rounding: int | None) -> 
 
 
 def operations(ex: Exercise):
-    """P read off the table, X + P, attention without positions by hand, O_perm read off O."""
+    """P read off the table (one lookup a cell), X + P, attention without positions by hand (every value on
+    the way written), O_perm read off O."""
     X = np.asarray(ex.given["X"], dtype=float)
-    total = budget.Operations(additions=int(np.size(X)))
+    total = budget.Operations(additions=int(np.size(X)), lookups=int(np.size(X)))
     if "perm" in ex.given:
         total = total + budget.count(attention_given(X), ["O"], written=())
     return total + budget.Operations(cells=sum(int(np.prod(p.shape)) for p in ex.parts))

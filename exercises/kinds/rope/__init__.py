@@ -284,9 +284,13 @@ def _rotation_operations(X: np.ndarray, pos: np.ndarray, theta: np.ndarray) -> b
 
 
 def operations(ex: Exercise) -> budget.Operations:
-    """The two rotations, the scores from the rotated rows, every cell written."""
+    """cos and sin of each angle read off the table once, the two rotations, the scores from the rotated
+    rows, every cell written."""
     g = ex.given
-    total = _rotation_operations(g["Q"], g["pos"], g["theta"]) + _rotation_operations(g["K"], g["pos"], g["theta"])
+    angles = np.unique(np.mod(rotation_angles(g["pos"], g["theta"]), 360.0))  # the distinct angles (degrees)
+    total = budget.Operations(lookups=2 * len(angles))
+    for X in (g["Q"], g["K"]):
+        total = total + _rotation_operations(X, g["pos"], g["theta"])
     total = total + budget.product_operations(ex.part("Q_rot").reference, ex.part("K_rot").reference.T)
     return total + budget.Operations(cells=sum(int(np.prod(p.shape)) for p in ex.parts))
 

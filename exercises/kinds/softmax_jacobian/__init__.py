@@ -208,12 +208,16 @@ def chain(ex: Exercise, values: dict[str, np.ndarray], rounding: int | None) -> 
 
 
 def operations(ex: Exercise):
-    """Two softmaxes of a row with whole exponentials (no table), two Jacobians, every cell written."""
+    """Two softmaxes of a row with whole exponentials (no table), two Jacobians, every cell written: the
+    powers e^{z_j} = c_j^{√d_k} worked out and written (e^{z_j / √d_k} = c_j is read off), each row's sum."""
     n = int(ex.given["z"].shape[1])
-    row = budget.Operations(additions=n - 1, divisions=n)  # e^{z_j} = c_j^{√d_k}: read off, no table
+    root = math.isqrt(int(ex.given["d_k"]))
+    counts = np.rint(np.exp(np.asarray(ex.given["z"], dtype=float) / root))  # (1, n): the c_j
+    powers = budget.Operations(multiply_adds=(root - 1) * int((counts > 1).sum()), cells=n)
+    row = budget.Operations(additions=n - 1, divisions=n, cells=1)  # Σ written, then one division per weight
     jac = budget.Operations(multiply_adds=n * n, additions=n)  # a_j a_k, and a_j − a_j² on the diagonal
     cells = budget.Operations(cells=sum(int(np.prod(p.shape)) for p in ex.parts))
-    return row + row + jac + jac + cells
+    return powers + row + row + jac + jac + cells
 
 
 # ---------------------------------------------------------------- worked solution

@@ -2,8 +2,9 @@
 deviation is √d_k (d_k = 64 → 8); after the division both are 1. Then one row of scores through the
 softmax at both scales, to see how the unscaled row is much more peaked.
 
-A row with a score beyond ±10 (level 3: S up to 40) goes through the softmax minus its maximum, which
-changes no weight: the eˣ aid and the worked solution list e^(S_j − max S), never e⁴⁰. Each part's
+A row with a score above 4 or beyond ±10 (level 3: S up to 40) goes through the softmax minus its maximum,
+which changes no weight: the eˣ aid and the worked solution list e^(S_j − max S), never e⁸ = 2980.958 or
+e⁴⁰, so every eˣ a learner adds is at most e⁴ ≈ 54.6. Each part's
 catalogued mistakes (no e^x, the wrong scale) are kept apart from the answer and from each other.
 
     Var(q·k) = Σ_i Var(q_i k_i) = d_k        Var(q·k / √d_k) = d_k / d_k = 1
@@ -19,7 +20,7 @@ import numpy as np
 from attention_core import softmax
 
 from ... import solutions
-from ...core import misconceptions
+from ...core import budget, misconceptions
 from ...core.contract import Formula, HomeStage, SheetSection
 from ...core.draft import Draft
 from ...core.levels import spec
@@ -32,10 +33,10 @@ from .._shared.aids import softmax_aids
 
 ID = "variance"
 ORDER = 100
-VERSION = 2
+VERSION = 3
 LEVELS = (1, 2, 3)
 # the eˣ aid: a fixed grid per level covering every exponent the level's problems need (never just those)
-EXP_GRID = {1: (ExpSeries(1, 1, -8, 8),),
+EXP_GRID = {1: (ExpSeries(1, 1, -8, 8), ExpSeries(8, 1, -2, -2)),
             2: (ExpSeries(1, 1, -10, 10), ExpSeries(10, 1, -3, -1),),
             3: (ExpSeries(1, 2, -4, 4), ExpSeries(1, 1, -10, 10), ExpSeries(10, 1, -6, -1),)}
 # every catalogued mistake that can apply to this kind's parts: the redraw keeps them apart
@@ -46,7 +47,8 @@ MISTAKES = ("variance_std_confused", "variance_divide_squared", "softmax_scales_
 KEY_WIDTHS = {1: (4, 16, 64), 2: (16, 36, 64, 100), 3: (64, 144, 256, 400)}  # squares: √d_k is whole
 ROW_LENGTH = {1: 2, 2: 3, 3: 4}
 SCALED_VALUES = {1: (0, 1, 2), 2: (-1, 0, 1, 2), 3: (-1, -0.5, 0, 0.5, 1, 1.5, 2)}  # z / √d_k
-LARGEST_PLAIN_EXPONENT = 10  # a row with a score beyond ±10 goes through the softmax minus its maximum
+LARGEST_PLAIN_EXPONENT = 4  # a row with a score above it goes through the softmax minus its maximum (e⁴ ≈ 54.6)
+LARGEST_TABLE_EXPONENT = 10  # and a row with a score beyond ±10 (the table's range)
 
 
 def _row(rng: np.random.Generator, level: int) -> np.ndarray:
@@ -89,8 +91,9 @@ def generate(rng: np.random.Generator, level: int) -> Draft:
 
 
 def needs_shift(z: np.ndarray) -> bool:
-    """Does the row go through the softmax minus its maximum (a score beyond ±LARGEST_PLAIN_EXPONENT)?"""
-    return bool(np.abs(z).max() > LARGEST_PLAIN_EXPONENT)
+    """Does the row go through the softmax minus its maximum (a score above LARGEST_PLAIN_EXPONENT, or beyond
+    ±LARGEST_TABLE_EXPONENT)?"""
+    return bool(z.max() > LARGEST_PLAIN_EXPONENT or np.abs(z).max() > LARGEST_TABLE_EXPONENT)
 
 
 def _no_exp(z: np.ndarray) -> np.ndarray | None:
@@ -136,6 +139,19 @@ def prompt_keys(ex: Exercise) -> tuple[str, ...]:
 def _softmax_input(z: np.ndarray) -> np.ndarray:
     """The row the softmax is worked on: minus its maximum when it has a large score (same weights)."""
     return z - z.max() if needs_shift(z) else z
+
+
+def operations(ex: Exercise) -> budget.Operations:
+    """The real work: √d_k read off, the unscaled row minus its maximum where it has a large score (one
+    subtraction a cell), z / √d_k written, both rows through the softmax as the step records count one, every
+    cell asked written."""
+    d_k, z = int(ex.given["d_k"]), np.asarray(ex.given["scores"], dtype=float)  # (1, m)
+    root = math.isqrt(d_k)
+    total = budget.Operations(lookups=1, cells=sum(int(np.prod(p.shape)) for p in ex.parts))
+    if needs_shift(z):
+        total = total + budget.Operations(additions=int(np.count_nonzero(z != z.max())), cells=z.size)
+    total = total + budget.Operations(divisions=int(np.count_nonzero(z)), cells=z.size)  # z / √d_k
+    return total + budget.softmax_operations(_softmax_input(z)) + budget.softmax_operations(z / root)
 
 
 # ---------------------------------------------------------------- worked solution

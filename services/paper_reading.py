@@ -92,7 +92,9 @@ class CellReader:
         self._input = TextRecInput
         self._ocr = RapidOCR(params={"Global.log_level": "error", "Global.use_det": False, "Global.use_cls": False,
                                      "EngineConfig.onnxruntime.intra_op_num_threads": threads,
-                                     "EngineConfig.onnxruntime.inter_op_num_threads": 1, **_model_paths()})
+                                     "EngineConfig.onnxruntime.inter_op_num_threads": 1,
+                                     "Rec.rec_img_shape": [3, REC_HEIGHT, 160],  # a cell's value is short: half
+                                     **_model_paths()})                          # the default width, half the time
         self._ocr(np.full((REC_HEIGHT, 2 * REC_HEIGHT, 3), 255, np.uint8))  # loads the recogniser (text_rec)
 
     def read(self, images: Sequence[np.ndarray]) -> list[tuple[str, float]]:
@@ -131,12 +133,20 @@ def shrink(gray: np.ndarray) -> np.ndarray:
 
 def find_payload(gray: np.ndarray) -> str | None:
     """The text of the page's QR code, or None: looked for first where the sheet prints it (the footer's
-    right end: the bottom third of the photo, right half), then on the whole page."""
+    right end: the bottom third of the photo, right half), as it is, enlarged, in black and white, then on
+    the whole page."""
     import cv2
 
     height, width = gray.shape
     corner = gray[int(height * 0.62):, int(width * 0.45):]
-    for image in (corner, gray):
+
+    def binary(image: np.ndarray) -> np.ndarray:  # dark modules on white whatever the light
+        return cv2.adaptiveThreshold(image, 255, cv2.ADAPTIVE_THRESH_GAUSSIAN_C, cv2.THRESH_BINARY, 51, 10)
+
+    def larger(image: np.ndarray) -> np.ndarray:  # a small or blurred code: its modules twice as wide
+        return cv2.resize(image, None, fx=2, fy=2, interpolation=cv2.INTER_CUBIC)
+
+    for image in (corner, larger(corner), binary(larger(corner)), gray, binary(gray)):
         for detector in (cv2.QRCodeDetectorAruco(), cv2.QRCodeDetector()):  # the first copes with blur and angle
             try:
                 text, _points, _ = detector.detectAndDecode(image)
@@ -186,21 +196,51 @@ def _even_light(image: np.ndarray) -> np.ndarray:
     return np.clip(image.astype(np.float32) / np.maximum(background.astype(np.float32), 1.0), 0, 1)
 
 
-def _ink_box(level: np.ndarray) -> tuple[np.ndarray, tuple[int, int, int, int] | None]:
-    """The ink mask of an evened cell, and the bounding box of its ink (None: blank)."""
+Blot = tuple[int, int, int, int, int]  # a connected piece of ink: left, top, width, height, area
+
+
+def _ink_box(level: np.ndarray) -> tuple[list[Blot], tuple[int, int, int, int] | None]:
+    """The blots of ink of an evened cell, and the bounding box of them all (None: blank)."""
     import cv2
 
     ink = (level < INK_LEVEL).astype(np.uint8)
     count, _labels, stats, _ = cv2.connectedComponentsWithStats(ink, connectivity=8)
-    keep = [i for i in range(1, count) if stats[i, cv2.CC_STAT_AREA] >= MIN_COMPONENT]  # not specks of noise
-    total = sum(int(stats[i, cv2.CC_STAT_AREA]) for i in keep)
-    if not keep or total < max(MIN_INK_PIXELS, MIN_INK * ink.size):
-        return ink, None
-    x0 = min(stats[i, cv2.CC_STAT_LEFT] for i in keep)
-    y0 = min(stats[i, cv2.CC_STAT_TOP] for i in keep)
-    x1 = max(stats[i, cv2.CC_STAT_LEFT] + stats[i, cv2.CC_STAT_WIDTH] for i in keep)
-    y1 = max(stats[i, cv2.CC_STAT_TOP] + stats[i, cv2.CC_STAT_HEIGHT] for i in keep)
-    return ink, (int(x0), int(y0), int(x1), int(y1))
+    blots = [tuple(int(v) for v in stats[i]) for i in range(1, count)
+             if stats[i, cv2.CC_STAT_AREA] >= MIN_COMPONENT]  # not specks of noise
+    total = sum(b[4] for b in blots)
+    if not blots or total < max(MIN_INK_PIXELS, MIN_INK * ink.size):
+        return blots, None
+    x0 = min(b[0] for b in blots)
+    y0 = min(b[1] for b in blots)
+    x1 = max(b[0] + b[2] for b in blots)
+    y1 = max(b[1] + b[3] for b in blots)
+    return blots, (x0, y0, x1, y1)
+
+
+def restore_point(text: str, blots: list[Blot]) -> str:
+    """`text` with the decimal point the recogniser dropped put back: a small blot on the baseline
+    between the digits (a handwritten point is often a touch of the pen), placed after the digits left
+    of it. Unchanged unless every digit read is one blot of ink, so the place is sure."""
+    if "." in text or "/" in text:
+        return text
+    sign, digits = ("-", text[1:]) if text.startswith("-") else ("", text)
+    if not digits.isdigit() or len(digits) < 2:
+        return text
+    tall = max(b[3] for b in blots)
+    glyphs = [b for b in blots if b[3] >= 0.5 * tall]
+    top = min(b[1] for b in glyphs)
+    bottom = max(b[1] + b[3] for b in glyphs)
+    if len(glyphs) != len(digits):
+        return text
+    points = [b for b in blots if b[3] <= 0.35 * tall and b[2] <= 0.5 * tall
+              and b[1] + b[3] / 2 >= top + 0.65 * (bottom - top)]  # small, low: a point, not a minus
+    if len(points) != 1:
+        return text
+    x = points[0][0] + points[0][2] / 2
+    before = sum(1 for b in glyphs if b[0] + b[2] / 2 < x)
+    if not 0 < before < len(digits):
+        return text
+    return sign + digits[:before] + "." + digits[before:]
 
 
 def _for_recogniser(level: np.ndarray, box: tuple[int, int, int, int]) -> np.ndarray:
@@ -212,7 +252,7 @@ def _for_recogniser(level: np.ndarray, box: tuple[int, int, int, int]) -> np.nda
     crop = (level[max(y0 - pad, 0):y1 + pad, max(x0 - pad, 0):x1 + pad] * 255).astype(np.uint8)
     scale = REC_HEIGHT / max(crop.shape[0], 1)
     crop = cv2.resize(crop, None, fx=scale, fy=scale, interpolation=cv2.INTER_AREA if scale < 1 else cv2.INTER_CUBIC)
-    return cv2.copyMakeBorder(crop, 8, 8, 16, 16, cv2.BORDER_CONSTANT, value=255)
+    return cv2.copyMakeBorder(crop, 6, 6, 8, 8, cv2.BORDER_CONSTANT, value=255)
 
 
 def _png(image: np.ndarray) -> bytes:
@@ -241,6 +281,7 @@ def read_grid(frame: np.ndarray, spec: paper.GridSpec, reader: CellReader) -> li
     pending: list[tuple[int, int]] = []  # (cell index, region index) sent to the recogniser
     images: list[np.ndarray] = []
     regions_of: list[list[str | None]] = []
+    blots_of: dict[tuple[int, int], list[Blot]] = {}
     for row in range(spec.rows):
         for col in range(spec.cols):
             left, top, right, bottom = (int(v * PX_PER_MM) for v in spec.cell_box(row, col))
@@ -248,17 +289,20 @@ def read_grid(frame: np.ndarray, spec: paper.GridSpec, reader: CellReader) -> li
             texts: list[str | None] = []
             for r, (x0, y0, x1, y1) in enumerate(_regions(spec, row, col)):
                 region = level[y0:y1, x0:x1]
-                _ink, box = _ink_box(region)
+                blots, box = _ink_box(region)
                 if box is None:
                     texts.append("")
                     continue
                 texts.append(None)
+                blots_of[(len(cells), r)] = blots
                 pending.append((len(cells), r))
                 images.append(_for_recogniser(region, box))
             regions_of.append(texts)
             cells.append(CellRead(row, col, "", 1.0, all(t == "" for t in texts), crop))
     confidence = [1.0] * len(cells)
     for (index, r), (text, score) in zip(pending, reader.read(images)):
+        if not spec.choice:
+            text = restore_point(normalise(text, False), blots_of[(index, r)])
         regions_of[index][r] = text
         confidence[index] = min(confidence[index], score if text.strip() else 0.0)
     for cell, texts, score in zip(cells, regions_of, confidence):

@@ -27,6 +27,7 @@ FONTS = ("/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf", "/usr/share/fonts/tr
          "/usr/share/fonts/truetype/dejavu/DejaVuSansMono.ttf", "/usr/share/fonts/truetype/wqy/wqy-microhei.ttc",
          None)  # None: Pillow's own font
 STYLES = ("printed", "hand")
+DPI = 180  # the sheets as a phone photographs them (the reader works at most MAX_SIDE pixels anyway)
 
 # ---------------------------------------------------------------- handwriting-like strokes
 # each glyph: strokes of points in a box 1 high (y down), its width; drawn with jitter, slant and a pen
@@ -50,7 +51,7 @@ _GLYPHS: dict[str, tuple[float, list[list[tuple[float, float]]]]] = {
     "9": (0.55, [[(0.52, 0.24), (0.42, 0.03), (0.24, 0), (0.06, 0.14), (0.06, 0.38), (0.26, 0.5), (0.5, 0.38),
                   (0.52, 0.24), (0.46, 1)]]),
     "-": (0.45, [[(0.04, 0.56), (0.42, 0.56)]]),
-    ".": (0.22, [[(0.1, 0.95), (0.12, 0.97), (0.1, 0.99), (0.09, 0.96)]]),
+    ".": (0.36, [[(0.16, 0.95), (0.18, 0.97), (0.16, 0.99), (0.15, 0.96)]]),  # a point is given room
     "/": (0.45, [[(0.42, -0.05), (0.04, 1.05)]]),
     "i": (0.25, [[(0.12, 0.42), (0.12, 1)], [(0.12, 0.16), (0.13, 0.19)]]),
     "n": (0.5, [[(0.05, 0.4), (0.05, 1)], [(0.05, 0.56), (0.2, 0.4), (0.38, 0.42), (0.45, 0.6), (0.45, 1)]]),
@@ -92,7 +93,7 @@ def draw_hand(canvas: np.ndarray, text: str, box: tuple[int, int, int, int], rng
                 points = np.array(pts, dtype=np.float64)
                 if len(points) > 2:  # smooth the polyline a little
                     points = _smooth(points)
-                pen = thickness + 2 if c == "." else max(int(thickness + rng.integers(-1, 2)), 1)  # a point pressed
+                pen = thickness + 1 if c == "." else max(int(thickness + rng.integers(-1, 2)), 1)  # a point pressed
                 cv2.polylines(canvas, [np.round(points * 4).astype(np.int32)], False, 0, thickness=pen,
                               lineType=cv2.LINE_AA, shift=2)
         x += w + rng.uniform(-0.03, 0.05) * height
@@ -147,7 +148,7 @@ def draw_printed(canvas: np.ndarray, text: str, box: tuple[int, int, int, int], 
 
 # ---------------------------------------------------------------- sheets, answers, pages
 
-def sheet_pages(ws, dpi: int = 200) -> list[list[np.ndarray]]:
+def sheet_pages(ws, dpi: int = DPI) -> list[list[np.ndarray]]:
     """Each student's sheet rendered by the app (Typst, then pdftoppm), as gray pages."""
     import cv2
 
@@ -193,9 +194,10 @@ def answers_for(items: list[Exercise], layout: list[paper.GridSpec], rng: np.ran
                     pick = int(x) if roll > wrong else int(rng.integers(0, g.choice))
                     out[(g.index, r, c)] = paper.choice_letter(pick)
                     continue
-                if roll < wrong and np.isfinite(x):
+                if roll < wrong and np.isfinite(x):  # a slip in the last places, or another value
                     step = 10.0 ** -part.decimals if part.decimals else 1.0
-                    x = x + step * int(rng.choice([-1, 1])) * int(rng.integers(2, 30))
+                    units = int(rng.integers(2, 10)) if roll < wrong / 2 else int(rng.integers(10, 200))
+                    x = x + step * int(rng.choice([-1, 1])) * units
                 out[(g.index, r, c)] = paper.as_written(x, part.decimals)
     return out
 
@@ -261,16 +263,96 @@ def photograph(page: np.ndarray, rng: np.random.Generator, strength: float = 1.0
     dst += rng.uniform(-0.035, 0.035, size=(4, 2)).astype(np.float32) * np.float32([W_, H_]) * strength
     M = cv2.getPerspectiveTransform(src, dst.astype(np.float32))
     shot = cv2.warpPerspective(canvas, M, (W_, H_), flags=cv2.INTER_LINEAR, borderValue=int(rng.integers(40, 90)))
-    yy, xx = np.mgrid[0:H_, 0:W_].astype(np.float32)
+    small = (max(W_ // 16, 2), max(H_ // 16, 2))  # the light varies slowly: computed small, then scaled up
+    yy, xx = np.mgrid[0:small[1], 0:small[0]].astype(np.float32)
+    xx, yy = xx / small[0], yy / small[1]
     direction = rng.uniform(0, 2 * np.pi)
-    ramp = (np.cos(direction) * xx / W_ + np.sin(direction) * yy / H_)
+    ramp = np.cos(direction) * xx + np.sin(direction) * yy
     light = 1.0 - strength * rng.uniform(0.2, 0.45) * (ramp - ramp.min()) / max(float(np.ptp(ramp)), 1e-6)
-    cx, cy = rng.uniform(0.2, 0.8) * W_, rng.uniform(0.2, 0.8) * H_
-    light *= 1.0 - strength * 0.15 * ((xx - cx) ** 2 + (yy - cy) ** 2) / (W_ ** 2 + H_ ** 2)
-    shot = shot.astype(np.float32) * light
+    cx, cy = rng.uniform(0.2, 0.8), rng.uniform(0.2, 0.8)
+    light *= 1.0 - strength * 0.3 * ((xx - cx) ** 2 + (yy - cy) ** 2)
+    light = cv2.resize(light.astype(np.float32), (W_, H_), interpolation=cv2.INTER_LINEAR)
+    shot = cv2.multiply(shot.astype(np.float32), light)
     shot = cv2.GaussianBlur(shot, (0, 0), rng.uniform(0.5, 1.4) * max(strength, 0.3))
-    shot += rng.normal(0, 5 * strength, size=shot.shape).astype(np.float32)
+    shot += rng.standard_normal(shot.shape, dtype=np.float32) * np.float32(5 * strength)
     shot = np.clip(shot, 0, 255).astype(np.uint8)
     ok, data = cv2.imencode(".jpg", shot, [cv2.IMWRITE_JPEG_QUALITY, quality or int(rng.integers(55, 85))])
     assert ok
     return data.tobytes()
+
+
+# ---------------------------------------------------------------- the figures
+
+@dataclass
+class Figures:
+    cells: dict[str, int]  # style → cells written (blank ones included)
+    read_right: dict[str, int]  # style → cells read exactly as written
+    review: int  # cells sent to review
+    wrong_unreviewed: list[str]  # cells whose grade differs from the truth's, with no review: must be none
+    pages: int
+    problems: list[tuple[str, str]]
+    misreads: list[str]  # what was read wrong (for the message)
+
+    def share(self, style: str) -> float:
+        return self.read_right[style] / max(self.cells[style], 1)
+
+
+def figures(marking, truth: dict[str, dict[tuple, Written]], pages: int) -> Figures:
+    """Compare a marking (services.paper) with what was written: cells read right per style, cells sent
+    to review, and cells graded otherwise than the truth without review (each must be reviewed)."""
+    from services import paper as marking_service
+
+    cells = {s: 0 for s in STYLES}
+    right = {s: 0 for s in STYLES}
+    wrong_unreviewed, misreads = [], []
+    review = 0
+    for student, written in truth.items():
+        sheet = marking.sheets.get(student)
+        for key, w in written.items():
+            cells[w.style] += 1
+            cell = sheet.cells.get(key) if sheet is not None else None
+            if cell is None:
+                misreads.append(f"{student} grid {key[1]} cell {key[2:]}: {w.text!r} on a page not read")
+                continue
+            if cell.read == w.text:
+                right[w.style] += 1
+            else:
+                misreads.append(f"{student} grid {key[1]} cell {key[2:]}: wrote {w.text!r}, read {cell.read!r} "
+                                f"({cell.confidence:.3f}, {cell.reason})")
+            review += cell.reason is not None
+        if sheet is None:
+            continue
+        # the same sheet with every cell as written: how it should be graded
+        truth_sheet = marking_service.StudentSheet(student, sheet.items, sheet.layout)
+        for key, w in written.items():
+            truth_sheet.cells[key] = marking_service.Cell(key, w.item, w.part, w.text, 1.0, not w.text, b"")
+        marking_service.grade_sheet(truth_sheet)
+        for item, fb in sheet.feedback.items():
+            if any(c.reason for c in sheet.cells.values() if c.item == item):
+                continue  # waits for review
+            expected = truth_sheet.feedback.get(item)
+            got = None if fb is None else fb.score
+            want = None if expected is None else expected.score
+            if got != want:
+                wrong_unreviewed.append(f"{student} item {item + 1}: graded {got} instead of {want} without review")
+    return Figures(cells, right, review, wrong_unreviewed, pages, list(marking.problems), misreads)
+
+
+def class_corpus(ws, rng: np.random.Generator, styles=STYLES, dpi: int = DPI, strength: float = 1.0):
+    """Every page of every student's sheet filled (the styles in turn, a font per page) and photographed:
+    ([(file name, JPEG bytes)], {student: {cell key: Written}})."""
+    files, truth = [], {}
+    for number, (sheet, pages) in enumerate(zip(ws.sheets, sheet_pages(ws, dpi))):
+        items = list(sheet.exercises)
+        layout = paper.grids(items)
+        answers = answers_for(items, layout, rng)
+        style = styles[number % len(styles)]
+        written = {}
+        for index, page in enumerate(pages):
+            font = fonts()[(number + index) % len(fonts())]
+            filled, cells = fill(page, layout, answers, style, rng, font)
+            for w in cells:
+                written[(sheet.student, w.grid, w.row, w.col)] = w
+            files.append((f"{number:03d}-{index + 1}.jpg", photograph(filled, rng, strength)))
+        truth[sheet.student] = written
+    return files, truth

@@ -5,9 +5,10 @@ without the teacher's review."""
 from __future__ import annotations
 
 import dataclasses
-import functools
+import time
 
 import numpy as np
+import pytest
 
 from exercises import worksheets
 from exercises.teacher.assignments import AssignmentSpec, ItemSpec
@@ -22,13 +23,6 @@ def paper_sheets(items, students, space="none", secret=SECRET, code=CODE):
     ws = worksheets.build(spec, students, code=code)
     pages = tuple((s.student, paper.qr_payloads(secret, code, s.student)) for s in ws.sheets)
     return dataclasses.replace(ws, paper=pages, space=space)
-
-
-@functools.cache
-def reader():
-    from services import paper_reading
-
-    return paper_reading.CellReader()
 
 
 def test_qr_payload_is_signed_and_read_back_exactly():
@@ -54,32 +48,87 @@ def test_layout_gives_every_part_one_grid_with_its_own_markers():
         assert g.frame_mm[0] <= paper.TEXT_WIDTH_MM, f"{g.part}: the grid is wider than the page"
 
 
-def test_a_rendered_page_filled_in_print_is_read_back_cell_by_cell():
-    """The first slice end to end: the app's sheet (Typst), answers printed into its cells, a mild
-    photo (turned, blurred, JPEG), then the page identified by its QR and every cell read right."""
-    import cv2
+@pytest.fixture
+def class_db(tmp_path, monkeypatch):
+    from services import db as services_db
 
-    from services import paper_reading
+    monkeypatch.delenv("DATABASE_URL", raising=False)
+    monkeypatch.setenv("ATTENTION_DB_PATH", str(tmp_path / "paper.sqlite3"))
+    return services_db.engine()
+
+
+CLASS = ["Ada Lovelace", "Alan Turing", "Grace Hopper", "Rózsa Péter"]  # printed, hand, printed, hand
+ITEMS = [{"kind": "softmax", "level": 2}, {"kind": "masking", "level": 2}, {"kind": "concepts", "level": 1}]
+
+
+def test_a_photographed_class_is_read_reviewed_and_lands_in_the_gradebook(class_db):
+    """The corpus test: the app's own paper sheets for a class, filled in print (several fonts) and in
+    handwriting-like strokes, photographed in simulation, read by the child processes, marked; the
+    figures the README states hold, no grade differs from the truth without review, and after the
+    review every sheet is stored as read from paper with its cells."""
+    import storage
+    from services import assignments
+    from services import paper as marking_service
     from tests import paper_corpus
 
-    ws = paper_sheets([("softmax", 2), ("masking", 2)], ["Ada Lovelace"])
-    items = list(ws.sheets[0].exercises)
-    layout = paper.grids(items)
-    pages = paper_corpus.sheet_pages(ws, dpi=170)[0]
-    rng = np.random.default_rng(1)
-    answers = paper_corpus.answers_for(items, layout, rng)
-    seen = {}
-    for number, page in enumerate(pages, start=1):
-        filled, written = paper_corpus.fill(page, layout, answers, "printed", rng, paper_corpus.fonts()[0])
-        photo = paper_corpus.photograph(filled, rng, strength=0.5)
-        gray = cv2.imdecode(np.frombuffer(photo, np.uint8), cv2.IMREAD_GRAYSCALE)
-        read = paper_reading.read_page(gray, lambda page_id: layout, reader(), SECRET, f"page {number}")
-        assert read.problem is None, f"page {number}: {read.problem}"
-        assert read.page == paper.PageId(CODE, "Ada Lovelace", number), f"page {number} identified as {read.page}"
-        for grid in read.grids:
-            for cell in grid.cells:
-                seen[(grid.index, cell.row, cell.col)] = cell
-    for (g, r, c), text in answers.items():
-        cell = seen.get((g, r, c))
-        assert cell is not None, f"grid {g} cell ({r}, {c}) was not found on any page"
-        assert cell.text == text, f"grid {g} ({layout[g].part}) cell ({r}, {c}): wrote {text!r}, read {cell.text!r}"
+    created = assignments.create("Paper class", ITEMS, seed=11, per_student=True)
+    a = created.assignment
+    assignments.set_roster(a, created.teacher_key, "\n".join(CLASS))
+    ws = assignments.paper_worksheet(a, CLASS)
+    started = time.perf_counter()
+    files, truth = paper_corpus.class_corpus(ws, np.random.default_rng(7))
+    made = time.perf_counter() - started
+    junk = [("notes.txt", b"not a photo"), ("blank.png", _png(np.full((300, 200), 255, np.uint8)))]
+    pages = marking_service.read_uploads(a, files + junk)
+    marking = marking_service.mark(a, pages)
+    print(f"corpus: {len(files)} pages made in {made:.1f} s, read and marked in "
+          f"{time.perf_counter() - started - made:.1f} s")
+
+    figures = paper_corpus.figures(marking, truth, len(files))
+    shown = "\n".join(figures.misreads)
+    assert figures.share("printed") >= 0.99, f"printed cells read right {figures.share('printed'):.3f}:\n{shown}"
+    assert figures.share("hand") >= 0.90, f"handwritten cells read right {figures.share('hand'):.3f}:\n{shown}"
+    assert figures.wrong_unreviewed == [], "grades differing from what was written, not sent to review:\n" + \
+        "\n".join(figures.wrong_unreviewed)
+    assert sorted(marking.problems) == [("blank.png", "no_qr"), ("notes.txt", "not_an_image")], marking.problems
+    assert figures.review <= 0.2 * sum(figures.cells.values()), f"{figures.review} cells sent to review"
+
+    for _round in range(3):  # the teacher reads each crop and types what is written; a corrected cell may
+        for cell in marking.review:  # send others of its item to review (judged anew from it)
+            marking_service.correct(marking, cell.key, truth[cell.key[0]][cell.key].text)
+    assert marking.review == [], "cells still waiting after three rounds of review"
+    stored = marking_service.record(a, marking)
+    assert sorted(stored) == sorted(CLASS) and all(isinstance(v, list) for v in stored.values()), stored
+
+    rows = storage.list_submissions(class_db, a.code, created.teacher_key)
+    assert {r.source for r in rows} == {"paper"}, "a submission read from paper is not marked as such"
+    for student in CLASS:
+        sheet = marking.sheets[student]
+        truth_sheet = marking_service.StudentSheet(student, sheet.items, sheet.layout)
+        for key, w in truth[student].items():
+            truth_sheet.cells[key] = marking_service.Cell(key, w.item, w.part, w.text, 1.0, not w.text, b"")
+        marking_service.grade_sheet(truth_sheet)
+        mine = [r for r in rows if r.student == student]
+        for r in mine:
+            fb = truth_sheet.feedback[r.item_index]
+            assert r.score == pytest.approx(0.0 if fb is None else fb.score), \
+                f"{student} item {r.item_index + 1}: stored {r.score}, written answers give {fb and fb.score}"
+        cells = storage.paper_cells_of(class_db, a.code, mine[0].attempt_id)
+        assert len(cells) == len(truth[student]), f"{student}: {len(cells)} cells kept of {len(truth[student])}"
+        assert all(c["crop"].startswith(b"\x89PNG") for c in cells), f"{student}: a cell without its crop"
+
+
+def _png(gray: np.ndarray) -> bytes:
+    import cv2
+
+    return cv2.imencode(".png", gray)[1].tobytes()
+
+
+def test_uploads_past_their_bounds_are_refused_unread():
+    from services import paper as marking_service
+
+    with pytest.raises(marking_service.TooBig):
+        marking_service.check_upload([("a.jpg", b"\xff\xd8\xff")] * (marking_service.MAX_FILES + 1))
+    with pytest.raises(marking_service.TooBig):
+        marking_service.check_upload([("big.jpg", b"\xff\xd8\xff" + bytes(marking_service.MAX_FILE_BYTES))])
+    assert marking_service.sniff(b"%PDF-1.7") == "pdf" and marking_service.sniff(b"GIF89a") is None

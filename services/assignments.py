@@ -29,6 +29,7 @@ from exercises.teacher.assignments import (
     student_key,
     unchanged_slots,
 )
+from exercises.worksheets import paper
 from storage import AccessDenied, Assignment, Created, Locked, MalformedCode, MalformedKey, UnknownAssignment
 
 from . import db
@@ -188,8 +189,6 @@ def worksheet(a: Assignment, students: Iterable[str] = (), language: str = DEFAU
 def paper_worksheet(a: Assignment, students: Iterable[str], language: str = DEFAULT_LANG) -> worksheets.Worksheet:
     """The sheets to be marked from paper: one per student (a class's set is printed for each), answers in
     grids with registration marks, each page with its own QR code signed with the server secret."""
-    from exercises.worksheets import paper
-
     names = worksheets.clean_students(students)
     sheets = tuple(worksheets.Sheet(n, tuple(exercises_for(a, n) if a.per_student else exercises_for(a)))
                    for n in names)

@@ -39,12 +39,12 @@ from exercises import AnswerError, Exercise, Feedback
 from exercises.worksheets import paper
 
 from . import assignments as service
-from . import db
+from . import db, paper_reading, submissions
 from .paper_reading import CellRead, GridRead, PageRead
 from .submissions import Graded, secret
 
 __all__ = ["MAX_FILES", "MAX_FILE_BYTES", "MAX_PAGES", "REVIEW_BELOW", "Marking", "ReadFailed", "TooBig", "confirm",
-           "correct", "mark", "read_uploads", "record"]
+           "correct", "first_wrong", "grid_images", "mark", "paper_cells", "read_uploads", "record"]
 
 MAX_FILES = 200  # files in one upload
 MAX_FILE_BYTES = 25 * 2**20  # a photo or a scanned PDF
@@ -181,8 +181,6 @@ def decode(kind: str, path: str) -> Iterable[np.ndarray]:
 
 def read_here(head: dict[str, Any], out) -> None:
     """In a reading child: every page of head["files"] ([(name, path)]) as one JSON line on `out`."""
-    from . import paper_reading
-
     paper_reading.set_thread_limits()
     a = service.load(head["code"])
     key = secret()
@@ -477,8 +475,6 @@ def record(a: storage.Assignment, marking: Marking) -> dict[str, list[int] | str
     """Every ready sheet stored as one submission marked as read from paper (with its cells), each in
     one transaction under the assignment's rules; student → the ids, or the reason it was not stored
     ("review", "unreadable", or the rule that refused it)."""
-    from . import submissions
-
     out: dict[str, list[int] | str] = {}
     for student, sheet in marking.sheets.items():
         if not sheet.ready:
@@ -503,4 +499,44 @@ def record(a: storage.Assignment, marking: Marking) -> dict[str, list[int] | str
 def paper_cells(a: storage.Assignment, attempt_id: str) -> list[dict[str, Any]]:
     """The cells of a submission read from paper (crop, text, right), for the student's page view."""
     with db.guarded():
-        return storage.paper_cells(db.engine(), a.code, attempt_id)
+        return storage.paper_cells_of(db.engine(), a.code, attempt_id)
+
+
+# ---------------------------------------------------------------- the student's page
+
+RIGHT_BGR, WRONG_BGR = (60, 150, 40), (40, 40, 210)
+
+
+def grid_images(cells: Sequence[dict[str, Any]]) -> list[tuple[int, str, bytes]]:
+    """Each grid of a stored paper submission as the student wrote it: its cells' crops side by side,
+    each framed green (right) or red (wrong); [(item index, part, PNG)] in the sheet's order."""
+    import cv2
+
+    grids: dict[int, list[dict[str, Any]]] = {}
+    for c in cells:
+        grids.setdefault(int(c["grid"]), []).append(c)
+    out = []
+    for index in sorted(grids):
+        members = grids[index]
+        rows, cols = 1 + max(int(c["row"]) for c in members), 1 + max(int(c["col"]) for c in members)
+        crops = {(int(c["row"]), int(c["col"])): cv2.imdecode(np.frombuffer(c["crop"], np.uint8), cv2.IMREAD_COLOR)
+                 for c in members}
+        height = max((im.shape[0] for im in crops.values() if im is not None), default=40)
+        width = max((im.shape[1] for im in crops.values() if im is not None), default=80)
+        canvas = np.full((rows * height, cols * width, 3), 255, np.uint8)
+        for c in members:
+            r, col = int(c["row"]), int(c["col"])
+            im = crops[(r, col)]
+            if im is not None:
+                canvas[r * height:r * height + im.shape[0], col * width:col * width + im.shape[1]] = im
+            color = RIGHT_BGR if c["right"] else WRONG_BGR
+            cv2.rectangle(canvas, (col * width + 2, r * height + 2), ((col + 1) * width - 3, (r + 1) * height - 3),
+                          color, 4)
+        out.append((int(members[0]["item_index"]), str(members[0]["part"]), cv2.imencode(".png", canvas)[1].tobytes()))
+    return out
+
+
+def first_wrong(cells: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
+    """The first cell marked wrong in the sheet's order (grids follow the steps), or None."""
+    ordered = sorted(cells, key=lambda c: (int(c["grid"]), int(c["row"]), int(c["col"])))
+    return next((c for c in ordered if c["right"] is False), None)

@@ -18,7 +18,7 @@ from services import db
 from services import gradebook as service
 from services.assignments import AccessDenied, Assignment, AssignmentError, MalformedCode, UnknownAssignment, parse_code
 
-from . import feedback, guard
+from . import feedback, guard, paper
 from .i18n import render, tr, user_text
 from .progress import mistake_name
 
@@ -155,6 +155,7 @@ def show(code: str, key: str) -> None:
                   items=plural("gradebook.items", a.item_count),
                   created=a.created_at.strftime("%Y-%m-%d %H:%M UTC")))
     clashes_ui(code, key)
+    paper.marking_ui(a, key)
     if not book.students:
         st.info(tr("gradebook.empty"), icon=":material/hourglass_empty:")
         return

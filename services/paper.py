@@ -26,6 +26,8 @@ import re
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -114,15 +116,24 @@ def read_uploads(a: storage.Assignment, files: Sequence[tuple[str, bytes]], work
             paths.append((name[:200], str(path)))
         shares = [paths[i::max(workers, 1)] for i in range(max(workers, 1))]
         children = [_start_child(a.code, share) for share in shares if share]
-        pages: list[PageRead] = []
+        lines: list[list[str]] = [[] for _ in children]
+
+        def drain(index: int) -> None:  # each child's pipe read as it writes: a full pipe would stall it
+            for line in children[index].stdout:
+                lines[index].append(line)
+                if progress is not None:
+                    progress(sum(map(len, lines)))
+
+        readers = [threading.Thread(target=drain, args=(i,), daemon=True) for i in range(len(children))]
         try:
-            for child in children:  # read in turn; they all run meanwhile
-                for line in child.stdout:
-                    pages.append(page_from_json(json.loads(line)))
-                    if progress is not None:
-                        progress(len(pages))
-                if child.wait(timeout=CHILD_SECONDS) != 0:
+            for reader in readers:
+                reader.start()
+            deadline = time.monotonic() + CHILD_SECONDS
+            for child, reader in zip(children, readers):
+                reader.join(max(deadline - time.monotonic(), 0))
+                if reader.is_alive() or child.wait(timeout=max(deadline - time.monotonic(), 1)) != 0:
                     raise ReadFailed(f"a reading process ended with {child.returncode}")
+            pages = [page_from_json(json.loads(line)) for chunk in lines for line in chunk]
         except (OSError, subprocess.TimeoutExpired, ValueError) as err:
             raise ReadFailed(str(err)) from None
         finally:

@@ -5,6 +5,7 @@ without the teacher's review."""
 from __future__ import annotations
 
 import dataclasses
+import os
 import time
 
 import numpy as np
@@ -54,6 +55,7 @@ def class_db(tmp_path, monkeypatch):
 
     monkeypatch.delenv("DATABASE_URL", raising=False)
     monkeypatch.setenv("ATTENTION_DB_PATH", str(tmp_path / "paper.sqlite3"))
+    monkeypatch.setenv("ATTENTION_SECRET", os.environ.get("PAPER_TEST_SECRET", "paper corpus"))  # the same class every run
     return services_db.engine()
 
 
@@ -78,6 +80,8 @@ def test_a_photographed_class_is_read_reviewed_and_lands_in_the_gradebook(class_
     started = time.perf_counter()
     files, truth = paper_corpus.class_corpus(ws, np.random.default_rng(7))
     made = time.perf_counter() - started
+    scanned = [data for name, data in files if name.startswith("003-")]  # the last student's pages: a scan
+    files = [f for f in files if not f[0].startswith("003-")] + [("scan.pdf", _pdf(scanned))]
     junk = [("notes.txt", b"not a photo"), ("blank.png", _png(np.full((300, 200), 255, np.uint8)))]
     pages = marking_service.read_uploads(a, files + junk)
     marking = marking_service.mark(a, pages)
@@ -111,11 +115,34 @@ def test_a_photographed_class_is_read_reviewed_and_lands_in_the_gradebook(class_
         mine = [r for r in rows if r.student == student]
         for r in mine:
             fb = truth_sheet.feedback[r.item_index]
+            if r.score != pytest.approx(0.0 if fb is None else fb.score):
+                for k, c in sheet.cells.items():
+                    if c.item == r.item_index:
+                        print(k, repr(truth[student][k].text), repr(c.read), c.value, c.confidence, c.reason, c.right,
+                              truth_sheet.cells[k].right)
             assert r.score == pytest.approx(0.0 if fb is None else fb.score), \
                 f"{student} item {r.item_index + 1}: stored {r.score}, written answers give {fb and fb.score}"
         cells = storage.paper_cells_of(class_db, a.code, mine[0].attempt_id)
         assert len(cells) == len(truth[student]), f"{student}: {len(cells)} cells kept of {len(truth[student])}"
         assert all(c["crop"].startswith(b"\x89PNG") for c in cells), f"{student}: a cell without its crop"
+        # the student's view: their grids as written, and the first wrong step where the truth has it
+        first = marking_service.first_wrong(cells)
+        wrong = [k for k in sorted(truth_sheet.cells) if truth_sheet.cells[k].right is False]
+        assert (first and (first["grid"], first["row"], first["col"])) == (wrong and wrong[0][1:]) or \
+            (first is None and not wrong), f"{student}: first wrong step {first and first['grid']} vs {wrong[:1]}"
+        assert len(marking_service.grid_images(cells)) == len(sheet.layout), f"{student}: a grid not shown"
+
+
+def _pdf(jpegs: list[bytes]) -> bytes:
+    """Photos as one PDF, a page each (a scanner's output)."""
+    import io
+
+    from PIL import Image
+
+    images = [Image.open(io.BytesIO(data)).convert("L") for data in jpegs]
+    out = io.BytesIO()
+    images[0].save(out, format="PDF", save_all=True, append_images=images[1:], resolution=180)
+    return out.getvalue()
 
 
 def _png(gray: np.ndarray) -> bytes:

@@ -186,7 +186,8 @@ def worksheet(a: Assignment, students: Iterable[str] = (), language: str = DEFAU
     return worksheets.Worksheet(spec, sheets, a.code, language)
 
 
-def paper_worksheet(a: Assignment, students: Iterable[str], language: str = DEFAULT_LANG) -> worksheets.Worksheet:
+def paper_worksheet(a: Assignment, students: Iterable[str], language: str = DEFAULT_LANG,
+                    space: str = "some") -> worksheets.Worksheet:
     """The sheets to be marked from paper: one per student (a class's set is printed for each), answers in
     grids with registration marks, each page with its own QR code signed with the server secret."""
     names = worksheets.clean_students(students)
@@ -194,7 +195,7 @@ def paper_worksheet(a: Assignment, students: Iterable[str], language: str = DEFA
                    for n in names)
     key = secret()
     pages = tuple((n, paper.qr_payloads(key, a.code, n)) for n in names)
-    return worksheets.Worksheet(a.spec, sheets, a.code, language, paper=pages)
+    return worksheets.Worksheet(a.spec, sheets, a.code, language, space=space, paper=pages)
 
 
 def pdf_files(a: Assignment, students: tuple[str, ...], language: str, space: str = "some") -> dict[str, bytes]:

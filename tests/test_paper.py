@@ -69,7 +69,7 @@ def test_a_photographed_class_is_read_reviewed_and_lands_in_the_gradebook(class_
     figures the README states hold, no grade differs from the truth without review, and after the
     review every sheet is stored as read from paper with its cells."""
     import storage
-    from services import assignments
+    from services import assignments, gradebook
     from services import paper as marking_service
     from tests import paper_corpus
 
@@ -106,6 +106,8 @@ def test_a_photographed_class_is_read_reviewed_and_lands_in_the_gradebook(class_
 
     rows = storage.list_submissions(class_db, a.code, created.teacher_key)
     assert {r.source for r in rows} == {"paper"}, "a submission read from paper is not marked as such"
+    frame = gradebook.table(gradebook.load(a.code, created.teacher_key), [str(i) for i in range(len(ITEMS))])
+    assert frame["Last submitted"].str.endswith("· from paper").all(), frame["Last submitted"].tolist()
     for student in CLASS:
         sheet = marking.sheets[student]
         truth_sheet = marking_service.StudentSheet(student, sheet.items, sheet.layout)

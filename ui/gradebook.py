@@ -40,7 +40,8 @@ def table(book: service.Gradebook) -> pd.DataFrame:
     """One row per person: Total (percent), each item's score from the attempt that counts, attempts,
     last submission, blank items and a same-name flag."""
     columns = {c: tr(f"gradebook.col.{c}") for c in ("attempts", "submitted", "blank", "duplicate")}
-    return service.table(book, item_labels(book.assignment), tr("gradebook.student"), tr("gradebook.total"), columns)
+    return service.table(book, item_labels(book.assignment), tr("gradebook.student"), tr("gradebook.total"), columns,
+                         tr("paper.from_paper"))
 
 
 BOOK_TABLE = "abh-book-table"  # the students × items table's container (ui.theme gives its toolbar room)

@@ -450,11 +450,13 @@ def _near_miss(text: str, reference: float, decimals: int) -> bool:
             candidates.add(text[:i] + text[i + 1:])  # one added by the reader (a speck read as a point)
             for ch in _CONFUSED.get(text[i], ""):
                 candidates.add(text[:i] + ch + text[i + 1:])  # one taken for another
-    for candidate in candidates:
+    for candidate in sorted(candidates):
         if not _NUMBER.fullmatch(candidate):
             continue
-        top, _, bottom = candidate.partition("/")
-        value = float(top) / float(bottom) if bottom and float(bottom) else float(top)
+        try:  # read by the answer parser, as every text from a photo is
+            value = float(exercises.parse_answer(candidate)[0, 0])
+        except (AnswerError, IndexError, ValueError):
+            continue
         if abs(value - reference) <= reach:
             return True
     return False

@@ -85,6 +85,10 @@ def test_a_photographed_class_is_read_reviewed_and_lands_in_the_gradebook(class_
     junk = [("notes.txt", b"not a photo"), ("blank.png", _png(np.full((300, 200), 255, np.uint8)))]
     pages = marking_service.read_uploads(a, files + junk)
     marking = marking_service.mark(a, pages)
+    for page in pages:  # each page's own QR code: the file 001-2.jpg (or scan.pdf #2) is page 2
+        if page.page is not None:
+            assert page.page.page == int(page.source.replace(".jpg", "").split("-")[-1].split("#")[-1]), \
+                f"{page.source} read as page {page.page.page}"
     print(f"corpus: {len(files)} pages made in {made:.1f} s, read and marked in "
           f"{time.perf_counter() - started - made:.1f} s")
 

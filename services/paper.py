@@ -397,10 +397,14 @@ def grade_sheet(sheet: StudentSheet, decide: bool = False) -> None:
                     cell = sheet.cells.get((sheet.student, g.index, r, c))
                     if cell is None:
                         continue
-                    cells = None if part_fb is None else part_fb.cells
-                    cell.right = None if cells is None else bool(np.atleast_2d(cells)[r, c])
+                    status = None if part_fb is None else part_fb.status
+                    # right, or consistent with the student's own earlier values (credited): not wrong
+                    cell.right = None if status is None else bool(np.atleast_2d(status)[r, c] != "wrong")
                     if decide and cell.value is None:  # a cell the teacher has seen keeps its review
                         cell.reason = _reason(cell, part, g, r, c)
+                        if cell.reason is None and cell.right is False and _carried(fb, part.name) and \
+                                _misread_changes_grade(sheet, item, answer, fb, g, r, c):
+                            cell.reason = "near_miss"
 
 
 def _reason(cell: Cell, part, g: paper.GridSpec, r: int, c: int) -> str | None:
@@ -458,6 +462,47 @@ def _near_miss(text: str, reference: float, decimals: int) -> bool:
         except (AnswerError, IndexError, ValueError):
             continue
         if abs(value - reference) <= reach:
+            return True
+    return False
+
+
+def _carried(fb: Feedback, name: str) -> bool:
+    """Is some part before `name` not all right? Then a cell of `name` may be graded against the
+    student's own earlier values, not only the reference."""
+    for part_name, part_fb in fb.parts.items():
+        if part_name == name:
+            return False
+        if not part_fb.correct:
+            return True
+    return False
+
+
+def _likely_misreads(text: str) -> set[str]:
+    """What the recogniser may have read `text` from: a point, minus or digit dropped, one added, a
+    digit taken for one alike in shape."""
+    out = set()
+    for i in range(len(text) + 1):
+        for ch in ".-1":
+            out.add(text[:i] + ch + text[i:])
+        if i < len(text):
+            out.add(text[:i] + text[i + 1:])
+            for ch in _CONFUSED.get(text[i], ""):
+                out.add(text[:i] + ch + text[i + 1:])
+    return {c for c in out if _NUMBER.fullmatch(c)}
+
+
+def _misread_changes_grade(sheet: StudentSheet, item: int, answer: dict[str, Any], fb: Feedback,
+                           g: paper.GridSpec, r: int, c: int) -> bool:
+    """Would a likely misread of this cell, had the student written it, have been credited (against
+    their own earlier values too)? The item graded again with each one in the cell."""
+    cells = answer[g.part]
+    text = cells[r][c]
+    for candidate in sorted(_likely_misreads(text)):
+        changed = dict(answer)
+        changed[g.part] = [list(row) for row in cells]
+        changed[g.part][r][c] = candidate
+        other = exercises.grade(sheet.items[item], changed).parts.get(g.part)
+        if other is not None and other.status is not None and np.atleast_2d(other.status)[r, c] != "wrong":
             return True
     return False
 

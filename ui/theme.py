@@ -73,11 +73,22 @@ SCRIPT = """
       svg.setAttribute('aria-label', named ? named.getAttribute('aria-label') : window.__abhChartName);
     }
   };
+  const focusReview = () => {
+    // the paper review screen (ui/paper.py): each new cell's value box takes the keyboard, its value
+    // selected, so the teacher types over it or presses Enter, cell after cell
+    const box = document.querySelector('.st-key-paper-review input[type="text"]');
+    const holder = box && box.closest('[class*="st-key-paper-value"]');
+    const cell = holder ? holder.className : null;
+    if (!box || cell === window.__abhReviewCell) return;
+    window.__abhReviewCell = cell;
+    box.focus();
+    box.select();
+  };
   let queued = false;
   const later = () => {
     if (queued) return;
     queued = true;
-    setTimeout(() => { queued = false; mark(); nameCharts(); }, 150);
+    setTimeout(() => { queued = false; mark(); nameCharts(); focusReview(); }, 150);
   };
   new MutationObserver(later).observe(document.body, {childList: true, subtree: true});
   window.addEventListener('resize', later);

@@ -60,12 +60,13 @@ def test_a_simulated_class_is_marked_and_an_unsure_cell_reviewed(people, app_db,
     unsure_seen, steps = False, 0
     while review.count() and steps < 30:
         expect(review.locator("img")).to_be_visible()
+        expect(box).to_be_focused()  # each cell's value box takes the keyboard: no mouse between cells
         text = review.inner_text()
         if CLASS[0] in text and t("paper.cell", student="", item=1, part="A", row=1, col=2).replace("*", "").strip() in text:
             assert t("paper.reason.unsure") in text, f"the written-over cell was not marked unsure: {text}"
             unsure_seen = True
-            box.fill(value)
-        book.rerun(lambda: box.press("Enter"))
+            book.page.keyboard.type(value)  # typed over the value read (it is selected)
+        book.rerun(lambda: book.page.keyboard.press("Enter"))
         steps += 1
     assert unsure_seen, "the written-over cell never came to review"
     assert review.count() == 0, "the review screen never emptied"

@@ -82,7 +82,8 @@ def test_a_photographed_class_is_read_reviewed_and_lands_in_the_gradebook(class_
     made = time.perf_counter() - started
     scanned = [data for name, data in files if name.startswith("002-")]  # the last student's pages: a scan
     files = [f for f in files if not f[0].startswith("002-")] + [("scan.pdf", _pdf(scanned))]
-    junk = [("notes.txt", b"not a photo"), ("blank.png", _png(np.full((300, 200), 255, np.uint8)))]
+    huge = _png(np.full((8000, 7000), 255, np.uint8))  # 56 megapixels in a small file: refused from its header
+    junk = [("notes.txt", b"not a photo"), ("blank.png", _png(np.full((300, 200), 255, np.uint8))), ("huge.png", huge)]
     pages = marking_service.read_uploads(a, files + junk)
     marking = marking_service.mark(a, pages)
     for page in pages:  # each page's own QR code: the file 001-2.jpg (or scan.pdf #2) is page 2
@@ -98,7 +99,8 @@ def test_a_photographed_class_is_read_reviewed_and_lands_in_the_gradebook(class_
     assert figures.share("hand") >= 0.90, f"handwritten cells read right {figures.share('hand'):.3f}:\n{shown}"
     assert figures.wrong_unreviewed == [], "grades differing from what was written, not sent to review:\n" + \
         "\n".join(figures.wrong_unreviewed)
-    assert sorted(marking.problems) == [("blank.png", "no_qr"), ("notes.txt", "not_an_image")], marking.problems
+    assert sorted(marking.problems) == [("blank.png", "no_qr"), ("huge.png", "too_many_pixels"),
+                                        ("notes.txt", "not_an_image")], marking.problems
     assert figures.review <= 0.2 * sum(figures.cells.values()), f"{figures.review} cells sent to review"
 
     for _round in range(3):  # the teacher reads each crop and types what is written; a corrected cell may

@@ -167,3 +167,52 @@ def test_uploads_past_their_bounds_are_refused_unread():
     with pytest.raises(marking_service.TooBig):
         marking_service.check_upload([("big.jpg", b"\xff\xd8\xff" + bytes(marking_service.MAX_FILE_BYTES))])
     assert marking_service.sniff(b"%PDF-1.7") == "pdf" and marking_service.sniff(b"GIF89a") is None
+
+
+def test_the_reader_loads_its_weights_from_the_wheel_and_downloads_nothing(monkeypatch):
+    """rapidocr downloads a missing model or character list at run time: the reader names the wheel's
+    own files, so a download is never tried (here it would fail the test), and it reads a cell."""
+    from rapidocr.utils.download_file import DownloadFile
+
+    from services import paper_reading
+    from tests import paper_corpus
+
+    def refuse(*args, **kwargs):
+        raise AssertionError(f"rapidocr tried to download {args} {kwargs}")
+
+    monkeypatch.setattr(DownloadFile, "run", classmethod(refuse))
+    canvas = np.full((60, 200), 255, np.uint8)
+    canvas = paper_corpus.draw_printed(canvas, "-0.75", (10, 8, 190, 52), paper_corpus.fonts()[0],
+                                       np.random.default_rng(0))
+    level = paper_reading._even_light(canvas)
+    blots, box = paper_reading._ink_box(level)
+    assert box is not None, "the printed value was taken for a blank cell"
+    [(text, confidence)] = paper_reading.CellReader().read([paper_reading._for_recogniser(level, box)])
+    assert text == "-0.75" and confidence >= paper_reading_sure(), f"read {text!r} ({confidence:.3f}) for -0.75"
+
+
+def paper_reading_sure() -> float:
+    from services import paper as marking_service
+
+    return marking_service.REVIEW_BELOW
+
+
+def test_a_dropped_point_is_put_back_only_where_its_place_is_sure():
+    from services import paper_reading
+
+    digits = [(0, 0, 20, 40, 300), (30, 0, 20, 40, 300), (60, 0, 20, 40, 300)]
+    point = (52, 34, 5, 5, 20)  # small, on the baseline, after the first two digits
+    assert paper_reading.restore_point("125", digits + [point]) == "12.5"
+    assert paper_reading.restore_point("-125", digits + [point]) == "-12.5"
+    assert paper_reading.restore_point("125", digits) == "125", "a point put back with no blot for it"
+    assert paper_reading.restore_point("12.5", digits + [point]) == "12.5"
+    assert paper_reading.restore_point("1250", digits + [point]) == "1250", "digits and blots disagree: unsure"
+
+
+def test_a_misread_that_would_change_the_grade_is_a_near_miss():
+    from services import paper as marking_service
+
+    cases = [("033", 0.33, 2, True), ("0.38", 0.33, 2, True), ("-0.5", 0.5, 2, True), ("3/12", 0.25, 0, True),
+             ("0.91", 0.33, 2, False), ("8", 2.0, 0, False), ("-inf", float("-inf"), 2, True)]
+    for text, reference, decimals, expected in cases:
+        assert marking_service._near_miss(text, reference, decimals) is expected, (text, reference, decimals)

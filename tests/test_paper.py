@@ -123,13 +123,11 @@ def test_a_photographed_class_is_read_reviewed_and_lands_in_the_gradebook(class_
         mine = [r for r in rows if r.student == student]
         for r in mine:
             fb = truth_sheet.feedback[r.item_index]
-            if r.score != pytest.approx(0.0 if fb is None else fb.score):
-                for k, c in sheet.cells.items():
-                    if c.item == r.item_index:
-                        print(k, repr(truth[student][k].text), repr(c.read), c.value, c.confidence, c.reason, c.right,
-                              truth_sheet.cells[k].right)
+            cells_seen = [f"{k[1:]} wrote {truth[student][k].text!r} read {c.read!r} ({c.confidence:.3f}, {c.reason})"
+                          for k, c in sheet.cells.items() if c.item == r.item_index]
             assert r.score == pytest.approx(0.0 if fb is None else fb.score), \
-                f"{student} item {r.item_index + 1}: stored {r.score}, written answers give {fb and fb.score}"
+                f"{student} item {r.item_index + 1}: stored {r.score}, written answers give {fb and fb.score}: " \
+                + "; ".join(cells_seen)
         cells = storage.paper_cells_of(class_db, a.code, mine[0].attempt_id)
         assert len(cells) == len(truth[student]), f"{student}: {len(cells)} cells kept of {len(truth[student])}"
         assert all(c["crop"].startswith(b"\x89PNG") for c in cells), f"{student}: a cell without its crop"

@@ -12,12 +12,14 @@ from exercises import worksheets
 from exercises.i18n import t
 from exercises.worksheets import paper
 from tests import paper_corpus
+from tests.test_paper import needs_pdftoppm
 
 CLASS = ["Ada Lovelace", "Alan Turing"]
 READING_MS = 240_000  # two reading processes start and read the class (a loaded 2-core machine)
 
 
 def test_a_simulated_class_is_marked_and_an_unsure_cell_reviewed(people, app_db, tmp_path) -> None:
+    needs_pdftoppm()
     created = storage.create_assignment(app_db, "Paper quiz", [{"kind": "softmax", "level": 1, "count": 1}], 3)
     code, key = created.assignment.code, created.teacher_key
     storage.set_roster(app_db, code, key, CLASS)

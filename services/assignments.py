@@ -26,8 +26,10 @@ from exercises.teacher.assignments import (
     Rules,
     make_rules,
     make_spec,
+    student_key,
     unchanged_slots,
 )
+from exercises.worksheets import paper
 from storage import AccessDenied, Assignment, Created, Locked, MalformedCode, MalformedKey, UnknownAssignment
 
 from . import db
@@ -129,6 +131,12 @@ def roster(a: Assignment) -> tuple[str, ...]:
         return storage.roster_names(db.engine(), a.code)
 
 
+def on_roster(a: Assignment, student: str) -> bool:
+    """Is `student` a name on the assignment's class list (as the list spells it, case and spacing aside)?"""
+    key = student_key(student)
+    return any(student_key(name) == key for name in roster(a))
+
+
 def load(code_text: Any) -> Assignment | None:
     """The assignment with this code as typed, or None; MalformedCode for text that is no code."""
     with db.guarded():
@@ -176,6 +184,18 @@ def worksheet(a: Assignment, students: Iterable[str] = (), language: str = DEFAU
     names = worksheets.clean_students(students)
     sheets = tuple(worksheets.Sheet(n, tuple(exercises_for(a, n))) for n in names)
     return worksheets.Worksheet(spec, sheets, a.code, language)
+
+
+def paper_worksheet(a: Assignment, students: Iterable[str], language: str = DEFAULT_LANG,
+                    space: str = "some") -> worksheets.Worksheet:
+    """The sheets to be marked from paper: one per student (a class's set is printed for each), answers in
+    grids with registration marks, each page with its own QR code signed with the server secret."""
+    names = worksheets.clean_students(students)
+    sheets = tuple(worksheets.Sheet(n, tuple(exercises_for(a, n) if a.per_student else exercises_for(a)))
+                   for n in names)
+    key = secret()
+    pages = tuple((n, paper.qr_payloads(key, a.code, n)) for n in names)
+    return worksheets.Worksheet(a.spec, sheets, a.code, language, space=space, paper=pages)
 
 
 def pdf_files(a: Assignment, students: tuple[str, ...], language: str, space: str = "some") -> dict[str, bytes]:

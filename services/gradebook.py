@@ -105,10 +105,11 @@ def rename(code: str, key: str, person: Person, name: Any) -> int:
 
 
 def table(book: Gradebook, labels: Sequence[str], student: str = "Student", total: str = "Total",
-          columns: Mapping[str, str] | None = None) -> pd.DataFrame:
+          columns: Mapping[str, str] | None = None, from_paper: str = "from paper") -> pd.DataFrame:
     """One row per person: Total (percent) right after the name, then each item's score in percent from
     the attempt that counts (empty: not submitted), then attempts, last submission time, items left
-    blank and a duplicate flag (same normalised name from another browser: the teacher resolves it).
+    blank and a duplicate flag (same normalised name from another browser: the teacher resolves it);
+    an attempt read from a paper sheet says so (`from_paper`) after its time.
     Everyone expected is a row: the class list's names and the names typed on an open assignment that
     have not submitted follow, with empty scores and 0 attempts."""
     names = {"attempts": "Attempts", "submitted": "Last submitted", "blank": "Blank", "duplicate": "Same name",
@@ -118,8 +119,10 @@ def table(book: Gradebook, labels: Sequence[str], student: str = "Student", tota
         scores = {r.item_index: r.score for r in person.counting}
         blank = [r.item_index + 1 for r in person.counting if r.answer is None]
         mean = sum(scores.get(i) or 0.0 for i in range(len(labels))) / max(len(labels), 1)
+        last = person.attempts[-1][-1]
+        when = last.submitted_at.strftime("%Y-%m-%d %H:%M UTC") + (f" · {from_paper}" if last.source == "paper" else "")
         rows.append([person.label, percent(mean), *[percent(scores.get(i)) for i in range(len(labels))],
-                     len(person.attempts), person.attempts[-1][-1].submitted_at.strftime("%Y-%m-%d %H:%M UTC"),
+                     len(person.attempts), when,
                      ", ".join(map(str, blank)), "⚠" if person.duplicate else ""])
     for name in not_submitted(book):
         rows.append([name, None, *[None] * len(labels), 0, "", "", ""])

@@ -202,16 +202,19 @@ def entries(items: Sequence[Exercise], graded: Graded) -> list[dict[str, Any]]:
 
 
 def submit(a: storage.Assignment, student: str, items: Sequence[Exercise], graded: Graded,
-           person: str | None = None, profile: str | None = None) -> list[int]:
+           person: str | None = None, profile: str | None = None, source: str | None = None,
+           paper_cells: Sequence[Mapping[str, Any]] = ()) -> list[int]:
     """Store a graded submission (one attempt) in one transaction; its ids once committed.
     NotSaved if it failed; Refused (nothing stored) when the rules do not take it now. `profile`: the
-    browser profile submitting (an assignment without a class list takes a name only from its holder)."""
+    browser profile submitting (an assignment without a class list takes a name only from its holder).
+    `source` "paper" and its cells: read from a photographed sheet (services.paper)."""
     if not graded.ready:
         raise ValueError("fix the unreadable or blank answers first")
     try:
         with db.guarded():
             ids = storage.record_submissions(db.engine(), a.code, student, entries(items, graded), person=person,
-                                             claimant=None if a.has_roster else profile)
+                                             claimant=None if a.has_roster else profile, source=source,
+                                             cells=paper_cells)
     except (db.Unavailable, ValueError, storage.UnknownAssignment) as err:
         raise NotSaved(str(err)) from err
     if lti.launched(person):

@@ -14,7 +14,7 @@ import os
 import secrets
 import uuid
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -45,6 +45,7 @@ from .db import (
     name_claims,
     name_clashes,
     openings,
+    paper_cells,
     roster,
     settings,
     submissions,
@@ -142,6 +143,7 @@ class Submission:
     attempt_id: str | None = None  # the press of Submit it came with (None: stored before attempts)
     attempt: int | None = None  # 1, 2, … per student
     person: str | None = None  # who pressed it (class-list entry or browser session; None: before)
+    source: str | None = None  # "paper": read from a photographed sheet (paper_cells holds its cells)
 
     @property
     def who(self) -> str:
@@ -217,7 +219,8 @@ def _submission(row: Any) -> Submission:
                       item_index=int(row.item_index), kind=row.kind, level=int(row.level), seed=int(row.seed),
                       answer=row.answer, score=row.score, misconception=row.misconception,
                       submitted_at=_aware(row.submitted_at), version=row.version, exercise=row.exercise,
-                      attempt_id=row.attempt_id, attempt=row.attempt, person=row.person)
+                      attempt_id=row.attempt_id, attempt=row.attempt, person=row.person,
+                      source=getattr(row, "source", None))
 
 
 def _plain_json(answer: Any) -> Any:
@@ -455,14 +458,16 @@ def check_rules(conn: Connection, assignment: Assignment, who: str, person: str,
 
 def record_submissions(engine: Engine, code: Any, student: Any, entries: Iterable[Mapping[str, Any]],
                        submitted_at: datetime | None = None, person: str | None = None,
-                       claimant: str | None = None) -> list[int]:
+                       claimant: str | None = None, source: str | None = None,
+                       cells: Sequence[Mapping[str, Any]] = ()) -> list[int]:
     """Store one student's answers (one attempt) in one transaction; returns their ids once committed.
 
     Each entry: item_index, kind, level, seed, answer (plain JSON), score (or None), misconception,
     and the exercise graded (an Exercise or its to_dict()) with its version. `person`: who pressed
     Submit (the browser session of an open assignment); rows are never replaced, each attempt is kept.
     `claimant`: the browser profile submitting to an assignment without a class list: the name must be
-    its own (claim_name), else Refused name_taken.
+    its own (claim_name), else Refused name_taken. `source` "paper" with its `cells` (grid, row, col,
+    item_index, part, text, confidence, reviewed, right, crop): read from a sheet, stored with it.
     Raises MalformedCode, UnknownAssignment, AssignmentError (name), ValueError (an entry), Refused
     (the rules: closed, not open yet, late, out of time or attempts, not on the class list)."""
     code = parse_code(code)
@@ -480,21 +485,27 @@ def record_submissions(engine: Engine, code: Any, student: Any, entries: Iterabl
                      "score": None if score is None else float(score),
                      "misconception": e.get("misconception"), "submitted_at": at,
                      "version": _version(e.get("version")), "exercise": _exercise_json(e.get("exercise")),
-                     "attempt_id": attempt_id, "person": person})
+                     "attempt_id": attempt_id, "person": person, "source": source})
     if not rows:
         raise ValueError("nothing to submit")
+    extra = [{"attempt_id": attempt_id, "assignment_code": code, "grid": int(c["grid"]), "row": int(c["row"]),
+              "col": int(c["col"]), "item_index": int(c["item_index"]), "part": str(c["part"])[:40],
+              "text": str(c["text"])[:40], "confidence": float(c["confidence"]), "reviewed": bool(c["reviewed"]),
+              "right": None if c.get("right") is None else bool(c["right"]), "crop": bytes(c["crop"])[:MAX_CROP]}
+             for c in cells]
     for _ in range(CLAIM_RETRIES - 1):
         try:
-            return _store_attempt(engine, code, who, person, at, attempt_id, rows, claimant)
+            return _store_attempt(engine, code, who, person, at, attempt_id, rows, claimant, extra)
         except sa.exc.IntegrityError:
             # another submission of this student took the number first (its commit is what we waited
             # for): count again, now seeing it. Nothing of this one was stored.
             continue
-    return _store_attempt(engine, code, who, person, at, attempt_id, rows, claimant)
+    return _store_attempt(engine, code, who, person, at, attempt_id, rows, claimant, extra)
 
 
 def _store_attempt(engine: Engine, code: str, who: str, person: str, at: datetime, attempt_id: str,
-                   rows: list[dict[str, Any]], claimant: str | None = None) -> list[int]:
+                   rows: list[dict[str, Any]], claimant: str | None = None,
+                   cells: list[dict[str, Any]] | None = None) -> list[int]:
     """One try at storing an attempt: the rules checked and the attempt's number claimed (the primary
     key of attempt_claims: one per student and number) in the transaction that stores its rows."""
     ids = []
@@ -516,7 +527,22 @@ def _store_attempt(engine: Engine, code: str, who: str, person: str, at: datetim
             if row["score"] is not None and not 0.0 <= row["score"] <= 1.0:
                 raise ValueError("a score is between 0 and 1")
             ids.append(int(conn.execute(sa.insert(submissions).values(**row)).inserted_primary_key[0]))
+        if cells:
+            conn.execute(sa.insert(paper_cells), cells)
     return ids
+
+
+MAX_CROP = 64 * 1024  # a cell's PNG (a few kB): a bigger one is no cell
+
+
+def paper_cells_of(engine: Engine, code: Any, attempt_id: str) -> list[dict[str, Any]]:
+    """The cells of a submission read from paper, in grid, row, column order (none for a typed one)."""
+    code = parse_code(code)
+    with engine.connect() as conn:
+        rows = conn.execute(sa.select(paper_cells).where(paper_cells.c.assignment_code == code,
+                                                         paper_cells.c.attempt_id == str(attempt_id))
+                            .order_by(paper_cells.c.grid, paper_cells.c.row, paper_cells.c.col)).all()
+    return [dict(r._mapping) for r in rows]
 
 
 def record_submission(engine: Engine, code: Any, student: Any, item_index: int, kind: str, level: int, seed: int,

@@ -66,7 +66,27 @@ submissions = sa.Table(
     sa.Column("attempt_id", sa.String(40), nullable=True),
     sa.Column("attempt", sa.Integer, nullable=True),
     sa.Column("person", sa.String(120), nullable=True),
+    sa.Column("source", sa.String(16), nullable=True),  # "paper": read from a photographed sheet; None: typed
     sa.Index("ix_submissions_code_student", "assignment_code", "student_key"),
+)
+
+# The cells of a submission read from paper (services.paper): what was read, how sure, whether the
+# teacher reviewed it, and the straightened crop the student's page view and the review screen show.
+paper_cells = sa.Table(
+    "paper_cells", metadata,
+    sa.Column("attempt_id", sa.String(40), primary_key=True),
+    sa.Column("grid", sa.Integer, primary_key=True),
+    sa.Column("row", sa.Integer, primary_key=True),
+    sa.Column("col", sa.Integer, primary_key=True),
+    sa.Column("assignment_code", sa.String(16), sa.ForeignKey("assignments.code", ondelete="CASCADE"),
+              nullable=False, index=True),
+    sa.Column("item_index", sa.Integer, nullable=False),
+    sa.Column("part", sa.String(40), nullable=False),
+    sa.Column("text", sa.String(40), nullable=False),
+    sa.Column("confidence", sa.Float, nullable=False),
+    sa.Column("reviewed", sa.Boolean, nullable=False),
+    sa.Column("right", sa.Boolean, nullable=True),
+    sa.Column("crop", sa.LargeBinary, nullable=False),  # PNG, a few kB
 )
 
 # Server-wide settings: the secret that keys assignment variants (when ATTENTION_SECRET is not set).

@@ -58,8 +58,9 @@ def test_the_footer_has_code_student_page_and_the_students_qr(tmp_path):
     assert "Code K7QMX2PD · Ada Lovelace · page 1" in pages[0]
     assert "Code K7QMX2PD · Alan Turing · page 1" in pages[1]
     source = worksheets.to_typst(ws)
-    assert f"#sheet-qr.update({worksheets.typst_string(worksheets.typst.qr_svg(link))})" in source
-    assert source.count('#sheet-qr.update("<svg') == 1  # Ada's sheet only: Alan has no personal link
+    # one QR for every page of her sheet (a paper sheet has one per page: tests/test_paper.py)
+    assert f"#sheet-qr.update(({worksheets.typst_string(worksheets.typst.qr_svg(link))},))" in source
+    assert source.count('#sheet-qr.update(("<svg') == 1  # Ada's sheet only: Alan has no personal link
     import segno
 
     assert segno.make(link, error="m").designator  # the library that draws it

@@ -500,3 +500,21 @@ def test_an_exam_time_limit_counts_from_the_first_opening(engine):
     with pytest.raises(storage.Refused) as info:
         storage.record_submissions(engine, code, "Ada", [_entry(0)], t0 + timedelta(minutes=11), person="p1")
     assert info.value.reason == "time_up" and info.value.when == t0 + timedelta(minutes=10)
+
+
+def test_a_paper_submission_keeps_its_cells_in_its_transaction(engine):
+    """A submission read from paper is stored with source "paper" and its cells (crop bytes included) in
+    the attempt's transaction: a refused attempt leaves no cell behind."""
+    code = storage.create_assignment(engine, "Paper", ITEMS, seed=7).assignment.code
+    cell = {"grid": 0, "row": 1, "col": 0, "item_index": 0, "part": "A", "text": "0.5", "confidence": 0.97,
+            "reviewed": True, "right": True, "crop": b"\x89PNG\r\n\x1a\n" + bytes(range(256))}
+    ids = storage.record_submissions(engine, code, "Ada", [_entry(0)], source="paper", cells=[cell])
+    rows = storage.attempts_of(engine, code, "Ada")[0]
+    assert [r.id for r in rows] == ids and rows[0].source == "paper", rows
+    kept = storage.paper_cells_of(engine, code, rows[0].attempt_id)
+    assert len(kept) == 1 and kept[0]["crop"] == cell["crop"] and kept[0]["text"] == "0.5" and kept[0]["reviewed"], kept
+    with pytest.raises(ValueError):
+        storage.record_submissions(engine, code, "Alan", [_entry(9)], source="paper", cells=[cell])
+    with engine.connect() as conn:
+        assert conn.execute(sa.select(sa.func.count()).select_from(storage_db.paper_cells)).scalar() == 1, \
+            "a refused attempt left its cells"

@@ -31,7 +31,7 @@ from services import gradebook as gradebook_service
 from services.assignments import MAX_COUNT, MAX_SEED, Assignment, AssignmentError
 
 from . import aids as aids_ui
-from . import answer_grid, feedback, guard, mathview, problem, solution
+from . import answer_grid, feedback, guard, mathview, paper, problem, solution
 from . import exports as exports_ui
 from . import gradebook as gradebook_ui
 from . import lti as lti_ui
@@ -933,6 +933,7 @@ def student_ui(a: Assignment, token: str | None = None) -> None:
         with st.expander(tr("assign.your_last", when=_when(mine[-1][0].submitted_at)),
                          expanded=bool(closed) or left == 0):
             results_ui(a, items, graded, answers, final=left == 0, prefix="last")
+            paper.student_view(a, mine[-1], submissions.marks_visible(a, left == 0, on_roster=a.has_roster))
     if closed:
         st.warning(closed, icon=":material/lock_clock:")
         if not state.get(_key(a, "refused")):

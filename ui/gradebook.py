@@ -18,7 +18,7 @@ from services import db
 from services import gradebook as service
 from services.assignments import AccessDenied, Assignment, AssignmentError, MalformedCode, UnknownAssignment, parse_code
 
-from . import feedback, guard
+from . import feedback, guard, paper
 from . import lti as lti_ui
 from .i18n import render, tr, user_text
 from .progress import mistake_name
@@ -41,7 +41,8 @@ def table(book: service.Gradebook) -> pd.DataFrame:
     """One row per person: Total (percent), each item's score from the attempt that counts, attempts,
     last submission, blank items and a same-name flag."""
     columns = {c: tr(f"gradebook.col.{c}") for c in ("attempts", "submitted", "blank", "duplicate")}
-    return service.table(book, item_labels(book.assignment), tr("gradebook.student"), tr("gradebook.total"), columns)
+    return service.table(book, item_labels(book.assignment), tr("gradebook.student"), tr("gradebook.total"), columns,
+                         tr("paper.from_paper"))
 
 
 BOOK_TABLE = "abh-book-table"  # the students × items table's container (ui.theme gives its toolbar room)
@@ -162,6 +163,7 @@ def show(code: str, key: str) -> None:
                   items=plural("gradebook.items", a.item_count),
                   created=a.created_at.strftime("%Y-%m-%d %H:%M UTC")))
     clashes_ui(code, key)
+    paper.marking_ui(a, key)
     if not book.students:
         st.info(tr("gradebook.empty"), icon=":material/hourglass_empty:")
         return

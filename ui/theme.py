@@ -92,11 +92,22 @@ SCRIPT = """
       svg.setAttribute('aria-label', named ? named.getAttribute('aria-label') : window.__abhChartName);
     }
   };
+  const focusReview = () => {
+    // the paper review screen (ui/paper.py): each new cell's value box takes the keyboard, its value
+    // selected, so the teacher types over it or presses Enter, cell after cell
+    const box = document.querySelector('.st-key-paper-review input[type="text"]');
+    const holder = box && box.closest('[class*="st-key-paper-value"]');
+    const cell = holder ? holder.className : null;
+    if (!box || cell === window.__abhReviewCell) return;
+    window.__abhReviewCell = cell;
+    box.focus();
+    box.select();
+  };
   let queued = false;
   const later = () => {  // the whole-page sweep waits for an idle moment: it never delays a drawing
     if (queued) return;
     queued = true;
-    const sweep = () => { queued = false; mark(); nameCharts(); };
+    const sweep = () => { queued = false; mark(); nameCharts(); focusReview(); };
     if (window.requestIdleCallback) requestIdleCallback(sweep, {timeout: 1000}); else setTimeout(sweep, 150);
   };
   const drawn = (records) => {  // equations this change drew: measuring only those keeps layout reads rare

@@ -50,9 +50,15 @@ class Worksheet:
     lang: str = DEFAULT_LANG
     space: str = "some"  # working space under each item (SPACES)
     links: tuple[tuple[str, str], ...] = ()  # (student, personal link): a QR code in that student's footer
+    # (student, QR payload of each page): a sheet to be read back from paper (exercises.worksheets.paper),
+    # its answers in grids with registration marks and each page's own QR code
+    paper: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
     def link(self, student: str | None) -> str | None:
         return dict(self.links).get(student) if student is not None else None
+
+    def paper_pages(self, student: str | None) -> tuple[str, ...]:
+        return dict(self.paper).get(student, ()) if student is not None else ()
 
 
 def build(spec: AssignmentSpec, students: Iterable[str] = (), code: str | None = None,

@@ -18,6 +18,7 @@ from pathlib import Path
 from ..core import steps as registry
 from ..core.model import Exercise, Part
 from ..i18n import t
+from . import paper
 from .model import (
     EXP_PLACES,
     Given,
@@ -79,13 +80,16 @@ _TYPST_PREAMBLE = """\
 #set document(title: {title}, author: (), date: none)
 #let sheet-student = state("sheet-student", none)
 #let sheet-qr = state("sheet-qr", none)
-#set page(paper: "a4", margin: (x: 2cm, top: 1.8cm, bottom: 2.8cm), footer: context {{
-  let qr = sheet-qr.get()
+#set page(paper: "a4", margin: (x: 2cm, top: 1.8cm, bottom: {bottom}), footer: context {{
+  // one QR for every page (a personal link), or one per page (a sheet read back from paper)
+  let qrs = sheet-qr.get()
+  let n = counter(page).get().first()
+  let qr = if qrs == none {{ none }} else if qrs.len() == 1 {{ qrs.at(0) }} else if n <= qrs.len() {{ qrs.at(n - 1) }}
   set text(size: 8.5pt, fill: luma(60))
   line(length: 100%, stroke: 0.4pt + luma(160))
   grid(columns: (1fr, auto), align: (left + horizon, right + horizon), gutter: 0.6em,
     [{code}#if sheet-student.get() != none [ · #sheet-student.get()] · {page} #counter(page).display("1")],
-    if qr != none {{ image(bytes(qr), format: "svg", height: 1.5cm) }})
+    if qr != none {{ image(bytes(qr), format: "svg", height: if qrs.len() > 1 {{ 2cm }} else {{ 1.5cm }}) }})
 }})
 #set text(font: "Libertinus Serif", size: 11pt, lang: {lang})  // CJK glyphs: Typst falls back to the loaded CJK font
 #set par(justify: false, leading: 0.6em)
@@ -105,6 +109,19 @@ _TYPST_PREAMBLE = """\
 #let item-part(sticky, body) = block(breakable: false, sticky: sticky, width: 100%, above: 0.6em, below: 0.6em, body)
 #let answer-grid(rows, cols, width) = table(columns: range(cols).map(_ => width), rows: range(rows).map(_ => 1.1cm),
   stroke: 0.5pt + luma(150), ..range(rows * cols).map(_ => []))
+// a grid read back from paper: four ArUco markers at its corners, a gap away (exercises.worksheets.paper)
+#let paper-grid(rows, cols, w, h, fraction, marks) = {{
+  let m = {mark}mm
+  let g = {gap}mm
+  let cell = if fraction {{ align(center + horizon, line(length: 45%, stroke: 0.6pt + luma(110))) }} else {{ [] }}
+  grid(columns: (m, g, w * cols, g, m), rows: (m, g, h * rows, g, m),
+    marks.at(0), [], [], [], marks.at(1),
+    [], [], [], [], [],
+    [], [], table(columns: (w,) * cols, rows: (h,) * rows, inset: 0pt, stroke: 0.5pt + luma(150),
+      ..range(rows * cols).map(_ => cell)), [], [],
+    [], [], [], [], [],
+    marks.at(3), [], [], [], marks.at(2))
+}}
 // the working box is one piece too, kept on the page of its item's last part (that part sticks to it)
 #let working(height, label) = block(breakable: false, width: 100%, height: height, above: 0.6em, inset: 5pt,
   stroke: (paint: luma(170), thickness: 0.5pt, dash: "dashed"), text(size: 8pt, fill: luma(120), label))
@@ -156,19 +173,24 @@ def _typst_sheet_head(ws: Worksheet, sheet: Sheet, key: bool) -> list[str]:
         left = f"[#{left}]"
     right = f"[#{typst_string(t('worksheet.code', lang, code=ws.code))}]" if ws.code else "[]"
     left = left if left.startswith("[") else f"[{left}]"
+    pages = ws.paper_pages(sheet.student) if not key else ()
     link = ws.link(sheet.student)
-    qr = typst_string(qr_svg(link)) if link and not key else "none"
+    if pages:  # read back from paper: each page its own QR (which sheet, which page)
+        qr = "(" + ", ".join(typst_string(qr_svg(payload, border=2)) for payload in pages) + ",)"
+    else:
+        qr = f"({typst_string(qr_svg(link))},)" if link and not key else "none"
     student = typst_string(sheet.student) if sheet.student is not None else "none"
     return [f"#sheet-student.update({student})", f"#sheet-qr.update({qr})", "#counter(page).update(1)",
             f"#sheet-head({typst_string(title)}, {left}, {right})"]
 
 
-def qr_svg(link: str) -> str:
-    """A QR code of a student's personal link, as SVG (segno: a small, well-kept, pure-Python library)."""
+def qr_svg(text: str, border: int = 1) -> str:
+    """A QR code of a student's personal link (or a paper page's payload), as SVG (segno: a small,
+    well-kept, pure-Python library); `border` in modules."""
     import segno  # imported here: only a sheet with personal links needs it
 
     out = io.BytesIO()
-    segno.make(link, error="m", micro=False).save(out, kind="svg", border=1, xmldecl=False, svgns=True)
+    segno.make(text, error="m", micro=False).save(out, kind="svg", border=border, xmldecl=False, svgns=True)
     return out.getvalue().decode("ascii")
 
 
@@ -201,7 +223,35 @@ def _problem(ex: Exercise, number: int, lang: str) -> tuple[Problem, list[str]]:
     return p, rows
 
 
-def _typst_problem(p: Problem, lang: str, key: bool, space: str = "some", given: list[str] | None = None) -> list[str]:
+def typst_mark(marker_id: int) -> str:
+    """An ArUco marker as Typst: a black square with its white squares placed on it (no seams in the
+    black border, whatever the rasteriser)."""
+    bits = paper.marker_bits(marker_id)
+    side = paper.MARK_MM / 6
+    places = []
+    for row in range(6):
+        col = 0
+        while col < 6:
+            if bits[6 * row + col] == "0":
+                end = col
+                while end < 6 and bits[6 * row + end] == "0":
+                    end += 1
+                square = f"rect(width: {(end - col) * side:.4f}mm, height: {side:.4f}mm, fill: white, stroke: none)"
+                places.append(f"place(dx: {col * side:.4f}mm, dy: {row * side:.4f}mm, {square})")
+                col = end
+            else:
+                col += 1
+    return f"box(width: {paper.MARK_MM}mm, height: {paper.MARK_MM}mm, fill: black, {{ {'; '.join(places)} }})"
+
+
+def _typst_paper_grid(g: paper.GridSpec) -> str:
+    marks = ", ".join(typst_mark(4 * g.index + k) for k in range(4))
+    return (f"#paper-grid({g.rows}, {g.cols}, {g.cell_mm}mm, {g.row_mm}mm, {'true' if g.fraction else 'false'}, "
+            f"({marks}))")
+
+
+def _typst_problem(p: Problem, lang: str, key: bool, space: str = "some", given: list[str] | None = None,
+                   grids: dict[str, paper.GridSpec] | None = None) -> list[str]:
     level = t("worksheet.level", lang, level=p.exercise.level)
     out = [f"#problem-head({typst_string(str(p.number))}, {typst_string(p.title)}, {typst_string(level)})",
            f"#{typst_string(p.prompt)}", ""]
@@ -219,10 +269,15 @@ def _typst_problem(p: Problem, lang: str, key: bool, space: str = "some", given:
             ask.append("")
             if key:
                 ask.append(f"#strong({typst_string(_choice_answer(part, lang))})")
+            elif grids:
+                ask.append(f"#note({typst_string(t('paper.write_letter', lang))})")
+                ask.append(_typst_paper_grid(grids[part.name]))
             else:
                 ask.append(f"#write-in({typst_string(t('worksheet.answer_line', lang))})")
         elif key:
             ask += _typst_answer(part, lang, p.exercise.kind)
+        elif grids:
+            ask.append(_typst_paper_grid(grids[part.name]))
         else:
             ask.append(f"#answer-grid({part.shape[0]}, {part.shape[1]}, {cell_width(part.shape[1])})")
         sticky = "true" if index + 1 < len(p.asks) or height else "false"
@@ -340,14 +395,20 @@ def typst_chunks(ws: Worksheet, key: bool = False, sheets: Sequence[Sheet] | Non
     lang = ws.lang
     doc_title = ws.spec.title + (" — " + t("worksheet.key_title", lang) if key else "")
     code = f"#{typst_string(t('worksheet.code', lang, code=ws.code))}" if ws.code else ""
-    yield _TYPST_PREAMBLE.format(title=typst_string(doc_title), lang=typst_string(lang), code=code,
+    yield _TYPST_PREAMBLE.format(mark=paper.MARK_MM, gap=paper.GAP_MM, bottom="3.4cm" if ws.paper else "2.8cm",
+                                 title=typst_string(doc_title), lang=typst_string(lang), code=code,
                                  page=f"#{typst_string(t('worksheet.page', lang))}")
     for index, sheet in enumerate(ws.sheets if sheets is None else sheets):
         out = ["#pagebreak()"] if index else []
         out += _typst_sheet_head(ws, sheet, key)
+        on_paper = bool(ws.paper_pages(sheet.student)) and not key
+        layout = paper.grids(sheet.exercises) if on_paper else []
+        if on_paper:
+            out.append(f"#note({typst_string(t('paper.how_to_write', lang))})")
         for number, ex in enumerate(sheet.exercises, start=1):
             p, given = _problem(ex, number, lang)
-            out += _typst_problem(p, lang, key, ws.space, given)
+            grids = {g.part: g for g in layout if g.item == number - 1} if on_paper else None
+            out += _typst_problem(p, lang, key, ws.space, given, grids)
         yield "\n\n".join(line for line in out if line) + "\n\n"  # one paragraph per line
 
 

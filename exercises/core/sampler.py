@@ -3,7 +3,9 @@
 A kind says how to draw a batch of candidate inputs and which of its mistakes must stay apart (GUARDS).
 The sampler runs the step records over the whole batch at once (every candidate is one slice of a stack),
 keeps the candidates the kind finds hand-friendly, whose guarded mistakes land apart from the answer and
-from each other, and whose counted minutes fit the level, and takes the first in the generator's order.
+from each other, and whose counted minutes fit the level, and takes the first in the generator's order
+whose guarded mistakes also land outside the interval a careful student reaches (exercises.core.reach:
+what the grader takes as right), so that every one of them is still named.
 
     def draw(rng, level) -> Batch        # candidates stacked on a first axis
     def generate(rng, level) -> Draft    # a kind that draws one candidate at a time (a batch of one)
@@ -19,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from . import budget, misconceptions, pipeline
+from . import budget, misconceptions, pipeline, reach
 from .draft import Draft
 from .model import Exercise, Part
 from .numbers import decimals_for
@@ -41,9 +43,6 @@ class Batch:
              mistaken too. `sources` names the record values each derived one reads
     own      the kind's own catalogued mistakes: {id: env -> {part name: stacked value}}, kept apart like
              the records' mistakes (the records' are the kind's GUARDS)
-    careful  keep every mistake apart from what a careful student writes too: each computed value rounded to
-             `decimals` as it is written, the next computed from it (pipeline.run(given, rounding=decimals)),
-             which the grader takes as right ("round what you write, then compute")
     shown    the given values of one candidate as its exercise stores them, when the stack holds them
              otherwise (heads as an axis of W_Q, named W_Q1, W_Q2 … in the exercise)
     """
@@ -57,7 +56,6 @@ class Batch:
     derive: Callable[[Mapping[str, Any]], dict[str, np.ndarray]] | None = None
     sources: dict[str, tuple[str, ...]] = field(default_factory=dict)
     own: dict[str, Callable[[Mapping[str, Any]], dict[str, np.ndarray]]] = field(default_factory=dict)
-    careful: bool = False
     shown: Callable[[dict[str, Any]], dict[str, Any]] | None = None
 
     @property
@@ -88,7 +86,8 @@ def sample(kind: Any, rng: np.random.Generator, level: int, make: Callable[..., 
     for _ in range(MAX_ROUNDS):
         if kind.draw is None:
             ex = _from_draft(kind.generate(rng, level), make)
-            if not misconceptions.collides(ex, guards=kind.GUARDS) and budget.within_budget(ex, kind.operations):
+            if (not misconceptions.collides(ex, guards=kind.GUARDS) and budget.within_budget(ex, kind.operations)
+                    and outside_reach(ex, kind.GUARDS)):
                 return ex
             continue
         batch = kind.draw(rng, level)
@@ -98,11 +97,13 @@ def sample(kind: Any, rng: np.random.Generator, level: int, make: Callable[..., 
         if len(kept):  # the apartness of the kept candidates only: each candidate's is its own
             ok[kept] = ~clashing(*_only(batch, env, kept), kind.GUARDS)
         records = batch.records(env) if ok.any() and batch.shown is None else {}
+        own = {mid: mistaken(env) for mid, mistaken in batch.own.items()} if ok.any() else {}
         for i in np.flatnonzero(ok):
             ex = make(batch.candidate(i), _parts(batch, env, i), batch.params)
             if batch.shown is None:  # the records' values of exactly the exercise's given values
                 pipeline.seed_reference_env(ex, {k: v[i] for k, v in records.items()})
-            if budget.within_budget(ex, kind.operations):
+            if budget.within_budget(ex, kind.operations) and outside_reach(
+                    ex, kind.GUARDS, {mid: {name: v[i] for name, v in values.items()} for mid, values in own.items()}):
                 return ex
     raise RuntimeError(f"{kind.ID}: no candidate kept in {MAX_ROUNDS} rounds (level {level})")
 
@@ -119,6 +120,31 @@ def candidates(kind: Any, rng: np.random.Generator, level: int, make: Callable[.
         keep = np.ones(batch.size, dtype=bool) if batch.keep is None else np.asarray(batch.keep(env), dtype=bool)
         for i in np.flatnonzero(keep):
             yield make(batch.candidate(i), _parts(batch, env, i), batch.params)
+
+
+def outside_reach(ex: Exercise, guards: tuple[str, ...],
+                  own: Mapping[str, Mapping[str, np.ndarray]] | None = None) -> bool:
+    """Every guarded mistake (and each of the kind's `own`, {id: {part name: value}}) differs from the answer,
+    in some cell, by more than that cell's slack (reach.of: what a careful student may write) and the part's
+    separation: graded wrong, written exactly or rounded, and so still named."""
+    slack = reach.of(ex)
+    parts = misconceptions.parts_by_name(ex)
+    found = misconceptions.by_part(ex, guards)
+    for mid, values in (own or {}).items():
+        for name, value in values.items():
+            if name in parts:
+                found.setdefault(name, {})[mid] = value
+    for name, alternatives in found.items():
+        part = parts[name]
+        reference = misconceptions.comparable(part.reference)
+        gap = misconceptions.separation(part) + slack.get(name, 0.0)
+        for value in alternatives.values():
+            value = np.asarray(value, dtype=float)
+            if value.shape != part.shape or np.isnan(value).any() or (value == np.inf).any():
+                continue  # a shape or a value no one can write names nothing
+            if np.all(np.abs(misconceptions.comparable(value) - reference) <= gap):
+                return False
+    return True
 
 
 def _only(batch: Batch, env: Mapping[str, Any], rows: np.ndarray) -> tuple[Batch, dict[str, Any]]:
@@ -175,11 +201,6 @@ def clashing(batch: Batch, env: Mapping[str, Any], guards: tuple[str, ...]) -> n
         for mistaken in batch.own.values():
             values = mistaken(env)
             add(values, wanted & set(values), every)
-    careful = {}
-    if batch.careful and by_part:
-        careful = dict(pipeline.run(batch.given, until=needed, rounding=batch.decimals))
-        if batch.derive is not None:
-            careful.update(batch.derive(careful))
     clash = np.zeros(batch.size, dtype=bool)
     for name, alternatives in by_part.items():
         reference = np.asarray(env[name], dtype=float).reshape(batch.size, -1)
@@ -192,10 +213,6 @@ def clashing(batch: Batch, env: Mapping[str, Any], guards: tuple[str, ...]) -> n
         k = values.shape[1]
         pairs = (widest <= gap[:, None, None]) & usable[:, :, None] & usable[:, None, :] & ~np.eye(k, dtype=bool)
         clash |= like_answer.any(axis=1) | pairs.any(axis=(1, 2))
-        if name in careful:  # a mistake the grader would take for a careful student's rounded answer
-            written = misconceptions.comparable(np.asarray(careful[name], dtype=float).reshape(batch.size, -1))
-            like_careful = np.abs(values - written[:, None, :]).max(axis=-1, initial=0.0) <= gap[:, None]  # (B, k)
-            clash |= (like_careful & usable).any(axis=1)
     return clash
 
 

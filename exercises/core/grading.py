@@ -253,14 +253,14 @@ class _Candidates:
         return found
 
 
-def _best_match(value: np.ndarray, candidates: list[np.ndarray], tolerance: float | np.ndarray,
+def _best_match(value: np.ndarray, candidates: list[tuple[np.ndarray, float | np.ndarray]],
                 among: np.ndarray | None = None) -> np.ndarray:
-    """The cells of `value` matching the one candidate that matches most of them (of `among`, default
-    all cells). One candidate, never a mix cell by cell: an answer that agrees with the exact value
-    in one cell and with the rounded one in another follows neither way of computing."""
+    """The cells of `value` matching the one candidate (value, tolerance) that matches most of them (of
+    `among`, default all cells). One candidate, never a mix cell by cell: an answer that agrees with the
+    exact value in one cell and with the rounded one in another follows neither way of computing."""
     among = np.ones(value.shape, dtype=bool) if among is None else among
     best = np.zeros(value.shape, dtype=bool)
-    for candidate in candidates:
+    for candidate, tolerance in candidates:
         hit = among & misconceptions.cell_matches(value, candidate, tolerance)
         if hit.sum() > best.sum():
             best = hit
@@ -327,17 +327,21 @@ def grade(ex: Exercise, answer: Any) -> Feedback:
     slack = reach.of(ex)  # per cell: how far the roundings the policy allows on the way can move it
     for part in ex.parts:
         fb, value = parts[part.name], values[part.name]
-        tolerance = part.tolerance + slack.get(part.name, 0.0)  # a number, or one per cell
-        right = misconceptions.cell_matches(value, part.reference, tolerance)
+        # the exact key within the interval the policy reaches (its tolerance widened by the cell's slack); a
+        # value computed from the learner's own earlier values carries their rounding already: its tolerance alone
+        interval = part.tolerance + slack.get(part.name, 0.0)  # a number, or one per cell
+        right = misconceptions.cell_matches(value, part.reference, interval)
         all_right = bool(right.all())
         status = _statuses(right)
         if not all_right and not part.is_choice:
             candidates = candidates or _Candidates(ex)
-            right = _best_match(value, [part.reference, *candidates.of(part, earlier_right)], tolerance)
+            followed = [(c, part.tolerance) for c in candidates.of(part, earlier_right)]
+            right = _best_match(value, [(part.reference, interval), *followed])
             all_right = bool(right.all())
             status = _statuses(right)
             if not all_right and len(earlier) != len(earlier_right):
-                status[_best_match(value, candidates.of(part, earlier), tolerance, among=~right)] = CONSISTENT
+                carried = [(c, part.tolerance) for c in candidates.of(part, earlier)]
+                status[_best_match(value, carried, among=~right)] = CONSISTENT
         if not all_right:
             fb.misconception = _kind_hook(ex, "diagnose", part, value) or (
                 None if part.is_choice else _diagnosis(ex, part, value))

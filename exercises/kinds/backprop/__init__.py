@@ -25,7 +25,7 @@ from .._shared.values import whole_values
 
 ID = "backprop"
 ORDER = 270
-VERSION = 5
+VERSION = 6
 LEVELS = (1, 2, 3)
 # every catalogued mistake that can apply to this kind's parts: the sampler keeps them apart
 GUARDS = ("grad_a_transposed", "grad_v_no_transpose", "softmax_grad_missing_term", "grad_scores_no_scale",

@@ -37,7 +37,7 @@ from .._shared import backward as B
 
 ID = "backprop_loss"
 ORDER = 275
-VERSION = 3
+VERSION = 4
 LEVELS = (1, 2, 3)
 # every catalogued mistake that can apply to this kind's parts: the sampler keeps them apart
 GUARDS = ("grad_a_transposed", "grad_v_no_transpose",

@@ -27,7 +27,7 @@ from ...solutions.aids import ExpSeries
 
 ID = "cross_attention"
 ORDER = 75
-VERSION = 3
+VERSION = 4
 LEVELS = (1, 2, 3)
 # the eˣ aid: a fixed grid per level covering every exponent the level's problems need (never just those)
 EXP_GRID = {1: (ExpSeries(1, 2, 0, 4),), 2: (ExpSeries(1, 2, -2, 2, root=2),), 3: (ExpSeries(1, 2, -4, 4, root=2),)}

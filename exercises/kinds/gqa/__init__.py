@@ -43,7 +43,7 @@ from .._shared.hand import own_diagnosis
 
 ID = "gqa"
 ORDER = 82  # after multi_head (80): the same heads, sharing their keys and values; before rope (84)
-VERSION = 4
+VERSION = 5
 LEVELS = (1, 2, 3)
 # the eˣ aid: a fixed grid per level covering every exponent the level's problems need (never just those)
 EXP_GRID = {1: (ExpSeries(1, 1, -3, 3),), 2: (ExpSeries(1, 1, -3, 3),), 3: (ExpSeries(1, 2, -3, 3, root=2),)}

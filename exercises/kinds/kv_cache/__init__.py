@@ -43,7 +43,7 @@ from .._shared.hand import own_diagnosis
 
 ID = "kv_cache"
 ORDER = 78  # after cross_attention, before multi_head: the decoder at inference time
-VERSION = 4
+VERSION = 5
 LEVELS = (1, 2, 3)
 # the eˣ aid: a fixed grid per level covering every exponent the level's problems need (never just those)
 EXP_GRID = {1: (ExpSeries(1, 1, 0, 4),),

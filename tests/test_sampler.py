@@ -34,28 +34,27 @@ def _plain_first(kind_id: str, seed: int, level: int) -> tuple[Exercise, list[st
         for i in np.flatnonzero(keep):
             ex = Exercise(kind=kind_id, seed=seed, level=level, version=kind.VERSION, given=batch.candidate(i),
                           parts=tuple(sampler._parts(batch, env, i)), params=batch.params)
-            plain, own = _plain_collides(ex, batch, i, kind.GUARDS)
+            plain, alternatives = _plain_collides(ex, batch, i, kind.GUARDS)
             if plain != bool(stacked[i]):
                 disagreements.append(f"candidate {i}: plain {plain}, stacked {bool(stacked[i])}")
-            if not plain and engine.within_budget(ex) and sampler.outside_reach(ex, kind.GUARDS, own):
+            if not plain and engine.within_budget(ex) and sampler.outside_reach(ex, alternatives):
                 return ex, disagreements
     raise AssertionError(f"{kind_id} level {level} seed {seed}: no candidate kept")
 
 
 def _plain_collides(ex: Exercise, batch: sampler.Batch, i: int, guards) -> tuple[bool, dict]:
     """misconceptions.clash_by_part on one exercise: the guarded mistakes the step records make of its given
-    values and the kind's own mistakes computed on that one candidate, kept apart all together; and those own
-    mistakes' values ({id: {part: value}}). A kind whose exercise names its given values otherwise than its
+    values and the kind's own mistakes computed on that one candidate, kept apart all together; and all those
+    mistakes' values ({part: {id: value}}). A kind whose exercise names its given values otherwise than its
     stack (`shown`: heads one by one) is asked on that one candidate's slice of the stack, alone (its kind's
     test checks the parts head by head)."""
-    own = {}
     if batch.shown is not None:
         one = {k: (v[i:i + 1] if k in batch.stacked else v) for k, v in batch.given.items()}
         single = sampler.Batch(one, batch.stacked, ex.part_names, derive=batch.derive, sources=batch.sources,
                                own=batch.own, decimals=batch.decimals)
         env = single.computed(one)
-        own = {mid: {name: v[0] for name, v in mistaken(env).items()} for mid, mistaken in batch.own.items()}
-        return bool(sampler.clashing(single, env, guards)[0]), own
+        found = sampler.mistaken(single, env, guards)
+        return bool(sampler._clash(single, env, found)[0]), sampler._of_candidate(found, 0)
     by_part = {name: dict(alts) for name, alts in misconceptions.by_part(ex, guards).items()}
     if batch.own:
         one = {k: (np.asarray(v)[None] if k in batch.stacked else v) for k, v in ex.given.items()}
@@ -65,10 +64,9 @@ def _plain_collides(ex: Exercise, batch: sampler.Batch, i: int, guards) -> tuple
             for mid, mistaken in batch.own.items():
                 for name, value in mistaken(env).items():
                     value = np.asarray(value, dtype=float)[0]
-                    own.setdefault(mid, {})[name] = value
                     if name in ex.part_names and not np.isnan(value).any() and not np.isposinf(value).any():
                         by_part.setdefault(name, {})[f"own {mid}"] = value
-    return misconceptions.clash_by_part(misconceptions.parts_by_name(ex), by_part), own
+    return misconceptions.clash_by_part(misconceptions.parts_by_name(ex), by_part), by_part
 
 
 @pytest.mark.parametrize("kind_id", BATCH_KINDS)
@@ -95,7 +93,7 @@ def test_a_mistake_within_the_careful_students_reach_is_redrawn():
         for i in np.flatnonzero(keep):
             ex = Exercise(kind="cross_attention", seed=0, level=1, version=kind.VERSION, given=batch.candidate(i),
                           parts=tuple(sampler._parts(batch, env, i)), params=batch.params)
-            if not sampler.outside_reach(ex, kind.GUARDS):
+            if not sampler.outside_reach(ex, misconceptions.by_part(ex, kind.GUARDS)):
                 refused = ex
                 break
         if refused is not None:

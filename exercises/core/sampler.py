@@ -87,23 +87,26 @@ def sample(kind: Any, rng: np.random.Generator, level: int, make: Callable[..., 
         if kind.draw is None:
             ex = _from_draft(kind.generate(rng, level), make)
             if (not misconceptions.collides(ex, guards=kind.GUARDS) and budget.within_budget(ex, kind.operations)
-                    and outside_reach(ex, kind.GUARDS)):
+                    and outside_reach(ex, misconceptions.by_part(ex, kind.GUARDS))):
                 return ex
             continue
         batch = kind.draw(rng, level)
         env = batch.computed(batch.given)  # every value of every candidate, stacked
         ok = np.ones(batch.size, dtype=bool) if batch.keep is None else np.asarray(batch.keep(env), dtype=bool)
         kept = np.flatnonzero(ok)
-        if len(kept):  # the apartness of the kept candidates only: each candidate's is its own
-            ok[kept] = ~clashing(*_only(batch, env, kept), kind.GUARDS)
+        if not len(kept):
+            continue
+        few, few_env = _only(batch, env, kept)  # the apartness of the kept candidates only: each one's is its own
+        found = mistaken(few, few_env, kind.GUARDS)
+        ok[kept] = ~_clash(few, few_env, found)
         records = batch.records(env) if ok.any() and batch.shown is None else {}
-        own = {mid: mistaken(env) for mid, mistaken in batch.own.items()} if ok.any() else {}
-        for i in np.flatnonzero(ok):
+        for j, i in enumerate(kept):
+            if not ok[i]:
+                continue
             ex = make(batch.candidate(i), _parts(batch, env, i), batch.params)
             if batch.shown is None:  # the records' values of exactly the exercise's given values
                 pipeline.seed_reference_env(ex, {k: v[i] for k, v in records.items()})
-            if budget.within_budget(ex, kind.operations) and outside_reach(
-                    ex, kind.GUARDS, {mid: {name: v[i] for name, v in values.items()} for mid, values in own.items()}):
+            if budget.within_budget(ex, kind.operations) and outside_reach(ex, _of_candidate(found, j)):
                 return ex
     raise RuntimeError(f"{kind.ID}: no candidate kept in {MAX_ROUNDS} rounds (level {level})")
 
@@ -122,29 +125,30 @@ def candidates(kind: Any, rng: np.random.Generator, level: int, make: Callable[.
             yield make(batch.candidate(i), _parts(batch, env, i), batch.params)
 
 
-def outside_reach(ex: Exercise, guards: tuple[str, ...],
-                  own: Mapping[str, Mapping[str, np.ndarray]] | None = None) -> bool:
-    """Every guarded mistake (and each of the kind's `own`, {id: {part name: value}}) differs from the answer,
-    in some cell, by more than that cell's slack (reach.of: what a careful student may write) and the part's
-    separation: graded wrong, written exactly or rounded, and so still named."""
+def outside_reach(ex: Exercise, alternatives: Mapping[str, Mapping[str, np.ndarray]]) -> bool:
+    """Every mistake's value ({part name: {id: value}}) differs from the answer, in some cell, by more than
+    that cell's slack (reach.of: what a careful student may write) and the part's separation: graded wrong,
+    written exactly or rounded, and so still named."""
     slack = reach.of(ex)
     parts = misconceptions.parts_by_name(ex)
-    found = misconceptions.by_part(ex, guards)
-    for mid, values in (own or {}).items():
-        for name, value in values.items():
-            if name in parts:
-                found.setdefault(name, {})[mid] = value
-    for name, alternatives in found.items():
+    for name, values in alternatives.items():
         part = parts[name]
         reference = misconceptions.comparable(part.reference)
         gap = misconceptions.separation(part) + slack.get(name, 0.0)
-        for value in alternatives.values():
+        for value in values.values():
             value = np.asarray(value, dtype=float)
-            if value.shape != part.shape or np.isnan(value).any() or (value == np.inf).any():
+            if value.size != reference.size or np.isnan(value).any() or (value == np.inf).any():
                 continue  # a shape or a value no one can write names nothing
+            value = value.reshape(part.shape)  # (a candidate's cells of a stack come flat)
             if np.all(np.abs(misconceptions.comparable(value) - reference) <= gap):
                 return False
     return True
+
+
+def _of_candidate(found: Mapping[str, list[tuple[np.ndarray, np.ndarray]]], j: int) -> dict[str, dict]:
+    """The mistakes' values of candidate j of `found` (mistaken()), by part, those it can write."""
+    return {name: {k: cells[j] for k, (cells, writable) in enumerate(values) if writable[j]}
+            for name, values in found.items()}
 
 
 def _only(batch: Batch, env: Mapping[str, Any], rows: np.ndarray) -> tuple[Batch, dict[str, Any]]:
@@ -169,6 +173,12 @@ def _parts(batch: Batch, env: Mapping[str, Any], i: int) -> list[Part]:
 def clashing(batch: Batch, env: Mapping[str, Any], guards: tuple[str, ...]) -> np.ndarray:
     """Per candidate: some part has a guarded mistake whose value lies within the part's separation of the
     answer or of another guarded mistake's (misconceptions.collides, asked of every candidate at once)."""
+    return _clash(batch, env, mistaken(batch, env, guards))
+
+
+def mistaken(batch: Batch, env: Mapping[str, Any], guards: tuple[str, ...]) -> dict[str, list]:
+    """{part name: [(the value a mistake gives, (B, cells)), which candidates can write it (B,))]}: the guarded
+    mistakes of the records and the kind's own, of every candidate at once."""
     wanted = set(batch.parts)
     record_parts = {batch.sources.get(name, (name,)) for name in wanted}
     needed = {source for sources in record_parts for source in sources}
@@ -198,9 +208,14 @@ def clashing(batch: Batch, env: Mapping[str, Any], guards: tuple[str, ...]) -> n
             tainted = {name for name in wanted if run.tainted & set(batch.sources.get(name, (name,)))}
             # made in some matrix of a candidate's stack (a head): made for that candidate
             add(values, tainted, every if run.made is None else run.made.reshape(batch.size, -1).any(axis=1))
-        for mistaken in batch.own.values():
-            values = mistaken(env)
+        for mistaken_values in batch.own.values():
+            values = mistaken_values(env)
             add(values, wanted & set(values), every)
+    return by_part
+
+
+def _clash(batch: Batch, env: Mapping[str, Any], by_part: Mapping[str, list]) -> np.ndarray:
+    """clashing() of the mistakes' values mistaken() found."""
     clash = np.zeros(batch.size, dtype=bool)
     for name, alternatives in by_part.items():
         reference = np.asarray(env[name], dtype=float).reshape(batch.size, -1)

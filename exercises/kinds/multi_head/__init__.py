@@ -30,7 +30,7 @@ from .._shared.aids import softmax_aids
 
 ID = "multi_head"
 ORDER = 80
-VERSION = 6
+VERSION = 7
 LEVELS = (1, 2, 3)
 # the eˣ aid: a fixed grid per level covering every exponent the level's problems need (never just those)
 EXP_GRID = {1: (ExpSeries(1, 1, -4, 4),), 2: (ExpSeries(1, 2, -4, 4, root=2),), 3: (ExpSeries(1, 2, -4, 4, root=2),)}

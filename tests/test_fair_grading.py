@@ -467,3 +467,10 @@ def test_multi_head_level_2_a_head_from_weights_rounded_on_paper_is_right():
 
 def test_backprop_level_3_seed_5_one_decimal_more_is_right():
     assert _not_right(BACKPROP_L3, policy_answer(BACKPROP_L3, Hand(3, 3))) == [], "backprop level 3 seed 5"
+
+
+@pytest.mark.parametrize("lang, words", [("en", ("row sums", "eˣ", "√d_k", "cos and sin", "fractions")),
+                                         ("zh", ("行和", "eˣ", "√d_k", "cos、sin", "分数"))])
+def test_the_policy_says_plainly_what_may_be_rounded(lang, words):
+    policy = grading.rounding_policy(exercises.generate("backprop", 0, 1), lang)
+    assert all(word in policy for word in words), (lang, policy)

@@ -20,7 +20,7 @@ import pytest
 
 import exercises
 from exercises.cli import selftest
-from exercises.core import grading, misconceptions, pipeline
+from exercises.core import grading, pipeline
 from exercises.core.model import Exercise, Part
 from exercises.core.numbers import decimals_for, round_half_up
 from exercises.kinds.multi_head import head_count, head_given
@@ -248,7 +248,9 @@ def test_the_page_never_shows_100_percent_beside_not_right_yet():
 # ---------------------------------------------------------------- students who follow the policy, by hand
 # Written from the formulas, not from the grader or the step records: each student rounds every value they
 # write (their own intermediates, the row sums r_i, the given fractions they copy) to `places`, reads eˣ,
-# √d_k and cos/sin off the aids to `aid_places`, and computes the next step from what they wrote.
+# √d_k and cos/sin off the aids to `aid_places`, and computes the next step from what they wrote. That every
+# catalogued mistake is still named under the widened tolerance, exact and rounded, is test_misconceptions'
+# (every kind, level and 30 seeds); the sampler's refusal of a mistake inside the interval is test_sampler's.
 
 POLICY_STUDENTS = {"aids as shown": (2, 3), "literal: every number to 2 places": (2, 2), "one decimal more": (3, 3)}
 CHAINED = ("attention", "multi_head", "backprop", "backprop_loss", "gqa", "kv_cache", "cross_attention", "rope",
@@ -370,27 +372,6 @@ def policy_failures(kind: str, level: int, seeds=SEEDS) -> list[tuple]:
 def test_policy_students_are_fully_right(kind):
     bad = [b for level in exercises.KINDS[kind].LEVELS for b in policy_failures(kind, level)]
     assert bad == [], bad[:5]
-
-
-def _mistaken_answer(ex, values: dict) -> dict:
-    """Every part as the mistake gives it (the others right), written to 2 places (or the part's, if more)."""
-    return {p.name: round_half_up(values.get(p.name, p.reference), max(p.decimals, 2)) for p in ex.parts}
-
-
-@pytest.mark.parametrize("kind", CHAINED)
-def test_every_guarded_mistake_is_still_named(kind):
-    """The interval does not swallow a mistake: each one the kind guards, written as it gives it, is graded
-    wrong and named (the sampler redraws a problem where it would fall inside)."""
-    guards = exercises.KINDS[kind].GUARDS
-    unnamed = []
-    for level in exercises.KINDS[kind].LEVELS:
-        for seed in SEEDS:
-            ex = exercises.generate(kind, seed, level)
-            for mid, values in misconceptions.alternatives(ex, guards).items():
-                fb = grading.grade(ex, _mistaken_answer(ex, values))
-                if fb.correct or mid not in {p.misconception for p in fb.parts.values()}:
-                    unnamed.append((f"{kind} level {level} seed {seed}", mid, fb.misconception))
-    assert unnamed == [], unnamed[:5]
 
 
 # ---------------------------------------------------------------- the cases the review measured (on main 1fc7500)

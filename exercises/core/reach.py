@@ -29,15 +29,13 @@ from typing import Any
 import numpy as np
 
 from .model import Exercise
-from .numbers import round_half_up
 
 
 def _movable(value: np.ndarray, places: int) -> np.ndarray:
-    """The cells a student may round: finite and not already exact at `places` decimals."""
-    finite = np.isfinite(value)
-    with np.errstate(invalid="ignore"):
-        off = np.abs(value - round_half_up(value, places)) > 1e-9 * np.maximum(1.0, np.abs(value))
-    return finite & off
+    """The cells a student may round: finite and not already a decimal of `places` places."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        scaled = np.asarray(value, dtype=float) * 10.0 ** places
+        return np.isfinite(scaled) & (np.abs(scaled - np.round(scaled)) > 1e-7 * np.maximum(1.0, np.abs(scaled)))
 
 
 class Reach:
@@ -59,7 +57,7 @@ class Reach:
         value = np.asarray(value, dtype=float)
         if self.counting:
             self.plan.append((value.shape, np.flatnonzero(_movable(value, self.places))))
-            return round_half_up(value, self.places)
+            return np.round(value, self.places)  # (which way a tie goes does not matter for what is movable)
         shape, cells = self.plan[self.position]
         self.position += 1
         if value.shape == shape:  # computed from exact values only: not stacked yet

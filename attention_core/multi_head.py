@@ -82,7 +82,7 @@ def output_projection_backward(concat, W_O, G_out) -> tuple[np.ndarray, np.ndarr
 def split_heads(G_concat, widths) -> list[np.ndarray]:
     """G_concat's column blocks, one per head of width widths[i]: [G_O1, G_O2, …]."""
     edges = np.cumsum(list(widths))[:-1]
-    return np.split(np.asarray(G_concat, dtype=float), edges, axis=1)  # h × (n, d_v)
+    return np.split(np.asarray(G_concat, dtype=float), edges, axis=-1)  # h × (n, d_v)
 
 
 def head_output_backward(A, V, G_O) -> tuple[np.ndarray, np.ndarray]:

@@ -17,7 +17,9 @@ import numpy as np
 import pytest
 
 import exercises
-from exercises.core import engine
+from exercises.core import engine, pipeline
+from exercises.core.numbers import round_half_up
+from exercises.core.steps import STEP_BY_NAME
 
 SEEDS = range(10)
 CASES = [(kind, level, seed) for kind, mod in sorted(engine.KINDS.items()) for level in mod.LEVELS for seed in SEEDS]
@@ -235,3 +237,96 @@ def test_answer_key_lines_render_in_katex():
             items += [(f"{ex.id} {part.name}", line) for part, line in _key_cells(ex)]
     errors, _ = katex_errors(items)
     assert not errors, errors[:3]
+
+
+# ---------------------------------------------------------------- matrix lines read from the display alone
+
+_BMATRIX = re.compile(r"\\begin\{bmatrix\}(.*?)\\end\{bmatrix\}")
+
+
+def read_matrix(body: str) -> list[list[float]]:
+    return [[float(read_number(cell)) for cell in row.split("&")] for row in body.split(r"\\")]
+
+
+def _places(text: str) -> int:
+    text = text.strip()
+    return len(text.split(".")[1]) if re.fullmatch(r"-?\d+\.\d+", text) else 0
+
+
+def _products_add_up(latex: str) -> list[str]:
+    """A display "≈ [L] [R] ≈ [P]": each shown cell of P is what the shown L and R give, to its places."""
+    bodies = _BMATRIX.findall(latex)
+    if len(bodies) < 3:
+        return []
+    try:
+        left, right, shown = (read_matrix(b) for b in bodies[:3])
+    except ValueError:  # −∞ or a symbol: not a product of numbers
+        return []
+    if len(left[0]) != len(right) or (len(shown), len(shown[0])) != (len(left), len(right[0])):
+        return []
+    cells = [row.split("&") for row in bodies[2].split(r"\\")]
+    product = np.array(left) @ np.array(right)
+    return [f"[{i + 1},{j + 1}] {cells[i][j].strip()} against {product[i, j]:.4f}"
+            for i in range(len(shown)) for j in range(len(shown[0]))
+            if abs(product[i, j] - shown[i][j]) > 0.5 * 10 ** -_places(cells[i][j]) + 1e-9]
+
+
+@pytest.mark.parametrize("kind", ["attention", "weighted_sum", "cross_attention", "multi_head", "backprop", "kv_cache"])
+def test_the_exact_keys_product_lines_add_up(kind):
+    """attention level 3 (main, 18 of 20 seeds): the exact key's "O = A V ≈ [A to 2 places] [V exact] ≈ …" showed
+    the exact O beside factors that give another (0.73 + 0.01 shown as 0.75): what the shown numbers give is
+    written first, then the exact result."""
+    bad = []
+    for level in engine.KINDS[kind].LEVELS:
+        for seed in SEEDS:
+            ex = exercises.generate(kind, seed, level)
+            for step in exercises.solve(ex):
+                record = STEP_BY_NAME.get(re.sub(r"\d+$", "", step.name))  # a head's O1 is an O
+                if record is not None and record.product is not None:
+                    for exact in (True, False):
+                        bad += [(ex.id, step.name, exact, d) for d in _products_add_up(step.display(exact=exact))]
+    assert bad == [], bad[:3]
+
+
+@pytest.mark.parametrize("kind", ["backprop", "backprop_loss", "grad_softmax"])
+def test_back_through_the_softmax_g_z_follows_from_the_r_shown(kind):
+    """backprop level 1 (main, 18 of 60): "r ≈ (2, 3.33)" then G_Z ≈ 0.44, which 2/3 · (4 − 3.33) = 0.45 does not
+    give: r is shown to the places G_Z needs."""
+    bad = []
+    for level in engine.KINDS[kind].LEVELS:
+        for seed in SEEDS:
+            ex = exercises.generate(kind, seed, level)
+            if "G_scaled" not in ex.part_names:
+                continue
+            values = pipeline.reference_env(ex)
+            G_A = np.asarray(values["G_A"], dtype=float)
+            if "G_A" in ex.part_names and not np.allclose(G_A, np.round(G_A, ex.part("G_A").decimals or 0)):
+                continue  # G_A itself shown rounded: its shown digits are another rounding
+            step = next(s for s in exercises.solve(ex) if s.name == "G_scaled")
+            latex = step.display(exact=False)
+            r = np.array([row[0] for row in read_matrix(re.search(r"r &(?:=|\\approx) " + _BMATRIX.pattern,
+                                                                  latex).group(1))])
+            A = np.asarray(ex.given["A"] if "A" in ex.given else values["A"], dtype=float)
+            from_shown = round_half_up(A * (G_A - r[:, None]), ex.part("G_scaled").decimals)
+            shown = np.array(read_matrix(_BMATRIX.findall(latex)[-1]))
+            if not np.allclose(from_shown, shown, atol=1e-9):
+                bad.append((ex.id, r.tolist(), shown.tolist(), from_shown.tolist()))
+    assert bad == [], bad[:3]
+
+
+@pytest.mark.parametrize("kind", ["backprop", "grad_softmax", "grad_multi_head", "grad_weighted_sum", "softmax_jacobian"])
+def test_a_finite_difference_never_equals_what_it_only_approximates(kind):
+    """grad_multi_head level 3 seed 10 (main): "(G_V1)_11 ≈ (0.665 − 0.66833333)/0.002 = −1.666665 = −5/3": the
+    slope's digits are ≈ the gradient, not = it."""
+    bad = []
+    for level in engine.KINDS[kind].LEVELS:
+        for seed in SEEDS:
+            ex = exercises.generate(kind, seed, level)
+            for step in exercises.solve(ex):
+                if step.name != "check" or not step.cell(0, 0).substitutions:
+                    continue
+                cell = step.cell(0, 0)
+                slope = cell.substitutions[0].result
+                if re.search(rf"= {re.escape(slope)} = ", cell.latex) and float(slope) != float(step.value[0, 0]):
+                    bad.append((ex.id, cell.latex))
+    assert bad == [], bad[:3]

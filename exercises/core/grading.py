@@ -2,10 +2,11 @@
 
 A format error (unreadable text, wrong shape) is not a wrong answer: nothing is graded and no
 attempt is spent. A number is right when it is within 0.51 × 10^-d of the reference, d being the
-part's decimals; integer parts are exact; −∞ matches only −∞. Round what you write, then compute
-(DESIGN §4): a cell is also right when it follows from the learner's earlier right parts as written
-(through the kind's `chain`, unasked values exact or rounded half-up); "consistent" is only for cells
-that follow from an earlier value that was not right.
+part's decimals, widened by the cell's slack: how far rounding every value written on the way (aids,
+eˣ, row sums and given fractions included) can move it (exercises.core.reach, DESIGN §4); integer
+parts are exact; −∞ matches only −∞. A cell is also right when it follows, within the same tolerance,
+from the learner's earlier right parts as written (through the kind's `chain`, unasked values exact or
+rounded half-up); "consistent" is only for cells that follow from an earlier value that was not right.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from ..i18n import DEFAULT_LANG, Msg, msg, part_key, t
-from . import misconceptions, sanity
+from . import misconceptions, reach, sanity
 from .model import Exercise, Part
 from .parser import AnswerError, parse_answer, parse_grid
 from .pipeline import AFFECTED
@@ -252,14 +253,14 @@ class _Candidates:
         return found
 
 
-def _best_match(value: np.ndarray, candidates: list[np.ndarray], tolerance: float,
+def _best_match(value: np.ndarray, candidates: list[tuple[np.ndarray, float | np.ndarray]],
                 among: np.ndarray | None = None) -> np.ndarray:
-    """The cells of `value` matching the one candidate that matches most of them (of `among`, default
-    all cells). One candidate, never a mix cell by cell: an answer that agrees with the exact value
-    in one cell and with the rounded one in another follows neither way of computing."""
+    """The cells of `value` matching the one candidate (value, tolerance) that matches most of them (of
+    `among`, default all cells). One candidate, never a mix cell by cell: an answer that agrees with the
+    exact value in one cell and with the rounded one in another follows neither way of computing."""
     among = np.ones(value.shape, dtype=bool) if among is None else among
     best = np.zeros(value.shape, dtype=bool)
-    for candidate in candidates:
+    for candidate, tolerance in candidates:
         hit = among & misconceptions.cell_matches(value, candidate, tolerance)
         if hit.sum() > best.sum():
             best = hit
@@ -338,20 +339,26 @@ def grade(ex: Exercise, answer: Any, partial: bool = False) -> Feedback:
     earlier: dict[str, np.ndarray] = {}  # every earlier part, as the learner wrote it
     earlier_right: dict[str, np.ndarray] = {}  # the earlier parts with every cell right
     total = right_count = consistent_count = 0
+    slack = reach.of(ex)  # per cell: how far the roundings the policy allows on the way can move it
     for part in ex.parts:
         if part.name not in parts:  # not answered (partial)
             continue
         fb, value = parts[part.name], values[part.name]
-        right = misconceptions.cell_matches(value, part.reference, part.tolerance)
+        # the exact key within the interval the policy reaches (its tolerance widened by the cell's slack); a
+        # value computed from the learner's own earlier values carries their rounding already: its tolerance alone
+        interval = part.tolerance + slack.get(part.name, 0.0)  # a number, or one per cell
+        right = misconceptions.cell_matches(value, part.reference, interval)
         all_right = bool(right.all())
         status = _statuses(right)
         if not all_right and not part.is_choice:
             candidates = candidates or _Candidates(ex)
-            right = _best_match(value, [part.reference, *candidates.of(part, earlier_right)], part.tolerance)
+            followed = [(c, part.tolerance) for c in candidates.of(part, earlier_right)]
+            right = _best_match(value, [(part.reference, interval), *followed])
             all_right = bool(right.all())
             status = _statuses(right)
             if not all_right and len(earlier) != len(earlier_right):
-                status[_best_match(value, candidates.of(part, earlier), part.tolerance, among=~right)] = CONSISTENT
+                carried = [(c, part.tolerance) for c in candidates.of(part, earlier)]
+                status[_best_match(value, carried, among=~right)] = CONSISTENT
         if not all_right:
             fb.misconception = diagnose_part(ex, part, value)
             fb.explanation = _kind_hook(ex, "explain", part, value)

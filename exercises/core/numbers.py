@@ -164,7 +164,10 @@ def round_half_up(values, places: int | None):
     """`values` rounded the way a person rounds on paper, DESIGN §4: decimal half-up, away from zero
     (0.125 → 0.13, −0.125 → −0.13, not numpy's half-to-even), read from the shortest decimal that
     prints the float (1.005 → 1.01). A number (int, float, Fraction) gives a float, anything else a
-    float array. ±∞ and NaN stay; places=None leaves the values as they are."""
+    float array. ±∞ and NaN stay; places=None leaves the values as they are. `places` may also be the
+    writer of a careful student's reach (exercises.core.reach.Reach): every written value passes here."""
+    if hasattr(places, "write"):
+        return places.write(values)
     if isinstance(values, Fraction):
         return float(values) if places is None else float(decimal_half_up(values, places))
     scalar = isinstance(values, (int, float, np.integer, np.floating)) and not isinstance(values, bool)

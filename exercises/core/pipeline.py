@@ -34,6 +34,7 @@ class Env(dict):
         self.current: str | None = None  # the step being computed
         # on a stack of candidates whose mistake applies to some only: the candidates it was made for
         self.made: np.ndarray | None = None
+        self.rounding: Any = None  # how computed values are written (run's `rounding`): steps read it for their aids
 
     def wrong(self, mistake: str, applies: bool = True) -> bool:
         """Should this step make `mistake`? Records it when it does and it can matter."""
@@ -96,8 +97,11 @@ def run(given: dict, mistakes: Iterable[str] = (), until: Iterable[str] | None =
 
     With `rounding=d` every computed value is rounded half-up to d places as soon as it is computed
     (numbers.round_half_up; −∞ stays), and the next steps compute from the rounded value: what a
-    learner gets who rounds each value they write and carries it on. Given values are left as given."""
+    learner gets who rounds each value they write and carries it on. Given values are left as given.
+    With `rounding` a reach.Reach every written value, the aids and intermediates inside a step too (√d_k,
+    eˣ, the row sums r_i), goes through it: the interval a careful student reaches (exercises.core.reach)."""
     env = Env(given, mistakes)
+    env.rounding = rounding
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # once per run, not per step
         _walk(env, until, rounding)
     return env

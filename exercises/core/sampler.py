@@ -3,7 +3,9 @@
 A kind says how to draw a batch of candidate inputs and which of its mistakes must stay apart (GUARDS).
 The sampler runs the step records over the whole batch at once (every candidate is one slice of a stack),
 keeps the candidates the kind finds hand-friendly, whose guarded mistakes land apart from the answer and
-from each other, and whose counted minutes fit the level, and takes the first in the generator's order.
+from each other, and whose counted minutes fit the level, and takes the first in the generator's order
+whose guarded mistakes also land outside the interval a careful student reaches (exercises.core.reach:
+what the grader takes as right), so that every one of them is still named.
 
     def draw(rng, level) -> Batch        # candidates stacked on a first axis
     def generate(rng, level) -> Draft    # a kind that draws one candidate at a time (a batch of one)
@@ -19,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from . import budget, misconceptions, pipeline
+from . import budget, misconceptions, pipeline, reach
 from .draft import Draft
 from .model import Exercise, Part
 from .numbers import decimals_for
@@ -41,9 +43,6 @@ class Batch:
              mistaken too. `sources` names the record values each derived one reads
     own      the kind's own catalogued mistakes: {id: env -> {part name: stacked value}}, kept apart like
              the records' mistakes (the records' are the kind's GUARDS)
-    careful  keep every mistake apart from what a careful student writes too: each computed value rounded to
-             `decimals` as it is written, the next computed from it (pipeline.run(given, rounding=decimals)),
-             which the grader takes as right ("round what you write, then compute")
     shown    the given values of one candidate as its exercise stores them, when the stack holds them
              otherwise (heads as an axis of W_Q, named W_Q1, W_Q2 … in the exercise)
     """
@@ -57,7 +56,6 @@ class Batch:
     derive: Callable[[Mapping[str, Any]], dict[str, np.ndarray]] | None = None
     sources: dict[str, tuple[str, ...]] = field(default_factory=dict)
     own: dict[str, Callable[[Mapping[str, Any]], dict[str, np.ndarray]]] = field(default_factory=dict)
-    careful: bool = False
     shown: Callable[[dict[str, Any]], dict[str, Any]] | None = None
 
     @property
@@ -88,21 +86,27 @@ def sample(kind: Any, rng: np.random.Generator, level: int, make: Callable[..., 
     for _ in range(MAX_ROUNDS):
         if kind.draw is None:
             ex = _from_draft(kind.generate(rng, level), make)
-            if not misconceptions.collides(ex, guards=kind.GUARDS) and budget.within_budget(ex, kind.operations):
+            if (not misconceptions.collides(ex, guards=kind.GUARDS) and budget.within_budget(ex, kind.operations)
+                    and outside_reach(ex, misconceptions.by_part(ex, kind.GUARDS))):
                 return ex
             continue
         batch = kind.draw(rng, level)
         env = batch.computed(batch.given)  # every value of every candidate, stacked
         ok = np.ones(batch.size, dtype=bool) if batch.keep is None else np.asarray(batch.keep(env), dtype=bool)
         kept = np.flatnonzero(ok)
-        if len(kept):  # the apartness of the kept candidates only: each candidate's is its own
-            ok[kept] = ~clashing(*_only(batch, env, kept), kind.GUARDS)
+        if not len(kept):
+            continue
+        few, few_env = _only(batch, env, kept)  # the apartness of the kept candidates only: each one's is its own
+        found = mistaken(few, few_env, kind.GUARDS)
+        ok[kept] = ~_clash(few, few_env, found)
         records = batch.records(env) if ok.any() and batch.shown is None else {}
-        for i in np.flatnonzero(ok):
+        for j, i in enumerate(kept):
+            if not ok[i]:
+                continue
             ex = make(batch.candidate(i), _parts(batch, env, i), batch.params)
             if batch.shown is None:  # the records' values of exactly the exercise's given values
                 pipeline.seed_reference_env(ex, {k: v[i] for k, v in records.items()})
-            if budget.within_budget(ex, kind.operations):
+            if budget.within_budget(ex, kind.operations) and outside_reach(ex, _of_candidate(found, j)):
                 return ex
     raise RuntimeError(f"{kind.ID}: no candidate kept in {MAX_ROUNDS} rounds (level {level})")
 
@@ -119,6 +123,32 @@ def candidates(kind: Any, rng: np.random.Generator, level: int, make: Callable[.
         keep = np.ones(batch.size, dtype=bool) if batch.keep is None else np.asarray(batch.keep(env), dtype=bool)
         for i in np.flatnonzero(keep):
             yield make(batch.candidate(i), _parts(batch, env, i), batch.params)
+
+
+def outside_reach(ex: Exercise, alternatives: Mapping[str, Mapping[str, np.ndarray]]) -> bool:
+    """Every mistake's value ({part name: {id: value}}) differs from the answer, in some cell, by more than
+    that cell's slack (reach.of: what a careful student may write) and the part's separation: graded wrong,
+    written exactly or rounded, and so still named."""
+    slack = reach.of(ex)
+    parts = misconceptions.parts_by_name(ex)
+    for name, values in alternatives.items():
+        part = parts[name]
+        reference = misconceptions.comparable(part.reference)
+        gap = misconceptions.separation(part) + slack.get(name, 0.0)
+        for value in values.values():
+            value = np.asarray(value, dtype=float)
+            if value.size != reference.size or np.isnan(value).any() or (value == np.inf).any():
+                continue  # a shape or a value no one can write names nothing
+            value = value.reshape(part.shape)  # (a candidate's cells of a stack come flat)
+            if np.all(np.abs(misconceptions.comparable(value) - reference) <= gap):
+                return False
+    return True
+
+
+def _of_candidate(found: Mapping[str, list[tuple[np.ndarray, np.ndarray]]], j: int) -> dict[str, dict]:
+    """The mistakes' values of candidate j of `found` (mistaken()), by part, those it can write."""
+    return {name: {k: cells[j] for k, (cells, writable) in enumerate(values) if writable[j]}
+            for name, values in found.items()}
 
 
 def _only(batch: Batch, env: Mapping[str, Any], rows: np.ndarray) -> tuple[Batch, dict[str, Any]]:
@@ -143,6 +173,12 @@ def _parts(batch: Batch, env: Mapping[str, Any], i: int) -> list[Part]:
 def clashing(batch: Batch, env: Mapping[str, Any], guards: tuple[str, ...]) -> np.ndarray:
     """Per candidate: some part has a guarded mistake whose value lies within the part's separation of the
     answer or of another guarded mistake's (misconceptions.collides, asked of every candidate at once)."""
+    return _clash(batch, env, mistaken(batch, env, guards))
+
+
+def mistaken(batch: Batch, env: Mapping[str, Any], guards: tuple[str, ...]) -> dict[str, list]:
+    """{part name: [(the value a mistake gives, (B, cells)), which candidates can write it (B,))]}: the guarded
+    mistakes of the records and the kind's own, of every candidate at once."""
     wanted = set(batch.parts)
     record_parts = {batch.sources.get(name, (name,)) for name in wanted}
     needed = {source for sources in record_parts for source in sources}
@@ -172,14 +208,14 @@ def clashing(batch: Batch, env: Mapping[str, Any], guards: tuple[str, ...]) -> n
             tainted = {name for name in wanted if run.tainted & set(batch.sources.get(name, (name,)))}
             # made in some matrix of a candidate's stack (a head): made for that candidate
             add(values, tainted, every if run.made is None else run.made.reshape(batch.size, -1).any(axis=1))
-        for mistaken in batch.own.values():
-            values = mistaken(env)
+        for mistaken_values in batch.own.values():
+            values = mistaken_values(env)
             add(values, wanted & set(values), every)
-    careful = {}
-    if batch.careful and by_part:
-        careful = dict(pipeline.run(batch.given, until=needed, rounding=batch.decimals))
-        if batch.derive is not None:
-            careful.update(batch.derive(careful))
+    return by_part
+
+
+def _clash(batch: Batch, env: Mapping[str, Any], by_part: Mapping[str, list]) -> np.ndarray:
+    """clashing() of the mistakes' values mistaken() found."""
     clash = np.zeros(batch.size, dtype=bool)
     for name, alternatives in by_part.items():
         reference = np.asarray(env[name], dtype=float).reshape(batch.size, -1)
@@ -192,10 +228,6 @@ def clashing(batch: Batch, env: Mapping[str, Any], guards: tuple[str, ...]) -> n
         k = values.shape[1]
         pairs = (widest <= gap[:, None, None]) & usable[:, :, None] & usable[:, None, :] & ~np.eye(k, dtype=bool)
         clash |= like_answer.any(axis=1) | pairs.any(axis=(1, 2))
-        if name in careful:  # a mistake the grader would take for a careful student's rounded answer
-            written = misconceptions.comparable(np.asarray(careful[name], dtype=float).reshape(batch.size, -1))
-            like_careful = np.abs(values - written[:, None, :]).max(axis=-1, initial=0.0) <= gap[:, None]  # (B, k)
-            clash |= (like_careful & usable).any(axis=1)
     return clash
 
 

@@ -41,6 +41,7 @@ from attention_core.ops import softmax_visible as _softmax_visible
 
 from . import exact
 from . import operations as count
+from .reach import Reach, over_root, softmax_by_hand, written
 
 Values = Mapping[str, Any]  # the values computed so far, by name
 Compute = Callable[[Values], np.ndarray]
@@ -232,8 +233,14 @@ SCORES_MISTAKES = (
 )
 
 
+def _reach(env: Values) -> Reach | None:
+    """The careful student's writer when the run measures their reach (pipeline.run's rounding), else None."""
+    rounding = getattr(env, "rounding", None)
+    return rounding if isinstance(rounding, Reach) else None
+
+
 def _scaled(env):
-    return ops.scale(env["scores"], _d_k(env))
+    return over_root(env["scores"], _d_k(env), getattr(env, "rounding", None))
 
 
 def _d_model(env: Values) -> int | None:
@@ -308,6 +315,9 @@ MASKED_MISTAKES = (
 
 
 def _softmax_rows(env):
+    writer = _reach(env)
+    if writer is not None:
+        return softmax_by_hand(env["masked"], writer)
     with np.errstate(invalid="ignore"):
         return ops.softmax(env["masked"], axis=-1)  # (n_q, n_k), each row sums to 1
 
@@ -388,7 +398,14 @@ def _through_mask(gradient: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> C
     return lambda env: ops.apply_mask_backward(gradient(env["A"], env["G_A"]), _causal(env))
 
 
-_g_scaled = _through_mask(ops.softmax_backward)  # A ⊙ (G_A − rowsum(A ⊙ G_A))
+def _g_scaled(env):
+    """A ⊙ (G_A − r), r = rowsum(A ⊙ G_A); in a reach run r as the student writes it."""
+    writer = _reach(env)
+    if writer is None:
+        return _through_mask(ops.softmax_backward)(env)
+    A, G_A = env["A"], env["G_A"]
+    r = written(np.sum(A * G_A, axis=-1, keepdims=True), writer)  # (n_q, 1)
+    return ops.apply_mask_backward(A * (G_A - r), _causal(env))
 
 G_SCALED_MISTAKES = (
     Mistake("softmax_grad_missing_term", _through_mask(lambda A, G_A: A * G_A)),
@@ -400,7 +417,7 @@ G_SCALED_MISTAKES = (
 
 
 def _g_scores(env):
-    return ops.scale_backward(env["G_scaled"], _d_k(env))
+    return over_root(env["G_scaled"], _d_k(env), getattr(env, "rounding", None))  # as on the way forward
 
 
 G_SCORES_MISTAKES = (
@@ -583,7 +600,7 @@ MASKED_OR_PADDED_MISTAKES = (
 
 
 def _softmax_rows_or_padded(env):
-    if _padded(env):
+    if _padded(env) and _reach(env) is None:
         return _softmax_visible(env["masked"])  # a query that sees no key attends to nothing: weights 0
     return _softmax_rows(env)
 

@@ -10,6 +10,7 @@ import numpy as np
 import sympy
 
 from ..core.exact import xrow_dot as _x_row_dot
+from ..core.numbers import round_half_up
 from ..core.steps import G_X_PATHS, STEP_BY_NAME, STEPS
 from ..i18n import msg, plural
 from ..rendering import latex as L
@@ -40,6 +41,7 @@ def _product_step(ctx: Context, name: str) -> Step:
         lm, lr = ctx.operand(p.left, exact, p.left_t)
         rm, rr = ctx.operand(p.right, exact, p.right_t)
         target.append(("", L.APPROX if (lr or rr) else "=", f"{lm} {rm}"))
+    work = _as_shown(work, work_dec)
     Lv, Rv = _oriented(ctx.val(p.left), p.left_t), _oriented(ctx.val(p.right), p.right_t)
     value = ctx.val(name)
     # the display's result from the operands as shown (decimals when some are rounded)
@@ -70,6 +72,13 @@ def _product_step(ctx: Context, name: str) -> Step:
     return make_step(name, _title(name), value, ctx.places_of(name), symbol=out, formula=f"{left} {right}",
                      exact_cells=ctx.exact_cells(name), work=work, work_decimal=work_dec, note=_note(name),
                      derive=derive, work_substitutions=subs)
+
+
+def _as_shown(work: list[Line], work_dec: list[Line]) -> list[Line]:
+    """The exact work, unless some operand in it is rounded (A has no short exact form): then the decimal
+    work, whose product of the shown numbers the display writes before the exact result. An exact product
+    line never shows rounded factors beside an exact result they do not give."""
+    return work_dec if any(rel == L.APPROX for _, rel, _ in work) else work
 
 
 def _t(cells: list[list[Number]], transpose: bool) -> list[list[Number]]:
@@ -219,7 +228,8 @@ def _softmax_backward_step(ctx: Context, name: str) -> Step:
     if isinstance(Ax, np.ndarray) and isinstance(Gx, np.ndarray):
         r_exact = [L.short(_agreeing(np.array([[_x_row_dot(Ax, Gx, i)]], dtype=object), r[i:i + 1, None])[0, 0])
                    for i in range(rows)]
-    r_dec = [L.decimal(x, max(ctx.places_of(name), ctx.places_of("A"))) for x in r]
+    r_places = _r_places(A, G, r, value, ctx.places_of(name), max(ctx.places_of(name), ctx.places_of("A")))
+    r_dec = [L.decimal(x, r_places) for x in r]
     r_sum = rf"\sum_{{k}} {L.entry(As, 'ik')} {L.entry(Gs, 'ik')}"
     if all(x is not None for x in r_exact):
         r_line = ("r", "=", L.bmatrix([[x] for x in r_exact]))
@@ -237,7 +247,6 @@ def _softmax_backward_step(ctx: Context, name: str) -> Step:
         # line 1: the row's weighted average r_i; line 2: this cell
         terms = [(ctx.number("A", i, k), ctx.number("G_A", i, k)) for k in range(cols)]
         row = L.index(i)
-        r_places = max(ctx.places_of(name), ctx.places_of("A"))
         r_chain, r_sub = worked_chain(f"r_{{{row}}}", r_exact[i], r[i], r_places,
                                       L.total([L.product(a.text, g.text) for a, g in terms]), "sum", terms,
                                       rf"\sum_{{k}} {L.entry(As, row + 'k')} {L.entry(Gs, row + 'k')}")
@@ -260,6 +269,16 @@ def _softmax_backward_step(ctx: Context, name: str) -> Step:
                      derive=derive)
 
 
+def _r_places(A: np.ndarray, G_A: np.ndarray, r: np.ndarray, value: np.ndarray, places: int, start: int) -> int:
+    """The places to show r to (from `start`, at most 4) so that G_Z = A ⊙ (G_A − r) to `places` follows from
+    the r shown: 2/3 · (4 − 3.33) gives 0.45, not G_Z's 0.44, but 2/3 · (4 − 3.333) does."""
+    target = round_half_up(value, places)
+    for p in range(start, 5):
+        if np.array_equal(round_half_up(A * (G_A - round_half_up(r, p)[:, None]), places), target):
+            return p
+    return 4
+
+
 def _split(chain_text: str) -> Line:
     """'a = b = c' → ('a', '=', 'b = c') for an aligned block."""
     lhs, _, rest = chain_text.partition(" = ")
@@ -279,6 +298,7 @@ def _g_x_step(ctx: Context, name: str) -> Step:
             pieces.append(f"{gm} {wm}")
             rounded = rounded or gr or wr
         target.append(("", L.APPROX if rounded else "=", " + ".join(pieces)))
+    work = _as_shown(work, work_dec)
     shown = [(ctx.operand_numbers(g, False), ctx.operand_numbers(w, False)) for g, w in G_X_PATHS]
     rows, cols = value.shape
     subs = [line_record("sum", [(G[i][k], W[j][k]) for G, W in shown for k in range(len(G[i]))],

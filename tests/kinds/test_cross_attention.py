@@ -7,7 +7,6 @@ numbers and minutes; exercises stored at earlier versions still show and grade."
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +14,7 @@ import pytest
 
 import exercises
 from exercises.core import engine, misconceptions, pipeline, sampler
+from exercises.core.model import Exercise
 from exercises.kinds import cross_attention as K
 from tests.kinds.common import (
     assert_guarded_mistakes_apart,
@@ -108,14 +108,16 @@ def test_every_guarded_mistake_stays_apart_from_the_answer_and_the_careful_stude
 
 
 def test_a_mistake_within_a_careful_students_reach_is_refused():
-    """S = (3, 2, 2), V = (2, 1, 2): no_exp's O (1.714) is 0.012 from the answer (1.726), apart, but the
-    careful student's A (0.45, 0.27, 0.27) gives 1.71, and the grader takes that for right."""
+    """S = (3, 2, 2), V = (2, 1, 2): no_exp's O (1.714) is 0.012 from the answer (1.726), apart from it, but
+    within what a careful student reaches (A written 0.45, 0.27, 0.27 gives 1.71): graded right, so refused."""
     given = {"Q": np.ones((1, 1, 4)), "K": np.array([[[1, 0, 1, 1], [1, 0, 0, 1], [1, 1, 0, 0]]], dtype=float),
              "V": np.array([[[2], [1], [2]]], dtype=float), "d_k": 4, "causal": False}  # a batch of one
-    batch = sampler.Batch(given, ("Q", "K", "V"), K.PARTS, decimals=2, careful=True)
+    batch = sampler.Batch(given, ("Q", "K", "V"), K.PARTS, decimals=2)
     env = batch.computed(given)
-    assert sampler.clashing(batch, env, K.GUARDS)[0]
-    assert not sampler.clashing(replace(batch, careful=False), env, K.GUARDS)[0]
+    assert not sampler.clashing(batch, env, K.GUARDS)[0]
+    ex = Exercise(kind=K.ID, seed=0, level=1, version=K.VERSION, given=batch.candidate(0),
+                  parts=tuple(sampler._parts(batch, env, 0)))
+    assert not sampler.outside_reach(ex, misconceptions.by_part(ex, K.GUARDS)), "cross_attention S = (3, 2, 2), V = (2, 1, 2)"
 
 
 @pytest.mark.parametrize("mid", ("cross_causal_mask", "softmax_columns", "no_exp", "no_scaling"))

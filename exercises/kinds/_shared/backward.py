@@ -391,8 +391,12 @@ def check_step(title: Msg, note: Msg, loss: Callable[[dict[str, np.ndarray]], fl
     decimal = L.decimal(analytic, places)
 
     def derive(_: int, __: int) -> solutions.CellDerivation:
-        return solutions.CellDerivation(solutions.result_chain(analytic_symbol, exact, decimal, analytic, False,
-                                                               (L.APPROX, slope)), note, (fd,))
+        if float(fd.result) == analytic:  # the slope's digits are the gradient: one chain
+            latex = solutions.result_chain(analytic_symbol, exact, decimal, analytic, False, (L.APPROX, slope))
+        else:  # they only approximate it: ≈, never "0.444444 = 4/9"
+            latex = (L.chain(analytic_symbol, (L.APPROX, slope)) + r" \quad "
+                     + solutions.result_chain(analytic_symbol, exact, decimal, analytic))
+        return solutions.CellDerivation(latex, note, (fd,))
 
     return solutions.make_step("check", title, np.array([[analytic]]), places, symbol=analytic_symbol,
                                lhs=analytic_symbol, formula="", exact_cells=[[exact]], work=work, note=note,

@@ -93,7 +93,7 @@ def draw(rng: np.random.Generator, level: int) -> Batch:
     given.update(d_k=d_k, causal=causal)
     names = "rms" if rms else "layer"
     return Batch(given, stacked, list(size.parts), params={"n": n, "d": d, "d_k": d_k, "causal": causal, "norm": names},
-                 keep=_hand_friendly, decimals=spec(level).decimals, careful=True)
+                 keep=_hand_friendly, decimals=spec(level).decimals)
 
 
 def _hand_friendly(env) -> np.ndarray:

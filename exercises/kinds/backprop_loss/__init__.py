@@ -81,7 +81,7 @@ def draw(rng: np.random.Generator, level: int) -> Batch:
     stacked = tuple(given)
     given.update(d_k=D, causal=True)
     return Batch(given, stacked, PARTS[level], params={"n": N, "d_k": D}, keep=lambda env: _teaches(env, level),
-                 decimals=spec(level).decimals, careful=True,
+                 decimals=spec(level).decimals,
                  own={mid: (lambda env, mid=mid: {"G_O": _loss_mistakes(env["O"], env["T"])[mid]})
                       for mid in LOSS_MISTAKES})
 

@@ -366,11 +366,12 @@ def chain(ex: Exercise, values: dict[str, np.ndarray], rounding: int | None) -> 
     from the O's unless given, cache_floats from g, d_k, d_v."""
     env = dict(values)
     h, _ = sizes_of(ex.given)
-    O = pipeline.run(_stacked(ex.given), until={"O"}, rounding=rounding)["O"][0]  # (h, n, d_v)
+    O = pipeline.run(_stacked(ex.given), until={"O"}, rounding=rounding)["O"][..., 0, :, :, :]  # (h, n, d_v)
     for i in range(1, h + 1):
-        env.setdefault(f"O{i}", O[i - 1])
+        env.setdefault(f"O{i}", O[..., i - 1, :, :])
     if "concat" not in env:
-        env["concat"] = np.concatenate([np.atleast_2d(env[f"O{i}"]) for i in range(1, h + 1)], axis=1)
+        heads = np.broadcast_arrays(*[np.atleast_2d(env[f"O{i}"]) for i in range(1, h + 1)])
+        env["concat"] = np.concatenate(heads, axis=-1)  # (n, h·d_v)
     if "cache_floats" not in env:  # one key and one value per group and token
         d_k, d_v = (np.shape(ex.given[f"{w}1"])[1] for w in ("W_K", "W_V"))
         env["cache_floats"] = np.array([[float(kv_cache_floats(int(ex.given["groups"]), d_k, d_v))]])

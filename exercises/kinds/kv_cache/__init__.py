@@ -34,6 +34,7 @@ from ...core.contract import Formula, HomeStage, SheetSection
 from ...core.levels import spec
 from ...core.model import Exercise, Part
 from ...core.numbers import choice, matrices, no_zero_lines, round_half_up
+from ...core.reach import Reach, over_root, softmax_by_hand
 from ...core.sampler import Batch
 from ...i18n import msg
 from ...rendering import latex as L
@@ -42,7 +43,7 @@ from .._shared.hand import own_diagnosis
 
 ID = "kv_cache"
 ORDER = 78  # after cross_attention, before multi_head: the decoder at inference time
-VERSION = 4
+VERSION = 5
 LEVELS = (1, 2, 3)
 # the eˣ aid: a fixed grid per level covering every exponent the level's problems need (never just those)
 EXP_GRID = {1: (ExpSeries(1, 1, 0, 4),),
@@ -218,16 +219,18 @@ def chain(ex: Exercise, values: dict[str, np.ndarray], rounding: int | None) -> 
     value rounded half-up to `rounding` places; None: exact)."""
     env = {name: np.asarray(x, dtype=float) for name, x in values.items()}
     g = {k: np.asarray(ex.given[k], dtype=float) for k in STACKED}
-    root = math.sqrt(int(ex.given["d_k"]))
+    d_k = int(ex.given["d_k"])
     with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
         if "K" not in env:
             env["K"] = np.vstack([g["K_cache"], g["k"]])
         if "V" not in env:
             env["V"] = np.vstack([g["V_cache"], g["v"]])
         if "scores" not in env:
-            env["scores"] = round_half_up(g["q"] @ env["K"].T, rounding)
+            env["scores"] = round_half_up(g["q"] @ env["K"].mT, rounding)
         if "A" not in env:
-            env["A"] = round_half_up(softmax(round_half_up(env["scores"] / root, rounding)), rounding)
+            scaled = round_half_up(over_root(env["scores"], d_k, rounding), rounding)
+            by_hand = softmax_by_hand if isinstance(rounding, Reach) else lambda z, _: softmax(z)
+            env["A"] = round_half_up(by_hand(scaled, rounding), rounding)
         if "O" not in env:
             env["O"] = round_half_up(env["A"] @ env["V"], rounding)
     p = ex.params

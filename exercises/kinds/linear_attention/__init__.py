@@ -103,7 +103,7 @@ def _batch(given: dict, size: Size, decimals: int, params: dict | None = None) -
     return Batch(given, ("Q", "K", "V"), list(size.parts), params=params or {}, keep=_hand_friendly,
                  decimals=decimals, derive=lambda env: _own_values(env, size.causal),
                  sources={"O": ("phi_Q", "phi_K", "KV", "z"), "S_t": ("phi_K",), "z_t": ("phi_K",), "mults": ()},
-                 own=_mistakes(size.causal), careful=True)
+                 own=_mistakes(size.causal))
 
 
 def draw(rng: np.random.Generator, level: int) -> Batch:

@@ -108,7 +108,7 @@ def _batch(given: dict, size: Size, decimals: int, params: dict | None = None) -
                   for p, record in (("K", "K"), ("V", "V"), ("scores", "scores"), ("W_QK", "W_Q"))}}
     return Batch(given, ("X", "W_DKV", "W_Q", "W_K", "W_V"), part_names(size), params=params or {},
                  keep=lambda env: _hand_friendly(env, size.attention), decimals=decimals, derive=derive,
-                 sources=sources, own=own, careful=True,
+                 sources=sources, own=own,
                  shown=_shown)
 
 

@@ -220,7 +220,8 @@ def chain(ex: Exercise, values: dict[str, np.ndarray], rounding: int | None) -> 
         if f"O{i}" not in env:
             env[f"O{i}"] = pipeline.run(head_given(ex.given, i), until={"O"}, rounding=rounding)["O"]
     if "concat" not in env:
-        env["concat"] = np.concatenate([env[f"O{i}"] for i in range(1, h + 1)], axis=1)  # (n, h·d_v)
+        heads = np.broadcast_arrays(*[env[f"O{i}"] for i in range(1, h + 1)])  # stacked in a reach run
+        env["concat"] = np.concatenate(heads, axis=-1)  # (n, h·d_v)
     if "W_O" in ex.given and "out" not in env:
         with np.errstate(invalid="ignore", over="ignore"):  # a learner's ∞ or huge entries
             env["out"] = round_half_up(env["concat"] @ ex.given["W_O"], rounding)  # (n, d)

@@ -60,7 +60,7 @@ def draw(rng: np.random.Generator, level: int) -> Batch:
     params = {"n": n, "pad": ", ".join(str(int(p)) for p in pad[0]),
               "padded": ", ".join(str(j + 1) for j in np.flatnonzero(pad[0]))}
     return Batch(given, ("scaled", "pad"), list(names), params=params, keep=_teaches,
-                 decimals=spec(level).decimals, careful=True)
+                 decimals=spec(level).decimals)
 
 
 def _patterns(level: int) -> list[tuple[np.ndarray, bool]]:

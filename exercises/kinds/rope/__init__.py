@@ -36,6 +36,7 @@ from ...core.contract import Formula, HomeStage, SheetSection
 from ...core.levels import spec
 from ...core.model import Exercise, Part
 from ...core.numbers import choice, matrices, no_zero_lines, round_half_up
+from ...core.reach import Reach
 from ...core.sampler import Batch
 from ...i18n import msg
 from ...rendering import latex as L
@@ -263,12 +264,28 @@ def chain(ex: Exercise, values: dict[str, np.ndarray], rounding: int | None) -> 
     angles = rotation_angles(g["pos"], g["theta"])  # (n, m)
     for name, X in (("Q_rot", g["Q"]), ("K_rot", g["K"])):
         if name not in env:
-            turned = _turn_pairs(np.asarray(X, dtype=float), angles, bool(g.get("half_split", False)))
-            env[name] = round_half_up(_value(turned, 2), rounding)
+            X = np.asarray(X, dtype=float)
+            half = bool(g.get("half_split", False))
+            if isinstance(rounding, Reach):  # cos and sin as the aid gives them, each written
+                there, back = _paired(X.shape[-1] // 2) if half else (slice(None), slice(None))
+                rotated = _with_aids(X[..., there], angles, rounding)[..., back]
+            else:
+                rotated = _value(_turn_pairs(X, angles, half), 2)
+            env[name] = round_half_up(rotated, rounding)
     if "scores" not in env:
         with np.errstate(invalid="ignore", over="ignore"):
-            env["scores"] = round_half_up(np.asarray(env["Q_rot"]) @ np.asarray(env["K_rot"]).T, rounding)
+            env["scores"] = round_half_up(np.asarray(env["Q_rot"]) @ np.asarray(env["K_rot"]).mT, rounding)
     return env
+
+
+def _with_aids(X: np.ndarray, angles: np.ndarray, rounding: Reach) -> np.ndarray:
+    """X (n, 2m) rotated with cos and sin as the aid gives them (√3/2 ≈ 0.866, or 0.87), each written."""
+    c = rounding.write(np.cos(np.deg2rad(angles)))  # (n, m), stacked in the reach run
+    s = rounding.write(np.sin(np.deg2rad(angles)))
+    even, odd = X[..., 0::2], X[..., 1::2]  # (n, m)
+    out = np.empty((*np.shape(c)[:-1], X.shape[-1]))  # (…, n, 2m)
+    out[..., 0::2], out[..., 1::2] = even * c - odd * s, even * s + odd * c
+    return out
 
 
 def _rotation_operations(X: np.ndarray, pos: np.ndarray, theta: np.ndarray) -> budget.Operations:

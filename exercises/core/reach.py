@@ -110,7 +110,12 @@ def slack(chain: Callable[[Any], Mapping[str, Any]], names: Mapping[str, tuple[i
     counting = Reach(places)
     chain(counting)
     moving = counting.replay()
-    env = chain(moving)
+    try:
+        env = chain(moving)
+    except (ValueError, IndexError):  # a chain that walks rows one at a time does not take a stack
+        env = None
+    if env is None or not _stacked(env, names, moving.height):
+        env = _one_slice_at_a_time(chain, counting)
     out = {}
     for name, shape in names.items():
         value = env.get(name)
@@ -126,6 +131,39 @@ def slack(chain: Callable[[Any], Mapping[str, Any]], names: Mapping[str, tuple[i
         own = np.take_along_axis(moved, last[None], axis=0)[0] * one_for_one.any(axis=0)
         out[name] = moved.sum(axis=0) - own  # the part's tolerance covers its own rounding
     return out
+
+
+class _OneCell(Reach):
+    """The moving writer for a chain that takes no stack: every write as it is, with only the cell of
+    slice `slot` moved (slot 0: none)."""
+
+    def __init__(self, places: int, plan: list[tuple[tuple[int, ...], np.ndarray]], slot: int):
+        super().__init__(places, plan)
+        self.slot = slot
+
+    def write(self, value: Any) -> np.ndarray:
+        shape, cells = self.plan[self.position]
+        self.position += 1
+        moved = np.array(np.broadcast_to(np.asarray(value, dtype=float), shape), dtype=float)
+        k = self.slot - self.next_slot
+        self.next_slot += len(cells)
+        if 0 <= k < len(cells):
+            moved.reshape(-1)[cells[k]] += self.half
+        return moved
+
+
+def _stacked(env: Mapping[str, Any], names: Mapping[str, tuple[int, ...]], height: int) -> bool:
+    """Every value the chain computed is a stack of `height` slices, or one exact value."""
+    return all(np.shape(env[name]) in ((height, *shape), tuple(shape)) for name, shape in names.items()
+               if name in env)
+
+
+def _one_slice_at_a_time(chain: Callable[[Any], Mapping[str, Any]], counting: Reach) -> dict[str, np.ndarray]:
+    """The stack built slice by slice: the chain run once per written cell (fine for the small chains that
+    walk their rows in a loop)."""
+    runs = [chain(_OneCell(counting.places, counting.plan, slot)) for slot in range(counting.replay().height)]
+    return {name: np.stack([np.asarray(run[name], dtype=float) for run in runs])
+            for name in runs[0] if all(np.shape(run[name]) == np.shape(runs[0][name]) for run in runs)}
 
 
 def of(ex: Exercise) -> dict[str, np.ndarray]:

@@ -51,11 +51,12 @@ class Size:
     gammas: tuple[int, ...]  # entries of γ
     means: tuple[int, ...]  # μ of a LayerNorm row
     spreads: tuple[int, ...]  # σ of a row (its rms for RMSNorm)
+    value_identity: bool = False  # W_V = I: V is X̂ itself, read off
 
 
 EVERY_STEP = ("X_norm", "Q", "K", "V", "A", "O", "Y")
 SIZES = {1: Size(n=2, d=2, d_k=1, parts=("X_norm", "A", "O", "Y"), causal=(True,), rms=(False,), gammas=(1,),
-                 means=(0, 1, 2), spreads=(1,)),
+                 means=(0, 1, 2), spreads=(1,), value_identity=True),
          2: Size(n=2, d=4, d_k=1, parts=EVERY_STEP, causal=(False, True), rms=(False,), gammas=(1, 2),
                  means=(-1, 0, 1, 2), spreads=(1, 2)),
          3: Size(n=3, d=4, d_k=2, parts=EVERY_STEP, causal=(False, True), rms=(False, True), gammas=(1, 2),
@@ -87,8 +88,9 @@ def draw(rng: np.random.Generator, level: int) -> Batch:
     given = {"X": mu + sigma * z, "gamma": matrices(rng, B, (1, d), size.gammas)}  # (B, n, d), (B, 1, d)
     if not rms:
         given["beta"] = matrices(rng, B, (1, d), BETA)  # (B, 1, d)
-    given.update({w: matrices(rng, B, (d, width), WEIGHT_VALUES) for w, width in (("W_Q", d_k), ("W_K", d_k),
-                                                                                  ("W_V", d))})
+    given.update({w: matrices(rng, B, (d, d_k), WEIGHT_VALUES) for w in ("W_Q", "W_K")})
+    given["W_V"] = np.repeat(np.eye(d)[None], B, axis=0) if size.value_identity \
+        else matrices(rng, B, (d, d), WEIGHT_VALUES)  # (B, d, d)
     stacked = tuple(given)
     given.update(d_k=d_k, causal=causal)
     names = "rms" if rms else "layer"

@@ -56,7 +56,7 @@ class Size:
 
 
 SIZES = {1: Size(n=2, d=2, d_c=1, h=2, d_k=1, absorbed=False, attention=False),
-         2: Size(n=3, d=2, d_c=1, h=2, d_k=1, absorbed=False),
+         2: Size(n=2, d=2, d_c=1, h=2, d_k=1, absorbed=False),
          3: Size(n=3, d=4, d_c=2, h=2, d_k=2, absorbed=True)}
 # the caches apart (d_c, h d_c, h (d_k + d_v)); n ≠ d_k, so Q K without the transpose never conforms
 X_VALUES = (-1, 0, 1, 2)

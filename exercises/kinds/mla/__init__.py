@@ -35,7 +35,7 @@ from .._shared.hand import own_diagnosis
 
 ID = "mla"
 ORDER = 83  # after gqa (82): the other way to shrink the KV cache
-VERSION = 1
+VERSION = 2
 LEVELS = (1, 2, 3)
 EXP_GRID = {2: (ExpSeries(1, 1, -4, 4),), 3: (ExpSeries(1, 2, -4, 4, root=2),)}  # level 1: no softmax
 GUARDS = ("transposed_scores", "no_scaling", "scaled_by_dk", "scaled_by_sqrt_d_model",

@@ -244,17 +244,27 @@ def chain(ex: Exercise, values: dict[str, np.ndarray], rounding: int | None) -> 
 
 
 def operations(ex: Exercise) -> budget.Operations:
-    """C once; per head Q_i, K_i and V_i from C, attention to O_i (the absorbed query at level 3 in place of the
-    keys: W_Q_i W_UK_iᵀ and X W_QK_i); every cell written."""
+    """What the worked solution writes: C once; per head K_i (or, at level 3, the absorbed W_QK_i, the queries
+    X W_QK_i and the scores straight from C, no K_i and no Q_i) and V_i, then where asked Q_i and attention
+    to O_i. Every part's cells counted once, with the values written on the way."""
+    size = SIZES[ex.level]
     X, W_DKV = (np.asarray(ex.given[k], dtype=float) for k in ("X", "W_DKV"))
+    C = X @ W_DKV
     total = budget.product_operations(X, W_DKV) + budget.Operations(cells=sum(int(np.prod(p.shape)) for p in ex.parts))
+    asked = ["V", "O"] if size.attention else ["V"]  # the head's records that are parts: their cells are above
     for i in range(1, heads_of(ex.given) + 1):
-        given = head_given(ex.given, i)
-        total = total + budget.count(given, ["O"], written=())
-        if SIZES[ex.level].absorbed:
-            W_QK = latent.absorbed_query(np.asarray(given["W_Q"], dtype=float), np.asarray(given["W_K"], dtype=float))
-            total = total + budget.product_operations(given["W_Q"], np.asarray(given["W_K"]).T)
-            total = total + budget.product_operations(X, W_QK)
+        given = head_given(ex.given, i, C)
+        if size.absorbed:
+            W_Q, W_UK = (np.asarray(given[k], dtype=float) for k in ("W_Q", "W_K"))
+            W_QK = latent.absorbed_query(W_Q, W_UK)
+            queries = X @ W_QK  # written on the way (the solution's X W_QK step)
+            total = total + budget.product_operations(W_Q, W_UK.T) + budget.product_operations(X, W_QK) \
+                + budget.Operations(cells=int(queries.size))
+            given = {**given, "Q": queries, "K": C}  # the scores read the cached C: Q_i and K_i never formed
+            names = ["scores", *asked]
+        else:
+            names = ["K", *asked]
+        total = total + budget.count(given, names, written=())
     return total
 
 

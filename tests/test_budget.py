@@ -48,6 +48,9 @@ def test_the_count_walks_the_registry_from_what_is_given_to_what_is_asked():
     # X = I: Q = X W_Q is W_Q as it stands, read off (no work, nothing written)
     eye = {"X": np.eye(2), "W_Q": np.array([[1.0, 2.0], [0.0, 1.0]])}
     assert budget.count(eye, ["Q"], written=()) == Operations()
+    # W_V = I (the attention block's level 1): V = X W_V is X as it stands, read off too
+    values = {"X": np.array([[1.0, 2.0], [0.0, -1.0]]), "W_V": np.eye(2)}
+    assert budget.count(values, ["V"], written=()) == Operations(), "a product by a weight I is read off"
 
 
 @pytest.mark.parametrize("kind_id,level", [(k, lv) for k, kind in exercises.KINDS.items() for lv in kind.LEVELS])

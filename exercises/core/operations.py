@@ -123,12 +123,11 @@ def count_product(step: Any, env: Values) -> Operations | None:
     """A product by hand; by the identity (X = I, in every matrix of a stack) it is read off."""
     p = step.product
     left, right = np.asarray(env[p.left], dtype=float), np.asarray(env[p.right], dtype=float)
-    return product_by_hand(left.mT if p.left_t else left, right.mT if p.right_t else right)
+    return product_unless_identity(left.mT if p.left_t else left, right.mT if p.right_t else right)
 
 
-def product_by_hand(left: Any, right: Any) -> Operations | None:
-    """left @ right by hand (product_operations); by the identity (in every matrix of a stack) it is read
-    off: None."""
+def product_unless_identity(left: Any, right: Any) -> Operations | None:
+    """left @ right by hand (product_operations), or None when a factor is the identity: read off."""
     left, right = np.asarray(left, dtype=float), np.asarray(right, dtype=float)
     if _identity(left) or _identity(right):
         return None

@@ -215,7 +215,7 @@ def _projection(name: str, weight: str, shape: tuple[str, str]) -> AttentionStep
         symbol=name, formula_latex=f"{name} = X {weight}", typst_symbol=name,
         typst_formula=f"{name} = X {weight}", builder="product", direction="forward",
         exact=lambda xs, values: exact.xmatmul(_exact_tokens(xs, values), xs[weight]), product=product,
-        count=lambda step, env: count.product_by_hand(_tokens(env), env[weight]))
+        count=lambda step, env: count.product_unless_identity(_tokens(env), env[weight]))
 
 
 # ---------------------------------------------------------------- forward: scores, scaling, mask
@@ -557,7 +557,7 @@ def _memory_projection(step: AttentionStep, weight: str) -> AttentionStep:
     """K or V from H when a memory is given; the mistake of taking them from the queries' X."""
     return _replace(step, compute=lambda env: ops.project(_memory(env), env[weight]),  # (n_k, d_k or d_v)
                     exact=_exact_memory_product(weight),
-                    count=lambda step, env: count.product_by_hand(_memory(env), env[weight]),
+                    count=lambda step, env: count.product_unless_identity(_memory(env), env[weight]),
                     mistakes=(Mistake("cross_keys_from_queries", lambda env: ops.project(env["X"], env[weight]),
                                       applies=_has("H")),))
 

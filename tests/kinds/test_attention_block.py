@@ -11,7 +11,7 @@ import pytest
 
 import exercises
 from attention_core.block import post_norm_block, pre_norm_block
-from exercises.core import grading, pipeline
+from exercises.core import engine, grading, pipeline
 from exercises.kinds import attention_block as K
 from tests.kinds.common import (
     assert_guarded_mistakes_apart,
@@ -80,6 +80,10 @@ def test_each_level_has_its_sizes_exact_rows_and_minutes(level):
         case = f"attention_block level {level} seed {seed}"
         assert ex.part_names == list(size.parts), case
         assert ex.given["X"].shape == (size.n, size.d) and ex.given["W_V"].shape == (size.d, size.d), case
+        identity = np.array_equal(ex.given["W_V"], np.eye(size.d))
+        assert identity == size.value_identity, f"{case}: W_V = I exactly where the level reads V off"
+        said = "kind.attention_block.value_identity" in engine.prompt_keys(ex)
+        assert said == identity, f"{case}: the statement says W_V = I exactly when it is"
         Xn = ex.part("X_norm").reference
         assert np.allclose(Xn * 2, np.round(Xn * 2)), f"{case}: X̂ is whole or halves"
         assert len({tuple(row) for row in Xn}) == size.n, f"{case}: two tokens normalise alike"

@@ -88,3 +88,51 @@ def test_mistakes_are_named_and_careful_students_right(level):
     if K.SIZES[level].attention:
         assert {"transposed_scores", "softmax_columns", "no_mask"} <= named, (level, sorted(named))
     careful_and_selftest_answers_grade_as_such(K.ID, level, careful, range(8))
+
+
+@pytest.mark.parametrize("level", K.LEVELS)
+def test_the_count_is_what_the_solution_writes(level):
+    """C once; per head K_i (level 3: W_QK_i, X W_QK_i and the scores from C, never Q_i nor K_i) and V_i; where
+    attention is asked Q_i, the scores, S/√d_k, A with each worked row's sum, and O_i: counted by hand here."""
+    from exercises.core import engine
+    from exercises.core.budget import NONE, product_operations
+    from exercises.core.operations import product_unless_identity, softmax_operations
+
+    def up(left, right):  # an up-projection by [[1]] (d_c = d_k = 1) is read off
+        return product_unless_identity(left, right) or NONE
+
+    size = K.SIZES[level]
+    for seed in range(5):
+        ex = exercises.generate(K.ID, seed, level)
+        g, case = ex.given, f"mla level {level} seed {seed}"
+        C = g["X"] @ g["W_DKV"]
+        ops, cells = product_operations(g["X"], g["W_DKV"]), sum(int(np.prod(p.shape)) for p in ex.parts)
+        for i in range(1, size.h + 1):
+            W_Q, W_UK, W_UV = g[f"W_Q{i}"], g[f"W_UK{i}"], g[f"W_UV{i}"]
+            ops += up(C, W_UV)
+            if size.absorbed:
+                W_QK = W_Q @ W_UK.T
+                ops += product_operations(W_Q, W_UK.T) + product_operations(g["X"], W_QK)
+                ops += product_operations(g["X"] @ W_QK, C.T)
+                cells += (g["X"] @ W_QK).size
+            else:
+                ops += up(C, W_UK)
+                if size.attention:
+                    ops += product_operations(g["X"], W_Q) + product_operations(g["X"] @ W_Q, (C @ W_UK).T)
+                    cells += (g["X"] @ W_Q).size + size.n * size.n  # Q_i and the scores on the way
+            if size.attention:
+                S = (g["X"] @ W_Q) @ (C @ W_UK).T / np.sqrt(size.d_k)
+                masked = np.where(np.tril(np.ones((size.n, size.n), dtype=bool)), S, -np.inf)
+                ops += softmax_operations(masked) + product_operations(np.exp(masked) / np.exp(masked).sum(1, keepdims=True),
+                                                                         C @ W_UV)
+                if size.d_k > 1:
+                    ops += _scale_operations(S, size.d_k)
+                    cells += S.size
+                cells += S.size  # A
+        assert engine.operations(ex) == ops + type(ops)(cells=cells), case
+
+
+def _scale_operations(S, d_k):
+    from exercises.core.budget import Operations
+    lookups = 0 if int(np.sqrt(d_k)) ** 2 == d_k else 1
+    return Operations(divisions=int((np.abs(S) > 1e-12).sum()), lookups=lookups)

@@ -6,7 +6,8 @@
 Every step is a record (X_norm and Y beside attention's own), so grading, carry-forward, the budget and
 the diagnosis are the registry's. Each row of X is drawn as μ + σ z with z of mean 0 and variance 1 (±1
 entries; for RMSNorm also one ±2) and whole μ, σ: the statistics and the normalised rows are exact.
-W_V is square, so that O has X's width and the residual adds up.
+W_V is square, so that O has X's width and the residual adds up; at level 1 it is the identity (V = X̂, read
+off), the smallest block that still normalises, attends and adds back within the level's minutes.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from .._shared.aids import softmax_aids
 
 ID = "attention_block"
 ORDER = 75  # after the whole forward pass (70): the same attention, wrapped in its norm and residual
-VERSION = 1
+VERSION = 2
 LEVELS = (1, 2, 3)
 EXP_GRID = {1: (ExpSeries(1, 1, -4, 4),), 2: (ExpSeries(1, 1, -4, 4),), 3: (ExpSeries(1, 4, -8, 8, root=2),)}
 GUARDS = ("norm_over_columns", "norm_variance_unbiased", "residual_forgotten", "norm_after_residual",
@@ -51,11 +52,12 @@ class Size:
     gammas: tuple[int, ...]  # entries of γ
     means: tuple[int, ...]  # μ of a LayerNorm row
     spreads: tuple[int, ...]  # σ of a row (its rms for RMSNorm)
+    value_identity: bool = False  # W_V = I: V is X̂ itself, read off
 
 
 EVERY_STEP = ("X_norm", "Q", "K", "V", "A", "O", "Y")
 SIZES = {1: Size(n=2, d=2, d_k=1, parts=("X_norm", "A", "O", "Y"), causal=(True,), rms=(False,), gammas=(1,),
-                 means=(0, 1, 2), spreads=(1,)),
+                 means=(-1, 0, 1, 2), spreads=(1,), value_identity=True),
          2: Size(n=2, d=4, d_k=1, parts=EVERY_STEP, causal=(False, True), rms=(False,), gammas=(1, 2),
                  means=(-1, 0, 1, 2), spreads=(1, 2)),
          3: Size(n=3, d=4, d_k=2, parts=EVERY_STEP, causal=(False, True), rms=(False, True), gammas=(1, 2),
@@ -87,8 +89,9 @@ def draw(rng: np.random.Generator, level: int) -> Batch:
     given = {"X": mu + sigma * z, "gamma": matrices(rng, B, (1, d), size.gammas)}  # (B, n, d), (B, 1, d)
     if not rms:
         given["beta"] = matrices(rng, B, (1, d), BETA)  # (B, 1, d)
-    given.update({w: matrices(rng, B, (d, width), WEIGHT_VALUES) for w, width in (("W_Q", d_k), ("W_K", d_k),
-                                                                                  ("W_V", d))})
+    given.update({w: matrices(rng, B, (d, d_k), WEIGHT_VALUES) for w in ("W_Q", "W_K")})
+    given["W_V"] = np.repeat(np.eye(d)[None], B, axis=0) if size.value_identity \
+        else matrices(rng, B, (d, d), WEIGHT_VALUES)  # (B, d, d)
     stacked = tuple(given)
     given.update(d_k=d_k, causal=causal)
     names = "rms" if rms else "layer"
@@ -115,7 +118,9 @@ def _hand_friendly(env) -> np.ndarray:
 def prompt_keys(ex: Exercise) -> tuple[str, ...]:
     norm = "kind.attention_block.rms" if "beta" not in ex.given else "kind.attention_block.layer"
     mask = "kind.attention_block.causal" if ex.given["causal"] else "kind.attention_block.full"
-    return ("kind.attention_block.prompt", norm, mask)
+    W_V = np.asarray(ex.given["W_V"], dtype=float)
+    values = ("kind.attention_block.value_identity",) if np.array_equal(W_V, np.eye(len(W_V))) else ()
+    return ("kind.attention_block.prompt", norm, mask, *values)
 
 
 # ---------------------------------------------------------------- worked solution

@@ -35,7 +35,7 @@ from .._shared.hand import own_diagnosis
 
 ID = "mla"
 ORDER = 83  # after gqa (82): the other way to shrink the KV cache
-VERSION = 1
+VERSION = 2
 LEVELS = (1, 2, 3)
 EXP_GRID = {2: (ExpSeries(1, 1, -4, 4),), 3: (ExpSeries(1, 2, -4, 4, root=2),)}  # level 1: no softmax
 GUARDS = ("transposed_scores", "no_scaling", "scaled_by_dk", "scaled_by_sqrt_d_model",
@@ -56,7 +56,7 @@ class Size:
 
 
 SIZES = {1: Size(n=2, d=2, d_c=1, h=2, d_k=1, absorbed=False, attention=False),
-         2: Size(n=3, d=2, d_c=1, h=2, d_k=1, absorbed=False),
+         2: Size(n=2, d=2, d_c=1, h=2, d_k=1, absorbed=False),
          3: Size(n=3, d=4, d_c=2, h=2, d_k=2, absorbed=True)}
 # the caches apart (d_c, h d_c, h (d_k + d_v)); n ≠ d_k, so Q K without the transpose never conforms
 X_VALUES = (-1, 0, 1, 2)
@@ -225,9 +225,10 @@ def chain(ex: Exercise, values: dict[str, np.ndarray], rounding: int | None) -> 
     env.setdefault("C", round_half_up(latent.latent(X, np.asarray(ex.given["W_DKV"], dtype=float)), rounding))
     for i in range(1, heads_of(ex.given) + 1):
         given = head_given(ex.given, i, env["C"])
-        if SIZES[ex.level].absorbed:
-            W_QK = env.setdefault(f"W_QK{i}", latent.absorbed_query(np.asarray(given["W_Q"], dtype=float),
-                                                                     np.asarray(given["W_K"], dtype=float)))
+        absorbed = SIZES[ex.level].absorbed or f"W_QK{i}" in values  # Check my work: one form for every level
+        W_QK = env.setdefault(f"W_QK{i}", latent.absorbed_query(np.asarray(given["W_Q"], dtype=float),
+                                                                 np.asarray(given["W_K"], dtype=float)))
+        if absorbed:
             given["scores"] = env.get(f"scores{i}", round_half_up(X @ W_QK @ np.asarray(env["C"]).T, rounding))
         for name in ("K", "V"):
             if f"{name}{i}" in env:
@@ -239,22 +240,33 @@ def chain(ex: Exercise, values: dict[str, np.ndarray], rounding: int | None) -> 
         for name in ("K", "V", "scores", "O"):
             if name in run:
                 env.setdefault(f"{name}{i}", run[name])
-    env.setdefault("cache_floats", ex.part("cache_floats").reference)
+    d_c = np.shape(ex.given["W_DKV"])[1]  # from the given data: Check my work's exercise has no parts
+    env.setdefault("cache_floats", np.full((1, 1), float(latent.cache_floats(d_c))))
     return env
 
 
 def operations(ex: Exercise) -> budget.Operations:
-    """C once; per head Q_i, K_i and V_i from C, attention to O_i (the absorbed query at level 3 in place of the
-    keys: W_Q_i W_UK_iᵀ and X W_QK_i); every cell written."""
+    """What the worked solution writes: C once; per head K_i (or, at level 3, the absorbed W_QK_i, the queries
+    X W_QK_i and the scores straight from C, no K_i and no Q_i) and V_i, then where asked Q_i and attention
+    to O_i. Every part's cells counted once, with the values written on the way."""
+    size = SIZES[ex.level]
     X, W_DKV = (np.asarray(ex.given[k], dtype=float) for k in ("X", "W_DKV"))
+    C = X @ W_DKV
     total = budget.product_operations(X, W_DKV) + budget.Operations(cells=sum(int(np.prod(p.shape)) for p in ex.parts))
+    asked = ["V", "O"] if size.attention else ["V"]  # the head's records that are parts: their cells are above
     for i in range(1, heads_of(ex.given) + 1):
-        given = head_given(ex.given, i)
-        total = total + budget.count(given, ["O"], written=())
-        if SIZES[ex.level].absorbed:
-            W_QK = latent.absorbed_query(np.asarray(given["W_Q"], dtype=float), np.asarray(given["W_K"], dtype=float))
-            total = total + budget.product_operations(given["W_Q"], np.asarray(given["W_K"]).T)
-            total = total + budget.product_operations(X, W_QK)
+        given = head_given(ex.given, i, C)
+        if size.absorbed:
+            W_Q, W_UK = (np.asarray(given[k], dtype=float) for k in ("W_Q", "W_K"))
+            W_QK = latent.absorbed_query(W_Q, W_UK)
+            queries = X @ W_QK  # written on the way (the solution's X W_QK step)
+            total = total + budget.product_operations(W_Q, W_UK.T) + budget.product_operations(X, W_QK) \
+                + budget.Operations(cells=int(queries.size))
+            given = {**given, "Q": queries, "K": C}  # the scores read the cached C: Q_i and K_i never formed
+            names = ["scores", *asked]
+        else:
+            names = ["K", *asked]
+        total = total + budget.count(given, names, written=())
     return total
 
 

@@ -35,10 +35,14 @@ def fresh_sqlite(tmp_path, monkeypatch):
 @pytest.fixture(scope="session")
 def current_pins():
     """The pins of every kind as the generator draws them now (exercises.cli.pins.compute): computed once
-    for the session, read by the pins test and by every test that walks all pinned exercises."""
+    for the session, from the exercises tests/generated.py makes once, read by the pins test and by every
+    test that walks all pinned exercises."""
     from exercises.cli import pins
+    from tests import generated
 
-    return pins.compute()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(pins, "generate", generated.exercise)  # the exercises the other walks read
+        return pins.compute()
 
 
 @pytest.fixture(scope="session")

@@ -17,6 +17,7 @@ import pytest
 
 import exercises
 from exercises import solutions
+from tests import generated
 from tests.apptest_helpers import ROOT
 
 KATEX_DIR = ROOT / "tests" / "katex"
@@ -63,7 +64,7 @@ def strings_for(kind: str) -> tuple[tuple[str, str], ...]:
     items = []
     for level in exercises.KINDS[kind].LEVELS:
         for seed in SEEDS:
-            ex = exercises.generate(kind, seed, level)
+            ex = generated.exercise(kind, seed, level)
             where = f"{kind} L{level} s{seed}"
             for step in exercises.solve(ex):
                 items += [(f"{where} {step.name}", s) for s in step.latex_strings()]

@@ -33,6 +33,19 @@ def fresh_sqlite(tmp_path, monkeypatch):
 
 
 @pytest.fixture(scope="session")
+def current_pins():
+    """The pins of every kind as the generator draws them now (exercises.cli.pins.compute): computed once
+    for the session, from the exercises tests/generated.py makes once, read by the pins test and by every
+    test that walks all pinned exercises."""
+    from exercises.cli import pins
+    from tests import generated
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(pins, "generate", generated.exercise)  # the exercises the other walks read
+        return pins.compute()
+
+
+@pytest.fixture(scope="session")
 def throwaway_postgres():
     """The URL of a PostgreSQL server for storage tests: DATABASE_URL_TEST when set, else a throwaway
     cluster on 127.0.0.1 started by scripts/start_test_postgres.sh (and stopped after the session);

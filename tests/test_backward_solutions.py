@@ -7,6 +7,7 @@ import pytest
 
 import exercises
 from exercises.core import pipeline
+from tests import generated
 
 BACKWARD = ["grad_weighted_sum", "grad_value_proj", "grad_softmax", "grad_scores", "grad_projections",
             "grad_embedding"]  # backprop: tests/kinds/test_backprop.py
@@ -30,7 +31,7 @@ def test_solution_derives_then_states_then_checks(kind_id, level):
     import re
 
     for seed in range(4):
-        ex = exercises.generate(kind_id, seed, level)
+        ex = generated.exercise(kind_id, seed, level)
         steps = exercises.solve(ex)
         names = [s.name for s in steps]
         assert [n for n in names if n in DERIVES] == DERIVATIONS[kind_id], names

@@ -11,6 +11,7 @@ import pytest
 
 import exercises
 from exercises.rendering import latex as L
+from tests import generated
 
 aids_module = importlib.import_module("exercises.solutions.aids")  # the module (the package exports a function aids)
 
@@ -29,7 +30,7 @@ def needed_exponents(ex, monkeypatch) -> list[float]:
 def test_the_ex_aid_is_the_levels_fixed_grid(kind, level, monkeypatch):
     grids, differs, needing = set(), 0, 0
     for seed in SEEDS:
-        ex = exercises.generate(kind, seed, level)
+        ex = generated.exercise(kind, seed, level)
         needed = needed_exponents(ex, monkeypatch)
         aid = exercises.aids(ex)
         case = f"{kind} level {level} seed {seed}"

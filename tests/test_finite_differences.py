@@ -7,10 +7,10 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
-import exercises
 from attention_core import embed, softmax
 from attention_core.ops import apply_mask, scale, weighted_sum
 from exercises.core.model import Exercise
+from tests import generated
 
 BACKWARD = ["grad_weighted_sum", "grad_value_proj", "grad_softmax", "grad_scores", "grad_projections",
             "grad_embedding"]  # backprop: tests/kinds/test_backprop.py
@@ -114,7 +114,7 @@ def finite_differences(ex: Exercise) -> dict[str, np.ndarray]:
 @pytest.mark.parametrize("kind_id, level", KIND_LEVELS)
 def test_references_agree_with_finite_differences(kind_id, level):
     for seed in FD_SEEDS:
-        ex = exercises.generate(kind_id, seed, level)
+        ex = generated.exercise(kind_id, seed, level)
         numeric = finite_differences(ex)
         for part in ex.parts:
             np.testing.assert_allclose(part.reference, numeric[part.name], atol=FD_TOL, rtol=0,

@@ -12,6 +12,7 @@ import pytest
 import exercises
 from attention_core import causal_mask
 from attention_core.ops import softmax
+from tests import generated
 
 SEEDS = range(60)
 WEIGHT_KINDS = ("weighted_sum", "grad_weighted_sum", "grad_softmax")
@@ -38,7 +39,7 @@ def test_stated_scores_read_back():
 @pytest.mark.parametrize("level", (1, 2, 3))
 def test_given_weights_are_the_softmax_of_the_stated_masked_scores(kind, level):
     for seed in SEEDS:
-        ex = exercises.generate(kind, seed, level)
+        ex = generated.exercise(kind, seed, level)
         A = np.asarray(ex.given["A"], dtype=float)  # (n, n)
         hidden = causal_mask(A.shape[0]) if ex.given["causal"] else np.zeros(A.shape, dtype=bool)
         where = (kind, level, seed)

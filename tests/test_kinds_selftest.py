@@ -10,6 +10,7 @@ import pytest
 
 import exercises
 from exercises.cli import selftest
+from tests import generated
 
 SEEDS_PER_LEVEL = 50
 KIND_LEVELS = [(kind_id, level) for kind_id, kind in exercises.KINDS.items() for level in kind.LEVELS]
@@ -33,7 +34,7 @@ def test_kind_module_has_the_common_surface(kind_id):
 def test_kind_grades_its_own_right_wrong_and_unreadable_answers(kind_id, level):
     for seed in range(SEEDS_PER_LEVEL):
         where = f"{kind_id} level {level} seed {seed}"
-        ex = exercises.generate(kind_id, seed=seed, level=level)
+        ex = generated.exercise(kind_id, seed, level)
         assert (ex.kind, ex.seed, ex.level) == (kind_id, seed, level)
         assert ex.version == exercises.KINDS[kind_id].VERSION
         assert ex.parts, where
@@ -57,7 +58,7 @@ def test_kind_grades_its_own_right_wrong_and_unreadable_answers(kind_id, level):
 @pytest.mark.parametrize("kind_id, level", KIND_LEVELS)
 def test_references_are_finite_or_minus_infinity(kind_id, level):
     for seed in range(5):
-        ex = exercises.generate(kind_id, seed=seed, level=level)
+        ex = generated.exercise(kind_id, seed, level)
         for part in ex.parts:
             ref = part.reference
             assert not np.isnan(ref).any() and not np.isposinf(ref).any(), (kind_id, level, seed, part.name)
@@ -71,5 +72,5 @@ def test_no_catalogued_mistake_gives_the_right_answer(kind_id, level):
     from exercises.core import misconceptions
 
     for seed in range(3):
-        ex = exercises.generate(kind_id, seed=seed, level=level)
+        ex = generated.exercise(kind_id, seed, level)
         assert misconceptions.collisions(ex) == [], (kind_id, level, seed)

@@ -6,9 +6,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import os
-import subprocess
-import sys
 from collections import defaultdict
 from functools import cache
 
@@ -19,8 +16,8 @@ import exercises
 from exercises.core import grading, misconceptions, pipeline, sampler
 from exercises.core.model import Exercise, Part
 from exercises.i18n import catalog, languages
+from tests import generated
 from tests.answers import near_answers
-from tests.apptest_helpers import ROOT
 
 SEEDS = range(30)
 CASES = [(kind, level) for kind, module in exercises.KINDS.items() for level in module.LEVELS]
@@ -71,9 +68,8 @@ DESIGN_IDS = ("transposed_scores", "no_scaling", "scaled_by_dk", "mask_diagonal"
               "grad_k_no_transpose", "embedding_grad_no_accumulate")
 
 
-@cache
 def exercise(kind: str, level: int, seed: int) -> Exercise:
-    return exercises.generate(kind, seed, level)
+    return generated.exercise(kind, seed, level)
 
 
 def reference_answer(ex: Exercise) -> dict[str, np.ndarray | int]:
@@ -165,19 +161,6 @@ def test_variants_keep_every_mistake_apart(kind, level):
                 for other, other_values in alts.items():
                     if other != mid and name in other_values:
                         assert misconceptions.apart(alt, other_values[name], misconceptions.separation(part))
-
-
-def test_generation_stays_deterministic_across_processes():
-    sample = [(kind, level, seed) for kind, level in CASES for seed in (0, 7, 29)]
-    here = {f"{k}-{l}-{s}": exercise(k, l, s).to_dict() for k, l, s in sample}
-    script = ("import json, sys, exercises\n"
-              "sample = json.loads(sys.argv[1])\n"
-              "print(json.dumps({f'{k}-{l}-{s}': exercises.generate(k, s, l).to_dict() for k, l, s in sample}))\n")
-    env = {**os.environ, "PYTHONHASHSEED": "12345", "PYTHONPATH": str(ROOT)}
-    out = subprocess.run([sys.executable, "-c", script, json.dumps(sample)], capture_output=True, text=True,
-                         cwd=ROOT, env=env, timeout=600, check=True)
-    assert json.loads(out.stdout) == json.loads(json.dumps(here))
-    assert all(exercises.generate(k, s, l) == exercise(k, l, s) for k, l, s in sample)
 
 
 # ---------------------------------------------------------------- each new mistake, by hand

@@ -3,29 +3,23 @@
 from __future__ import annotations
 
 import numpy as np
-import pytest
 
 import exercises
 from exercises.cli import pins
 from exercises.core.draft import Draft
 
 
-@pytest.fixture(scope="module")
-def current():
-    return pins.compute()
-
-
-def test_every_pinned_exercise_is_unchanged(current):
-    changed = pins.silent_changes(pins.load(), current)
+def test_every_pinned_exercise_is_unchanged(current_pins):
+    changed = pins.silent_changes(pins.load(), current_pins)
     assert not changed, ("exercises changed without a VERSION bump (bump the kind's VERSION, then "
                          "`python -m exercises.cli.pins --write`): " + "; ".join(changed[:20]))
 
 
-def test_pins_describe_every_kind_at_its_version(current):
-    assert not pins.stale(pins.load(), current), "rewrite the pins: python -m exercises.cli.pins --write"
+def test_pins_describe_every_kind_at_its_version(current_pins):
+    assert not pins.stale(pins.load(), current_pins), "rewrite the pins: python -m exercises.cli.pins --write"
     for kind_id, kind in exercises.KINDS.items():
-        assert set(current[kind_id]["levels"]) == {str(level) for level in kind.LEVELS}
-        assert all(len(prints) == len(pins.SEEDS) for prints in current[kind_id]["levels"].values())
+        assert set(current_pins[kind_id]["levels"]) == {str(level) for level in kind.LEVELS}
+        assert all(len(prints) == len(pins.SEEDS) for prints in current_pins[kind_id]["levels"].values())
 
 
 def test_a_changed_generator_without_a_bump_fails_the_pins(monkeypatch):

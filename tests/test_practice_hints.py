@@ -12,7 +12,6 @@ checked less sharply than the decimal ones.
 from __future__ import annotations
 
 import re
-from functools import cache
 
 import numpy as np
 import pytest
@@ -22,6 +21,7 @@ from exercises.core import misconceptions
 from exercises.core.model import Exercise
 from exercises.i18n import Msg, languages, t
 from exercises.solutions import hints
+from tests import generated
 from tests.apptest_helpers import click_check, current_exercise, fill_cells, open_page, reference_cells
 
 SEEDS = range(10)
@@ -30,9 +30,8 @@ NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 SHOWN_TOLERANCE = 0.51e-2  # a value shown to 2 decimals
 
 
-@cache
 def exercise(kind: str, level: int, seed: int) -> Exercise:
-    return exercises.generate(kind, seed, level)
+    return generated.exercise(kind, seed, level)
 
 
 def numbers(text: str) -> list[float]:

@@ -5,6 +5,7 @@ PostgreSQL half must run, and fails when no server can be started).
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from datetime import UTC, datetime, timedelta
 
@@ -298,13 +299,15 @@ def test_wrong_tries_at_once_are_all_counted_per_source_and_for_everyone(engine)
 
 # ---------------------------------------------------------------- replicas: separate processes on one database
 
+REPLICAS = 3  # processes released at one moment: more than one, so a lock held inside one process lets two through
 _SUBMITTER = r"""
-import sys, time
+import sys
 import storage
-url, code, start, tab = sys.argv[1], sys.argv[2], float(sys.argv[3]), sys.argv[4]
+url, code, tab = sys.argv[1], sys.argv[2], sys.argv[3]
 engine = storage.open_engine(url)
 entry = {"item_index": 0, "kind": "softmax", "level": 2, "seed": 100, "answer": None, "score": 1.0}
-time.sleep(max(0.0, start - time.time()))
+print("ready", flush=True)
+sys.stdin.readline()  # released by the test once every process is ready
 try:
     storage.record_submissions(engine, code, "Ada", [entry], person=tab)
     print("stored")
@@ -317,7 +320,6 @@ def test_submits_from_separate_processes_store_exactly_the_allowed_one(db_url): 
     """Replicas are processes: the limit holds between them too (no lock of one process can)."""
     import subprocess
     import sys
-    import time
 
     from tests.test_storage import REPO_ROOT
 
@@ -325,14 +327,19 @@ def test_submits_from_separate_processes_store_exactly_the_allowed_one(db_url): 
     try:
         created = storage.create_assignment(eng, "Replicas", ITEMS, 1, rules={"attempts": 1})
         code, key = created.assignment.code, created.teacher_key
-        start = time.time() + 8.0  # every process imported and connected by then
-        procs = [subprocess.Popen([sys.executable, "-c", _SUBMITTER, db_url, code, str(start), f"replica-{i}"],
-                                  cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-                 for i in range(6)]
+        procs = [subprocess.Popen([sys.executable, "-c", _SUBMITTER, db_url, code, f"replica-{i}"], cwd=REPO_ROOT,
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                 for i in range(REPLICAS)]
+        ready = [p.stdout.readline().strip() for p in procs]  # every process imported and connected
+        for p in procs:  # then all released at once
+            with contextlib.suppress(BrokenPipeError):  # one that died is reported below
+                p.stdin.write("go\n")
+                p.stdin.flush()
         outs = [p.communicate(timeout=120) for p in procs]
+        assert ready == ["ready"] * REPLICAS, (ready, [err for _, err in outs])
         lines = [out.strip() for out, _ in outs]
         assert all(p.returncode == 0 for p in procs), [err for _, err in outs]
-        assert sorted(lines) == ["refused no_attempts"] * 5 + ["stored"], lines
+        assert sorted(lines) == ["refused no_attempts"] * (REPLICAS - 1) + ["stored"], lines
         assert len(storage.list_submissions(eng, code, key)) == 1
     finally:
         eng.dispose()

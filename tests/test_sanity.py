@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from functools import cache
-
 import numpy as np
 import pytest
 
@@ -12,15 +10,15 @@ from exercises.cli import selftest
 from exercises.core import pipeline, sanity
 from exercises.core.model import Exercise, Part
 from exercises.i18n import languages
+from tests import generated
 from tests.answers import near_answers
 
 SEEDS = range(30)
 CASES = [(kind, level) for kind, module in exercises.KINDS.items() for level in module.LEVELS]
 
 
-@cache
 def exercise(kind: str, level: int, seed: int) -> Exercise:
-    return exercises.generate(kind, seed, level)
+    return generated.exercise(kind, seed, level)
 
 
 def keys(warnings) -> list[str]:
@@ -248,7 +246,7 @@ def test_sanity_puts_a_rule_to_the_reference_only_when_the_answer_fails_it(kind)
     rng = np.random.default_rng(11)
     for level in exercises.KINDS[kind].LEVELS:
         for seed in range(2):
-            ex = exercises.generate(kind, seed, level)
+            ex = generated.exercise(kind, seed, level)
             before = exercises.Exercise.from_dict(ex.to_dict())  # the same exercise, nothing memoised
             for _ in range(8):
                 values = {}
@@ -270,7 +268,7 @@ def test_a_quiet_rule_decides_as_its_warnings(kind):
     asked = 0
     for level in exercises.KINDS[kind].LEVELS:
         for seed in range(2):
-            ex = exercises.generate(kind, seed, level)
+            ex = generated.exercise(kind, seed, level)
             env = pipeline.reference_env(ex)
             for values in [{p.name: np.array(p.reference, dtype=float) for p in ex.parts}, *near_answers(ex, rng)]:
                 for part in ex.parts:
@@ -296,7 +294,7 @@ def test_an_answer_right_in_every_cell_is_not_sanity_checked_and_would_have_had_
     for kind, k in exercises.KINDS.items():
         for level in k.LEVELS:
             for seed in range(4):
-                ex = exercises.generate(kind, seed, level)
+                ex = generated.exercise(kind, seed, level)
                 answer = selftest.correct_answer(ex)
                 fb = exercises.grade(ex, answer)
                 assert fb.correct and fb.warnings == [] and not checked, (kind, level, seed)

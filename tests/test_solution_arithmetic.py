@@ -20,6 +20,7 @@ import exercises
 from exercises.core import engine, pipeline
 from exercises.core.numbers import round_half_up
 from exercises.core.steps import STEP_BY_NAME
+from tests import generated
 
 SEEDS = range(10)
 CASES = [(kind, level, seed) for kind, mod in sorted(engine.KINDS.items()) for level in mod.LEVELS for seed in SEEDS]
@@ -111,7 +112,7 @@ def lines_of(steps):
 
 @pytest.mark.parametrize("kind, level, seed", CASES)
 def test_every_substituted_line_adds_up(kind, level, seed):
-    ex = exercises.generate(kind, seed, level)
+    ex = generated.exercise(kind, seed, level)
     for sub, latex, where in lines_of(exercises.solve(ex)):
         check_line(sub, latex, f"{ex.id} {where}")
 
@@ -135,7 +136,7 @@ def test_every_arithmetic_line_is_recorded(kind):
     """A cell whose LaTeX multiplies or adds numbers carries that line as data (so the test above sees it)."""
     for level in engine.KINDS[kind].LEVELS:
         for seed in range(3):
-            ex = exercises.generate(kind, seed, level)
+            ex = generated.exercise(kind, seed, level)
             for step in exercises.solve(ex):
                 for i in range(step.shape[0]):
                     for j in range(step.shape[1]):
@@ -208,7 +209,7 @@ def test_answer_key_never_gives_a_fraction_instead_of_decimals(kind):
 
     for level in engine.KINDS[kind].LEVELS:
         for seed in SEEDS:
-            ex = exercises.generate(kind, seed, level)
+            ex = generated.exercise(kind, seed, level)
             for part in ex.parts:
                 if part.is_choice:
                     continue

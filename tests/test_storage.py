@@ -337,6 +337,9 @@ def test_a_database_from_before_gets_the_new_columns_and_keeps_its_rows(db_url):
 # ---------------------------------------------------------------- concurrency and crashes
 
 
+WRITES_PER_THREAD = 100  # each thread's writes interleave with the seven others' many times over
+
+
 def test_eight_threads_lose_no_submission(engine):
     created = storage.create_assignment(engine, "A", ITEMS, 1)
     code, key = created.assignment.code, created.teacher_key
@@ -345,7 +348,7 @@ def test_eight_threads_lose_no_submission(engine):
 
     def write(t: int) -> None:
         try:
-            for i in range(250):
+            for i in range(WRITES_PER_THREAD):
                 acknowledged[t].append(storage.record_submission(engine, code, f"student {t}", **_entry(i % 3)))
         except BaseException as err:  # noqa: BLE001 - reported by the main thread
             errors.append(err)
@@ -357,7 +360,7 @@ def test_eight_threads_lose_no_submission(engine):
         th.join()
     assert errors == []
     ids = [i for ids in acknowledged for i in ids]
-    assert len(ids) == 2000 and len(set(ids)) == 2000
+    assert len(ids) == 8 * WRITES_PER_THREAD and len(set(ids)) == 8 * WRITES_PER_THREAD
     stored = storage.list_submissions(engine, code, key)
     assert sorted(s.id for s in stored) == sorted(ids)
     assert {s.student for s in stored} == {f"student {t}" for t in range(8)}
@@ -451,7 +454,7 @@ def test_writer_killed_mid_stream_loses_nothing_acknowledged(db_url):
     code, key = created.assignment.code, created.teacher_key
     engine.dispose()
     acked: list[int] = []
-    for wait_for in (40, 120, 75):  # kill at different points, reopening the same database each time
+    for wait_for in (40, 120):  # kill at different points, reopening the same database after a kill
         acked += _kill_writer_mid_stream(db_url, code, wait_for)
     engine = storage.open_engine(db_url)
     if db_url.startswith("sqlite"):
@@ -459,7 +462,7 @@ def test_writer_killed_mid_stream_loses_nothing_acknowledged(db_url):
             assert conn.exec_driver_sql("PRAGMA integrity_check").scalar() == "ok"
     stored = {s.id for s in storage.list_submissions(engine, code, key)}
     assert set(acked) <= stored
-    assert len(acked) >= 235
+    assert len(acked) >= 160
     storage.record_submission(engine, code, "after", **_entry(0))  # still writable
     engine.dispose()
 

@@ -77,9 +77,10 @@ def careful_by_pipeline(ex: exercises.Exercise, places: int | None) -> dict[str,
 
 def solution_steps(ex: exercises.Exercise, after: tuple[str, ...] = ()) -> dict:
     """The worked solution's steps by name, asserted to be one a part in the parts' order, then `after`."""
-    steps = {s.name: s for s in exercises.solve(ex)}
-    assert list(steps) == [*ex.part_names, *after], f"{ex.kind} level {ex.level} seed {ex.seed}: {list(steps)}"
-    return steps
+    steps = exercises.solve(ex)
+    names = [s.name for s in steps]
+    assert names == [*ex.part_names, *after], f"{ex.kind} level {ex.level} seed {ex.seed}: steps {names}"
+    return {s.name: s for s in steps}
 
 
 H = 1e-5  # the step of central differences

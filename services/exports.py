@@ -22,12 +22,8 @@ stays that of one set.
 from __future__ import annotations
 
 import dataclasses
-import json
-import os
 import secrets
 import shutil
-import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -46,6 +42,7 @@ from exercises.worksheets import qti as qti_package
 from storage import Assignment
 
 from . import assignments as service
+from . import child_process
 from .submissions import secret
 
 __all__ = ["KEEP_SECONDS", "MOODLE_CHILD_MEMORY", "Job", "get", "moodle", "start", "start_moodle", "write_moodle"]
@@ -141,21 +138,12 @@ def _build(job: Job, a: Assignment, names: tuple[str, ...], language: str, space
 # ---------------------------------------------------------------- Moodle XML, in a child process
 
 MOODLE_CHILD_MEMORY = 1024 * 2**20  # the child's address space: it imports the engine (about 200 MB) and holds one set
-_ROOT = Path(__file__).resolve().parent.parent
 
 # The Moodle child: reads one JSON line {code, names, variants, lang, path}, opens the same database
 # (the environment's DATABASE_URL or SQLite file), makes the sets there (stored exercises read, missing
 # ones generated and stored: none of that CPU is the server's) and writes the XML into `path` piece by
 # piece, answering each piece with a line (the head, each set, the end) so the parent can show progress.
 _MOODLE_CHILD = """
-import json, os, sys
-try:
-    import resource
-    resource.setrlimit(resource.RLIMIT_AS, (int(sys.argv[2]),) * 2)
-except (ImportError, ValueError, OSError):
-    pass
-os.nice(5)  # behind the server's own requests
-sys.path.insert(0, sys.argv[1])
 from services import exports
 
 def written():
@@ -222,15 +210,14 @@ def write_moodle(path: Path, a: Assignment, students: Iterable[str] = (), langua
     when the child ends before the end."""
     names = tuple(students)
     count, _sets = _moodle_sets(a, names, variants)  # checked here, made in the child
-    env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
     head = {"code": a.code, "names": list(names), "variants": variants, "lang": language, "path": str(path),
             "format": fmt}
-    child = subprocess.Popen([sys.executable, "-c", _MOODLE_CHILD, str(_ROOT), str(MOODLE_CHILD_MEMORY)],
-                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
-    assert child.stdin is not None and child.stdout is not None
     try:
-        child.stdin.write(json.dumps(head, ensure_ascii=True).encode("ascii") + b"\n")  # no name breaks the line
-        child.stdin.close()
+        child = child_process.start(_MOODLE_CHILD, MOODLE_CHILD_MEMORY, head)
+    except OSError as err:
+        raise ExportFailed(f"the Moodle XML process ended ({err})") from None
+    assert child.stdout is not None
+    try:
         pieces = 0
         while child.stdout.readline():
             pieces += 1

@@ -99,27 +99,26 @@ def rotate_key() -> str:
     return kid
 
 
-def signing_key() -> tuple[str, str]:
-    """(kid, private PEM) of the current key (made the first time one is needed)."""
+def _newest_keys(count: int) -> list[tuple[str, str]]:
+    """(kid, private PEM) of the newest `count` keys, newest first; the first key made when there is none."""
     with db.guarded():
-        keys = store.newest_keys(_engine(), 1)
+        keys = store.newest_keys(_engine(), count)
     if not keys:
         rotate_key()
         with db.guarded():
-            keys = store.newest_keys(_engine(), 1)
-    return keys[0]
+            keys = store.newest_keys(_engine(), count)
+    return keys
+
+
+def signing_key() -> tuple[str, str]:
+    """(kid, private PEM) of the current key (made the first time one is needed)."""
+    return _newest_keys(1)[0]
 
 
 def jwks() -> dict[str, Any]:
     """The tool's public keys: the current and the previous one."""
-    with db.guarded():
-        keys = store.newest_keys(_engine(), 2)
-    if not keys:
-        signing_key()
-        with db.guarded():
-            keys = store.newest_keys(_engine(), 2)
     out = []
-    for kid, pem in keys:
+    for kid, pem in _newest_keys(2):
         public = _private_key(pem).public_key()
         jwk = json.loads(jwt.algorithms.RSAAlgorithm.to_jwk(public))
         out.append({**jwk, "kid": kid, "alg": ALGORITHM, "use": "sig"})

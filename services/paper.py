@@ -21,10 +21,8 @@ from __future__ import annotations
 import base64
 import dataclasses
 import json
-import os
 import re
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -41,7 +39,7 @@ from exercises import AnswerError, Exercise, Feedback
 from exercises.worksheets import paper
 
 from . import assignments as service
-from . import db, paper_reading, submissions
+from . import child_process, db, paper_reading, submissions
 from .paper_reading import CellRead, GridRead, PageRead
 from .submissions import Graded, secret
 
@@ -73,14 +71,6 @@ class ReadFailed(RuntimeError):
 # ---------------------------------------------------------------- the child processes
 
 _CHILD = """
-import json, os, sys
-try:
-    import resource
-    resource.setrlimit(resource.RLIMIT_AS, (int(sys.argv[2]),) * 2)
-except (ImportError, ValueError, OSError):
-    pass
-os.nice(5)  # behind the server's own requests
-sys.path.insert(0, sys.argv[1])
 from services import paper
 paper.read_here(json.loads(sys.stdin.readline()), sys.stdout)
 """
@@ -116,7 +106,7 @@ def read_uploads(a: storage.Assignment, files: Sequence[tuple[str, bytes]], work
             paths.append((name[:200], str(path)))
         shares = [paths[i::max(workers, 1)] for i in range(max(workers, 1))]
         children = [_start_child(a.code, share) for share in shares if share]
-        lines: list[list[str]] = [[] for _ in children]
+        lines: list[list[bytes]] = [[] for _ in children]
 
         def drain(index: int) -> None:  # each child's pipe read as it writes: a full pipe would stall it
             for line in children[index].stdout:
@@ -145,15 +135,8 @@ def read_uploads(a: storage.Assignment, files: Sequence[tuple[str, bytes]], work
 
 
 def _start_child(code: str, files: list[tuple[str, str]]) -> subprocess.Popen:
-    env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
-           "OPENCV_IO_MAX_IMAGE_PIXELS": str(MAX_PIXELS)}
-    root = str(Path(__file__).resolve().parent.parent)
-    child = subprocess.Popen([sys.executable, "-c", _CHILD, root, str(CHILD_MEMORY)], stdin=subprocess.PIPE,
-                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, text=True)
-    assert child.stdin is not None
-    child.stdin.write(json.dumps({"code": code, "files": files}, ensure_ascii=True) + "\n")
-    child.stdin.close()
-    return child
+    return child_process.start(_CHILD, CHILD_MEMORY, {"code": code, "files": files},
+                               {"OPENCV_IO_MAX_IMAGE_PIXELS": str(MAX_PIXELS)})
 
 
 def decode(kind: str, path: str) -> Iterable[np.ndarray]:

@@ -9,7 +9,7 @@ import numpy as np
 
 import exercises
 from exercises.cli import selftest
-from exercises.core import budget, engine, grading, misconceptions
+from exercises.core import budget, engine, grading, misconceptions, pipeline
 from exercises.core.numbers import round_half_up
 
 SEEDS = range(30)
@@ -56,6 +56,33 @@ def levels_hold(kind: str, check: Callable[[exercises.Exercise], None]) -> None:
             assert engine.minutes(ex) <= budget.BUDGET_MINUTES[level], (kind, level, seed, engine.minutes(ex))
 
 
+def levels_hold_without_runaway(kind: str, check: Callable[[exercises.Exercise], None],
+                                distinct_at_least: int | None = None) -> None:
+    """levels_hold(kind, check); every level far from a runaway redraw (assert_within_minutes_and_no_runaway);
+    with distinct_at_least, at least that many of seeds 0-39 give distinct givens at every level."""
+    levels_hold(kind, check)
+    for level in exercises.KINDS[kind].LEVELS:
+        assert_within_minutes_and_no_runaway(kind, level)
+        if distinct_at_least is not None:
+            seen = distinct_givens(kind, level, range(40))
+            assert seen >= distinct_at_least, f"{kind} level {level}: too few distinct ({seen} of 40)"
+
+
+def careful_by_pipeline(ex: exercises.Exercise, places: int | None) -> dict[str, np.ndarray]:
+    """What a student writes who rounds each value to `places` as they compute it (None: keeps every digit):
+    the kind's pipeline run on its givens."""
+    env = pipeline.run(ex.given, rounding=places)
+    return {name: env[name] for name in ex.part_names}
+
+
+def solution_steps(ex: exercises.Exercise, after: tuple[str, ...] = ()) -> dict:
+    """The worked solution's steps by name, asserted to be one a part in the parts' order, then `after`."""
+    steps = exercises.solve(ex)
+    names = [s.name for s in steps]
+    assert names == [*ex.part_names, *after], f"{ex.kind} level {ex.level} seed {ex.seed}: steps {names}"
+    return {s.name: s for s in steps}
+
+
 H = 1e-5  # the step of central differences
 
 
@@ -100,6 +127,12 @@ def named_mistakes(kind: str, level: int, mistakes_of, seeds=range(50)) -> set[s
                     assert misconception(ex, {**right, part.name: value}) == mid, (ex.id, part.name, mid)
                 named.add(mid)
     return named
+
+
+def assert_named_exactly(kind: str, level: int, mistakes_of, expected: set[str], seeds=range(10)) -> None:
+    """named_mistakes(kind, level, mistakes_of, seeds) names exactly `expected`."""
+    named = named_mistakes(kind, level, mistakes_of, seeds)
+    assert named == expected, f"{kind} level {level}: named {sorted(named)}, expected {sorted(expected)}"
 
 
 def find(kind: str, level: int, wanted, seeds=range(400)) -> exercises.Exercise:

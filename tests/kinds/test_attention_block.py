@@ -16,6 +16,7 @@ from exercises.kinds import attention_block as K
 from tests.kinds.common import (
     assert_guarded_mistakes_apart,
     assert_within_minutes_and_no_runaway,
+    careful_by_pipeline,
 )
 
 SEEDS = range(15)
@@ -40,12 +41,6 @@ def _attention(Xn, W_Q, W_K, W_V, d_k, causal) -> tuple[np.ndarray, np.ndarray]:
     e = np.exp(Z - Z.max(axis=1, keepdims=True))
     A = e / e.sum(axis=1, keepdims=True)
     return A, A @ V
-
-
-def careful(ex, places: int | None) -> dict[str, np.ndarray]:
-    """What a student writes who rounds each value to `places` as they compute it (None: every digit)."""
-    env = pipeline.run(ex.given, rounding=places)
-    return {name: env[name] for name in ex.part_names}
 
 
 @pytest.mark.parametrize("level", K.LEVELS)
@@ -96,7 +91,7 @@ def test_each_level_has_its_sizes_exact_rows_and_minutes(level):
 def test_guarded_mistakes_stay_apart_from_a_careful_student(level):
     """(Each guarded mistake named, exact and rounded: tests/test_misconceptions.py; careful students right:
     tests/test_fair_grading.py, both over every kind.)"""
-    assert_guarded_mistakes_apart(K.ID, level, careful, range(10))
+    assert_guarded_mistakes_apart(K.ID, level, careful_by_pipeline, range(10))
 
 
 def test_a_wrong_norm_carries_forward_and_the_solution_shows_every_cell():

@@ -19,6 +19,7 @@ from exercises.kinds import cross_attention as K
 from tests.kinds.common import (
     assert_guarded_mistakes_apart,
     careful_and_selftest_answers_grade_as_such,
+    careful_by_pipeline,
     distinct_givens,
 )
 from tests.stored_exercise import still_shows_and_grades
@@ -36,12 +37,6 @@ def _softmax(Z: np.ndarray) -> np.ndarray:
 
 def answers(ex) -> dict[str, np.ndarray]:
     return {p.name: np.array(p.reference) for p in ex.parts}
-
-
-def careful(ex, places: int | None) -> dict[str, np.ndarray]:
-    """What a student writes who rounds each value to `places` as they compute it (None: keeps every digit)."""
-    env = pipeline.run(ex.given, rounding=places)
-    return {name: env[name] for name in ex.part_names}
 
 
 # ---------------------------------------------------------------- references
@@ -104,7 +99,7 @@ def test_variety_over_200_seeds(level):
 
 @pytest.mark.parametrize("level", K.LEVELS)
 def test_every_guarded_mistake_stays_apart_from_the_answer_and_the_careful_student(level):
-    assert_guarded_mistakes_apart(K.ID, level, careful)
+    assert_guarded_mistakes_apart(K.ID, level, careful_by_pipeline)
 
 
 def test_a_mistake_within_a_careful_students_reach_is_refused():
@@ -175,7 +170,7 @@ def test_cross_causal_mask_hides_the_keys_right_of_the_square_diagonal():
 
 @pytest.mark.parametrize("level", K.LEVELS)
 def test_careful_students_are_right(level):
-    careful_and_selftest_answers_grade_as_such(K.ID, level, careful, SEEDS)
+    careful_and_selftest_answers_grade_as_such(K.ID, level, careful_by_pipeline, SEEDS)
 
 
 # ---------------------------------------------------------------- stored exercises

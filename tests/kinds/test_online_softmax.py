@@ -16,12 +16,11 @@ from exercises.core.numbers import round_half_up
 from exercises.kinds import online_softmax as K
 from tests.kinds.common import (
     assert_moodle_round_trip,
-    assert_within_minutes_and_no_runaway,
+    assert_named_exactly,
     careful_and_selftest_answers_grade_as_such,
-    distinct_givens,
-    levels_hold,
-    named_mistakes,
+    levels_hold_without_runaway,
     references_agree,
+    solution_steps,
 )
 
 
@@ -89,17 +88,13 @@ def test_each_level_has_its_tiles_and_minutes():
             skipped = np.isneginf(ex.given["S"][0]).reshape(-1, tile).all(axis=1)
             assert skipped.any() and ex.given["causal"], f"{case}: no tile skipped whole"
 
-    levels_hold(K.ID, check)
-    for level in K.LEVELS:
-        assert_within_minutes_and_no_runaway(K.ID, level)
-        assert distinct_givens(K.ID, level, range(40)) >= 36, f"online_softmax level {level}: too few distinct"
+    levels_hold_without_runaway(K.ID, check, distinct_at_least=36)
 
 
 @pytest.mark.parametrize("level", K.LEVELS)
 def test_its_mistakes_are_named(level):
-    named = named_mistakes(K.ID, level, K.mistakes_of, seeds=range(10))
     expected = set(K.MISTAKES) - ({"online_tile_max"} if level == 1 else set())
-    assert named == expected, f"online_softmax level {level}: named {sorted(named)}"
+    assert_named_exactly(K.ID, level, K.mistakes_of, expected)
 
 
 @pytest.mark.parametrize("level", K.LEVELS)
@@ -109,8 +104,7 @@ def test_careful_students_are_right(level):
 
 def test_the_solution_shows_both_ways():
     ex = exercises.generate(K.ID, 4, 3)
-    steps = {s.name: s for s in exercises.solve(ex)}
-    assert list(steps) == [*ex.part_names, "check"], f"online_softmax level 3 seed 4: {list(steps)}"
+    steps = solution_steps(ex, after=("check",))
     np.testing.assert_allclose(steps["check"].value, steps["O"].value, err_msg="the one-pass O is the tiled O")
     last = steps["l"].value.shape[0] - 1
     assert "skipped" in str(steps["l"].cell(last, 0).note), steps["l"].cell(last, 0)

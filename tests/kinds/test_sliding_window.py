@@ -14,12 +14,11 @@ from exercises.core.numbers import round_half_up
 from exercises.kinds import sliding_window as K
 from tests.kinds.common import (
     assert_moodle_round_trip,
-    assert_within_minutes_and_no_runaway,
+    assert_named_exactly,
     careful_and_selftest_answers_grade_as_such,
-    distinct_givens,
-    levels_hold,
-    named_mistakes,
+    levels_hold_without_runaway,
     references_agree,
+    solution_steps,
 )
 
 
@@ -78,16 +77,12 @@ def test_each_level_has_its_sizes_and_minutes():
         # the window hides some key that the causal mask alone would show, and a sink is seen from afar
         assert (np.isneginf(M) & (np.tril(np.ones((n, n))) == 1)).any(), case
 
-    levels_hold(K.ID, check)
-    for level in K.LEVELS:
-        assert_within_minutes_and_no_runaway(K.ID, level)
-        assert distinct_givens(K.ID, level, range(40)) >= 36, f"sliding_window level {level}: too few distinct"
+    levels_hold_without_runaway(K.ID, check, distinct_at_least=36)
 
 
 @pytest.mark.parametrize("level", K.LEVELS)
 def test_its_mistakes_are_named(level):
-    named = named_mistakes(K.ID, level, K.mistakes_of, seeds=range(10))
-    assert named == set(K.MISTAKES), f"sliding_window level {level}: named {sorted(named)}"
+    assert_named_exactly(K.ID, level, K.mistakes_of, set(K.MISTAKES))
 
 
 @pytest.mark.parametrize("level", K.LEVELS)
@@ -97,8 +92,7 @@ def test_careful_students_are_right(level):
 
 def test_the_solution_derives_every_mask_cell():
     ex = exercises.generate(K.ID, 2, 3)
-    steps = {s.name: s for s in exercises.solve(ex)}
-    assert list(steps) == ex.part_names, f"sliding_window level 3 seed 2: {list(steps)}"
+    steps = solution_steps(ex)
     n, w = len(ex.given["Z"]), ex.given["window"]
     notes = {str(steps["M"].cell(i, j).note) for i in range(n) for j in range(n)}
     assert any("slid out" in x for x in notes) and any("sink" in x for x in notes), notes

@@ -15,13 +15,12 @@ from exercises.core.numbers import round_half_up
 from exercises.kinds import temperature as K
 from tests.kinds.common import (
     assert_moodle_round_trip,
-    assert_within_minutes_and_no_runaway,
+    assert_named_exactly,
     careful_and_selftest_answers_grade_as_such,
     central_difference,
-    distinct_givens,
-    levels_hold,
-    named_mistakes,
+    levels_hold_without_runaway,
     references_agree,
+    solution_steps,
 )
 
 
@@ -80,17 +79,13 @@ def test_each_level_has_its_sizes_and_minutes():
         assert np.ravel(ex.given["tau"]).tolist() == list(taus) and 1.0 not in taus, case
         assert ("s_capped" in ex.part_names) == (cap is not None), case
 
-    levels_hold(K.ID, check)
-    for level in K.LEVELS:
-        assert_within_minutes_and_no_runaway(K.ID, level)
-        assert distinct_givens(K.ID, level, range(40)) >= 12, f"temperature level {level}: too few distinct rows"
+    levels_hold_without_runaway(K.ID, check, distinct_at_least=12)
 
 
 @pytest.mark.parametrize("level", K.LEVELS)
 def test_its_mistakes_are_named(level):
-    named = named_mistakes(K.ID, level, K.mistakes_of, seeds=range(10))
     expected = {"temperature_times_tau"} | (set(K.MISTAKES) if K.SIZES[level][3] else set())
-    assert named == expected, f"temperature level {level}: named {sorted(named)}"
+    assert_named_exactly(K.ID, level, K.mistakes_of, expected)
 
 
 @pytest.mark.parametrize("level", K.LEVELS)
@@ -100,9 +95,7 @@ def test_careful_students_are_right(level):
 
 def test_the_solution_and_the_table():
     ex = exercises.generate(K.ID, 3, 2)
-    steps = exercises.solve(ex)
-    assert [s.name for s in steps] == ex.part_names, "temperature level 2 seed 3: a step per part"
-    for step in steps:
+    for step in solution_steps(ex).values():
         np.testing.assert_allclose(step.value, ex.part(step.name).reference, err_msg=f"step {step.name}")
         assert step.cell(0, 0).latex, f"step {step.name}: cell (1, 1) has no derivation"
     text = engine.prompt(ex)

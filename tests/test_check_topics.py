@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from attention_core import ops
+from attention_core import block, latent, linear, ops
 from attention_core.alibi import alibi_bias, alibi_slope
 from attention_core.embedding import embed, embed_backward
 from attention_core.online_softmax import online_softmax
@@ -324,6 +324,69 @@ def temperature_slip(given, steps):
         "temperature_times_tau"
 
 
+BLOCK_X, BLOCK_GAMMA, BLOCK_BETA = M([[1., 3], [2, 0], [0, 2]]), M([[2., 1]]), M([[0., 1]])
+BLOCK_W = {"W_Q": M([[1., 0], [0, 1]]), "W_K": M([[1., 1], [0, 1]]), "W_V": M([[1., 0], [1, 1]])}
+
+
+def _block(X_norm):
+    """Causal attention on the learner's normalised rows, then the residual Y = X + O."""
+    Q, K, V = X_norm @ BLOCK_W["W_Q"], X_norm @ BLOCK_W["W_K"], X_norm @ BLOCK_W["W_V"]
+    Q, K, V = (round_half_up(m, 4) for m in (Q, K, V))
+    A = round_half_up(ops.softmax(ops.apply_mask(ops.scale(ops.scores(Q, K), 2), True)), 4)
+    O = round_half_up(A @ V, 4)
+    return {"X_norm": X_norm, "Q": Q, "K": K, "V": V, "A": A, "O": O, "Y": BLOCK_X + O}
+
+
+def attention_block_topic():
+    """LayerNorm with γ and β (one row each), attention on the normalised rows, the input added back."""
+    given = {"X": BLOCK_X, "gamma": BLOCK_GAMMA, "beta": BLOCK_BETA, **BLOCK_W, "causal": True}
+    return given, {}, _block(round_half_up(block.layer_norm(BLOCK_X, BLOCK_GAMMA, BLOCK_BETA), 4))
+
+
+def attention_block_slip(given, steps):
+    """The sample variance (÷ (d − 1)) in the LayerNorm; the projections and attention carry it on."""
+    return _block(round_half_up(block.layer_norm(BLOCK_X, BLOCK_GAMMA, BLOCK_BETA, ddof=1), 4)), "X_norm", \
+        "norm_variance_unbiased"
+
+
+LINEAR_Q, LINEAR_K, LINEAR_V = M([[1., -1], [0, 2]]), M([[-1., 0], [1, 1]]), M([[2.], [-1]])
+
+
+def linear_attention_topic():
+    """φ(x) = elu(x) + 1 on Q and K, the sums KV = φ(K)ᵀ V and z = φ(K)ᵀ 1 first, then O; no flag typed."""
+    phi_Q, phi_K = (round_half_up(linear.feature_map(m), 4) for m in (LINEAR_Q, LINEAR_K))
+    KV, z = round_half_up(linear.key_value(phi_K, LINEAR_V), 4), round_half_up(linear.normaliser(phi_K), 4)
+    steps = {"phi_Q": phi_Q, "phi_K": phi_K, "KV": KV, "z": z, "O": round_half_up(linear.linear_order(phi_Q, KV, z), 4)}
+    return {"Q": LINEAR_Q, "K": LINEAR_K, "V": LINEAR_V, "causal": False}, {}, steps
+
+
+def linear_attention_slip(given, steps):
+    """O = φ(Q) KV, the division by φ(Q) z left out."""
+    return {**steps, "O": round_half_up(steps["phi_Q"] @ steps["KV"], 4)}, "O", "linear_no_normaliser"
+
+
+MLA_X, MLA_W_DKV = M([[1., 0], [0, 1], [1, 1]]), M([[1.], [2]])  # d_c = 1: one float per token cached
+MLA_W = {"W_Q1": M([[1.], [0]]), "W_Q2": M([[0.], [1]]), "W_UK1": M([[1.]]), "W_UK2": M([[2.]]),
+         "W_UV1": M([[1.]]), "W_UV2": M([[-1.]])}
+
+
+def mla_topic():
+    """The latent C = X W_DKV, each head's K_i = C W_UK_i and V_i = C W_UV_i, its output, and the cache."""
+    C = latent.latent(MLA_X, MLA_W_DKV)
+    steps = {"C": C}
+    for i in (1, 2):
+        K, V = C @ MLA_W[f"W_UK{i}"], C @ MLA_W[f"W_UV{i}"]
+        steps.update({f"K{i}": K, f"V{i}": V, f"O{i}": head(MLA_X, MLA_W[f"W_Q{i}"], MLA_W_DKV @ MLA_W[f"W_UK{i}"],
+                                                                  MLA_W_DKV @ MLA_W[f"W_UV{i}"])[1]})
+    steps["cache_floats"] = M([[latent.cache_floats(1)]], dtype=float)
+    return {"X": MLA_X, "W_DKV": MLA_W_DKV, **MLA_W, "causal": True}, {}, steps
+
+
+def mla_slip(given, steps):
+    """The latent cached once per head (h d_c floats)."""
+    return {**steps, "cache_floats": steps["cache_floats"] * 2}, "cache_floats", "mla_cache_per_head"
+
+
 TOPICS = {  # topic: (a hand calculation, its slip, the paste format of the third test)
     "multi_head": (multi_head, multi_head_slip, "bmatrix"),
     "gqa": (gqa, gqa_slip, "numpy repr"),
@@ -339,6 +402,9 @@ TOPICS = {  # topic: (a hand calculation, its slip, the paste format of the thir
     "sliding_window": (sliding_window_topic, sliding_window_slip, "csv"),
     "alibi": (alibi_topic, alibi_slip, "bmatrix"),
     "temperature": (temperature_topic, temperature_slip, "numpy repr"),
+    "attention_block": (attention_block_topic, attention_block_slip, "tabs"),
+    "linear_attention": (linear_attention_topic, linear_attention_slip, "numpy print"),
+    "mla": (mla_topic, mla_slip, "matlab"),
 }
 
 

@@ -555,6 +555,24 @@ def test_errors_name_the_box_and_the_topic_inputs():
     assert report.errors[0].key == "checkwork.not_an_input"
 
 
+
+def test_the_topic_sets_its_own_flag_and_reads_gamma_and_beta_as_rows_of_x():
+    """linear attention's flag is the topic's (typed False, still linear); γ and β are refused, both shapes
+    named, unless each is one row as wide as X."""
+    given, _, steps = linear_attention_topic()
+    assert checkwork.topic("linear_attention").implied == {"linear": True}
+    report = checkwork.check("linear_attention", {**typed(given), "linear": False}, typed(steps))
+    assert report.all_right, ("linear typed False", verdicts(report))
+    given, _, steps = attention_block_topic()
+    for name, bad in (("gamma", np.ones((3, 2))), ("beta", M([[1.]])), ("gamma", M([[1., 1, 1]]))):
+        report = checkwork.check("attention_block", typed({**given, name: bad}), typed(steps))
+        assert [m.key for m in report.errors] == ["checkwork.row_width"], (name, bad.shape, report.errors)
+        assert f"{bad.shape[0]}×{bad.shape[1]}" in report.errors[0].render("zh"), (name, bad.shape)
+    rms = {k: v for k, v in given.items() if k != "beta"}  # RMSNorm: γ alone
+    X_norm = round_half_up(block.rms_norm(BLOCK_X, BLOCK_GAMMA), 4)
+    report = checkwork.check("attention_block", typed(rms), typed({"X_norm": X_norm}))
+    assert report.all_right, ("RMSNorm", verdicts(report), report.errors)
+
 PROPERTY_SEEDS = checkwork.TEMPLATE_SEEDS[:2]  # the exercises the topics' forms were read from
 
 

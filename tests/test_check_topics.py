@@ -573,6 +573,27 @@ def test_the_topic_sets_its_own_flag_and_reads_gamma_and_beta_as_rows_of_x():
     report = checkwork.check("attention_block", typed(rms), typed({"X_norm": X_norm}))
     assert report.all_right, ("RMSNorm", verdicts(report), report.errors)
 
+
+def test_the_kinds_own_mistakes_are_named_on_the_learners_sizes():
+    """A causal linear attention (running states) and an MLA of 3 heads over a latent 2 wide: each kind's
+    own mistake is named for the learner's flag, heads and widths, not its first level's."""
+    given, _, steps = linear_attention_topic()
+    phi_K, V = steps["phi_K"], LINEAR_V
+    S, z = linear.causal_states(phi_K, V)
+    future = {"S_t": np.repeat(phi_K.T @ V, 2, axis=1).T, "z_t": np.repeat(phi_K.sum(0, keepdims=True), 2, axis=0)}
+    claims = {"phi_Q": steps["phi_Q"], "phi_K": phi_K, "S_t": future["S_t"]}
+    report = checkwork.check("linear_attention", typed({**given, "causal": True}), typed(claims))
+    assert report.all_right is False and (report.first_error, report.likely_mistake) == (
+        "S_t", "linear_state_sees_future"), ("causal", verdicts(report), report.likely_mistake)
+    X, W_DKV = M([[1., 0], [0, 1], [1, 1]]), M([[1., 0], [1, 1]])
+    heads = {f"{w}{i}": M([[1., 0], [0, 1]]) * i for w in ("W_UK", "W_UV") for i in (1, 2, 3)}
+    heads |= {f"W_Q{i}": M([[1., 0], [i, 1]]) for i in (1, 2, 3)}
+    own = {"X": X, "W_DKV": W_DKV, **heads, "causal": True}
+    C = latent.latent(X, W_DKV)
+    for floats, mistake in ((3 * 2, "mla_cache_per_head"), (latent.multi_head_cache_floats(3, 2, 2), "mla_cache_kv")):
+        report = checkwork.check("mla", typed(own), typed({"C": C, "cache_floats": M([[floats]], dtype=float)}))
+        assert (report.first_error, report.likely_mistake) == ("cache_floats", mistake), (mistake, verdicts(report))
+
 PROPERTY_SEEDS = checkwork.TEMPLATE_SEEDS[:2]  # the exercises the topics' forms were read from
 
 

@@ -181,6 +181,13 @@ def prompt_keys(ex: Exercise) -> tuple[str, ...]:
 # ---------------------------------------------------------------- grading
 
 
+def _size_of_given(ex: Exercise) -> Size:
+    """The level's size with the heads and widths of the given data (a learner's own in Check my work; a
+    generated exercise's are its level's)."""
+    d, d_c = np.shape(ex.given["W_DKV"])
+    return replace(SIZES[ex.level], n=len(ex.given["X"]), d=d, d_c=d_c, h=heads_of(ex.given), d_k=int(ex.given["d_k"]))
+
+
 def mistakes_of(ex: Exercise) -> dict[str, dict[str, np.ndarray]]:
     """{part: {mistake id: what it gives}}: the kind's own mistakes, then each guarded one of the records made in
     every head (what the sampler keeps apart, for this one exercise); memoised on the (immutable) exercise."""
@@ -191,7 +198,7 @@ def mistakes_of(ex: Exercise) -> dict[str, dict[str, np.ndarray]]:
 
 
 def _mistakes_of(ex: Exercise) -> dict[str, dict[str, np.ndarray]]:
-    batch = _batch(_stacked(ex.given), SIZES[ex.level], spec(ex.level).decimals)
+    batch = _batch(_stacked(ex.given), _size_of_given(ex), spec(ex.level).decimals)
     env = batch.computed(batch.given)
     found: dict[str, dict[str, np.ndarray]] = {}
     asked = set(ex.part_names)

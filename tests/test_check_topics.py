@@ -586,13 +586,16 @@ def test_the_kinds_own_mistakes_are_named_on_the_learners_sizes():
     assert report.all_right is False and (report.first_error, report.likely_mistake) == (
         "S_t", "linear_state_sees_future"), ("causal", verdicts(report), report.likely_mistake)
     X, W_DKV = M([[1., 0], [0, 1], [1, 1]]), M([[1., 0], [1, 1]])
-    heads = {f"{w}{i}": M([[1., 0], [0, 1]]) * i for w in ("W_UK", "W_UV") for i in (1, 2, 3)}
+    heads = {f"W_UK{i}": M([[1., 0], [0, 1]]) * i for i in (1, 2, 3)} | {f"W_UV{i}": M([[1., i], [0, 1]]) for i in (1, 2, 3)}
     heads |= {f"W_Q{i}": M([[1., 0], [i, 1]]) for i in (1, 2, 3)}
     own = {"X": X, "W_DKV": W_DKV, **heads, "causal": True}
     C = latent.latent(X, W_DKV)
     for floats, mistake in ((3 * 2, "mla_cache_per_head"), (latent.multi_head_cache_floats(3, 2, 2), "mla_cache_kv")):
         report = checkwork.check("mla", typed(own), typed({"C": C, "cache_floats": M([[floats]], dtype=float)}))
         assert (report.first_error, report.likely_mistake) == ("cache_floats", mistake), (mistake, verdicts(report))
+    swapped = X @ heads["W_Q1"] @ heads["W_UV1"].T @ C.T  # the absorbed query with W_UV for W_UK
+    report = checkwork.check("mla", typed(own), typed({"C": C, "scores1": swapped}))
+    assert (report.first_error, report.likely_mistake) == ("scores1", "mla_up_swapped"), ("absorbed", verdicts(report))
 
 PROPERTY_SEEDS = checkwork.TEMPLATE_SEEDS[:2]  # the exercises the topics' forms were read from
 

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from attention_core import ops
+from attention_core import block, latent, linear, ops
 from attention_core.alibi import alibi_bias, alibi_slope
 from attention_core.embedding import embed, embed_backward
 from attention_core.online_softmax import online_softmax
@@ -324,6 +324,69 @@ def temperature_slip(given, steps):
         "temperature_times_tau"
 
 
+BLOCK_X, BLOCK_GAMMA, BLOCK_BETA = M([[1., 3], [2, 0], [0, 2]]), M([[2., 1]]), M([[0., 1]])
+BLOCK_W = {"W_Q": M([[1., 0], [0, 1]]), "W_K": M([[1., 1], [0, 1]]), "W_V": M([[1., 0], [1, 1]])}
+
+
+def _block(X_norm):
+    """Causal attention on the learner's normalised rows, then the residual Y = X + O."""
+    Q, K, V = X_norm @ BLOCK_W["W_Q"], X_norm @ BLOCK_W["W_K"], X_norm @ BLOCK_W["W_V"]
+    Q, K, V = (round_half_up(m, 4) for m in (Q, K, V))
+    A = round_half_up(ops.softmax(ops.apply_mask(ops.scale(ops.scores(Q, K), 2), True)), 4)
+    O = round_half_up(A @ V, 4)
+    return {"X_norm": X_norm, "Q": Q, "K": K, "V": V, "A": A, "O": O, "Y": BLOCK_X + O}
+
+
+def attention_block_topic():
+    """LayerNorm with γ and β (one row each), attention on the normalised rows, the input added back."""
+    given = {"X": BLOCK_X, "gamma": BLOCK_GAMMA, "beta": BLOCK_BETA, **BLOCK_W, "causal": True}
+    return given, {}, _block(round_half_up(block.layer_norm(BLOCK_X, BLOCK_GAMMA, BLOCK_BETA), 4))
+
+
+def attention_block_slip(given, steps):
+    """The sample variance (÷ (d − 1)) in the LayerNorm; the projections and attention carry it on."""
+    return _block(round_half_up(block.layer_norm(BLOCK_X, BLOCK_GAMMA, BLOCK_BETA, ddof=1), 4)), "X_norm", \
+        "norm_variance_unbiased"
+
+
+LINEAR_Q, LINEAR_K, LINEAR_V = M([[1., -1], [0, 2]]), M([[-1., 0], [1, 1]]), M([[2.], [-1]])
+
+
+def linear_attention_topic():
+    """φ(x) = elu(x) + 1 on Q and K, the sums KV = φ(K)ᵀ V and z = φ(K)ᵀ 1 first, then O; no flag typed."""
+    phi_Q, phi_K = (round_half_up(linear.feature_map(m), 4) for m in (LINEAR_Q, LINEAR_K))
+    KV, z = round_half_up(linear.key_value(phi_K, LINEAR_V), 4), round_half_up(linear.normaliser(phi_K), 4)
+    steps = {"phi_Q": phi_Q, "phi_K": phi_K, "KV": KV, "z": z, "O": round_half_up(linear.linear_order(phi_Q, KV, z), 4)}
+    return {"Q": LINEAR_Q, "K": LINEAR_K, "V": LINEAR_V, "causal": False}, {}, steps
+
+
+def linear_attention_slip(given, steps):
+    """O = φ(Q) KV, the division by φ(Q) z left out."""
+    return {**steps, "O": round_half_up(steps["phi_Q"] @ steps["KV"], 4)}, "O", "linear_no_normaliser"
+
+
+MLA_X, MLA_W_DKV = M([[1., 0], [0, 1], [1, 1]]), M([[1.], [2]])  # d_c = 1: one float per token cached
+MLA_W = {"W_Q1": M([[1.], [0]]), "W_Q2": M([[0.], [1]]), "W_UK1": M([[1.]]), "W_UK2": M([[2.]]),
+         "W_UV1": M([[1.]]), "W_UV2": M([[-1.]])}
+
+
+def mla_topic():
+    """The latent C = X W_DKV, each head's K_i = C W_UK_i and V_i = C W_UV_i, its output, and the cache."""
+    C = latent.latent(MLA_X, MLA_W_DKV)
+    steps = {"C": C}
+    for i in (1, 2):
+        K, V = C @ MLA_W[f"W_UK{i}"], C @ MLA_W[f"W_UV{i}"]
+        steps.update({f"K{i}": K, f"V{i}": V, f"O{i}": head(MLA_X, MLA_W[f"W_Q{i}"], MLA_W_DKV @ MLA_W[f"W_UK{i}"],
+                                                                  MLA_W_DKV @ MLA_W[f"W_UV{i}"])[1]})
+    steps["cache_floats"] = M([[latent.cache_floats(1)]], dtype=float)
+    return {"X": MLA_X, "W_DKV": MLA_W_DKV, **MLA_W, "causal": True}, {}, steps
+
+
+def mla_slip(given, steps):
+    """The latent cached once per head (h d_c floats)."""
+    return {**steps, "cache_floats": steps["cache_floats"] * 2}, "cache_floats", "mla_cache_per_head"
+
+
 TOPICS = {  # topic: (a hand calculation, its slip, the paste format of the third test)
     "multi_head": (multi_head, multi_head_slip, "bmatrix"),
     "gqa": (gqa, gqa_slip, "numpy repr"),
@@ -339,6 +402,9 @@ TOPICS = {  # topic: (a hand calculation, its slip, the paste format of the thir
     "sliding_window": (sliding_window_topic, sliding_window_slip, "csv"),
     "alibi": (alibi_topic, alibi_slip, "bmatrix"),
     "temperature": (temperature_topic, temperature_slip, "numpy repr"),
+    "attention_block": (attention_block_topic, attention_block_slip, "tabs"),
+    "linear_attention": (linear_attention_topic, linear_attention_slip, "numpy print"),
+    "mla": (mla_topic, mla_slip, "matlab"),
 }
 
 
@@ -488,6 +554,48 @@ def test_errors_name_the_box_and_the_topic_inputs():
     report = checkwork.check("kv_cache", {**typed(kv_cache()[0]), "zzz": "1"}, {})
     assert report.errors[0].key == "checkwork.not_an_input"
 
+
+
+def test_the_topic_sets_its_own_flag_and_reads_gamma_and_beta_as_rows_of_x():
+    """linear attention's flag is the topic's (typed False, still linear); γ and β are refused, both shapes
+    named, unless each is one row as wide as X."""
+    given, _, steps = linear_attention_topic()
+    assert checkwork.topic("linear_attention").implied == {"linear": True}
+    report = checkwork.check("linear_attention", {**typed(given), "linear": False}, typed(steps))
+    assert report.all_right, ("linear typed False", verdicts(report))
+    given, _, steps = attention_block_topic()
+    for name, bad in (("gamma", np.ones((3, 2))), ("beta", M([[1.]])), ("gamma", M([[1., 1, 1]]))):
+        report = checkwork.check("attention_block", typed({**given, name: bad}), typed(steps))
+        assert [m.key for m in report.errors] == ["checkwork.row_width"], (name, bad.shape, report.errors)
+        assert f"{bad.shape[0]}×{bad.shape[1]}" in report.errors[0].render("zh"), (name, bad.shape)
+    rms = {k: v for k, v in given.items() if k != "beta"}  # RMSNorm: γ alone
+    X_norm = round_half_up(block.rms_norm(BLOCK_X, BLOCK_GAMMA), 4)
+    report = checkwork.check("attention_block", typed(rms), typed({"X_norm": X_norm}))
+    assert report.all_right, ("RMSNorm", verdicts(report), report.errors)
+
+
+def test_the_kinds_own_mistakes_are_named_on_the_learners_sizes():
+    """A causal linear attention (running states) and an MLA of 3 heads over a latent 2 wide: each kind's
+    own mistake is named for the learner's flag, heads and widths, not its first level's."""
+    given, _, steps = linear_attention_topic()
+    phi_K, V = steps["phi_K"], LINEAR_V
+    S, z = linear.causal_states(phi_K, V)
+    future = {"S_t": np.repeat(phi_K.T @ V, 2, axis=1).T, "z_t": np.repeat(phi_K.sum(0, keepdims=True), 2, axis=0)}
+    claims = {"phi_Q": steps["phi_Q"], "phi_K": phi_K, "S_t": future["S_t"]}
+    report = checkwork.check("linear_attention", typed({**given, "causal": True}), typed(claims))
+    assert report.all_right is False and (report.first_error, report.likely_mistake) == (
+        "S_t", "linear_state_sees_future"), ("causal", verdicts(report), report.likely_mistake)
+    X, W_DKV = M([[1., 0], [0, 1], [1, 1]]), M([[1., 0], [1, 1]])
+    heads = {f"W_UK{i}": M([[1., 0], [0, 1]]) * i for i in (1, 2, 3)} | {f"W_UV{i}": M([[1., i], [0, 1]]) for i in (1, 2, 3)}
+    heads |= {f"W_Q{i}": M([[1., 0], [i, 1]]) for i in (1, 2, 3)}
+    own = {"X": X, "W_DKV": W_DKV, **heads, "causal": True}
+    C = latent.latent(X, W_DKV)
+    for floats, mistake in ((3 * 2, "mla_cache_per_head"), (latent.multi_head_cache_floats(3, 2, 2), "mla_cache_kv")):
+        report = checkwork.check("mla", typed(own), typed({"C": C, "cache_floats": M([[floats]], dtype=float)}))
+        assert (report.first_error, report.likely_mistake) == ("cache_floats", mistake), (mistake, verdicts(report))
+    swapped = X @ heads["W_Q1"] @ heads["W_UV1"].T @ C.T  # the absorbed query with W_UV for W_UK
+    report = checkwork.check("mla", typed(own), typed({"C": C, "scores1": swapped}))
+    assert (report.first_error, report.likely_mistake) == ("scores1", "mla_up_swapped"), ("absorbed", verdicts(report))
 
 PROPERTY_SEEDS = checkwork.TEMPLATE_SEEDS[:2]  # the exercises the topics' forms were read from
 

@@ -201,7 +201,7 @@ def inputs_ui(topic: str) -> tuple[dict[str, Any], dict[str, str]]:
     for row in range(0, len(lines), 3):
         for column, (name, key, placeholder) in zip(st.columns(3), lines[row:row + 3]):
             column.text_input(input_label(name), key=key, placeholder=placeholder)
-    flags = [n for n in form.inputs if spec.kinds[n] == "flag"] + list(spec.conventions)
+    flags = [n for n in form.inputs if spec.kinds[n] == "flag" and n not in spec.implied] + list(spec.conventions)
     for name in flags:
         help_text = tr("checkwork.page.causal_help") if name == "causal" else None
         st.toggle(input_label(name), key=input_key(name), help=help_text)

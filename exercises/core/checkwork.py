@@ -255,6 +255,8 @@ class Topic:
     stated: tuple[str, ...] = ()  # numbers beyond the given data (a model's layers and heads)
     conventions: tuple[str, ...] = ()  # flags of the learner's conventions (RoPE's pairs from the halves)
     defaulted: tuple[str, ...] = ()  # given values a convention fills in when none are typed
+    implied: dict[str, bool] = field(default_factory=dict)  # flags the topic itself sets (linear attention's)
+    rows: dict[str, str] = field(default_factory=dict)  # one row per column of another given (γ, β of X)
 
     @property
     def steps(self) -> tuple[str, ...]:
@@ -318,6 +320,7 @@ def topic(topic_id: str) -> Topic | None:
         return None
     forms: dict[tuple[str, ...], Form] = {}
     kinds: dict[str, str] = {}
+    examples: list[Mapping[str, Any]] = []  # the given data of the templates the forms were read from
     for level, seed in ((level, seed) for level in kind.LEVELS for seed in TEMPLATE_SEEDS):
         ex = template(topic_id, level, seed)
         if any(p.is_choice for p in ex.parts):
@@ -327,6 +330,7 @@ def topic(topic_id: str) -> Topic | None:
         if not steps:
             continue
         inputs = tuple(ex.given)
+        examples.append(ex.given)
         kinds.update({name: _value_kind(v) for name, v in ex.given.items()})
         known = forms.get(inputs)  # levels given alike ask more of the same chain (A, a third τ): one form
         forms[inputs] = Form(known.level, inputs, _merged(known.steps, steps, order)) if known else \
@@ -338,7 +342,33 @@ def topic(topic_id: str) -> Topic | None:
     kinds.update({n: ("number", "row", "matrix")[len(registry.INPUT_SHAPES[n])] for n in optional})
     kinds.update({n: "flag" for n in kind.CONVENTIONS})
     return Topic(topic_id, tuple(forms.values()), kinds, optional, tuple(kind.STATED), tuple(kind.CONVENTIONS),
-                 kind.DEFAULTED)
+                 kind.DEFAULTED, _implied(examples), _rows(examples))
+
+
+def _implied(examples: list[Mapping[str, Any]]) -> dict[str, bool]:
+    """The flags a step record reads that every example sets alike: the topic's own (linear attention's
+    `linear`), set by the topic rather than asked of the learner."""
+    read = {name for step in registry.STEPS for name in step.inputs}
+    flags = {name for ex in examples for name, v in ex.items() if isinstance(v, (bool, np.bool_)) and name in read}
+    return {name: bool(examples[0][name]) for name in sorted(flags)
+            if all(name in ex and bool(ex[name]) == bool(examples[0][name]) for ex in examples)}
+
+
+def _rows(examples: list[Mapping[str, Any]]) -> dict[str, str]:
+    """The givens that are one row in every example, as wide as another given of several rows (γ and β:
+    one number per column of X), each with that given."""
+    def matrices(ex: Mapping[str, Any]) -> dict[str, np.ndarray]:
+        return {n: v for n, v in ex.items() if isinstance(v, np.ndarray) and v.ndim == 2}
+
+    found = {}
+    names = dict.fromkeys(n for ex in examples for n in matrices(ex))
+    for name in (n for n in names if all(len(ex[n]) == 1 for ex in examples if n in matrices(ex))):
+        having = [ex for ex in examples if name in matrices(ex)]
+        other = next((o for o in names if o != name and all(o in matrices(ex) for ex in having) and all(
+            len(ex[o]) > 1 and ex[o].shape[1] == ex[name].shape[1] for ex in having)), None)
+        if other is not None:
+            found[name] = other
+    return found
 
 
 @functools.cache
@@ -560,7 +590,9 @@ def _read_topic_inputs(spec: Topic, inputs: Mapping[str, Any], report: Report) -
     for name in (*form.inputs, *(n for n in present if n not in form.inputs)):
         kind = kinds[name]
         try:
-            if kind == "flag":
+            if name in spec.implied:
+                given[name] = spec.implied[name]
+            elif kind == "flag":
                 given[name] = _read_flag(present.get(name, False))
             elif name not in present:
                 continue
@@ -581,11 +613,24 @@ def _read_topic_inputs(spec: Topic, inputs: Mapping[str, Any], report: Report) -
         return None
     if "d_k" in form.inputs and "d_k" not in given:
         given["d_k"] = _width(given)
+    report.errors.extend(_one_row_each(spec, given))
     report.errors.extend(_conformable(given, bool(given.get("causal", False))))
     if report.errors:
         return None
     report.inputs = {k: v for k, v in given.items() if isinstance(v, np.ndarray) and v.ndim == 2}
     return given, form
+
+
+def _one_row_each(spec: Topic, given: Mapping[str, Any]) -> list[Msg]:
+    """Messages naming both shapes where a given of one number per column of another (γ, β) is not one row
+    as wide as that given."""
+    problems = []
+    for name, other in spec.rows.items():
+        row, full = given.get(name), given.get(other)
+        if isinstance(row, np.ndarray) and row.ndim == 2 and isinstance(full, np.ndarray) and (
+                row.shape[0] != 1 or row.shape[1] != full.shape[1]):
+            problems.append(_shape_msg("checkwork.row_width", other, full, name, row))
+    return problems
 
 
 _NUMBERED = re.compile(r"(\D+?)([1-9]\d?)")  # W_Q3: the third of a family of numbered inputs (heads, groups)

@@ -130,7 +130,11 @@ def _hand_friendly(env) -> np.ndarray:
 
 
 def size_of(ex: Exercise) -> Size:
-    return SIZES[ex.level]
+    """The level's size, or, for a learner's own numbers (Check my work: one form for every level), the size
+    of the level with their causal flag."""
+    causal = bool(ex.given["causal"])
+    own = SIZES[ex.level]
+    return own if own.causal == causal else next(size for size in SIZES.values() if size.causal == causal)
 
 
 def prompt_keys(ex: Exercise) -> tuple[str, ...]:

@@ -181,6 +181,13 @@ def prompt_keys(ex: Exercise) -> tuple[str, ...]:
 # ---------------------------------------------------------------- grading
 
 
+def _size_of_given(ex: Exercise) -> Size:
+    """The level's size with the heads and widths of the given data (a learner's own in Check my work; a
+    generated exercise's are its level's)."""
+    d, d_c = np.shape(ex.given["W_DKV"])
+    return replace(SIZES[ex.level], n=len(ex.given["X"]), d=d, d_c=d_c, h=heads_of(ex.given), d_k=int(ex.given["d_k"]))
+
+
 def mistakes_of(ex: Exercise) -> dict[str, dict[str, np.ndarray]]:
     """{part: {mistake id: what it gives}}: the kind's own mistakes, then each guarded one of the records made in
     every head (what the sampler keeps apart, for this one exercise); memoised on the (immutable) exercise."""
@@ -191,25 +198,29 @@ def mistakes_of(ex: Exercise) -> dict[str, dict[str, np.ndarray]]:
 
 
 def _mistakes_of(ex: Exercise) -> dict[str, dict[str, np.ndarray]]:
-    batch = _batch(_stacked(ex.given), SIZES[ex.level], spec(ex.level).decimals)
-    env = batch.computed(batch.given)
     found: dict[str, dict[str, np.ndarray]] = {}
     asked = set(ex.part_names)
+    size = _size_of_given(ex)
+    # an exercise asks K_i, V_i or the absorbed scores_i; Check my work's (one form for every level) asks both
+    sizes = (size, replace(size, absorbed=not size.absorbed)) if {"K1", "scores1"} <= asked else (size,)
 
     def add(name: str, mid: str, value: np.ndarray) -> None:  # a value no one can write (NaN, ±∞) names nothing
         if name in asked and np.shape(value) == ex.part(name).shape and np.isfinite(value).all():
             found.setdefault(name, {}).setdefault(mid, value)
 
-    for mid, mistaken in batch.own.items():
-        for name, value in mistaken(env).items():
-            add(name, mid, value[0])
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        for mid in GUARDS:
-            run = pipeline.run_mistake(batch.given, env, mid, until={"O"})
-            tainted = {name for name, sources in batch.sources.items() if run.tainted & set(sources)}
-            for name, value in batch.derive(run).items():
-                if name in tainted:
-                    add(name, mid, value[0])
+    for size in sizes:
+        batch = _batch(_stacked(ex.given), size, spec(ex.level).decimals)
+        env = batch.computed(batch.given)
+        for mid, mistaken in batch.own.items():
+            for name, value in mistaken(env).items():
+                add(name, mid, value[0])
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            for mid in GUARDS:
+                run = pipeline.run_mistake(batch.given, env, mid, until={"O"})
+                tainted = {name for name, sources in batch.sources.items() if run.tainted & set(sources)}
+                for name, value in batch.derive(run).items():
+                    if name in tainted:
+                        add(name, mid, value[0])
     return found
 
 

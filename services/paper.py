@@ -142,7 +142,7 @@ def _start_child(code: str, files: list[tuple[str, str]]) -> subprocess.Popen:
 def decode(kind: str, path: str) -> Iterable[np.ndarray]:
     """The gray pages of one file: an image, or each page of a PDF rendered at PDF_DPI. ValueError for
     an image past MAX_PIXELS or that does not decode."""
-    import cv2
+    cv2 = paper.opencv()
 
     if kind == "pdf":
         import pypdfium2
@@ -551,7 +551,7 @@ RIGHT_BGR, WRONG_BGR = (60, 150, 40), (40, 40, 210)
 def grid_images(cells: Sequence[dict[str, Any]]) -> list[tuple[int, str, bytes]]:
     """Each grid of a stored paper submission as the student wrote it: its cells' crops side by side,
     each framed green (right) or red (wrong); [(item index, part, PNG)] in the sheet's order."""
-    import cv2
+    cv2 = paper.opencv()
 
     grids: dict[int, list[dict[str, Any]]] = {}
     for c in cells:

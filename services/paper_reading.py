@@ -122,7 +122,7 @@ def normalise(text: str, choice: bool) -> str:
 # ---------------------------------------------------------------- a page
 
 def shrink(gray: np.ndarray) -> np.ndarray:
-    import cv2
+    cv2 = paper.opencv()
 
     side = max(gray.shape)
     if side <= MAX_SIDE:
@@ -135,7 +135,7 @@ def find_payload(gray: np.ndarray) -> str | None:
     """The text of the page's QR code, or None: looked for first where the sheet prints it (the footer's
     right end: the bottom third of the photo, right half), as it is, enlarged, in black and white, then on
     the whole page."""
-    import cv2
+    cv2 = paper.opencv()
 
     height, width = gray.shape
     corner = gray[int(height * 0.62):, int(width * 0.45):]
@@ -169,7 +169,7 @@ def straighten(gray: np.ndarray, spec: paper.GridSpec,
                markers: dict[int, np.ndarray]) -> tuple[np.ndarray, float] | None:
     """The grid's frame straightened to PX_PER_MM and the markers' mean error (mm), or None when fewer
     than three of its four markers were found."""
-    import cv2
+    cv2 = paper.opencv()
 
     expected = spec.marker_corners()
     found = [k for k in expected if k in markers]
@@ -189,7 +189,7 @@ def straighten(gray: np.ndarray, spec: paper.GridSpec,
 
 def _even_light(image: np.ndarray) -> np.ndarray:
     """The image divided by its local background: shadows and uneven light become white paper."""
-    import cv2
+    cv2 = paper.opencv()
 
     background = cv2.dilate(image, np.ones((15, 15), np.uint8))
     background = cv2.GaussianBlur(background, (0, 0), 9)
@@ -201,7 +201,7 @@ Blot = tuple[int, int, int, int, int]  # a connected piece of ink: left, top, wi
 
 def _ink_box(level: np.ndarray) -> tuple[list[Blot], tuple[int, int, int, int] | None]:
     """The blots of ink of an evened cell, and the bounding box of them all (None: blank)."""
-    import cv2
+    cv2 = paper.opencv()
 
     ink = (level < INK_LEVEL).astype(np.uint8)
     count, _labels, stats, _ = cv2.connectedComponentsWithStats(ink, connectivity=8)
@@ -245,7 +245,7 @@ def restore_point(text: str, blots: list[Blot]) -> str:
 
 def _for_recogniser(level: np.ndarray, box: tuple[int, int, int, int]) -> np.ndarray:
     """The ink of a cell, cropped with a margin and scaled to the recogniser's height, dark on white."""
-    import cv2
+    cv2 = paper.opencv()
 
     x0, y0, x1, y1 = box
     pad = max(4, (y1 - y0) // 4)
@@ -256,7 +256,7 @@ def _for_recogniser(level: np.ndarray, box: tuple[int, int, int, int]) -> np.nda
 
 
 def _png(image: np.ndarray) -> bytes:
-    import cv2
+    cv2 = paper.opencv()
 
     ok, data = cv2.imencode(".png", image, [cv2.IMWRITE_PNG_COMPRESSION, 6])
     return data.tobytes() if ok else b""

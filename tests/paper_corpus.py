@@ -67,7 +67,7 @@ _GLYPHS: dict[str, tuple[float, list[list[tuple[float, float]]]]] = {
 
 def draw_hand(canvas: np.ndarray, text: str, box: tuple[int, int, int, int], rng: np.random.Generator) -> None:
     """`text` in handwriting-like strokes inside `box` (x0, y0, x1, y1) of a white uint8 canvas."""
-    import cv2
+    cv2 = paper.opencv()
 
     x0, y0, x1, y1 = box
     height = (y1 - y0) * rng.uniform(0.55, 0.75)
@@ -150,7 +150,7 @@ def draw_printed(canvas: np.ndarray, text: str, box: tuple[int, int, int, int], 
 
 def sheet_pages(ws, dpi: int = DPI) -> list[list[np.ndarray]]:
     """Each student's sheet rendered by the app (Typst, then pdftoppm), as gray pages."""
-    import cv2
+    cv2 = paper.opencv()
 
     out = []
     for sheet in ws.sheets:
@@ -205,7 +205,7 @@ def answers_for(items: list[Exercise], layout: list[paper.GridSpec], rng: np.ran
 def fill(page: np.ndarray, layout: list[paper.GridSpec], answers: dict[tuple[int, int, int], str], style: str,
          rng: np.random.Generator, font: str | None = None) -> tuple[np.ndarray, list[Written]]:
     """The page with the answers of its grids written in (found by their markers, as the reader does)."""
-    import cv2
+    cv2 = paper.opencv()
 
     markers = paper_reading.find_markers(page)
     written = []
@@ -249,7 +249,7 @@ def fill(page: np.ndarray, layout: list[paper.GridSpec], answers: dict[tuple[int
 def photograph(page: np.ndarray, rng: np.random.Generator, strength: float = 1.0, quality: int | None = None) -> bytes:
     """The page as a phone would take it: on a table, turned up to ±10°, in perspective, blurred,
     unevenly lit, noisy, saved as JPEG."""
-    import cv2
+    cv2 = paper.opencv()
 
     h, w = page.shape
     margin = int(0.07 * max(h, w))

@@ -1,5 +1,5 @@
-"""An exercise stored before its kind's VERSION bump still shows and grades as its students saw it (issue 14,
-deliverable 5; issue 10): the checks every kind's stored-exercise test makes, in one place."""
+"""An exercise stored before its kind's VERSION bump still shows and grades as its students saw it:
+the checks every kind's stored-exercise test makes, in one place."""
 
 from __future__ import annotations
 

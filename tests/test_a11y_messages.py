@@ -1,4 +1,4 @@
-"""Issue 19, the messages: each case the issue lists, in both languages where the text is ours.
+"""The messages: each case of the accessibility review, in both languages where the text is ours.
 
 Every test here fails on the code before the fix (the old texts, or the old drawing).
 """

@@ -159,7 +159,7 @@ def test_teacher_creates_an_assignment_and_sees_the_key_once(db):
     assert (a.title, a.seed, a.item_count, a.allow_solutions, a.per_student) == ("Week 3", 42, 3, True, False)
     assert storage.verify_teacher_key(db, code, key)
     assert sorted(b.label for b in at.get("download_button")) == ["Answer key (PDF)", "Worksheet (PDF)"]
-    assert any(b.label == "Prepare the Moodle XML" for b in at.button)  # issue 31: built off the script run
+    assert any(b.label == "Prepare the Moodle XML" for b in at.button)  # built off the script run
     files = service_assignments.pdf_files(a, (), "en")  # what the two buttons hand out
     assert all(files[name].startswith(b"%PDF") for name in ("worksheet.pdf", "answer-key.pdf"))
 
@@ -175,10 +175,10 @@ def test_per_student_pdfs_wait_for_the_class_list(db):
     at.text_area(key=f"assign.students.{code}").input("Ada\nada").run()
     assert "are the same student" in texts(at) and not at.get("download_button")
     at.text_area(key=f"assign.students.{code}").input("Ada\nAlan").run()
-    # issue 16: per-student sheets are built off the script run (a button, a progress bar, a ZIP), not on click
+    # per-student sheets are built off the script run (a button, a progress bar, a ZIP), not on click
     assert not at.get("download_button")
     assert any(b.label.startswith("Prepare the sheets of 2 students") for b in at.button)
-    button(at, "Prepare the Moodle XML").click().run()  # issue 31: queued, a progress bar, then the file
+    button(at, "Prepare the Moodle XML").click().run()  # queued, a progress bar, then the file
     job = exports.get(at.session_state[ui_exports.MOODLE_JOB.format(code=code)])
     deadline = time.monotonic() + 60
     while not job.done and time.monotonic() < deadline:
@@ -226,7 +226,7 @@ def test_two_students_submit_and_the_gradebook_shows_both_with_a_matching_csv(db
 
     book = open_gradebook(code, key)
     frame = book.dataframe[0].value
-    # issue 15: Total next to the name, percent (as the CSV), attempts, time, blank items, same-name flag
+    # Total next to the name, percent (as the CSV), attempts, time, blank items, same-name flag
     assert list(frame.columns) == ["Student", "Total", "1. Row-wise softmax (L2)", "2. Scores Q Kᵀ (L2)", "Attempts",
                                    "Last submitted", "Left blank", "Same name"]
     assert frame["Student"].tolist() == ["Ada Lovelace", "Alan Turing"]
@@ -318,7 +318,7 @@ def test_the_gradebook_needs_the_right_key(db):
              (code, "", "not a teacher key")]
     for n, (code_text, key_text, message) in enumerate(cases):
         at = open_gradebook(code_text, key_text)
-        if n == throttle.FREE + 1:  # wrong tries from one address are throttled across sessions (issue 31)
+        if n == throttle.FREE + 1:  # wrong tries from one address are throttled across sessions
             assert "Wait" in at.error[0].value
             with db.begin() as conn:
                 conn.execute(sa.delete(storage.db.throttles))
@@ -437,7 +437,7 @@ def goto(at: AppTest, a: storage.Assignment, items, index: int) -> None:
 
 
 def test_an_assignment_with_every_kind_is_submitted_right_wrong_blank_and_malformed(db):
-    """Concepts' chosen option (an int) was walked as a grid: Submit crashed with a TypeError (issue 15)."""
+    """Concepts' chosen option (an int) was walked as a grid: Submit crashed with a TypeError."""
     import exercises
 
     kinds = list(exercises.KINDS)
@@ -485,7 +485,7 @@ def test_an_assignment_with_every_kind_is_submitted_right_wrong_blank_and_malfor
 
 def test_no_seed_in_any_widget_key_a_student_sees(db):
     """Widget keys carried each item's seed (st-key-asg-CODE-0-softmax-L2-s…): /practice?seed=… then
-    showed the student's problem with its solution (issue 15)."""
+    showed the student's problem with its solution."""
     code, _ = create(page(ASSIGNMENTS), "Leaks", [("softmax", 2, 1), ("concepts", 1, 1)], per_student=True)
     a = storage.get_assignment(db, code)
     at = student_opens(code, "Ada")
@@ -509,7 +509,7 @@ def _wrong_everywhere(at: AppTest, a: storage.Assignment, name: str | None) -> N
 
 
 def test_one_attempt_means_one_even_after_the_solutions_and_a_reload(db):
-    """A student opened every solution, reopened the link and submitted 100%; only that was kept (issue 15)."""
+    """A student opened every solution, reopened the link and submitted 100%; only that was kept."""
     code, key = create(page(ASSIGNMENTS), "Once", [("scaling", 1, 1)], allow_solutions=True)
     a = storage.get_assignment(db, code)
     assert a.rules.attempts == 1
@@ -527,7 +527,7 @@ def test_one_attempt_means_one_even_after_the_solutions_and_a_reload(db):
 
 
 def test_a_class_list_gives_personal_links_and_no_one_else_submits(db):
-    """Anyone could type a classmate's name, see their variant and overwrite their grade (issue 15)."""
+    """Anyone could type a classmate's name, see their variant and overwrite their grade."""
     at = page(ASSIGNMENTS)
     at.text_area(key="assign.roster").input("Ada Lovelace\nAlan Turing")
     code, key = create(at, "Roster", [("scores", 1, 1)], per_student=True)
@@ -569,7 +569,7 @@ def test_a_late_or_closed_submission_is_refused_clearly_and_keeps_the_answers(db
 
 
 def test_pressing_create_twice_makes_one_assignment(db):
-    """Pressing Create twice silently made a second assignment and replaced the key on screen (issue 15)."""
+    """Pressing Create twice silently made a second assignment and replaced the key on screen."""
     at = page(ASSIGNMENTS)
     code, key = create(at, "Twice", [("scores", 1, 1)])
     button(at, "Create assignment").click().run()
@@ -580,7 +580,7 @@ def test_pressing_create_twice_makes_one_assignment(db):
 
 
 def test_the_dashboard_lists_edits_and_deletes_a_keys_assignments(db):
-    """After a reload the teacher had no list of their assignments and no way to get the sheets (issue 15)."""
+    """After a reload the teacher had no list of their assignments and no way to get the sheets."""
     code, key = create(page(ASSIGNMENTS), "First", [("scores", 1, 1)])
     at = page(ASSIGNMENTS)
     at.text_input(key="assign.owner_key").input(key)
@@ -626,7 +626,7 @@ def test_exam_mode_hides_marks_until_released_and_offers_no_solutions(db):
     storage.update_assignment(db, a.code, key, rules={**rules, "released": True})
     back = student_opens(a.code, "Ada", browser="another", taken=True)  # another browser: the name is Ada's
     assert "Your score" not in texts(back)
-    at.run()  # released, but an exam without a class list still taking answers: no marks yet (issue 31)
+    at.run()  # released, but an exam without a class list still taking answers: no marks yet
     assert "Your score" not in texts(at)
     storage.update_assignment(db, a.code, key, rules={**rules, "released": True, "closed": True})
     at.run()  # Ada's own session, released after the exam: her marks
@@ -653,7 +653,7 @@ def test_the_gradebook_page_shows_statistics_blank_items_and_who_has_not_submitt
     assert "blank" in cells["Mark"].tolist() and "right" in cells["Mark"].tolist()
 
 
-# ---------------------------------------------------------------- long sets, a page at a time (issue 18)
+# ---------------------------------------------------------------- long sets, a page at a time
 
 
 def _inputs(at: AppTest) -> int:
@@ -662,7 +662,7 @@ def _inputs(at: AppTest) -> int:
 
 def test_a_forty_item_set_opens_within_the_server_time_a_page_at_a_time(db):
     """A 40-item assignment drew every item's ~2,800 widgets at once and took 7.4 s of server time to
-    open (issue 18: ≤ 1.5 s); Streamlit's cost per input grows with the inputs on the page."""
+    open (≤ 1.5 s); Streamlit's cost per input grows with the inputs on the page."""
     import time
 
     rows = [{"kind": "attention", "level": 2, "count": 10}, {"kind": "backprop", "level": 2, "count": 10},
@@ -717,7 +717,7 @@ def _dashboard(key: str) -> AppTest:
 
 def test_the_dashboard_edits_opening_exam_time_limit_and_items_by_the_rule(db):
     """The dashboard edited title, attempts and deadline only: no opening time, exam mode, time limit or
-    items (issue 15)."""
+    items."""
     created = service_assignments.create("Quiz", [{"kind": "scores", "level": 1, "count": 1}], 3)
     a, key = created.assignment, created.teacher_key
     at = _dashboard(key)
@@ -747,7 +747,7 @@ def test_the_dashboard_edits_opening_exam_time_limit_and_items_by_the_rule(db):
 
 
 def test_the_teacher_merges_or_renames_same_name_duplicates_on_the_gradebook(db):
-    """Two browsers typing "Ada" in an open assignment were flagged, with no way to resolve it (issue 15)."""
+    """Two browsers typing "Ada" in an open assignment were flagged, with no way to resolve it."""
     created = service_assignments.create("Open", [{"kind": "scaling", "level": 1}], 2, rules={"attempts": 0})
     a, key = created.assignment, created.teacher_key
     _same_name_from_before(db, a, ("Ada", "ada", "Ada"))
@@ -764,7 +764,7 @@ def test_the_teacher_merges_or_renames_same_name_duplicates_on_the_gradebook(db)
 
 def _same_name_from_before(db, a: storage.Assignment, names: tuple[str, ...]) -> None:
     """Submissions of one name from several browser sessions, as stored before a name was held by the
-    first browser to type it (issue 31): the duplicates the teacher resolves on the gradebook."""
+    first browser to type it: the duplicates the teacher resolves on the gradebook."""
     [ex] = stored(a)
     for n, name in enumerate(names):
         storage.record_submissions(
@@ -788,9 +788,9 @@ def test_renaming_a_duplicate_tells_them_apart(db):
 
 
 def test_a_returning_student_in_a_new_browser_sees_counts_only(db):
-    """Issue 15: a returning student sees what they submitted and what is left; in an open assignment a
+    """A returning student sees what they submitted and what is left; in an open assignment a
     name is no proof of who it is: another browser typing the same name (any letter case) is refused,
-    never shown the answers, and never uses up her attempts (issue 31)."""
+    never shown the answers, and never uses up her attempts."""
     created = service_assignments.create("Open", [{"kind": "scaling", "level": 1}], 2, rules={"attempts": 3})
     a = created.assignment
     ada = student_opens(a.code, "Ada")
@@ -812,7 +812,7 @@ def test_a_returning_student_in_a_new_browser_sees_counts_only(db):
 
 
 def test_released_exam_marks_name_no_mistake_and_no_sanity_check(db):
-    """Exam mode: no hints or sanity warnings (issue 15); released marks showed the feedback's 'Likely
+    """Exam mode: no hints or sanity warnings; released marks showed the feedback's 'Likely
     mistake' and sanity checks, which help with the attempt still left."""
     rules = {"attempts": 2, "exam": True, "release": "manual", "released": True}
     created = service_assignments.create("Exam", [{"kind": "softmax", "level": 2}], 4, rules=rules)
@@ -851,7 +851,7 @@ def test_a_hostile_name_typed_twice_is_shown_literally_where_it_is_resolved(db, 
 
 
 def test_a_name_taken_by_another_browser_goes_to_the_teachers_list_who_releases_it(db):
-    """Issue 31: another browser typing a classmate's name first used up the classmate's one attempt.
+    """Another browser typing a classmate's name first used up the classmate's one attempt.
     Now the first browser holds the name, the second is refused, and the teacher decides."""
     created = service_assignments.create("Open", [{"kind": "scaling", "level": 1}], 2, rules={"attempts": 1})
     a, key = created.assignment, created.teacher_key
@@ -873,7 +873,7 @@ def test_a_name_taken_by_another_browser_goes_to_the_teachers_list_who_releases_
 
 
 def test_a_throwaway_name_on_an_exam_sees_no_score_and_no_marked_grid(db):
-    """Issue 31: a throwaway name saw "Your score: 0%" and the marked grid after its final attempt, and
+    """A throwaway name saw "Your score: 0%" and the marked grid after its final attempt, and
     the real name then scored 100 %."""
     rules = {"attempts": 1, "exam": True, "release": "final"}
     created = service_assignments.create("Exam", [{"kind": "scaling", "level": 1}], 2, rules=rules)

@@ -1,4 +1,4 @@
-"""Issue 31: unbounded work in one request. Every text box has a length bound (max_chars), a class
+"""Unbounded work in one request. Every text box has a length bound (max_chars), a class
 list is refused before it is parsed when it is longer than one can be, and the command line's class
 PDFs are made a sheet at a time in recycled child processes, so its memory does not grow with the class."""
 

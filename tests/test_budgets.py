@@ -1,4 +1,4 @@
-"""Input budgets (issue 18): no input from the hostile corpus costs more than 1 s of server time
+"""Input budgets: no input from the hostile corpus costs more than 1 s of server time
 for one run, the length is checked after Unicode normalisation, and every refusal says what is wrong.
 
 Server time is time.process_time() around the library call (or the AppTest run, which runs the page

@@ -248,14 +248,14 @@ def test_never_raises_on_any_text(inputs, claimed, causal):
     _rendered(report)
 
 
-# ---------------------------------------------------------------- issue 13: round what you write, then compute
+# ---------------------------------------------------------------- round what you write, then compute
 
 ROUNDING_INPUTS = {"X": "1 0; 0 1; 1 1", "W_Q": "1 0; 0 1", "W_K": "1 0; 0 1", "W_V": "1 2; 3 -1"}
 
 
 def test_a_learner_who_rounds_and_carries_on_is_right():
     """A to 2 decimals, O computed from that A: O₃₁ is 3.00 (the truth 3.007 is more than 0.0051 away),
-    and it is right, not "consistent" (issue 13; it was consistent before, and not all right)."""
+    and it is right, not "consistent" (it was consistent before, and not all right)."""
     from exercises.core.numbers import round_half_up
 
     exact = pipeline.run(_given(ROUNDING_INPUTS, False))

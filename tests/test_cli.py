@@ -82,7 +82,7 @@ def test_grading_a_column_softmax_is_not_full_marks(softmax_file):
     e = np.exp(z - z.max(axis=0, keepdims=True))  # (3, 3)
     columns = e / e.sum(axis=0, keepdims=True)  # softmax down each column: the classic mistake
     result = cli("grade", str(softmax_file), as_text(np.round(columns, 3)), "--json")
-    assert result.returncode == 1, result.stderr  # issue 16: a wrong answer exits 1, not 0 like a right one
+    assert result.returncode == 1, result.stderr  # a wrong answer exits 1, not 0 like a right one
     fb = json.loads(result.stdout)
     assert fb["score"] < 1.0 and fb["correct"] is False
     assert fb["misconception"] == "softmax_columns"
@@ -166,7 +166,7 @@ def test_grade_rejects_a_hand_edited_exercise_with_a_non_numeric_given(tmp_path)
     assert "scaled" in proc.stderr and "Traceback" not in proc.stderr
 
 
-# ---------------------------------------------------------------- issue 16: a CLI that scripts
+# ---------------------------------------------------------------- a CLI that scripts
 
 
 def test_a_student_file_carries_no_answers_and_grades_from_the_rebuilt_exercise(tmp_path):
@@ -223,7 +223,7 @@ def test_exit_codes_tell_right_wrong_malformed_and_usage_apart(softmax_file):
     assert cli("grade").returncode == 2
 
 
-# ---------------------------------------------------------------- hostile exercise files (issue 31)
+# ---------------------------------------------------------------- hostile exercise files
 
 
 def _student_file(**changes) -> str:

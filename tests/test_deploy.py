@@ -228,7 +228,7 @@ class Student:
     @property
     def cookies(self) -> str:
         """The Cookie header of this browser: the sticky route and its profile (a name typed on an open
-        assignment belongs to the profile that typed it first, issue 31)."""
+        assignment belongs to the profile that typed it first)."""
         return (f"{deploy.ROUTE_COOKIE}={self.cookie}; {profiles.COOKIE}={self.profile}; "
                 f"{profiles.BROWSER_COOKIE}={self.browser}")
 
@@ -429,7 +429,7 @@ def test_replica_killed_mid_class_loses_nothing(cluster):
     students = [Student(i, profile=profiles.new_secret(), browser=profiles.new_secret()) for i in range(STUDENTS)]
     for s in students:  # each browser has its profile, as its first page would have made it
         storage.profiles.create_profile(engine, "browser", s.profile, browser=profiles.browser_digest(s.browser))
-    secret = storage.server_secret(engine)  # the variants are keyed with it (issue 15)
+    secret = storage.server_secret(engine)  # the variants are keyed with it
     items = {s.name: [exercises.generate(slot.kind, seed, slot.level)
                       for slot, seed in created.assignment.spec.seeds(s.name, secret=secret)] for s in students}
 

@@ -1,4 +1,4 @@
-"""Exam mode without side doors (issue 31): Check my work in another tab gave each step's right value
+"""Exam mode without side doors: Check my work in another tab gave each step's right value
 for an exam item's Q, K, V, and Practice draws any (kind, seed, level). Both now refuse an open exam's
 items, recognised by their given matrices (fingerprints stored with the assignment), not by seed."""
 

@@ -1,4 +1,4 @@
-"""Issue 16: printed sheets that keep items whole, built one sheet at a time to disk, and Moodle XML."""
+"""Printed sheets that keep items whole, built one sheet at a time to disk, and Moodle XML."""
 
 from __future__ import annotations
 
@@ -262,7 +262,7 @@ def test_moodle_text_is_escaped():
     assert np.isfinite(ex.parts[-1].reference).all()
 
 
-# ---------------------------------------------------------------- hostile text (issue 18): one escaping rule
+# ---------------------------------------------------------------- hostile text: one escaping rule
 
 
 HOSTILE = ["[Log in here](https://evil.example/x)", "![p](http://127.0.0.1:9/p.png)", r"$\kern-60em\rule{99em}{9em}$",
@@ -299,7 +299,7 @@ XML_FORBIDDEN = ["\uffff", "\ufffe", "\x00", "\x01", "\x1b", "\ud800", "\udfff"]
 
 @pytest.mark.parametrize("bad", XML_FORBIDDEN, ids=lambda c: f"U+{ord(c):04X}")
 def test_characters_xml_forbids_never_reach_the_moodle_xml(bad):
-    """U+FFFF in a title or a name made the export unreadable (issue 31): they are removed."""
+    """U+FFFF in a title or a name made the export unreadable: they are removed."""
     ex = exercises.generate("scores", seed=1, level=1)
     xml = moodle.to_xml(f"Week{bad} 3", "K7QMX2PD", [(f"Ada{bad} Lovelace", [ex]), (None, [ex])])
     root = ET.fromstring(xml)  # well-formed
@@ -357,7 +357,7 @@ def test_a_class_pdf_is_compiled_outside_the_server_process(sqlite_db):
 
 
 def test_the_moodle_xml_is_written_off_the_script_run_by_a_child_process(sqlite_db, monkeypatch):
-    """Issue 31: 200 students × 40 level-3 items cost 75 s of CPU inside the server process. The
+    """200 students × 40 level-3 items cost 75 s of CPU inside the server process. The
     exercises are now read (or made) and the questions written by a child process, one student's set
     at a time, with progress."""
     import time

@@ -1,4 +1,4 @@
-"""Issue 13, "Measure": a student who rounds as the prompt says is graded right.
+"""A student who rounds as the prompt says is graded right.
 
 Three simulated students work every kind at every level over 20 seeds, step by step from the given
 data as on paper: one keeps full precision, one rounds every value they write half-up to the
@@ -142,7 +142,7 @@ def _a_head_leaves_the_tolerance(ex) -> bool:
 
 
 def test_multi_head_level_2_seed_0_rounded_heads_are_right():
-    # multi_head VERSION 5 (constructive generator, issue 14): level 2 seed 0 was the case at VERSION 4; now
+    # multi_head VERSION 5 (constructive generator): level 2 seed 0 was the case at VERSION 4; now
     # the first level-2 variant where a head from the A a student rounded leaves the tolerance
     ex = next(e for e in (exercises.generate("multi_head", s, 2) for s in range(60)) if _a_head_leaves_the_tolerance(e))
     answer = student(ex, 0)

@@ -365,7 +365,7 @@ def rounded_student(ex: Exercise) -> dict[str, np.ndarray]:
 
 
 def test_rounding_as_told_is_right():
-    """Issue 13 (was: O from the rounded A only "consistent", score 100% beside "not right yet"): a
+    """(Was: O from the rounded A only "consistent", score 100% beside "not right yet"): a
     student who rounds A as the prompt says and computes O from it is right, every cell."""
     ex = exercises.generate("attention", seed=0, level=1)
     fb = grade(ex, rounded_student(ex))

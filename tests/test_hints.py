@@ -1,4 +1,4 @@
-"""Hints (issue 6, item 3): three levels for every kind — a nudge, the formula, one cell worked —
+"""Hints: three levels for every kind — a nudge, the formula, one cell worked —
 built from the worked solution's own steps, unlocked one per graded attempt."""
 
 from __future__ import annotations

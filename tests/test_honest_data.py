@@ -1,6 +1,6 @@
-"""Issue 14: every variant teaches what it claims. Given attention weights are a real softmax of the
+"""Every variant teaches what it claims. Given attention weights are a real softmax of the
 scores the page states; the data of the projection kinds is never degenerate, and a symmetric W_V never
-lets a forgotten transpose pass. Each test fails on the generators before issue 14 (the versions below)."""
+lets a forgotten transpose pass. Each test fails on the older generators (the versions below)."""
 
 from __future__ import annotations
 

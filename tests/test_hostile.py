@@ -1,4 +1,4 @@
-"""Hostile text everywhere (issue 18): every value from a URL or the database is shown literally,
+"""Hostile text everywhere: every value from a URL or the database is shown literally,
 and every database failure is a clear message, never a traceback.
 
 The corpus goes into every query parameter of every page and into every stored text field
@@ -173,7 +173,7 @@ def test_the_teachers_own_page_shows_a_hostile_title_literally():
 
 @pytest.mark.parametrize("hostile", STORED)
 def test_a_hostile_profile_cookie_or_recovery_code_is_never_shown(db, hostile, monkeypatch):
-    # profiles are private (issue 20): no name is typed or shown; what a visitor controls is the cookie
+    # profiles are private: no name is typed or shown; what a visitor controls is the cookie
     # the browser sends and a recovery code typed on Progress. Either opens nothing and is not echoed.
     from ui import progress as ui_progress
     monkeypatch.setattr(ui_progress, "browser_secret", lambda: hostile)
@@ -282,7 +282,7 @@ def test_postgres_gets_a_connect_timeout(monkeypatch):
     assert seen["connect_args"] == {}
 
 
-# ---------------------------------------------------------------- issue 31: stored text on every page that shows it
+# ---------------------------------------------------------------- stored text on every page that shows it
 
 MARKUP = ["[Log in](https://evil.example/x)", '<a href="https://evil.example/x">Log in</a>',
           "<b>bold</b><script>alert(1)</script>", r"$\frac{1}{0}$ and $$x^2$$", "**bold** __under__ ~~gone~~",
@@ -309,7 +309,7 @@ def assert_inert(at: AppTest, shows: str | None = None) -> None:
 @pytest.mark.parametrize("hostile", MARKUP, ids=range(len(MARKUP)))
 def test_stored_text_is_escaped_on_every_page_that_shows_it(db, hostile):
     """Class-list names on the student's page, the gradebook's "Not submitted yet", titles in the
-    dashboard's expanders (16 raw renders in 25 views, issue 31), and the rest: each page that shows an
+    dashboard's expanders (16 raw renders in 25 views), and the rest: each page that shows an
     assignment's title, a class-list name or a typed name shows it as text."""
     name = " ".join(hostile.replace("\n", " ").split())  # a class list has one name a line
     created = service.create(hostile, [{"kind": "scores", "level": 1, "count": 1}], 3, per_student=True)

@@ -103,7 +103,7 @@ def open_in(page: str, lang: str) -> AppTest:
     """app.py with ?lang=…, then `page` (app.py runs again, so its sidebar is on screen too)."""
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
     at.query_params["lang"] = lang
-    at.session_state["progress.profile"] = "me"  # the profile the attempts above are under (issue 20: private)
+    at.session_state["progress.profile"] = "me"  # the profile the attempts above are under (private)
     at.run()
     at.switch_page(page)
     at.run()

@@ -1,4 +1,4 @@
-"""Adding a kind is one new folder (issue 12, part 4): a throwaway kind, written here into a temporary
+"""Adding a kind is one new folder: a throwaway kind, written here into a temporary
 directory with its module, its texts in English and Chinese, its Home stage and its formula-sheet
 section, runs through generate, solve, grade, hints, Practice, Home and the formula sheet in both
 languages with no raw message key on screen, and is gone again afterwards."""

@@ -1,5 +1,5 @@
 """Each kind's redraw guards only the mistakes it declares (GUARDS), so a mistake added to the catalog
-redraws no exercise of a kind that does not declare it (issue 12: one new id once changed 56 of 3,240).
+redraws no exercise of a kind that does not declare it (one new id once changed 56 of 3,240).
 
 GUARDS is exactly the set of catalogued mistakes that can apply to the kind's exercises today, so the
 filter changed no exercise (tests/test_pins.py)."""

@@ -1,4 +1,4 @@
-"""The misconception catalog (DESIGN §5, issue 6): every mistake is named, exact and rounded to 2
+"""The misconception catalog (DESIGN §5): every mistake is named, exact and rounded to 2
 decimals, over 30 seeds of every level of every kind where it applies; the right answer never is;
 generated variants keep every mistake apart from the reference and from each other."""
 
@@ -51,16 +51,19 @@ EXPECTED_KINDS = {
     "softmax_grad_sign": {"grad_softmax", "backprop"},
     "softmax_grad_diagonal_only": {"grad_softmax", "backprop"},
     "grad_q_transposed": {"grad_scores", "backprop"},
-    # issue 14
+    # the scaling variants and the mistakes on the path to G_X
     "scaled_times_sqrt_dk": {"scaling", "attention"},
     "scaled_by_sqrt_d_model": set(),  # attention never has √d_model apart from d_k and d_k²; multi_head names it per head
     "grad_scores_times_sqrt_dk": {"grad_scores", "backprop"},
     **{mid: {"grad_projections", "backprop"} for mid in GRAD_X_PATH_MISTAKES},
     "grad_x_v_no_transpose": {"grad_value_proj"},  # a square W_V (level 1): G_V W_V conforms
-    # issue 17 (W17a)
+    # cross-attention and padding masks
     "cross_keys_from_queries": {"cross_attention"}, "cross_causal_mask": {"cross_attention"},
     "padding_on_queries": {"padding_mask"}, "padding_ignored": {"padding_mask"},
     "padding_after_softmax": {"padding_mask"}, "padding_empty_row_uniform": {"padding_mask"},
+    # the attention block's norm and residual
+    **{mid: {"attention_block"} for mid in ("norm_over_columns", "norm_variance_unbiased", "residual_forgotten",
+                                            "norm_after_residual")},
 }
 DESIGN_IDS = ("transposed_scores", "no_scaling", "scaled_by_dk", "mask_diagonal", "mask_wrong_triangle",
               "no_mask", "mask_after_softmax", "softmax_columns", "no_exp", "weights_transposed",
@@ -257,7 +260,7 @@ def test_g_x_over_some_of_the_paths_by_hand(mid, kept):
 
 MANY_SEEDS = range(60)
 NEW_MISTAKES = ("scaled_times_sqrt_dk", "grad_scores_times_sqrt_dk", *GRAD_X_PATH_MISTAKES)
-OWN_KINDS = ("scaling", "grad_scores", "grad_projections")  # the kinds of issue 14's helper W14c using them
+OWN_KINDS = ("scaling", "grad_scores", "grad_projections")  # the kinds whose own helper uses them
 
 
 @pytest.mark.parametrize("kind", OWN_KINDS)
@@ -280,7 +283,7 @@ def test_the_new_mistakes_are_named_exact_and_rounded_over_many_seeds(kind):
 
 
 def test_forgetting_the_transpose_in_g_v_w_v_is_diagnosed():
-    """A learner who writes G_V W_V for the value path's share of G_X is told so (issue 14): on a
+    """A learner who writes G_V W_V for the value path's share of G_X is told so: on a
     hand-checked case and on every level-1 grad_value_proj variant (W_V square), exact and rounded."""
     given = {"G_V": np.array([[1.0, 2.0], [0.0, -1.0]]), "W_V": np.array([[1.0, 0.0], [1.0, -1.0]])}
     np.testing.assert_array_equal(run_with(given, "grad_x_v_no_transpose", "G_X_V"), [[3.0, -2.0], [-1.0, 1.0]])

@@ -1,4 +1,4 @@
-"""AppTest page tests for Home and Practice (issue 2, item 8)."""
+"""AppTest page tests for Home and Practice."""
 
 from __future__ import annotations
 
@@ -107,7 +107,7 @@ def test_garbage_everywhere_gives_messages_not_exceptions():
     assert at.warning, "the 'nothing was graded' notice is shown"
     assert len(at.session_state["practice.attempts"]) == 0, "a format error spends no attempt"
     # the paste box with garbage: a message by the box (the pasted text stays), no exception, and
-    # nothing graded (before issue 13 the paste was graded in the grid's place)
+    # nothing graded (the paste was once graded in the grid's place)
     at.text_area(key=paste_key(f"ans-{ex.id}", "A")).input("[[1, 2], [3")
     click_check(at)
     assert not at.exception
@@ -121,7 +121,7 @@ def test_pasted_matrix_of_wrong_shape_names_both_shapes():
     ex = current_exercise(at)
     at.text_area(key=paste_key(f"ans-{ex.id}", "A")).input("1 0; 0 1")
     click_check(at)
-    # the paste cannot go into the 3×3 grid: said by the paste box, nothing graded (issue 13: one input)
+    # the paste cannot go into the 3×3 grid: said by the paste box, nothing graded (one input)
     assert any("3×3" in e.value and "2×2" in e.value for e in at.error)
     assert at.session_state["practice.feedback"] is None
 

@@ -164,7 +164,7 @@ def _pdf(jpegs: list[bytes]) -> bytes:
 
 
 def _png(gray: np.ndarray) -> bytes:
-    import cv2
+    cv2 = paper.opencv()
 
     return cv2.imencode(".png", gray)[1].tobytes()
 

@@ -182,7 +182,7 @@ def test_ragged_rows_name_the_row_and_counts():
     with pytest.raises(AnswerError) as err:
         parse_answer("1 2 3; 4 5")
     assert err.value.row == 2
-    assert "Row 2 holds 2 when row 1 holds 3" in str(err.value)  # the counts, with no "1 entries" (issue 19)
+    assert "Row 2 holds 2 when row 1 holds 3" in str(err.value)  # the counts, with no "1 entries"
     with pytest.raises(AnswerError, match="Row 2"):
         parse_answer("[[1, 2], [3]]")
 
@@ -565,7 +565,7 @@ def test_a_matrix_typed_with_decimal_commas_names_its_first_comma_cell(rows, col
 
 
 def test_the_plain_decimal_fast_path_reads_as_the_grammar_does():
-    """parse_number skips the grammar for a plain decimal (issue 14's speed work): the same float,
+    """parse_number skips the grammar for a plain decimal: the same float,
     sign of zero included, and everything else still goes through the grammar and its messages."""
     import math
     import random

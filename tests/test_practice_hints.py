@@ -1,4 +1,4 @@
-"""Issue 6, item 5: Practice shows the diagnosis, hints and warnings — and the feedback never reveals a
+"""Practice shows the diagnosis, hints and warnings — and the feedback never reveals a
 correct value.
 
 The leak test reads every number in what the learner is shown after a wrong answer (the message, each
@@ -184,7 +184,7 @@ def test_practice_hints_open_without_an_answer_and_are_recorded():
     hint_button(at, 1).click().run()
     nudge = t(f"hint.{ex.kind}.nudge")
     assert any(nudge in m for m in texts_of(at, "markdown")), "the nudge is shown"
-    # issue 19: no hint waits for an answer (a stuck student submitted junk to unlock one); opening it
+    # no hint waits for an answer (a stuck student submitted junk to unlock one); opening it
     # early has its cost said beside it
     assert not hint_button(at, 2).disabled, "the formula is reachable without an answer"
     assert any("you can open it now, no answer needed" in c for c in texts_of(at, "caption"))
@@ -249,7 +249,7 @@ def test_a_multi_part_mistake_names_the_parts_it_shows_in():
 
 
 def test_every_hint_opens_before_any_answer_and_no_attempt_is_recorded():
-    """Issue 19: a stuck student reaches all three hints without checking anything; nothing is recorded
+    """A stuck student reaches all three hints without checking anything; nothing is recorded
     as an attempt (so nothing steers Home's suggestion), and the hints count goes with the next check."""
     at = open_page("app_pages/practice.py", {"kind": "attention", "level": "1", "seed": "3"})
     for level in (1, 2, 3):

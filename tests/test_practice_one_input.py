@@ -1,4 +1,4 @@
-"""Practice has one answer input (issue 13, item 4): a pasted matrix goes into the grid, the grid is
+"""Practice has one answer input: a pasted matrix goes into the grid, the grid is
 what is graded, and the cell colours, the marks and the score line all come from that one Feedback.
 
 The page in the issue: /practice?kind=scores&level=2&seed=47343. Before, with both the grid and the

@@ -160,7 +160,7 @@ def _square_only_matrix_for(ex, view, names):
     return None
 
 
-RECTANGULAR_KINDS = {"cross_attention", "kv_cache"}  # issue 17: n_q ≠ n_k by design, so no "before rectangles" to compare with
+RECTANGULAR_KINDS = {"cross_attention", "kv_cache"}  # n_q ≠ n_k by design, so no "before rectangles" to compare with
 
 
 @pytest.mark.parametrize("kind", [k for k in exercises.KINDS if k not in RECTANGULAR_KINDS])

@@ -38,7 +38,7 @@ def db(tmp_path, monkeypatch):
 @pytest.fixture
 def cookie(monkeypatch):
     """Set the secret the next AppTest's "browser" sends (None: a browser new to the app), and the
-    browser's own id cookie (issue 31: a profile secret files attempts only in the browser it was issued to)."""
+    browser's own id cookie (a profile secret files attempts only in the browser it was issued to)."""
     sent: dict[str, str | None] = {"secret": None, "browser": None}
     monkeypatch.setattr(progress, "browser_secret", lambda: sent["secret"])
     monkeypatch.setattr(progress, "browser_id", lambda: sent["browser"])
@@ -398,7 +398,7 @@ def test_a_database_failure_when_opening_the_profile_is_a_message(db, monkeypatc
 
 
 def test_sign_out_other_browsers_on_progress_and_a_new_code_signs_them_out(db, cookie):
-    """Issue 31: a browser that opened a profile with a recovery code kept access after a new code."""
+    """A browser that opened a profile with a recovery code kept access after a new code."""
     home = browser_profile()
     storage.record_attempt(db, home.profile, "softmax", 1, 1, 1.0, None, 0, 5.0, T0)
     code = profiles.new_recovery_code(home.profile, keep=home.secret)
@@ -427,7 +427,7 @@ def test_sign_out_other_browsers_on_progress_and_a_new_code_signs_them_out(db, c
 
 
 def test_a_planted_cookie_asks_before_filing_practice_attempts(db, cookie):
-    """Issue 31: a cookie planted in a victim's browser filed the victim's attempts in the planter's profile."""
+    """A cookie planted in a victim's browser filed the victim's attempts in the planter's profile."""
     planter = browser_profile()
     victim = browser_profile()
     cookie(planter.secret, victim.browser)  # the planter's secret, in the victim's browser

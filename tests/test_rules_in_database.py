@@ -1,4 +1,4 @@
-"""Rules live in the database (DESIGN §9, issue 31): attempt limits and exam clocks hold when many
+"""Rules live in the database (DESIGN §9): attempt limits and exam clocks hold when many
 sessions, tabs or replicas act at once, on SQLite and on PostgreSQL (the db_url fixture: under CI the
 PostgreSQL half must run, and fails when no server can be started).
 """

@@ -37,7 +37,7 @@ def _plain_first(kind_id: str, seed: int, level: int) -> tuple[Exercise, list[st
             plain, alternatives = _plain_collides(ex, batch, i, kind.GUARDS)
             if plain != bool(stacked[i]):
                 disagreements.append(f"candidate {i}: plain {plain}, stacked {bool(stacked[i])}")
-            if not plain and engine.within_budget(ex) and sampler.outside_reach(ex, alternatives):
+            if not plain and engine.within_budget(ex) and sampler.outside_reach(ex, alternatives, kind.chain):
                 return ex, disagreements
     raise AssertionError(f"{kind_id} level {level} seed {seed}: no candidate kept")
 
@@ -93,7 +93,7 @@ def test_a_mistake_within_the_careful_students_reach_is_redrawn():
         for i in np.flatnonzero(keep):
             ex = Exercise(kind="cross_attention", seed=0, level=1, version=kind.VERSION, given=batch.candidate(i),
                           parts=tuple(sampler._parts(batch, env, i)), params=batch.params)
-            if not sampler.outside_reach(ex, misconceptions.by_part(ex, kind.GUARDS)):
+            if not sampler.outside_reach(ex, misconceptions.by_part(ex, kind.GUARDS), kind.chain):
                 refused = ex
                 break
         if refused is not None:

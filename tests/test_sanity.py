@@ -1,4 +1,4 @@
-"""Sanity checks (issue 6, item 4): properties of any right answer, shown as warnings, never scored."""
+"""Sanity checks: properties of any right answer, shown as warnings, never scored."""
 
 from __future__ import annotations
 

@@ -81,7 +81,7 @@ def test_missing_font_only_for_cjk_without_a_font(monkeypatch):
 
 def test_variants_are_keyed_with_the_server_secret(db, monkeypatch):
     """Item seeds were a public hash of the assignment's seed: anyone knowing it could ask Practice for
-    the problems (issue 15). Now they depend on a server secret (ATTENTION_SECRET or one stored once)."""
+    the problems. Now they depend on a server secret (ATTENTION_SECRET or one stored once)."""
     a = assignments.create("Secret", [{"kind": "softmax", "level": 2, "count": 1}], 7, per_student=True).assignment
     ada = submissions.exercises_for(a, "Ada")[0]
     assert ada.seed != a.spec.seeds("Ada")[0][1], "not the seed anyone can compute from the assignment seed"

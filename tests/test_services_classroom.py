@@ -1,4 +1,4 @@
-"""The teacher edits an assignment after students started, and resolves same-name duplicates (issue 15),
+"""The teacher edits an assignment after students started, and resolves same-name duplicates,
 through the services, on SQLite and on PostgreSQL."""
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ def test_rules_change_at_any_time_and_items_only_grow_once_a_student_started(db)
 
 def test_an_edit_never_changes_the_exercises_a_student_was_given(db, monkeypatch):
     """Editing the items deleted every stored exercise, a student's own variants too: after a generator
-    change, a student who had started was given another problem (issue 15)."""
+    change, a student who had started was given another problem."""
     created = assignments.create("Own", [{"kind": "softmax", "level": 2, "count": 1}], 9, per_student=True)
     a, key = created.assignment, created.teacher_key
     ada = submissions.exercises_for(a, "Ada")  # Ada opens: her variant is stored
@@ -94,7 +94,7 @@ def _book(a, key):
 
 def test_the_teacher_merges_two_browsers_of_one_student(db):
     """Same-name submissions from two browsers were flagged, and nothing let the teacher resolve them
-    (issue 15: every submission kept, duplicates flagged, the teacher resolves them)."""
+    (every submission kept, duplicates flagged, the teacher resolves them)."""
     created = assignments.create("Open", [{"kind": "scores", "level": 1}], 2, rules={"attempts": 0, "counts": "best"})
     a, key = created.assignment, created.teacher_key
     _submit(a, "Ada", "s:one:ada", right=False)

@@ -48,7 +48,7 @@ def test_table_csv_and_mistakes():
     submissions.submit(a, "Alan", alan, submissions.grade_all(alan, {0: {"A": wrong}}, allow_blank=True))
     book = gradebook.load(a.code, key)
     frame = gradebook.table(book, ["one", "two"], "Student", "Total")
-    # issue 15: Total next to the name (it was off-screen), percent as on the page (the CSV had 0–1),
+    # Total next to the name (it was off-screen), percent as on the page (the CSV had 0–1),
     # attempts, time, blank items apart from wrong ones, and a same-name flag
     assert list(frame.columns) == ["Student", "Total", "one", "two", "Attempts", "Last submitted", "Blank",
                                    "Same name"]
@@ -65,7 +65,7 @@ def test_table_csv_and_mistakes():
 
 
 def test_csv_cells_that_would_run_as_formulas_are_inert():
-    """A student named =HYPERLINK(…) (or +, -, @, a tab, a CR, a full-width ＝) was exported raw (issue 15)."""
+    """A student named =HYPERLINK(…) (or +, -, @, a tab, a CR, a full-width ＝) was exported raw."""
     names = ['=HYPERLINK("http://example.invalid","x")', "+1", "-2", "@SUM(A1)", "\tx", "\rx", "＝1+1", "Ada"]
     frame = pd.DataFrame({"Student": names, "Total": [50.0] * len(names)})
     text = gradebook.csv_bytes(frame).decode("utf-8-sig")
@@ -81,7 +81,7 @@ INVISIBLE = ["\u200b", "\u061c", "\ufeff", "\u200e", "\u200f", "\u2060", "\u202e
 @pytest.mark.parametrize("invisible", INVISIBLE, ids=lambda c: "+".join(f"U+{ord(x):04X}" for x in c))
 @pytest.mark.parametrize("formula", ["=HYPERLINK(\"http://example.invalid\")", "+1", "-2", "@SUM(A1)", "＝1+1"])
 def test_a_formula_behind_invisible_characters_is_inert(invisible, formula):
-    """"=" behind a zero-width space, an ALM or a BOM reached the CSV unprefixed (issue 31)."""
+    """"=" behind a zero-width space, an ALM or a BOM reached the CSV unprefixed."""
     from exercises.i18n import escape
 
     assert escape.csv(invisible + formula).startswith("'")

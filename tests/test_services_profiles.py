@@ -1,4 +1,4 @@
-"""services.profiles on SQLite and PostgreSQL (issue 20): a private profile per browser, a recovery code
+"""services.profiles on SQLite and PostgreSQL: a private profile per browser, a recovery code
 shown once, the signed-in user as the profile, export and delete, bad input (a forged or unknown id or
 code opens a fresh empty profile, never another learner's data), and the migration that keeps the
 attempts stored under the old, typed profile names."""
@@ -162,7 +162,7 @@ def test_the_migration_keeps_the_old_named_profiles_data_behind_a_code(db_url, m
     assert profiles.main(["claim", "nobody"]) == 1
 
 
-# ---------------------------------------------------------------- issue 31: recovery signs out, planted cookies, deletion
+# ---------------------------------------------------------------- recovery signs out, planted cookies, deletion
 
 
 def test_a_new_recovery_code_signs_out_every_other_browser(db):
@@ -211,7 +211,7 @@ def test_a_planted_cookie_files_nothing_until_its_browser_confirms(db):
 
 def test_a_secret_from_before_browser_ids_belongs_to_the_first_browser_that_shows_it(db):
     secret = profiles.new_secret()
-    profile = store.create_profile(db, "browser", secret, "browser")  # as stored before issue 31: no browser
+    profile = store.create_profile(db, "browser", secret, "browser")  # as stored before browsers were kept: no browser
     first = profiles.open_browser(secret, None)
     assert first.profile == profile and first.confirmed and first.browser
     assert profiles.open_browser(secret, first.browser).confirmed

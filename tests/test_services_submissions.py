@@ -137,7 +137,7 @@ def test_old_submissions_regrade_only_while_their_version_matches(db, monkeypatc
 
 
 def test_a_chosen_option_is_an_answer_not_a_grid():
-    """Option 0, 1, … of a multiple-choice part was walked as a grid: TypeError on Submit (issue 15)."""
+    """Option 0, 1, … of a multiple-choice part was walked as a grid: TypeError on Submit."""
     assert not submissions.is_blank(0) and not submissions.is_blank(2)
     assert submissions.is_blank(None)
 
@@ -155,7 +155,7 @@ def test_long_sets_are_split_into_pages_of_few_inputs():
 
 
 def test_an_exam_shows_marks_only_to_a_name_on_the_class_list():
-    """Issue 31: a throwaway name saw "Your score: 0%" and the marked grid after its final attempt on an
+    """A throwaway name saw "Your score: 0%" and the marked grid after its final attempt on an
     exam, and the real name then scored 100 %."""
     from dataclasses import replace
     from datetime import UTC, datetime, timedelta

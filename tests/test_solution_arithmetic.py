@@ -1,4 +1,4 @@
-"""Every substituted line of every worked solution adds up (issue 13, DESIGN §4 and §7).
+"""Every substituted line of every worked solution adds up (DESIGN §4 and §7).
 
 A step's cell derivations and its matrix work carry their substituted lines as data
 (exercises.solutions.Substitution: the shown numbers, how they combine, the shown result). This test

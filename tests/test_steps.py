@@ -30,11 +30,11 @@ NAMES = ("X", "X_norm", "latent", "Q", "K", "V", "phi_Q", "phi_K", "KV", "z", "s
 # each step's mistakes in precedence order: pinned, since misconception diagnosis, carry-forward and
 # the generator's redraw on a collision all depend on them
 MISTAKES = {
-    "K": ("cross_keys_from_queries",),  # issue 17: keys and values from H when a memory is given
+    "K": ("cross_keys_from_queries",),  # keys and values from H when a memory is given
     "V": ("cross_keys_from_queries",),
     "scores": ("transposed_scores", "scores_not_transposed"),
     "scaled": ("no_scaling", "scaled_by_dk", "scaled_times_sqrt_dk", "scaled_by_sqrt_d_model"),
-    "M": ("padding_on_queries", "padding_ignored", "no_mask"),  # issue 17: the additive padding mask
+    "M": ("padding_on_queries", "padding_ignored", "no_mask"),  # the additive padding mask
     "masked": ("no_mask", "mask_diagonal", "mask_wrong_triangle", "mask_zero_instead_of_inf", "cross_causal_mask"),
     "A": ("softmax_columns", "no_exp", "softmax_no_normalise", "mask_zero_instead_of_inf", "mask_after_softmax",
           "padding_after_softmax", "padding_empty_row_uniform"),

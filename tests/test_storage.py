@@ -140,9 +140,9 @@ def test_gradebook_keeps_each_students_latest_answer(engine):
     storage.record_submission(engine, code, "ada  LOVELACE", **_entry(0, 1.0), submitted_at=t0 + timedelta(minutes=2))
     book = storage.gradebook(engine, code, key)
     assert book.students == ("ada LOVELACE", "Alan")  # one person (no session given), under the name last typed
-    # the latest attempt counts as a whole (issue 15: an attempt is one press of Submit, not single cells)
+    # the latest attempt counts as a whole (an attempt is one press of Submit, not single cells)
     assert book.scores == {("ada LOVELACE", 0): 1.0, ("Alan", 0): 0.5, ("Alan", 2): 0.0}
-    # mistakes over all attempts, the replaced one too (issue 15: it vanished from the chart)
+    # mistakes over all attempts, the replaced one too (it vanished from the chart)
     assert book.misconceptions == {0: [("no_exp", 2)], 2: [("transposed_scores", 1)]}
     assert book.submitted_at["ada LOVELACE"] == t0 + timedelta(minutes=2)
     subs = storage.list_submissions(engine, code, key)
@@ -151,7 +151,7 @@ def test_gradebook_keeps_each_students_latest_answer(engine):
 
 
 def test_two_people_typing_the_same_name_never_replace_each_other(engine):
-    """A second browser typing "ADA   LOVELACE" replaced Ada's 100% with 0% (issue 15)."""
+    """A second browser typing "ADA   LOVELACE" replaced Ada's 100% with 0%."""
     created = storage.create_assignment(engine, "A", ITEMS, 1)
     code, key = created.assignment.code, created.teacher_key
     storage.record_submissions(engine, code, "Ada Lovelace", [_entry(0, 1.0)], person="session-1")

@@ -116,7 +116,7 @@ def test_the_gradebook_throttles_wrong_keys_and_says_so(monkeypatch, db):
     assert "Wait 2 s" in at.error[0].value and "longer" in at.error[0].value
     assert len(checks) == throttle.FREE + 1  # the refused try never reached the key check
     assert "gradebook.auth" not in at.session_state
-    # issue 31: a new websocket (a new session) from the same address waits too: counted in the database
+    # a new websocket (a new session) from the same address waits too: counted in the database
     fresh = AppTest.from_file(str(ROOT / "app_pages" / "gradebook.py"), default_timeout=60).run()
     _wrong_key(fresh, code, right)
     assert "Wait" in fresh.error[0].value and len(checks) == throttle.FREE + 1

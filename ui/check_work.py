@@ -200,7 +200,7 @@ def inputs_ui(topic: str) -> tuple[dict[str, Any], dict[str, str]]:
     lines += [(name, stated_key(name), tr("checkwork.page.number_placeholder")) for name in spec.stated]
     for row in range(0, len(lines), 3):
         for column, (name, key, placeholder) in zip(st.columns(3), lines[row:row + 3]):
-            column.text_input(input_label(name), key=key, placeholder=placeholder)
+            column.text_input(input_label(name), key=key, placeholder=placeholder, max_chars=MAX_MATRIX_CHARS)
     flags = [n for n in form.inputs if spec.kinds[n] == "flag" and n not in spec.implied] + list(spec.conventions)
     for name in flags:
         help_text = tr("checkwork.page.causal_help") if name == "causal" else None
@@ -236,7 +236,7 @@ def claims_ui(topic: str) -> dict[str, str]:
             st.caption(tr("checkwork.page.embedding_help"))
             ids, table, grad = st.columns(3)
             with ids:
-                st.text_input(input_label("token_ids"), key=input_key("token_ids"))
+                st.text_input(input_label("token_ids"), key=input_key("token_ids"), max_chars=MAX_MATRIX_CHARS)
             with table:
                 _matrix_area(render(checkwork.label("E")), input_key("E"))
             with grad:

@@ -20,7 +20,7 @@ import numpy as np
 
 from ..i18n import DEFAULT_LANG, Msg, msg, part_key, t
 from . import misconceptions, reach, sanity
-from .model import Exercise, Part
+from .model import Exercise, Part, declared_decimals
 from .parser import AnswerError, parse_answer, parse_grid
 from .pipeline import AFFECTED
 
@@ -198,12 +198,6 @@ def _kind_hook(ex: Exercise, hook: str, part: Part, value: np.ndarray) -> Any:
     return function(ex, part, value) if function is not None else None
 
 
-def declared_decimals(ex: Exercise) -> int:
-    """The places an exercise asks for: its parts' largest decimals, 2 when every part is whole
-    (the places its unasked intermediates are rounded to under "round what you write")."""
-    return max([p.decimals for p in ex.parts] + [0]) or 2
-
-
 def rounding_places(ex: Exercise) -> int | None:
     """The places the rounding policy names: the most any part asks for; None when no part asks
     for decimals (whole numbers only, or choices)."""
@@ -218,17 +212,22 @@ def rounding_policy(ex: Exercise, lang: str = DEFAULT_LANG) -> str | None:
     return None if places is None else t("rounding.policy", lang, places=places)
 
 
+def _kind_chain(ex: Exercise):
+    """The chain of the exercise's kind (the engine's default for a kind that has none)."""
+    from .engine import KINDS, default_chain  # imported here: engine imports every kind, and a kind may import grading
+
+    kind = KINDS.get(ex.kind)
+    return kind.chain if kind is not None else default_chain
+
+
 class _Candidates:
     """What a part "follows from" under the rounding policy: the kind's chain run on some of the
     learner's earlier values, once exact and once with every computed value rounded half-up to the
     exercise's declared decimals. Memoised by which earlier values were used."""
 
     def __init__(self, ex: Exercise):
-        from .engine import KINDS  # imported here: engine imports every kind, and a kind may import grading
-
-        kind = KINDS.get(ex.kind)
         self.ex = ex
-        self.chain = kind.chain if kind is not None else None
+        self.chain = _kind_chain(ex)
         self.places = declared_decimals(ex)
         self.memo: dict[tuple, list[dict]] = {}
 
@@ -339,7 +338,8 @@ def grade(ex: Exercise, answer: Any, partial: bool = False) -> Feedback:
     earlier: dict[str, np.ndarray] = {}  # every earlier part, as the learner wrote it
     earlier_right: dict[str, np.ndarray] = {}  # the earlier parts with every cell right
     total = right_count = consistent_count = 0
-    slack = reach.of(ex)  # per cell: how far the roundings the policy allows on the way can move it
+    slack = reach.of(ex, _kind_chain(ex), declared_decimals(ex))  # per cell: how far the roundings the
+    # policy allows on the way can move it
     for part in ex.parts:
         if part.name not in parts:  # not answered (partial)
             continue

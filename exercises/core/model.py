@@ -176,3 +176,9 @@ class Exercise:
 
     def __hash__(self) -> int:
         return hash((self.kind, self.seed, self.level, self.version))
+
+
+def declared_decimals(ex: Exercise) -> int:
+    """The places an exercise asks for: its parts' largest decimals, 2 when every part is whole
+    (the places its unasked intermediates are rounded to under "round what you write")."""
+    return max([p.decimals for p in ex.parts] + [0]) or 2

@@ -28,8 +28,6 @@ from typing import Any
 
 import numpy as np
 
-from .model import Exercise
-
 
 def _movable(value: np.ndarray, places: int) -> np.ndarray:
     """The cells a student may round: finite and not already a decimal of `places` places."""
@@ -166,24 +164,19 @@ def _one_slice_at_a_time(chain: Callable[[Any], Mapping[str, Any]], counting: Re
             for name in runs[0] if all(np.shape(run[name]) == np.shape(runs[0][name]) for run in runs)}
 
 
-def of(ex: Exercise) -> dict[str, np.ndarray]:
-    """{part name: per-cell slack} of an exercise: its kind's chain (the grader's carry-forward) run from
-    the given data, every value written to the exercise's declared places; a given value that is not a
-    decimal of those places (2/3) is copied as one. Memoised on the (immutable) exercise."""
+def of(ex: Any, chain: Callable[..., Mapping[str, Any]], places: int) -> dict[str, np.ndarray]:
+    """{part name: per-cell slack} of an exercise: `chain` (its kind's, the grader's carry-forward) run from
+    the given data, every value written to `places` (the exercise's declared places); a given value that is
+    not a decimal of those places (2/3) is copied as one. Memoised on the (immutable) exercise."""
     memo = ex.__dict__.setdefault("_memo", {})
     if "reach" not in memo:
-        from .engine import KINDS, default_chain  # imported here: engine imports the sampler, which imports this
-        from .grading import declared_decimals
-
-        kind = KINDS.get(ex.kind)
-        chain = kind.chain if kind is not None else default_chain
         copied = [name for name, v in ex.given.items()
-                  if isinstance(v, np.ndarray) and v.dtype.kind == "f" and _movable(v, declared_decimals(ex)).any()]
+                  if isinstance(v, np.ndarray) and v.dtype.kind == "f" and _movable(v, places).any()]
 
         def run(writer: Reach) -> Mapping[str, Any]:
             return chain(ex, {name: writer.write(ex.given[name]) for name in copied}, writer)
 
         names = {p.name: p.shape for p in ex.parts if not p.is_choice}
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            memo["reach"] = slack(run, names, declared_decimals(ex))
+            memo["reach"] = slack(run, names, places)
     return memo["reach"]

@@ -23,7 +23,7 @@ import numpy as np
 
 from . import budget, misconceptions, pipeline, reach
 from .draft import Draft
-from .model import Exercise, Part
+from .model import Exercise, Part, declared_decimals
 from .numbers import decimals_for
 
 MAX_ROUNDS = 200  # batches (or single drafts) drawn before giving up
@@ -87,7 +87,7 @@ def sample(kind: Any, rng: np.random.Generator, level: int, make: Callable[..., 
         if kind.draw is None:
             ex = _from_draft(kind.generate(rng, level), make)
             if (not misconceptions.collides(ex, guards=kind.GUARDS) and budget.within_budget(ex, kind.operations)
-                    and outside_reach(ex, misconceptions.by_part(ex, kind.GUARDS))):
+                    and outside_reach(ex, misconceptions.by_part(ex, kind.GUARDS), kind.chain)):
                 return ex
             continue
         batch = kind.draw(rng, level)
@@ -106,7 +106,7 @@ def sample(kind: Any, rng: np.random.Generator, level: int, make: Callable[..., 
             ex = make(batch.candidate(i), _parts(batch, env, i), batch.params)
             if batch.shown is None:  # the records' values of exactly the exercise's given values
                 pipeline.seed_reference_env(ex, {k: v[i] for k, v in records.items()})
-            if budget.within_budget(ex, kind.operations) and outside_reach(ex, _of_candidate(found, j)):
+            if budget.within_budget(ex, kind.operations) and outside_reach(ex, _of_candidate(found, j), kind.chain):
                 return ex
     raise RuntimeError(f"{kind.ID}: no candidate kept in {MAX_ROUNDS} rounds (level {level})")
 
@@ -125,11 +125,12 @@ def candidates(kind: Any, rng: np.random.Generator, level: int, make: Callable[.
             yield make(batch.candidate(i), _parts(batch, env, i), batch.params)
 
 
-def outside_reach(ex: Exercise, alternatives: Mapping[str, Mapping[str, np.ndarray]]) -> bool:
+def outside_reach(ex: Exercise, alternatives: Mapping[str, Mapping[str, np.ndarray]],
+                  chain: Callable[..., Mapping[str, Any]]) -> bool:
     """Every mistake's value ({part name: {id: value}}) differs from the answer, in some cell, by more than
     that cell's slack (reach.of: what a careful student may write) and the part's separation: graded wrong,
     written exactly or rounded, and so still named."""
-    slack = reach.of(ex)
+    slack = reach.of(ex, chain, declared_decimals(ex))
     parts = misconceptions.parts_by_name(ex)
     for name, values in alternatives.items():
         part = parts[name]

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 from ..core.model import Exercise, Part
 from ..core.numbers import as_fraction
@@ -38,6 +39,16 @@ MAX_PAGES = 12  # pages of one student's sheet with a QR code of their own
 DICTIONARY = "DICT_4X4_1000"
 QR_TAG = "ABH1"  # the first word of a sheet's QR payload
 MAC_CHARS = 12  # hex digits of the payload's signature
+
+
+@functools.cache
+def opencv():
+    """OpenCV (cv2), imported on first use: only paper sheets and their reading need it. It brings a BLAS
+    of its own, held to one thread like numpy's (exercises/__init__.py says why)."""
+    import cv2  # imported here: the app's other pages never load OpenCV
+
+    threadpool_limits(1, user_api="blas")
+    return cv2
 
 
 @dataclass(frozen=True)
@@ -119,14 +130,14 @@ def cell_mm(cols: int) -> float:
 
 @functools.cache
 def _dictionary():
-    import cv2  # imported here: only paper sheets and their reading need OpenCV
+    cv2 = opencv()  # imported here: only paper sheets and their reading need OpenCV
 
     return cv2.aruco.getPredefinedDictionary(getattr(cv2.aruco, DICTIONARY))
 
 
 def marker_bits(marker_id: int) -> str:
     """The marker's 6×6 squares row by row ("1" black), its black border included."""
-    import cv2
+    cv2 = opencv()
 
     image = cv2.aruco.generateImageMarker(_dictionary(), marker_id, 6)  # one pixel per square
     return "".join("1" if v < 128 else "0" for v in image.ravel())
@@ -134,7 +145,7 @@ def marker_bits(marker_id: int) -> str:
 
 def detector():
     """An ArUco detector for the sheets' markers."""
-    import cv2
+    cv2 = opencv()
 
     params = cv2.aruco.DetectorParameters()
     params.cornerRefinementMethod = cv2.aruco.CORNER_REFINE_SUBPIX

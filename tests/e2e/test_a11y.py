@@ -1,5 +1,5 @@
 """axe-core (the engine behind Lighthouse's accessibility audit) on every page view, in both languages:
-no serious or critical violation (issue 19).
+no serious or critical violation.
 
 axe-core comes from npm (tests/a11y/package.json, installed by scripts/install_test_tools.sh with
 `npm ci`); the test puts its script into each settled page and runs it there. Without it the test

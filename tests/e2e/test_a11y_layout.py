@@ -1,4 +1,4 @@
-"""Issue 19 in a real browser: fractions that never collide, grids labelled for everyone, a phone layout.
+"""Accessibility in a real browser: fractions that never collide, grids labelled for everyone, a phone layout.
 
 * Fraction matrices: js/matrix_row_gaps.js measures, for every displayed matrix that holds a fraction,
   the smallest gap between the ink of two cells one above the other (canvas text metrics place each

@@ -1,4 +1,4 @@
-"""A classroom that can be trusted, in real browsers (issue 15): no seed in the page, a Concepts item
+"""A classroom that can be trusted, in real browsers: no seed in the page, a Concepts item
 submits, a name cannot overwrite another person's grade, one attempt stays one after the solutions,
 the teacher finds their assignments again after a reload, and the CSV runs no formula."""
 
@@ -75,7 +75,7 @@ def test_no_seed_in_the_page_and_a_concepts_item_submits(people, app_db, screens
 
 def test_the_same_name_in_another_browser_replaces_nothing(people, app_db) -> None:
     """The first browser to type a name holds it; another browser typing it (any letter case) is refused,
-    and the teacher sees the clash (issue 31)."""
+    and the teacher sees the clash."""
     created = storage.create_assignment(app_db, "Open", ITEMS[:1], 4)
     code, key = created.assignment.code, created.teacher_key
     ada, mallory = people(), people()
@@ -171,7 +171,7 @@ def slot_at(person: StreamlitPage, index: int) -> str:
 
 
 def test_a_long_set_is_answered_a_page_at_a_time(people, app_db) -> None:
-    """Issue 18: a long assignment drew every item at once (seconds to open); a page at a time, Previous
+    """A long assignment drew every item at once (seconds to open); a page at a time, Previous
     and Next keep what was typed in the browser, and Submit takes every page."""
     created = storage.create_assignment(app_db, "Pages", [{"kind": "softmax", "level": 3, "count": 3}], 8,
                                         rules={"attempts": 1})

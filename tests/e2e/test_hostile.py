@@ -1,4 +1,4 @@
-"""Hostile text in a real browser (issue 18): what a URL or the database carries is shown as text.
+"""Hostile text in a real browser: what a URL or the database carries is shown as text.
 
 No link, image or KaTeX element is made from it, the browser fetches nothing it names, and the raw
 text is there for the reader. (tests/test_hostile.py checks every page and parameter through AppTest.)"""

@@ -157,7 +157,7 @@ def test_show_solution_draws_the_steps_and_heatmaps(app: StreamlitPage, screensh
     app.screenshot(str(screenshots / "practice-solution.png"))
 
 
-# ---------------------------------------------------------------- one answer input (issue 13)
+# ---------------------------------------------------------------- one answer input
 
 ISSUE_LINK = "/practice?kind=scores&level=2&seed=47343"
 

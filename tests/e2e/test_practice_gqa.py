@@ -1,4 +1,4 @@
-"""gqa on Practice in a real browser (issue 17): its single-number part, cache_floats, is an input as wide
+"""gqa on Practice in a real browser: its single-number part, cache_floats, is an input as wide
 as a grid's, at 1280 px and on a phone. Before, the row-number column's 1.6 rem width (ui/theme) also
 applied to a 1 × 1 part's only column: a 26 px box that could not show its own placeholder."""
 

@@ -1,4 +1,4 @@
-"""Private profiles in a real browser (issue 20): two browsers (contexts) get different profiles and never
+"""Private profiles in a real browser: two browsers (contexts) get different profiles and never
 see each other's attempts; a browser that comes back keeps its own; the secret is a cookie the server
 sets (HttpOnly: no script on the page sees it), not in a URL; a forged cookie opens a fresh, empty
 profile with a message; a recovery code opens a profile that the browser keeps after a reload."""

@@ -14,7 +14,7 @@ from ui.answer_grid import cell_key
 
 def test_a_checked_answer_shows_up_in_progress(app: StreamlitPage, screenshots) -> None:
     app.open("/practice?kind=softmax&level=2&seed=5")
-    # a browser context of its own is a private profile of its own (issue 20): other tests' answers stay apart
+    # a browser context of its own is a private profile of its own: other tests' answers stay apart
     ex = exercises.generate("softmax", 5, 2)
     for (i, j), x in np.ndenumerate(ex.part("A").reference):
         text = "0.5" if (i, j) == (0, 0) else selftest.format_cell(x)

@@ -70,7 +70,7 @@ def test_create_submit_and_read_the_gradebook(people, app_db, screenshots) -> No
     rows = list(csv.reader(io.StringIO(download.value.path().read_text(encoding="utf-8-sig"))))
     assert rows[0][0] == t("gradebook.student") and rows[0][1] == t("gradebook.total")
     assert [row[0] for row in rows[1:]] == [STUDENT]
-    assert all(float(x) == 100.0 for x in rows[1][1:3])  # Total and the item, in percent, as on the page (issue 15)
+    assert all(float(x) == 100.0 for x in rows[1][1:3])  # Total and the item, in percent, as on the page
     book.screenshot(str(screenshots / "gradebook.png"))
 
 

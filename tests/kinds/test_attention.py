@@ -71,7 +71,7 @@ def test_attention_parts_follow_the_steps_and_numbers_are_hand_friendly(level):
         assert ex.part_names == steps
         assert ("Q" in ex.given) == (level == 1) and ("X" in ex.given) == (level > 1)
         n = ex.part("scores").shape[0]
-        assert n <= 3  # issue 14: four tokens at level 3 were 45-60 minutes of hand work
+        assert n <= 3  # four tokens at level 3 were 45-60 minutes of hand work
         S = ex.part("scores").reference
         step = 1.0 if level < 3 else 0.5
         np.testing.assert_array_equal(S / step, np.round(S / step))  # whole (or half) scores

@@ -230,7 +230,7 @@ def test_every_variant_grades_its_reference_right():
 
 @pytest.mark.parametrize("lang", LANGS)
 def test_rotating_v_is_asked_and_explained_at_level_3(lang):
-    """Issue 17: the rope kind's parts (Q_rot, K_rot, scores) cannot show a rotated V, so level 3 asks
+    """The rope kind's parts (Q_rot, K_rot, scores) cannot show a rotated V, so level 3 asks
     which vectors RoPE rotates; picking "queries, keys and values" is named and explained."""
     ex = next(e for e in (exercises.generate("concepts", s, 3) for s in range(200)) if "rope_rotates" in e.part_names)
     part = ex.part("rope_rotates")

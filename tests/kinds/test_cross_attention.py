@@ -112,7 +112,7 @@ def test_a_mistake_within_a_careful_students_reach_is_refused():
     assert not sampler.clashing(batch, env, K.GUARDS)[0]
     ex = Exercise(kind=K.ID, seed=0, level=1, version=K.VERSION, given=batch.candidate(0),
                   parts=tuple(sampler._parts(batch, env, 0)))
-    assert not sampler.outside_reach(ex, misconceptions.by_part(ex, K.GUARDS)), "cross_attention S = (3, 2, 2), V = (2, 1, 2)"
+    assert not sampler.outside_reach(ex, misconceptions.by_part(ex, K.GUARDS), engine.KINDS[ex.kind].chain), "cross_attention S = (3, 2, 2), V = (2, 1, 2)"
 
 
 @pytest.mark.parametrize("mid", ("cross_causal_mask", "softmax_columns", "no_exp", "no_scaling"))

@@ -29,7 +29,7 @@ def test_hand_friendly_numbers():
                 if ex.given.get("causal"):
                     assert (A[np.triu_indices_from(A, k=1)] == 0).all()
     # softmax gradients are simple fractions: weights c/q with q | 12 and whole G_A give multiples of 1/q²
-    # (issue 14: "at most two decimals" held only because weights of 0 hid keys no mask hides)
+    # ("at most two decimals" held only because weights of 0 hid keys no mask hides)
     for level in (1, 2, 3):
         for seed in range(40):
             G = exercises.generate("grad_softmax", seed, level).part("G_scaled").reference

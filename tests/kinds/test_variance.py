@@ -121,7 +121,7 @@ def test_variance_solution_golden_lines():
     ex = find("variance", 1, lambda e: e.given["d_k"] == 64)
     steps = {s.name: s for s in exercises.solve(ex)}
     assert steps["std_before"].display().endswith(r"&= \sqrt{64} \\  &= 8 \end{aligned}")
-    # the unscaled row is S (minus its maximum, Ŝ, when it has a score beyond ±10: issue 14), the scaled one Z
+    # the unscaled row is S (minus its maximum, Ŝ, when it has a score beyond ±10), the scaled one Z
     unscaled = "e^{\\hat{S}_{ij}}" if variance.needs_shift(ex.given["scores"]) else "e^{S_{ij}}"
     assert unscaled in steps["A_unscaled"].display() and "e^{Z_{ij}}" in steps["A_scaled"].display()
 

@@ -106,7 +106,7 @@ def test_a_photographed_class_is_read_reviewed_and_lands_in_the_gradebook(class_
           f"{time.perf_counter() - started - made:.1f} s")
 
     figures = paper_corpus.figures(marking, truth, len(files))
-    shown = "\n".join(figures.misreads)
+    shown = "\n".join(figures.misreads) + f"\npages not read: {marking.problems}"  # which, and why (no_qr…)
     assert figures.share("printed") >= 0.99, f"printed cells read right {figures.share('printed'):.3f}:\n{shown}"
     assert figures.share("hand") >= 0.90, f"handwritten cells read right {figures.share('hand'):.3f}:\n{shown}"
     assert figures.wrong_unreviewed == [], "grades differing from what was written, not sent to review:\n" + \

@@ -147,8 +147,9 @@ def find_payload(gray: np.ndarray) -> str | None:
     def larger(image: np.ndarray, factor: float = 2) -> np.ndarray:  # a small code: its modules wider
         return cv2.resize(image, None, fx=factor, fy=factor, interpolation=cv2.INTER_CUBIC)
 
-    def sharper(image: np.ndarray) -> np.ndarray:  # a blurred code: its modules' edges steep again
-        return cv2.addWeighted(image, 2.0, cv2.GaussianBlur(image, (0, 0), 2.0), -1.0, 0)
+    def sharper(image: np.ndarray, amount: float = 1.0, sigma: float = 2.0) -> np.ndarray:  # a blurred code:
+        blurred = cv2.GaussianBlur(image, (0, 0), sigma)                                # its modules' edges
+        return cv2.addWeighted(image, 1.0 + amount, blurred, -amount, 0)                # steep again
 
     def tries():  # made one at a time: a clear photo is read at the first
         yield corner
@@ -157,6 +158,7 @@ def find_payload(gray: np.ndarray) -> str | None:
         yield sharper(larger(corner))
         yield sharper(larger(corner, 3))
         yield larger(corner, 2.5)
+        yield sharper(larger(corner), 3.0, 3.0)  # a code blurred further still
         yield gray
         yield binary(gray)
 

@@ -133,8 +133,9 @@ def shrink(gray: np.ndarray) -> np.ndarray:
 
 def find_payload(gray: np.ndarray) -> str | None:
     """The text of the page's QR code, or None: looked for first where the sheet prints it (the footer's
-    right end: the bottom third of the photo, right half), as it is, enlarged, in black and white, then on
-    the whole page."""
+    right end: the bottom third of the photo, right half), as it is, enlarged, sharpened, in black and
+    white, then on the whole page. A far, blurred photo leaves the code's modules 3 px wide and soft:
+    which of the decoder's samplings lands on them is chance, so it is given several."""
     cv2 = paper.opencv()
 
     height, width = gray.shape
@@ -143,10 +144,25 @@ def find_payload(gray: np.ndarray) -> str | None:
     def binary(image: np.ndarray) -> np.ndarray:  # dark modules on white whatever the light
         return cv2.adaptiveThreshold(image, 255, cv2.ADAPTIVE_THRESH_GAUSSIAN_C, cv2.THRESH_BINARY, 51, 10)
 
-    def larger(image: np.ndarray) -> np.ndarray:  # a small or blurred code: its modules twice as wide
-        return cv2.resize(image, None, fx=2, fy=2, interpolation=cv2.INTER_CUBIC)
+    def larger(image: np.ndarray, factor: float = 2) -> np.ndarray:  # a small code: its modules wider
+        return cv2.resize(image, None, fx=factor, fy=factor, interpolation=cv2.INTER_CUBIC)
 
-    for image in (corner, larger(corner), binary(larger(corner)), gray, binary(gray)):
+    def sharper(image: np.ndarray, amount: float = 1.0, sigma: float = 2.0) -> np.ndarray:  # a blurred code:
+        blurred = cv2.GaussianBlur(image, (0, 0), sigma)                                # its modules' edges
+        return cv2.addWeighted(image, 1.0 + amount, blurred, -amount, 0)                # steep again
+
+    def tries():  # made one at a time: a clear photo is read at the first
+        yield corner
+        yield larger(corner)
+        yield binary(larger(corner))
+        yield sharper(larger(corner))
+        yield sharper(larger(corner, 3))
+        yield larger(corner, 2.5)
+        yield sharper(larger(corner), 3.0, 3.0)  # a code blurred further still
+        yield gray
+        yield binary(gray)
+
+    for image in tries():
         for detector in (cv2.QRCodeDetectorAruco(), cv2.QRCodeDetector()):  # the first copes with blur and angle
             try:
                 text, _points, _ = detector.detectAndDecode(image)

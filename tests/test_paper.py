@@ -232,7 +232,7 @@ def test_the_qr_code_of_a_far_blurred_photo_is_found():
     """The page's QR code is read on photos taken far and blurred, where its modules are ~3 px wide and
     soft: a page of this assignment code was once not read at all (the whole page's cells lost), and
     the same sheet photographed under other seeds must be read as well."""
-    import cv2
+    cv2 = paper.opencv()
 
     from services import paper_reading
     from tests import paper_corpus

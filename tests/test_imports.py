@@ -168,9 +168,10 @@ def test_storage_knows_rows_not_kinds_or_messages():
 
 def test_the_step_registry_sits_below_what_reads_it():
     """steps knows nothing of the pipeline, solutions, rendering or the kinds (its exact rules, its
-    operation counts and the careful student's writer sit beside it)."""
+    operation counts, the careful student's writer and the rounding rules sit beside it)."""
     edges = graph()
-    below = {"exercises.core.steps", "exercises.core.exact", "exercises.core.operations", "exercises.core.reach"}
+    below = {"exercises.core.steps", "exercises.core.exact", "exercises.core.operations", "exercises.core.reach",
+             "exercises.core.numbers"}
     for module in below:
         engine = {m for m in edges[module] if m.startswith("exercises")}  # attention_core lies below it all
         assert engine <= below, f"{module} imports {engine - below}"

@@ -64,6 +64,9 @@ EXPECTED_KINDS = {
     # the attention block's norm and residual
     **{mid: {"attention_block"} for mid in ("norm_over_columns", "norm_variance_unbiased", "residual_forgotten",
                                             "norm_after_residual")},
+    # the online softmax's running values
+    **{mid: {"online_softmax"} for mid in ("online_no_rescale", "online_rescale_inverted", "online_divide_per_tile",
+                                           "online_tile_max")},
 }
 DESIGN_IDS = ("transposed_scores", "no_scaling", "scaled_by_dk", "mask_diagonal", "mask_wrong_triangle",
               "no_mask", "mask_after_softmax", "softmax_columns", "no_exp", "weights_transposed",

@@ -24,7 +24,7 @@ from exercises.solutions.exact import _exact_given
 from exercises.worksheets import latex_to_typst
 from tests.test_katex import katex_errors
 
-NAMES = ("X", "X_norm", "latent", "Q", "K", "V", "phi_Q", "phi_K", "KV", "z", "scores", "scaled", "M", "masked", "A", "O", "Y", "G_O", "G_A", "G_V", "G_scaled", "G_scores", "G_Q",
+NAMES = ("X", "X_norm", "latent", "Q", "K", "V", "phi_Q", "phi_K", "KV", "z", "m", "l", "O_acc", "O", "scores", "scaled", "M", "masked", "A", "O", "Y", "G_O", "G_A", "G_V", "G_scaled", "G_scores", "G_Q",
          "G_K", "G_W_Q", "G_W_K", "G_W_V", "G_X_V", "G_X", "G_E")
 
 # each step's mistakes in precedence order: pinned, since misconception diagnosis, carry-forward and
@@ -38,7 +38,10 @@ MISTAKES = {
     "masked": ("no_mask", "mask_diagonal", "mask_wrong_triangle", "mask_zero_instead_of_inf", "cross_causal_mask"),
     "A": ("softmax_columns", "no_exp", "softmax_no_normalise", "mask_zero_instead_of_inf", "mask_after_softmax",
           "padding_after_softmax", "padding_empty_row_uniform"),
-    "O": ("weights_transposed",),
+    "O": ("weights_transposed",),  # A V, O's main record (the online softmax's: ONLINE_O_MISTAKES)
+    "m": ("online_tile_max",),  # the online softmax's running values
+    "l": ("online_no_rescale", "online_rescale_inverted", "online_tile_max"),
+    "O_acc": ("online_no_rescale", "online_rescale_inverted", "online_divide_per_tile", "online_tile_max"),
     "X_norm": ("norm_over_columns", "norm_variance_unbiased"),  # the attention block's norm and residual
     "Y": ("residual_forgotten", "norm_after_residual"),
     "G_A": ("grad_a_transposed", "grad_a_no_transpose"),
@@ -52,6 +55,7 @@ MISTAKES = {
             "grad_x_key_path_only", "grad_x_value_path_only"),
     "G_E": ("embedding_grad_no_accumulate",),
 }
+ONLINE_O_MISTAKES = ("online_divide_per_tile",)  # O = o_T / ℓ_T, the second record of O
 
 
 def self_attention_given(seed: int = 0, n: int = 3, d: int = 3, d_k: int = 4, causal: bool = True) -> dict:
@@ -77,7 +81,8 @@ def test_every_step_is_one_frozen_record_in_order():
 
 
 def test_mistakes_are_declared_alternatives_in_the_old_order():
-    assert {s.name: s.mistake_ids for s in steps.STEPS if s.mistakes} == MISTAKES
+    assert {s.name: s.mistake_ids for s in steps.STEPS if s.mistakes} == MISTAKES  # a name's last record
+    assert [s.mistake_ids for s in steps.RECORDS_OF["O"]] == [ONLINE_O_MISTAKES, MISTAKES["O"]]
     for step in steps.STEPS:
         for m in step.mistakes:
             assert m.compute is not step.compute and callable(m.applies)
@@ -89,7 +94,8 @@ def test_mistakes_are_declared_alternatives_in_the_old_order():
 def test_affected_follows_the_declared_mistakes():
     assert pipeline.AFFECTED["transposed_scores"] >= {"scores", "scaled", "masked", "A", "O", "G_X"}
     assert "Q" not in pipeline.AFFECTED["transposed_scores"]
-    assert min(pipeline.AFFECTED["mask_zero_instead_of_inf"], key=NAMES.index) == "masked"
+    place = {s.name: i for i, s in enumerate(steps.STEPS)}  # a name's place: its main (last) record's
+    assert min(pipeline.AFFECTED["mask_zero_instead_of_inf"], key=place.get) == "masked"
     assert pipeline.AFFECTED["embedding_grad_no_accumulate"] == frozenset({"G_E"})
     assert pipeline.AFFECTED["grad_k_no_transpose"] == frozenset({"G_K", "G_W_K", "G_X", "G_E"})
 
@@ -183,7 +189,7 @@ def test_symbols_and_lists_are_views_of_the_registry():
         "tau": r"\tau", "cap": "c", "window": "w", "sinks": "s", "tile": r"\mathrm{tile}",
         "X_norm": r"\hat{X}", "Y": "Y", "gamma": r"\gamma", "beta": r"\beta",
         "phi_Q": r"\phi(Q)", "phi_K": r"\phi(K)", "KV": r"\mathrm{KV}", "z": "z",
-        "latent": "C", "W_DKV": r"W_{DKV}",
+        "latent": "C", "W_DKV": r"W_{DKV}", "m": "m", "l": r"\ell", "O_acc": "o",
     }
     assert checkwork.FROM_X == ("X", "W_Q", "W_K", "W_V") and checkwork.FROM_QKV == ("Q", "K", "V")
     assert checkwork.FORWARD == ("Q", "K", "V", "scores", "scaled", "masked", "A", "O")
@@ -270,6 +276,7 @@ def test_a_stack_makes_each_mistake_where_one_candidate_makes_it(stack):
 def plain_run(given, mistakes=(), until=None, rounding=None):
     """pipeline.run as a walk over every step of the registry, each looked at in turn."""
     env = pipeline.Env(given, mistakes)
+    env.rounding = rounding  # as pipeline.run: the steps write their rows and aids by it
     wanted = set(until) if until is not None else None
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         for step in pipeline.STEPS:

@@ -29,7 +29,7 @@ import numpy as np
 
 from . import pipeline
 from .operations import NONE, RATES, Operations, product_operations, softmax_operations, softmax_row_operations
-from .steps import STEP_BY_NAME, STEPS, AttentionStep
+from .steps import RECORDS_OF, STEP_BY_NAME, STEPS, AttentionStep, record_for
 
 BUDGET_MINUTES: dict[int, float] = {1: 5.0, 2: 12.0, 3: 25.0}  # at most, per level
 
@@ -53,7 +53,7 @@ def needed_steps(given: Mapping[str, Any], names: Iterable[str]) -> list[Attenti
         if name in wanted:
             continue
         wanted.add(name)
-        todo += [i for i in STEP_BY_NAME[name].inputs if i in STEP_BY_NAME and i not in given]
+        todo += [i for step in RECORDS_OF[name] for i in step.inputs if i in STEP_BY_NAME and i not in given]
     return [s for s in STEPS if s.name in wanted]
 
 
@@ -68,8 +68,8 @@ def count(given: Mapping[str, Any], names: Iterable[str], env: Mapping[str, Any]
     env = env if env is not None else pipeline.run(dict(given))
     total = NONE
     for step in needed_steps(given, names):
-        if step.name not in env:
-            continue  # not computable from what is given: the caller counts its cells alone
+        if step.name not in env or record_for(step.name, env) is not step:
+            continue  # not computable from what is given (the caller counts its cells alone), or another record's
         for one in _matrices(env, np.shape(env[step.name])[:-2]):
             work = step_operations(step, one)
             total = total + (work or NONE)

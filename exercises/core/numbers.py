@@ -12,6 +12,8 @@ import numpy as np
 
 from attention_core import causal_mask
 
+EXP_PLACES = 3  # places of e^x in the eˣ table: in derivations, and as a careful student reads it
+
 
 def choice(rng: np.random.Generator, options):
     """One element of `options`, drawn with the generator (keeps Python types)."""

@@ -35,12 +35,14 @@ import numpy as np
 import sympy
 
 from attention_core import block, causal_mask, linear, ops
+from attention_core import online_softmax as online
 from attention_core.embedding import embed, embed_backward
 from attention_core.ops import padding_mask as _padding_mask
 from attention_core.ops import softmax_visible as _softmax_visible
 
 from . import exact
 from . import operations as count
+from .numbers import EXP_PLACES, round_half_up
 from .reach import Reach, over_root, softmax_by_hand, written
 
 Values = Mapping[str, Any]  # the values computed so far, by name
@@ -777,6 +779,91 @@ def _column_sum_additions(M: np.ndarray) -> int:
     return int(np.size(M) - np.shape(M)[-1])  # n − 1 additions per column
 
 
+# The online softmax (FlashAttention): one row of scores S (1 × n_k) read `tile` keys at a time, row t of each
+# value holding it after tile t (attention_core.online_softmax). Its O is a second record of O, computed from
+# the running values where they are there (records_of, record_for); A V stays O's main record.
+#     m = running maximum    l = ℓ, the running sum    O_acc = o, the output accumulator    O = o_T / ℓ_T
+
+AXES.update({"T": "tiles of keys (the online softmax: one row per tile)"})
+
+
+def _tile_of(env: Values) -> int:
+    return int(env["tile"])
+
+
+def _tiles_past_two(env: Values) -> bool:
+    """More than two tiles: with two, each tile's own maximum gives what no rescale gives (the maximum moves)."""
+    return np.shape(env["S"])[-1] // _tile_of(env) > 2
+
+
+def _running(env: Values, values: str | None = None, rescale: int = 1, per_tile: bool = False) -> np.ndarray:
+    """ℓ (values None) or o from the running maxima in env; in a rounded run (a careful student's reach too)
+    e^x as the table gives it and each row as it is written, the next tile carrying on from it."""
+    rounding = getattr(env, "rounding", None)
+    table = np.exp if rounding is None else lambda x: round_half_up(np.exp(x), EXP_PLACES)
+    return online.running_sum(env["S"], env["m"], _tile_of(env), None if values is None else env[values],
+                              rescale=rescale, divide_by=env["l"] if per_tile else None, table=table,
+                              write=lambda row: round_half_up(row, rounding))
+
+
+def _online_mistakes(values: str | None) -> tuple[Mistake, ...]:
+    return (Mistake("online_no_rescale", lambda env: _running(env, values, rescale=0)),
+            Mistake("online_rescale_inverted", lambda env: _running(env, values, rescale=-1)),
+            *((Mistake("online_divide_per_tile", lambda env: _running(env, values, per_tile=True)),) if values else ()),
+            # each tile's own maximum as m (the m record's mistake), and nothing rescaled against it
+            Mistake("online_tile_max", lambda env: _running(env, values, rescale=0), applies=_tiles_past_two))
+
+
+def _exact_online(xs: dict, values: Values, name: str) -> np.ndarray:
+    """m, ℓ or o after each tile in closed form: every key read so far against the maximum so far."""
+    s, tile = list(xs["S"][0]), _tile_of(values)
+    V = xs["V"] if name == "O_acc" else np.full((len(s), 1), sympy.Integer(1), dtype=object)
+    rows = []
+    for end in range(tile, len(s) + 1, tile):
+        top = sympy.Max(*s[:end])
+        if name == "m":
+            rows.append([top])
+            continue
+        e = [sympy.exp(x - top) if x != -sympy.oo else sympy.Integer(0) for x in s[:end]]
+        rows.append([exact.xsum([exact.xmul(e[j], V[j, c]) for j in range(end)]) for c in range(V.shape[1])])
+    return np.array(rows, dtype=object)
+
+
+def _exact_online_output(xs: dict, values: Values) -> np.ndarray:
+    o, l = xs["O_acc"][-1:], xs["l"][-1, 0]
+    return np.vectorize(lambda x: None if x is None or l is None else sympy.simplify(x / l), otypes=[object])(o)
+
+
+ONLINE_STEPS = (
+    AttentionStep("m", ("S", "tile"), lambda env: online.running_max(env["S"], _tile_of(env)), shape=("T", "1"),
+                  symbol="m", formula_latex=r"m_t = \max\left(m_{t-1},\ \max_{j \in t} s_j\right)", typst_symbol="m",
+                  typst_formula="m_t = max(m_(t-1), max_(j in t) s_j)", builder="value", direction="forward",
+                  mistakes=(Mistake("online_tile_max", lambda env: online.running_max(env["S"], _tile_of(env), True),
+                                    applies=_tiles_past_two),),
+                  exact=lambda xs, values: _exact_online(xs, values, "m"), checkable=False,
+                  count=lambda step, env: count.NONE),
+    AttentionStep("l", ("S", "m", "tile"), _running, shape=("T", "1"), symbol=r"\ell",
+                  formula_latex=r"\ell_t = e^{m_{t-1} - m_t}\,\ell_{t-1} + \sum_{j \in t} e^{s_j - m_t}",
+                  typst_symbol="ell", typst_formula="ell_t = e^(m_(t-1) - m_t) ell_(t-1) + sum_(j in t) e^(s_j - m_t)",
+                  builder="value", direction="forward", mistakes=_online_mistakes(None),
+                  exact=lambda xs, values: _exact_online(xs, values, "l"), checkable=False,
+                  count=count.count_running_sum),
+    AttentionStep("O_acc", ("S", "V", "m", "tile"), lambda env: _running(env, "V"), shape=("T", "d_v"), symbol="o",
+                  formula_latex=r"o_t = e^{m_{t-1} - m_t}\,o_{t-1} + \sum_{j \in t} e^{s_j - m_t}\,v_j",
+                  typst_symbol="o", typst_formula="o_t = e^(m_(t-1) - m_t) o_(t-1) + sum_(j in t) e^(s_j - m_t) v_j",
+                  builder="value", direction="forward", mistakes=_online_mistakes("V"),
+                  exact=lambda xs, values: _exact_online(xs, values, "O_acc"), checkable=False,
+                  count=count.count_running_sum),
+    AttentionStep("O", ("O_acc", "l"), lambda env: online.output(env["l"], env["O_acc"]), shape=("1", "d_v"),
+                  symbol="O", formula_latex=r"O = \frac{o_T}{\ell_T}", typst_symbol="O",
+                  typst_formula="O = o_T / ell_T", builder="value", direction="forward",
+                  # divided after every tile already: o_T taken as it is
+                  mistakes=(Mistake("online_divide_per_tile", lambda env: np.array(env["O_acc"][..., -1:, :])),),
+                  exact=_exact_online_output, checkable=False,
+                  count=lambda step, env: count.Operations(divisions=int(np.shape(env["O_acc"])[-1]))),
+)
+
+
 STEPS: tuple[AttentionStep, ...] = (
     AttentionStep("X", ("token_ids", "E"), _embedding, shape=("n", "d_model"), symbol="X",
                   formula_latex=r"x_{i} = E[t_{i}]", typst_symbol="X", typst_formula="x_i = E[t_i]",
@@ -789,6 +876,7 @@ STEPS: tuple[AttentionStep, ...] = (
     _memory_projection(_projection("K", "W_K", ("n_k", "d_k")), "W_K"),
     _memory_projection(_projection("V", "W_V", ("n_k", "d_v")), "W_V"),
     *LINEAR_STEPS,  # linear attention's feature maps and key-value sums
+    *ONLINE_STEPS,  # the online softmax's running values and its O
     _product_step("scores", ("Q", "K"), _scores, ("n_q", "n_k"), "S", r"Q K^{\top}", "S", "S = Q K^top",
                   _SCORES, "forward", mistakes=SCORES_MISTAKES),
     AttentionStep("scaled", ("scores", "d_k"), _scaled, shape=("n_q", "n_k"), symbol="Z",
@@ -847,7 +935,17 @@ STEPS: tuple[AttentionStep, ...] = (
                   direction="backward", mistakes=G_E_MISTAKES, exact=_exact_embedding_grad,
                   sanity=("grad_embedding",), checkable=False, count=count.count_embedding_grad),
 )
+# a value with several records (O: A V, or the online softmax's o_T / ℓ_T) is known by its last one, the main one
 STEP_BY_NAME: dict[str, AttentionStep] = {s.name: s for s in STEPS}
+RECORDS_OF: dict[str, tuple[AttentionStep, ...]] = {}
+for _step in STEPS:
+    RECORDS_OF[_step.name] = (*RECORDS_OF.get(_step.name, ()), _step)
+
+
+def record_for(name: str, have: Mapping[str, Any]) -> AttentionStep:
+    """The record that computes `name` from the values `have`: the first of its records whose inputs are all
+    there (the one the pipeline's plan takes), else its main one."""
+    return next((s for s in RECORDS_OF[name] if all(i in have for i in s.inputs)), STEP_BY_NAME[name])
 
 # the symbols of the values no step computes (the given matrices and numbers)
 # `groups`: gqa's number of key/value groups; K_cache, V_cache: kv_cache's cached keys and values

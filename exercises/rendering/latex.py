@@ -18,6 +18,7 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 import sympy
 
+from ..core.numbers import EXP_PLACES as EXP_PLACES  # the eˣ table's places, shown here
 from ..core.numbers import as_fraction, decimal_half_up
 from ..core.steps import INPUT_SYMBOLS, STEPS
 
@@ -31,7 +32,6 @@ PRINTER_SETTINGS: dict = {
     "inv_trig_style": "abbreviated",
     "mat_delim": "[",
 }
-EXP_PLACES = 3  # places of e^x values in derivations and in the eˣ table
 MAX_SHORT = 32  # an exact form longer than this is not "short": the decimal is shown alone
 
 

@@ -16,7 +16,6 @@ from exercises.core.numbers import round_half_up
 from exercises.kinds import online_softmax as K
 from tests.kinds.common import (
     assert_moodle_round_trip,
-    assert_named_exactly,
     careful_and_selftest_answers_grade_as_such,
     levels_hold_without_runaway,
     references_agree,
@@ -89,12 +88,6 @@ def test_each_level_has_its_tiles_and_minutes():
             assert skipped.any() and ex.given["causal"], f"{case}: no tile skipped whole"
 
     levels_hold_without_runaway(K.ID, check, distinct_at_least=36)
-
-
-@pytest.mark.parametrize("level", K.LEVELS)
-def test_its_mistakes_are_named(level):
-    expected = set(K.MISTAKES) - ({"online_tile_max"} if level == 1 else set())
-    assert_named_exactly(K.ID, level, K.mistakes_of, expected)
 
 
 @pytest.mark.parametrize("level", K.LEVELS)

@@ -6,9 +6,11 @@
     O = o_T / ℓ_T  (= softmax(s) V exactly: the solution shows both)                            (1 × d_v)
 
 Row t of m, l and O_acc holds the values after tile t. Level 3 is causal: the keys after the query are
-−∞ in s, and a tile of them is skipped whole (its row repeats the one before). Its own mistakes: no rescale
-when the maximum moves, the rescale the wrong way round (e^(m_new − m_old)), the accumulator divided by ℓ
-after every tile, the tile's own maximum used as the row's.
+−∞ in s, and a tile of them is skipped whole (its row repeats the one before). Every part is a step record
+(exercises.core.steps: the online softmax's section), so grading, carry-forward, the reach, the minutes and
+the diagnosis are the registry's; so are its mistakes: no rescale when the maximum moves, the rescale the
+wrong way round (e^(m_new − m_old)), the accumulator divided by ℓ after every tile, the tile's own maximum
+used as the row's.
 
 Axes: B candidates, n_k keys in T tiles, d_v.
 """
@@ -17,27 +19,24 @@ from __future__ import annotations
 
 import numpy as np
 
-from attention_core.online_softmax import online_softmax
 from attention_core.ops import softmax
 
 from ... import solutions
-from ...core import budget
 from ...core.contract import Formula, HomeStage, SheetSection
-from ...core.model import Exercise, Part
-from ...core.numbers import choice, matrices, round_half_up
+from ...core.model import Exercise
+from ...core.numbers import choice, matrices
 from ...core.sampler import Batch
 from ...i18n import msg
 from ...rendering import latex as L
 from ...solutions.aids import ExpSeries
 from .._shared.aids import softmax_aids
-from .._shared.hand import carried, own_diagnosis
+from .._shared.hand import carried
 
 ID = "online_softmax"
 ORDER = 58  # after the softmax (50) and temperature (56): the same softmax, a tile at a time
 VERSION = 1
 LEVELS = (1, 2, 3)
-GUARDS = ()  # no step record makes these parts: the kind's own mistakes are kept apart instead
-MISTAKES = ("online_no_rescale", "online_rescale_inverted", "online_divide_per_tile", "online_tile_max")
+GUARDS = ("online_no_rescale", "online_rescale_inverted", "online_divide_per_tile", "online_tile_max")
 PARTS = ["m", "l", "O_acc", "O"]
 # level: (keys n_k, tile, d_v, score values, value entries, query positions (causal) or None)
 SIZES = {1: (4, 2, 1, (0, 1, 2), (-1, 1, 2), None),
@@ -59,14 +58,7 @@ def draw(rng: np.random.Generator, level: int) -> Batch:
         params["position"] = p
     given = {"S": S, "V": matrices(rng, BATCH, (n_k, d_v), v_values), "tile": tile,
              "causal": positions is not None}
-    own = {mid: f for mid, f in MISTAKE_VALUES.items() if mid != "online_tile_max" or n_k // tile > 2}
-    return Batch(given, ("S", "V"), list(PARTS), params=params, keep=_teaches, derive=_parts, decimals=2,
-                 sources={name: () for name in PARTS}, own=own)
-
-
-def _parts(env) -> dict[str, np.ndarray]:
-    tr = online_softmax(env["S"][..., 0, :], env["V"], int(env["tile"]))
-    return {"m": tr.m[..., None], "l": tr.l[..., None], "O_acc": tr.o, "O": tr.O}  # (B, T, 1) … (B, 1, d_v)
+    return Batch(given, ("S", "V"), list(PARTS), params=params, keep=_teaches, decimals=2)
 
 
 def _teaches(env) -> np.ndarray:
@@ -80,129 +72,9 @@ def _teaches(env) -> np.ndarray:
     return moved & spread & (np.abs(env["O"]) > 1e-9).any(axis=(1, 2))
 
 
-def _walk(S: np.ndarray, V: np.ndarray, tile: int, rescale: int = 1, per_tile: bool = False,
-          tile_max: bool = False) -> dict[str, np.ndarray]:
-    """The tiles in order, made the way a mistake makes them: `rescale` +1 right, −1 inverted, 0 none;
-    `per_tile`: o divided by ℓ after each tile (and carried on so); `tile_max`: each tile's own maximum
-    as m, nothing rescaled. S (B, n_k), V (B, n_k, d_v)."""
-    B, n_k = S.shape
-    m, l, o = np.full(B, -np.inf), np.zeros(B), np.zeros((B, V.shape[-1]))
-    ms, ls, os_ = [], [], []
-    with np.errstate(invalid="ignore", over="ignore"):
-        for start in range(0, n_k, tile):
-            part = S[:, start:start + tile]
-            own_max = part.max(axis=1)
-            skipped = np.isneginf(own_max)
-            m_new = np.where(skipped, m, own_max if tile_max else np.maximum(m, own_max))
-            base = np.where(np.isfinite(m_new), m_new, 0.0)
-            factor = np.where(np.isfinite(m), np.exp(rescale * (np.where(np.isfinite(m), m, 0.0) - base)), 0.0)
-            if tile_max:
-                factor = np.where(np.isfinite(m), 1.0, 0.0)
-            p = np.exp(part - base[:, None])  # (B, tile)
-            l_new = factor * l + p.sum(axis=1)
-            o_new = factor[:, None] * o + (p[:, None, :] @ V[:, start:start + tile])[:, 0]
-            if per_tile:
-                o_new = o_new / l_new[:, None]
-            m, l, o = m_new, np.where(skipped, l, l_new), np.where(skipped[:, None], o, o_new)
-            ms.append(m), ls.append(l), os_.append(o)
-    O = o if per_tile else o / l[:, None]
-    return {"m": np.stack(ms, 1)[..., None], "l": np.stack(ls, 1)[..., None], "O_acc": np.stack(os_, 1),
-            "O": O[:, None, :]}
-
-
-def _mistake(keep: tuple[str, ...], **how):
-    def made(env) -> dict[str, np.ndarray]:
-        out = _walk(env["S"][..., 0, :], env["V"], int(env["tile"]), **how)
-        return {k: v for k, v in out.items() if k in keep}
-    return made
-
-
-# {mistake id: env -> {part: what it gives, stacked}}
-MISTAKE_VALUES = {
-    "online_no_rescale": _mistake(("l", "O_acc", "O"), rescale=0),
-    "online_rescale_inverted": _mistake(("l", "O_acc", "O"), rescale=-1),
-    "online_divide_per_tile": _mistake(("O_acc", "O"), per_tile=True),
-    "online_tile_max": _mistake(("m", "l", "O_acc", "O"), tile_max=True),
-}
-
-
 def prompt_keys(ex: Exercise) -> tuple[str, ...]:
     return ("kind.online_softmax.prompt", *(("kind.online_softmax.prompt_causal",) if ex.given["causal"] else ()),
             "kind.online_softmax.prompt_parts")
-
-
-# ---------------------------------------------------------------- diagnosis, carrying forward, hand work
-
-
-def _as_stack(ex: Exercise) -> dict:
-    env = {k: (np.asarray(v, dtype=float)[None] if k in ("S", "V") else v) for k, v in ex.given.items()}
-    return {**env, **_parts(env)}
-
-
-def mistakes_of(ex: Exercise, name: str) -> dict[str, np.ndarray]:
-    """{mistake id: what it gives for part `name`} of this exercise."""
-    env = _as_stack(ex)
-    tiles = len(_tiles(ex))  # from the given data: a learner's own row (check my work) has no params
-    made = {mid: f(env) for mid, f in MISTAKE_VALUES.items() if mid != "online_tile_max" or tiles > 2}
-    return {mid: values[name][0] for mid, values in made.items() if name in values}
-
-
-def diagnose(ex: Exercise, part: Part, value: np.ndarray) -> str | None:
-    return own_diagnosis(part, value, mistakes_of(ex, part.name))
-
-
-def _table(x: np.ndarray, rounding: int | None) -> np.ndarray:
-    """e^x as a careful student reads it: from the table (3 places) when rounding, else exact."""
-    return np.exp(x) if rounding is None else round_half_up(np.exp(x), TABLE)
-
-
-def chain(ex: Exercise, values: dict[str, np.ndarray], rounding: int | None) -> dict[str, np.ndarray]:
-    """The tiles walked from the learner's m (else the right one): e^x from the table and ℓ, o rounded as
-    written after each tile (`rounding` places; None: exact), O from the learner's last ℓ and o."""
-    env = {name: np.asarray(x, dtype=float) for name, x in values.items()}
-    s = np.asarray(ex.given["S"], dtype=float)[0]
-    V, tile = np.asarray(ex.given["V"], dtype=float), int(ex.given["tile"])
-    m = env["m"][:, 0] if "m" in env else _as_stack(ex)["m"][0, :, 0]
-    prev, l, o = -np.inf, 0.0, np.zeros(V.shape[1])
-    ls, os_ = [], []
-    with np.errstate(invalid="ignore", over="ignore"):
-        for t, start in enumerate(range(0, len(s), tile)):
-            if np.isfinite(m[t]):
-                factor = _table(prev - m[t], rounding) if np.isfinite(prev) else 0.0
-                p = _table(s[start:start + tile] - m[t], rounding)
-                l = round_half_up(factor * l + p.sum(), rounding)
-                o = round_half_up(factor * o + p @ V[start:start + tile], rounding)
-            prev = m[t]
-            ls.append(l), os_.append(o)
-    env.setdefault("m", m[:, None])
-    env.setdefault("l", np.array(ls, dtype=float)[:, None])
-    env.setdefault("O_acc", np.array(os_, dtype=float))
-    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
-        env.setdefault("O", round_half_up(env["O_acc"][-1:] / env["l"][-1, 0], rounding))
-    return env
-
-
-def operations(ex: Exercise) -> budget.Operations:
-    """Per tile: the maximum, an exponential per visible key (e⁰ free) and for a moved maximum, the rescaled
-    ℓ and o, e^(s − m) v for each key; the final division; every cell written."""
-    s = np.asarray(ex.given["S"], dtype=float)[0]
-    V, tile = np.asarray(ex.given["V"], dtype=float), int(ex.given["tile"])
-    m = ex.part("m").reference[:, 0]
-    d_v = V.shape[1]
-    total, prev = budget.NONE, -np.inf
-    for t, start in enumerate(range(0, len(s), tile)):
-        keys = s[start:start + tile]
-        seen = np.isfinite(keys)
-        if not seen.any():
-            continue
-        moved = np.isfinite(prev) and m[t] > prev
-        exps = int(np.count_nonzero(keys[seen] != m[t])) + int(moved)
-        terms = budget.product_operations(np.exp(keys[seen] - m[t])[None], V[start:start + tile][seen])
-        total = total + budget.Operations(exponentials=exps, additions=int(seen.sum()) + d_v,
-                                          multiply_adds=(1 + d_v) * int(moved)) + terms
-        prev = m[t]
-    total = total + budget.Operations(divisions=d_v)
-    return total + budget.Operations(cells=sum(int(np.prod(p.shape)) for p in ex.parts))
 
 
 # ---------------------------------------------------------------- worked solution

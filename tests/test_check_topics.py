@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from attention_core import block, latent, linear, ops
 from attention_core.alibi import alibi_bias, alibi_slope
 from attention_core.embedding import embed, embed_backward
-from attention_core.online_softmax import online_softmax
+from attention_core.online_softmax import running_max, running_sum
 from attention_core.positions import frequencies, rope, sinusoidal
 from attention_core.temperature import soft_cap, softmax_temperature
 from attention_core.windows import full_cache_floats, window_cache_floats, window_mask
@@ -254,8 +254,9 @@ ONLINE_S, ONLINE_V = M([[1., 0, 2, 1]]), M([[1.], [2], [-1], [1]])  # the maximu
 
 def online_softmax_topic():
     """One query, 4 keys in tiles of 2: m, ℓ and o after each tile, then O = o / ℓ."""
-    trace = online_softmax(ONLINE_S[0], ONLINE_V, 2)
-    steps = {"m": trace.m[:, None], "l": round_half_up(trace.l[:, None], 4), "O_acc": round_half_up(trace.o, 4)}
+    m = running_max(ONLINE_S, 2)
+    steps = {"m": m, "l": round_half_up(running_sum(ONLINE_S, m, 2), 4),
+             "O_acc": round_half_up(running_sum(ONLINE_S, m, 2, ONLINE_V), 4)}
     steps["O"] = round_half_up(steps["O_acc"][-1:] / steps["l"][-1, 0], 4)
     return {"S": ONLINE_S, "V": ONLINE_V, "tile": 2, "causal": False}, {}, steps
 

@@ -38,7 +38,7 @@ MISTAKES = {
     "masked": ("no_mask", "mask_diagonal", "mask_wrong_triangle", "mask_zero_instead_of_inf", "cross_causal_mask"),
     "A": ("softmax_columns", "no_exp", "softmax_no_normalise", "mask_zero_instead_of_inf", "mask_after_softmax",
           "padding_after_softmax", "padding_empty_row_uniform"),
-    "O": ("weights_transposed",),  # A V, O's main record (the online softmax's: ONLINE_O_MISTAKES)
+    "O": ("weights_transposed",),  # A V, O's main record (the online softmax's o_T / ℓ_T: below)
     "m": ("online_tile_max",),  # the online softmax's running values
     "l": ("online_no_rescale", "online_rescale_inverted", "online_tile_max"),
     "O_acc": ("online_no_rescale", "online_rescale_inverted", "online_divide_per_tile", "online_tile_max"),
@@ -55,7 +55,6 @@ MISTAKES = {
             "grad_x_key_path_only", "grad_x_value_path_only"),
     "G_E": ("embedding_grad_no_accumulate",),
 }
-ONLINE_O_MISTAKES = ("online_divide_per_tile",)  # O = o_T / ℓ_T, the second record of O
 
 
 def self_attention_given(seed: int = 0, n: int = 3, d: int = 3, d_k: int = 4, causal: bool = True) -> dict:
@@ -82,7 +81,7 @@ def test_every_step_is_one_frozen_record_in_order():
 
 def test_mistakes_are_declared_alternatives_in_the_old_order():
     assert {s.name: s.mistake_ids for s in steps.STEPS if s.mistakes} == MISTAKES  # a name's last record
-    assert [s.mistake_ids for s in steps.RECORDS_OF["O"]] == [ONLINE_O_MISTAKES, MISTAKES["O"]]
+    assert [s.mistake_ids for s in steps.RECORDS_OF["O"]] == [("online_divide_per_tile",), MISTAKES["O"]]
     for step in steps.STEPS:
         for m in step.mistakes:
             assert m.compute is not step.compute and callable(m.applies)

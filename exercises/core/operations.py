@@ -204,26 +204,20 @@ def count_residual(step: Any, env: Values) -> Operations:
 
 
 def count_running_sum(step: Any, env: Values) -> Operations:
-    """ℓ or o of the online softmax (o when the step reads V), tile by tile; a tile whose keys are all masked
-    is skipped. ℓ: each e^(s_j − m_t) read off the table (e⁰ = 1 needs none), an addition per visible key, and
-    where the maximum moved the factor e^(m_{t−1} − m_t) read off and one multiply-add rescaling ℓ. o: the terms
-    e^(s_j − m_t) v_j by the product's rule (the exponentials are ℓ's), an addition per column, and where the
-    maximum moved a multiply-add per column rescaling o."""
-    s, m = np.asarray(env["S"], dtype=float)[0], np.asarray(env["m"], dtype=float)[:, 0]  # (n_k,), (T,)
-    tile = int(env["tile"])
+    """ℓ or o (the step reads V) of the online softmax, per tile with a visible key. ℓ: each e^(s_j − m_t) looked
+    up (e⁰ free), an addition per key, and where the maximum moved e^(m_{t−1} − m_t) and a multiply-add. o: the
+    terms e^(s_j − m_t) v_j (a product), an addition per column, and where it moved a multiply-add per column."""
+    s, m, tile = np.asarray(env["S"], dtype=float)[0], np.asarray(env["m"], dtype=float)[:, 0], int(env["tile"])
     V = np.asarray(env["V"], dtype=float) if "V" in step.inputs else None  # (n_k, d_v)
     total, before = NONE, -np.inf
     for t, top in enumerate(m):
-        keys = slice(t * tile, (t + 1) * tile)
-        seen = np.isfinite(s[keys])
-        if not seen.any():
-            continue
-        moved = int(bool(np.isfinite(before)) and top > before)
-        if V is None:
-            total = total + Operations(exponentials=int(np.count_nonzero(s[keys][seen] != top)) + moved,
-                                       additions=int(seen.sum()), multiply_adds=moved)
-        else:
-            total = total + product_operations(np.exp(s[keys][seen] - top)[None], V[keys][seen]) + \
-                Operations(additions=V.shape[1], multiply_adds=V.shape[1] * moved)
-        before = top
+        keys = s[t * tile:(t + 1) * tile]
+        seen = np.isfinite(keys)
+        if seen.any():
+            moved = int(bool(np.isfinite(before)) and top > before)
+            total = total + (Operations(exponentials=int(np.count_nonzero(keys[seen] != top)) + moved,
+                                        additions=int(seen.sum()), multiply_adds=moved) if V is None else
+                             product_operations(np.exp(keys[seen] - top)[None], V[t * tile:(t + 1) * tile][seen])
+                             + Operations(additions=V.shape[1], multiply_adds=V.shape[1] * moved))
+            before = top
     return total

@@ -781,27 +781,24 @@ def _column_sum_additions(M: np.ndarray) -> int:
 
 # The online softmax (FlashAttention): one row of scores S (1 × n_k) read `tile` keys at a time, row t of each
 # value holding it after tile t (attention_core.online_softmax). Its O is a second record of O, computed from
-# the running values where they are there (records_of, record_for); A V stays O's main record.
+# the running values where they are there (RECORDS_OF, record_for); A V stays O's main record. In a rounded
+# run e^x is read off the table (EXP_PLACES) and each row written before the next tile carries it on.
 #     m = running maximum    l = ℓ, the running sum    O_acc = o, the output accumulator    O = o_T / ℓ_T
 
 AXES.update({"T": "tiles of keys (the online softmax: one row per tile)"})
 
 
-def _tile_of(env: Values) -> int:
-    return int(env["tile"])
-
-
 def _tiles_past_two(env: Values) -> bool:
     """More than two tiles: with two, each tile's own maximum gives what no rescale gives (the maximum moves)."""
-    return np.shape(env["S"])[-1] // _tile_of(env) > 2
+    return np.shape(env["S"])[-1] // int(env["tile"]) > 2
 
 
 def _running(env: Values, values: str | None = None, rescale: int = 1, per_tile: bool = False) -> np.ndarray:
-    """ℓ (values None) or o from the running maxima in env; in a rounded run (a careful student's reach too)
-    e^x as the table gives it and each row as it is written, the next tile carrying on from it."""
+    """ℓ (values None) or o from the running maxima in env, as a mistake may make it (the recurrence's
+    parameters); in a rounded run (a careful student's reach too) e^x and each row as written."""
     rounding = getattr(env, "rounding", None)
     table = np.exp if rounding is None else lambda x: round_half_up(np.exp(x), EXP_PLACES)
-    return online.running_sum(env["S"], env["m"], _tile_of(env), None if values is None else env[values],
+    return online.running_sum(env["S"], env["m"], int(env["tile"]), None if values is None else env[values],
                               rescale=rescale, divide_by=env["l"] if per_tile else None, table=table,
                               write=lambda row: round_half_up(row, rounding))
 
@@ -814,53 +811,49 @@ def _online_mistakes(values: str | None) -> tuple[Mistake, ...]:
             Mistake("online_tile_max", lambda env: _running(env, values, rescale=0), applies=_tiles_past_two))
 
 
-def _exact_online(xs: dict, values: Values, name: str) -> np.ndarray:
-    """m, ℓ or o after each tile in closed form: every key read so far against the maximum so far."""
-    s, tile = list(xs["S"][0]), _tile_of(values)
-    V = xs["V"] if name == "O_acc" else np.full((len(s), 1), sympy.Integer(1), dtype=object)
-    rows = []
-    for end in range(tile, len(s) + 1, tile):
-        top = sympy.Max(*s[:end])
-        if name == "m":
-            rows.append([top])
-            continue
-        e = [sympy.exp(x - top) if x != -sympy.oo else sympy.Integer(0) for x in s[:end]]
-        rows.append([exact.xsum([exact.xmul(e[j], V[j, c]) for j in range(end)]) for c in range(V.shape[1])])
-    return np.array(rows, dtype=object)
+def _exact_online(name: str) -> Callable[[dict, Values], Any]:
+    """m, ℓ or o after each tile in closed form (every key so far against the maximum so far); O = o_T / ℓ_T."""
+    def rule(xs: dict, values: Values) -> np.ndarray:
+        if name == "O":
+            over = None if xs["l"][-1, 0] is None else 1 / xs["l"][-1, 0]
+            return np.array([[exact.xmul(x, over) for x in xs["O_acc"][-1]]], dtype=object)
+        s, tile = list(xs["S"][0]), int(values["tile"])
+        V = xs["V"] if name == "O_acc" else np.full((len(s), 1), sympy.Integer(1), dtype=object)
+        rows = []
+        for end in range(tile, len(s) + 1, tile):
+            top = sympy.Max(*s[:end])
+            e = [sympy.exp(x - top) if x != -sympy.oo else sympy.Integer(0) for x in s[:end]]
+            rows.append([top] if name == "m" else
+                        [exact.xsum([exact.xmul(e[j], V[j, c]) for j in range(end)]) for c in range(V.shape[1])])
+        return np.array(rows, dtype=object)
+    return rule
 
 
-def _exact_online_output(xs: dict, values: Values) -> np.ndarray:
-    o, l = xs["O_acc"][-1:], xs["l"][-1, 0]
-    return np.vectorize(lambda x: None if x is None or l is None else sympy.simplify(x / l), otypes=[object])(o)
+def _online_record(name: str, inputs: tuple[str, ...], compute: Compute, shape: tuple[str, str], symbol: str,
+                   formula: str, typst_symbol: str, typst_formula: str, **more: Any) -> AttentionStep:
+    return AttentionStep(name, inputs, compute, shape=shape, symbol=symbol, formula_latex=formula,
+                         typst_symbol=typst_symbol, typst_formula=typst_formula, builder="value", direction="forward",
+                         exact=_exact_online(name), checkable=False, **more)
 
 
 ONLINE_STEPS = (
-    AttentionStep("m", ("S", "tile"), lambda env: online.running_max(env["S"], _tile_of(env)), shape=("T", "1"),
-                  symbol="m", formula_latex=r"m_t = \max\left(m_{t-1},\ \max_{j \in t} s_j\right)", typst_symbol="m",
-                  typst_formula="m_t = max(m_(t-1), max_(j in t) s_j)", builder="value", direction="forward",
-                  mistakes=(Mistake("online_tile_max", lambda env: online.running_max(env["S"], _tile_of(env), True),
-                                    applies=_tiles_past_two),),
-                  exact=lambda xs, values: _exact_online(xs, values, "m"), checkable=False,
-                  count=lambda step, env: count.NONE),
-    AttentionStep("l", ("S", "m", "tile"), _running, shape=("T", "1"), symbol=r"\ell",
-                  formula_latex=r"\ell_t = e^{m_{t-1} - m_t}\,\ell_{t-1} + \sum_{j \in t} e^{s_j - m_t}",
-                  typst_symbol="ell", typst_formula="ell_t = e^(m_(t-1) - m_t) ell_(t-1) + sum_(j in t) e^(s_j - m_t)",
-                  builder="value", direction="forward", mistakes=_online_mistakes(None),
-                  exact=lambda xs, values: _exact_online(xs, values, "l"), checkable=False,
-                  count=count.count_running_sum),
-    AttentionStep("O_acc", ("S", "V", "m", "tile"), lambda env: _running(env, "V"), shape=("T", "d_v"), symbol="o",
-                  formula_latex=r"o_t = e^{m_{t-1} - m_t}\,o_{t-1} + \sum_{j \in t} e^{s_j - m_t}\,v_j",
-                  typst_symbol="o", typst_formula="o_t = e^(m_(t-1) - m_t) o_(t-1) + sum_(j in t) e^(s_j - m_t) v_j",
-                  builder="value", direction="forward", mistakes=_online_mistakes("V"),
-                  exact=lambda xs, values: _exact_online(xs, values, "O_acc"), checkable=False,
-                  count=count.count_running_sum),
-    AttentionStep("O", ("O_acc", "l"), lambda env: online.output(env["l"], env["O_acc"]), shape=("1", "d_v"),
-                  symbol="O", formula_latex=r"O = \frac{o_T}{\ell_T}", typst_symbol="O",
-                  typst_formula="O = o_T / ell_T", builder="value", direction="forward",
-                  # divided after every tile already: o_T taken as it is
-                  mistakes=(Mistake("online_divide_per_tile", lambda env: np.array(env["O_acc"][..., -1:, :])),),
-                  exact=_exact_online_output, checkable=False,
-                  count=lambda step, env: count.Operations(divisions=int(np.shape(env["O_acc"])[-1]))),
+    _online_record("m", ("S", "tile"), lambda env: online.running_max(env["S"], env["tile"]), ("T", "1"), "m",
+                   r"m_t = \max\left(m_{t-1},\ \max_{j \in t} s_j\right)", "m", "m_t = max(m_(t-1), max_(j in t) s_j)",
+                   mistakes=(Mistake("online_tile_max", lambda env: online.running_max(env["S"], env["tile"], True),
+                                     applies=_tiles_past_two),), count=lambda step, env: count.NONE),
+    _online_record("l", ("S", "m", "tile"), _running, ("T", "1"), r"\ell",
+                   r"\ell_t = e^{m_{t-1} - m_t}\,\ell_{t-1} + \sum_{j \in t} e^{s_j - m_t}", "ell",
+                   "ell_t = e^(m_(t-1) - m_t) ell_(t-1) + sum_(j in t) e^(s_j - m_t)", mistakes=_online_mistakes(None),
+                   count=count.count_running_sum),
+    _online_record("O_acc", ("S", "V", "m", "tile"), lambda env: _running(env, "V"), ("T", "d_v"), "o",
+                   r"o_t = e^{m_{t-1} - m_t}\,o_{t-1} + \sum_{j \in t} e^{s_j - m_t}\,v_j", "o",
+                   "o_t = e^(m_(t-1) - m_t) o_(t-1) + sum_(j in t) e^(s_j - m_t) v_j", mistakes=_online_mistakes("V"),
+                   count=count.count_running_sum),
+    _online_record("O", ("O_acc", "l"), lambda env: online.output(env["l"], env["O_acc"]), ("1", "d_v"), "O",
+                   r"O = \frac{o_T}{\ell_T}", "O", "O = o_T / ell_T",
+                   # divided after every tile already: o_T taken as it is
+                   mistakes=(Mistake("online_divide_per_tile", lambda env: np.array(env["O_acc"][..., -1:, :])),),
+                   count=lambda step, env: count.Operations(divisions=int(np.shape(env["O_acc"])[-1]))),
 )
 
 

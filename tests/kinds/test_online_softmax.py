@@ -9,11 +9,12 @@ import numpy as np
 import pytest
 
 import exercises
-from attention_core.online_softmax import online_softmax
+from attention_core.online_softmax import output, running_max, running_sum
 from attention_core.ops import softmax
-from exercises.core import engine
+from exercises.core import engine, pipeline, steps
 from exercises.core.numbers import round_half_up
 from exercises.kinds import online_softmax as K
+from exercises.solutions.exact import _exact_given
 from tests.kinds.common import (
     assert_moodle_round_trip,
     careful_and_selftest_answers_grade_as_such,
@@ -68,12 +69,28 @@ def test_online_softmax_equals_the_plain_softmax_over_many_shapes():
         if case % 3 == 0:  # causal: the keys after a query masked, whole tiles among them
             s[0, int(rng.integers(1, n_k + 1)):] = -np.inf
         V = rng.normal(size=(2, n_k, 3))
-        tr = online_softmax(s, V, tile)
-        np.testing.assert_allclose(tr.O[:, 0], np.einsum("bk,bkd->bd", softmax(s), V), atol=1e-12,
+        S = s[:, None, :]  # (2, 1, n_k)
+        m = running_max(S, tile)
+        O = output(running_sum(S, m, tile), running_sum(S, m, tile, V))
+        np.testing.assert_allclose(O[:, 0], np.einsum("bk,bkd->bd", softmax(s), V), atol=1e-12,
                                    err_msg=f"case {case}: tile {tile}, n_k {n_k}")
-        assert (np.diff(tr.m, axis=-1) >= 0).all(), f"case {case}: the running maximum went down"
+        assert (np.diff(m[..., 0], axis=-1) >= 0).all(), f"case {case}: the running maximum went down"
     with pytest.raises(ValueError, match="tiles"):
-        online_softmax(np.zeros((1, 5)), np.zeros((1, 5, 1)), 2)
+        running_max(np.zeros((1, 1, 5)), 2)
+
+
+def test_the_records_exact_rules_are_the_references_and_o_has_the_online_record():
+    for level in K.LEVELS:
+        ex = exercises.generate(K.ID, 1, level)
+        env = pipeline.reference_env(ex)
+        xs = {name: _exact_given(value) for name, value in ex.given.items()}
+        for name in K.PARTS:
+            xs[name] = steps.record_for(name, env).exact(xs, env)
+            np.testing.assert_allclose(np.array(xs[name], dtype=float), ex.part(name).reference, atol=1e-12,
+                                       err_msg=f"level {level}: the exact rule of {name}")
+        assert steps.record_for("O", env).inputs == ("O_acc", "l"), f"level {level}: O from A V"
+    attention = exercises.generate("attention", 0, 1)
+    assert steps.record_for("O", pipeline.reference_env(attention)) is steps.STEP_BY_NAME["O"], "attention's O"
 
 
 def test_each_level_has_its_tiles_and_minutes():

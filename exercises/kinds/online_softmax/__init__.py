@@ -6,11 +6,9 @@
     O = o_T / ℓ_T  (= softmax(s) V exactly: the solution shows both)                            (1 × d_v)
 
 Row t of m, l and O_acc holds the values after tile t. Level 3 is causal: the keys after the query are
-−∞ in s, and a tile of them is skipped whole (its row repeats the one before). Every part is a step record
-(exercises.core.steps: the online softmax's section), so grading, carry-forward, the reach, the minutes and
-the diagnosis are the registry's; so are its mistakes: no rescale when the maximum moves, the rescale the
-wrong way round (e^(m_new − m_old)), the accumulator divided by ℓ after every tile, the tile's own maximum
-used as the row's.
+−∞ in s, and a tile of them is skipped whole (its row repeats the one before). Every part is a step record,
+so grading, carry-forward, reach, minutes and diagnosis are the registry's, as are the mistakes: no rescale
+when the maximum moves, the rescale inverted, ℓ divided out per tile, the tile's own maximum as the row's.
 
 Axes: B candidates, n_k keys in T tiles, d_v.
 """
@@ -22,10 +20,12 @@ import numpy as np
 from attention_core.ops import softmax
 
 from ... import solutions
+from ...core import pipeline
 from ...core.contract import Formula, HomeStage, SheetSection
 from ...core.model import Exercise
 from ...core.numbers import choice, matrices
 from ...core.sampler import Batch
+from ...core.steps import STEP_BY_NAME
 from ...i18n import msg
 from ...rendering import latex as L
 from ...solutions.aids import ExpSeries
@@ -43,7 +43,6 @@ SIZES = {1: (4, 2, 1, (0, 1, 2), (-1, 1, 2), None),
          2: (6, 2, 1, (-2, -1, 0, 1, 2), (-2, -1, 1, 2), None),
          3: (8, 2, 2, (-2, -1, 0, 1, 2, 3), (-2, -1, 0, 1, 2), (5, 6))}
 EXP_GRID = {1: (ExpSeries(1, 1, -4, 0),), 2: (ExpSeries(1, 1, -6, 0),), 3: (ExpSeries(1, 1, -6, 0),)}
-TABLE = L.EXP_PLACES  # e^x as the table gives it
 BATCH = 64
 
 
@@ -72,6 +71,12 @@ def _teaches(env) -> np.ndarray:
     return moved & spread & (np.abs(env["O"]) > 1e-9).any(axis=(1, 2))
 
 
+def chain(ex: Exercise, values: dict[str, np.ndarray], rounding: int | None) -> dict[str, np.ndarray]:
+    """The step records run from the given row and the learner's `values` (the engine's default chain), as the
+    kind's own: Check my work offers none of the attention pass's inputs (G_O, a memory H …) beside S and V."""
+    return dict(pipeline.run({**ex.given, **values}, rounding=rounding))
+
+
 def prompt_keys(ex: Exercise) -> tuple[str, ...]:
     return ("kind.online_softmax.prompt", *(("kind.online_softmax.prompt_causal",) if ex.given["causal"] else ()),
             "kind.online_softmax.prompt_parts")
@@ -84,7 +89,7 @@ def _e(x: float) -> solutions.Number:
     """e^x as the table gives it (e⁰ = 1 exactly)."""
     if x == 0:
         return solutions.number("1")
-    text = L.decimal(float(np.exp(x)), TABLE)
+    text = L.decimal(float(np.exp(x)), L.EXP_PLACES)
     return solutions.number(text, None, True)
 
 
@@ -110,8 +115,8 @@ def _m_step(ex: Exercise) -> solutions.Step:
         key = "first" if first else "m.moved" if m[t] > m[t - 1] else "m.kept"
         return solutions.CellDerivation(latex, msg(f"solution.online.{key}"))
 
-    return solutions.make_step("m", msg("solution.online.m"), m[:, None], 0, symbol="m", lhs="m_t",
-                               formula=r"\max\left(m_{t-1},\ \max_{j \in t} s_j\right)",
+    lhs, formula = STEP_BY_NAME["m"].formula_latex.split(" = ", 1)
+    return solutions.make_step("m", msg("solution.online.m"), m[:, None], 0, symbol="m", lhs=lhs, formula=formula,
                                exact_cells=[[r"-\infty" if np.isneginf(x) else L.number(x)] for x in m],
                                note=msg("solution.online.m.note"), derive=derive)
 
@@ -123,8 +128,7 @@ def _running_step(ex: Exercise, name: str) -> solutions.Step:
     m = ex.part("m").reference[:, 0]
     V = np.asarray(ex.given["V"], dtype=float)
     tiles = _tiles(ex)
-    is_l = name == "l"
-    symbol = r"\ell" if is_l else "o"
+    is_l, symbol = name == "l", STEP_BY_NAME[name].symbol
 
     def derive(t: int, c: int) -> solutions.CellDerivation:
         _, start, keys = tiles[t]
@@ -150,10 +154,9 @@ def _running_step(ex: Exercise, name: str) -> solutions.Step:
         return solutions.CellDerivation(latex, msg("solution.online.rescale" if rescaled else "solution.online.first"),
                                         (sub,))
 
-    formula = (r"e^{m_{t-1} - m_t}\,\ell_{t-1} + \sum_{j \in t} e^{s_j - m_t}" if is_l
-               else r"e^{m_{t-1} - m_t}\,o_{t-1} + \sum_{j \in t} e^{s_j - m_t}\, v_j")
+    lhs, formula = STEP_BY_NAME[name].formula_latex.split(" = ", 1)
     return solutions.make_step(name, msg(f"solution.online.{name}"), part.reference, part.decimals,
-                               symbol=symbol if is_l else "o", lhs=f"{symbol}_t", formula=formula,
+                               symbol=symbol, lhs=lhs, formula=formula,
                                note=msg(f"solution.online.{name}.note"), derive=derive)
 
 

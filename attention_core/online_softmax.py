@@ -49,9 +49,9 @@ def running_sum(S: np.ndarray, m: np.ndarray, tile: int, V: np.ndarray | None = 
     m = np.asarray(m, dtype=float)[..., 0]  # (..., T)
     before = np.concatenate([np.full(m[..., :1].shape, -np.inf), m[..., :-1]], axis=-1)  # m_{t−1}
     base = np.where(np.isfinite(m), m, 0.0)  # no key seen yet: every term is e^(−∞) = 0
-    with np.errstate(invalid="ignore", over="ignore"):
-        factors = table(np.where(np.isfinite(before), rescale * (before - base), -np.inf))  # (..., T)
-        terms = table(s - base[..., None])  # (..., T, tile)
+    carried = np.isfinite(before)  # m_0 = −∞: nothing carried, the factor is 0
+    factors = table(np.where(carried, rescale * (np.where(carried, before, 0.0) - base), -np.inf))  # (..., T)
+    terms = table(s - base[..., None])  # (..., T, tile)
     if V is None:
         added = terms.sum(axis=-1)[..., None]  # (..., T, 1)
     else:

@@ -18,10 +18,20 @@ def alibi_slope(h, heads: int) -> np.ndarray:
     return 2.0 ** (-8.0 * np.asarray(h, dtype=float) / heads)
 
 
-def alibi_bias(n: int, slope: float) -> np.ndarray:
-    """(n, n): −m (i − j) on and below the diagonal, −∞ above it."""
+def alibi_bias(n: int, slope, causal: bool = True) -> np.ndarray:
+    """(..., n, n) for slopes (...): −m (i − j) on and below the diagonal, −∞ above it; not `causal`: −m |i − j|
+    on every cell."""
     i, j = np.arange(n)[:, None], np.arange(n)[None, :]
-    return np.where(j <= i, -slope * (i - j), -np.inf) + 0.0
+    m = np.asarray(slope, dtype=float)[..., None, None]
+    if not causal:
+        return -m * np.abs(i - j) + 0.0
+    return np.where(j <= i, -m * (i - j), -np.inf) + 0.0
+
+
+def biased(scaled: np.ndarray, bias: np.ndarray) -> np.ndarray:
+    """scaled + bias; a bias with one more axis (heads) than the scaled scores biases them once per head."""
+    scaled = np.asarray(scaled, dtype=float)
+    return (scaled[..., None, :, :] if np.ndim(bias) > scaled.ndim else scaled) + bias
 
 
 def alibi_attention(S: np.ndarray, d_k: int, slope: float) -> tuple[np.ndarray, np.ndarray]:

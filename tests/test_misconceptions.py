@@ -64,6 +64,11 @@ EXPECTED_KINDS = {
     # the attention block's norm and residual
     **{mid: {"attention_block"} for mid in ("norm_over_columns", "norm_variance_unbiased", "residual_forgotten",
                                             "norm_after_residual")},
+    # ALiBi's slopes and bias, temperature and the soft cap
+    **{mid: {"alibi"} for mid in ("alibi_slope_off_by_one", "alibi_not_causal", "alibi_bias_sign",
+                                  "alibi_bias_after_softmax", "alibi_bias_scaled")},
+    **{mid: {"temperature"} for mid in ("temperature_times_tau", "temperature_cap_after_softmax",
+                                        "temperature_cap_forgotten")},
 }
 DESIGN_IDS = ("transposed_scores", "no_scaling", "scaled_by_dk", "mask_diagonal", "mask_wrong_triangle",
               "no_mask", "mask_after_softmax", "softmax_columns", "no_exp", "weights_transposed",

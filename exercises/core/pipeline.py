@@ -76,10 +76,10 @@ AFFECTED: dict[str, frozenset[str]] = {
 
 
 def _plan(keys: frozenset) -> tuple:
-    """The steps a run starting from the values `keys` computes, in step order, each with its inputs and
-    its mistake ids as sets: every step whose output is not there yet and whose inputs are there or made
-    before it. A step that fails at run time (a shape a mistake made) leaves its output out, so the run
-    checks the inputs again."""
+    """The steps a run starting from the values `keys` computes, in step order, each with its inputs, its
+    mistake ids and the values it reads (its inputs and what it reads where the exercise has them) as sets:
+    every step whose output is not there yet and whose inputs are there or made before it. A step that fails
+    at run time (a shape a mistake made) leaves its output out, so the run checks the inputs again."""
     have = set(keys)
     plan = []
     for step in STEPS:
@@ -87,7 +87,7 @@ def _plan(keys: frozenset) -> tuple:
         if step.name in have or not inputs <= have:
             continue
         have.add(step.name)
-        plan.append((step, step.name, inputs, frozenset(step.mistake_ids)))
+        plan.append((step, step.name, inputs, frozenset(step.mistake_ids), inputs | frozenset(step.reads)))
     return tuple(plan)
 
 
@@ -116,7 +116,7 @@ def _walk(env: Env, until: Iterable[str] | None, rounding: int | None, only_if_m
     tainted = env.tainted
     plan = _plan(frozenset(keys))
     last = _last_maker(plan, asked) if only_if_made else -1
-    for position, (step, name, inputs, ids) in enumerate(plan):
+    for position, (step, name, inputs, ids, reads) in enumerate(plan):
         if position > last >= 0 and not env.used:
             break  # no step left can make the mistake: nothing this run computes from here is wrong
         if not inputs <= keys:  # an input a failed step did not make
@@ -132,7 +132,7 @@ def _walk(env: Env, until: Iterable[str] | None, rounding: int | None, only_if_m
         except ValueError:  # shapes a mistake made that cannot combine (K Qᵀ of a rectangle, then A V)
             continue
         env[name] = value if rounding is None else round_half_up(value, rounding)
-        if tainted and not tainted.isdisjoint(inputs):
+        if tainted and not tainted.isdisjoint(reads):  # a value read where the exercise has it taints too
             tainted.add(name)
         if wanted is not None and wanted <= keys:
             break

@@ -34,10 +34,11 @@ from typing import Any
 import numpy as np
 import sympy
 
-from attention_core import block, causal_mask, linear, ops
+from attention_core import alibi, block, causal_mask, linear, ops
 from attention_core.embedding import embed, embed_backward
 from attention_core.ops import padding_mask as _padding_mask
 from attention_core.ops import softmax_visible as _softmax_visible
+from attention_core.temperature import soft_cap
 
 from . import exact
 from . import operations as count
@@ -50,7 +51,7 @@ AXES: dict[str, str] = {
     "n_q": "query tokens", "n_k": "key and value tokens", "n": "tokens (self-attention: n_q = n_k = n)",
     "d_model": "width of X and E", "d_k": "width of queries and keys", "d_v": "width of values and outputs",
     "vocab": "rows of the embedding table", "1": "a single column (a sum over the tokens)",
-    "d_c": "width of the cached latent (MLA)",
+    "d_c": "width of the cached latent (MLA)", "heads": "heads asked (ALiBi's slopes)",
 }
 
 
@@ -104,6 +105,7 @@ class AttentionStep:
     # its hand work (exercises.core.operations): (the record, the values) -> Operations, or None where the value
     # is read off (a product by I, a division by √1); count None: the step only copies
     count: Callable[[Any, Values], Any] | None = None
+    reads: tuple[str, ...] = ()  # values it also reads where an exercise has them (not needed to compute it)
 
     @property
     def output(self) -> str:
@@ -315,11 +317,16 @@ MASKED_MISTAKES = (
 
 
 def _softmax_rows(env):
+    return _softmax_by_rows(env["masked"], env)
+
+
+def _softmax_by_rows(z: np.ndarray, env: Values) -> np.ndarray:
+    """softmax(z) row by row; in a reach run as on paper (each eˣ written)."""
     writer = _reach(env)
     if writer is not None:
-        return softmax_by_hand(env["masked"], writer)
+        return softmax_by_hand(z, writer)
     with np.errstate(invalid="ignore"):
-        return ops.softmax(env["masked"], axis=-1)  # (n_q, n_k), each row sums to 1
+        return ops.softmax(z, axis=-1)  # (n_q, n_k), each row sums to 1
 
 
 def _softmax_columns(env):
@@ -572,12 +579,16 @@ def _unless_padded(m: Mistake) -> Mistake:
 
 
 def _masked_or_padded(env):
+    if "bias" in env:
+        return alibi.biased(env["scaled"], env["bias"])  # ALiBi: the bias holds the causal mask
     if _padded(env):
         return np.asarray(env["scaled"], dtype=float) + np.asarray(env["M"], dtype=float)  # (n, n)
     return _masked(env)
 
 
 def _exact_masked_or_padded(xs: dict, values: Values):
+    if "bias" in values:
+        return exact.xadd(xs["scaled"], xs["bias"])  # −∞ + z = −∞
     if "M" in values:
         out = xs["scaled"].copy()
         out[np.isneginf(np.asarray(values["M"], dtype=float))] = -sympy.oo
@@ -744,6 +755,164 @@ Y_STEP = AttentionStep(
     count=count.count_residual)
 
 
+# ALiBi (an exercise gives the heads h of H and its scores S) and temperature (a row s, its temperatures τ and a
+# cap c): the slopes and each head's bias, which the masked record adds to the scaled scores (the bias holds
+# the causal mask) and the softmax record turns into weights, one matrix per head; a row's softmax at each
+# temperature, the capped row and its softmax.
+#     slope = 2^(−8h/H)   bias_ij = −m (i − j) (j ≤ i), −∞ (j > i)   masked = S / √d_k + bias   A1, A2: a head's A
+#     a_tau<k> = softmax(s / τ_k)   s_capped = c tanh(s / c)   a_capped = softmax(s_capped)
+
+
+def _slopes(env: Values) -> np.ndarray:
+    """The heads' slopes (..., heads), or (...) for a single head."""
+    m = np.asarray(env["slope"], dtype=float)[..., 0, :]
+    return m[..., 0] if m.shape[-1] == 1 else m
+
+
+def _bias_of(env: Values, slopes: np.ndarray | None = None, causal: bool = True) -> np.ndarray:
+    n = np.shape(env["scores"])[-1]
+    return alibi.alibi_bias(n, _slopes(env) if slopes is None else slopes, causal)  # (..., [heads,] n, n)
+
+
+def _exact_slope(xs: dict, values: Values):
+    H = int(values["H"])
+    return np.array([[sympy.Integer(2) ** sympy.Rational(-8 * int(h), H) for h in np.ravel(values["h"])]],
+                    dtype=object)  # (1, heads)
+
+
+def _exact_bias(xs: dict, values: Values):
+    n = np.shape(values["scores"])[-1]
+    out = np.array([[-m * (i - j) if j <= i else -sympy.oo for j in range(n)] for m in xs["slope"][0]
+                    for i in range(n)], dtype=object).reshape(-1, n, n)  # (heads, n, n)
+    return out[0] if len(out) == 1 else out
+
+
+def _biased_scaled(env):
+    """(S + B) / √d_k: the bias divided with the scores."""
+    return alibi.biased(env["scores"], env["bias"]) / np.sqrt(_d_k(env))
+
+
+def _bias_after_softmax(env):
+    """The causal softmax of the scaled scores, then the bias added to the weights (hidden keys stay 0)."""
+    bias = np.asarray(env["bias"], dtype=float)
+    A = ops.softmax(alibi.biased(env["scaled"], np.where(np.isfinite(bias), 0.0, -np.inf)), axis=-1)
+    return np.where(np.isfinite(bias), A + bias, 0.0)
+
+
+def _count_biased(step: AttentionStep, env: Values) -> count.Operations | None:
+    """S / √d_k − m (i − j): one multiply-add per key behind the query (its bias is not 0)."""
+    if "bias" not in env:
+        return None  # the causal or padding mask only copies
+    bias = np.asarray(env["bias"], dtype=float)
+    return count.Operations(multiply_adds=int((np.isfinite(bias) & (bias != 0)).sum()))
+
+
+BIASED_MISTAKES = (Mistake("alibi_bias_scaled", _biased_scaled,
+                           applies=lambda env: "bias" in env and _d_k(env) not in (0, 1)),)
+BIASED_SOFTMAX_MISTAKES = (Mistake("alibi_bias_after_softmax", _bias_after_softmax,
+                                   applies=lambda env: "bias" in env and "scaled" in env),)
+
+
+def _head_step(k: int) -> AttentionStep:
+    """Head k's weights (k from 1): its matrix of A, where the exercise asks for two heads or more."""
+    name = f"A{k}"
+
+    def compute(env):
+        A = np.asarray(env["A"], dtype=float)
+        if np.shape(env["slope"])[-1] < max(k, 2):
+            raise ValueError(f"{name}: no head {k} of several")  # the pipeline leaves the value out
+        return A[..., k - 1, :, :]
+
+    return AttentionStep(
+        name, ("A", "slope"), compute, shape=("n_q", "n_k"), symbol=f"A_{{{k}}}",
+        formula_latex=rf"A_{{{k}}} = \operatorname{{softmax}}\left(\frac{{S}}{{\sqrt{{d_k}}}} + B_{{{k}}}\right)",
+        typst_symbol=f"A_{k}", typst_formula=f"A_{k} = op(\"softmax\")(S / sqrt(d_k) + B_{k})", builder="value",
+        direction="forward", exact=lambda xs, values: exact.xsoftmax(xs["masked"][k - 1]), checkable=False)
+
+
+def _tau(env: Values, k: int) -> np.ndarray:
+    """The k-th temperature (k from 1); ValueError where fewer are given (the pipeline leaves the value out)."""
+    tau = np.asarray(env["tau"], dtype=float)
+    if tau.shape[-1] < k:
+        raise ValueError(f"a_tau{k}: {tau.shape[-1]} temperatures given")
+    return tau[..., k - 1:k]  # (..., 1): divides every score of the row
+
+
+def _tau_step(k: int) -> AttentionStep:
+    """softmax(s / τ_k) of the row s: the weights at the k-th temperature."""
+    name, tau = f"a_tau{k}", rf"\tau_{{{k}}}"
+
+    def compute(env):
+        return _softmax_by_rows(written(np.asarray(env["s"], dtype=float) / _tau(env, k), _reach(env)), env)
+
+    def exact_rule(xs: dict, values: Values):
+        t = sympy.nsimplify(float(_tau(values, k)[..., 0]))
+        return exact.xsoftmax(np.vectorize(lambda x: None if x is None else x / t, otypes=[object])(xs["s"]))
+
+    def hand(step: AttentionStep, env: Values) -> count.Operations:  # s / τ per score, then a softmax row
+        s = np.asarray(env["s"], dtype=float)
+        return count.Operations(divisions=int(np.size(s))) + count.softmax_operations(s)  # s/τ is 0 where s is
+
+    times = Mistake("temperature_times_tau",
+                    lambda env: _softmax_by_rows(np.asarray(env["s"], dtype=float) * _tau(env, k), env))
+    return AttentionStep(
+        name, ("s", "tau"), compute, shape=("1", "n"), symbol=f"a_{{{tau}}}",
+        formula_latex=rf"a_{{{tau}}} = \operatorname{{softmax}}\left(\frac{{s}}{{{tau}}}\right)",
+        typst_symbol=f"a_(tau_{k})", typst_formula=f"a_(tau_{k}) = op(\"softmax\")(s / tau_{k})", builder="value",
+        direction="forward", mistakes=(times,), exact=exact_rule, checkable=False, count=hand)
+
+
+def _exact_cap(xs: dict, values: Values):
+    c = sympy.nsimplify(float(values["cap"]))
+    return np.vectorize(lambda x: None if x is None else c * sympy.tanh(x / c), otypes=[object])(xs["s"])
+
+
+def _count_cap(step: AttentionStep, env: Values) -> count.Operations:
+    """Per score: tanh(s / c) read off the prompt's table, times c."""
+    size = int(np.size(env["s"]))
+    return count.Operations(exponentials=size, multiply_adds=size)
+
+
+def _cap_after_softmax(env):
+    return soft_cap(ops.softmax(np.asarray(env["s"], dtype=float), axis=-1), float(env["cap"]))
+
+
+ALIBI_STEPS = (
+    AttentionStep("slope", ("h", "H"), lambda env: alibi.alibi_slope(env["h"], env["H"])[..., None, :],
+                  shape=("1", "heads"), symbol="m", formula_latex=r"m_h = 2^{-8h/H}", typst_symbol="m",
+                  typst_formula="m_h = 2^(-8 h / H)", builder="value", direction="forward",
+                  mistakes=(Mistake("alibi_slope_off_by_one",  # heads counted from 0
+                                    lambda env: alibi.alibi_slope(np.asarray(env["h"]) - 1, env["H"])[..., None, :]),),
+                  exact=_exact_slope, checkable=False,
+                  count=lambda step, env: count.Operations(exponentials=int(np.shape(env["slope"])[-1]))),
+    AttentionStep("bias", ("slope", "scores"), _bias_of, shape=("n_q", "n_k"), symbol="B",
+                  formula_latex=r"B_{ij} = \begin{cases} -m\,(i - j) & j \le i \\ -\infty & j > i \end{cases}",
+                  typst_symbol="B", typst_formula="B_(i j) = cases(-m (i - j) & j <= i, -infinity & j > i)",
+                  builder="value", direction="forward",
+                  mistakes=(Mistake("alibi_not_causal", lambda env: _bias_of(env, causal=False)),  # −m |i − j|
+                            Mistake("alibi_bias_sign", lambda env: _bias_of(env, -_slopes(env)))),
+                  exact=_exact_bias, checkable=False),  # −m (i − j): counted with the sum it joins (masked)
+)
+ALIBI_HEAD_STEPS = (_head_step(1), _head_step(2))
+TEMPERATURE_STEPS = (
+    *(_tau_step(k) for k in (1, 2, 3)),
+    AttentionStep("s_capped", ("s", "cap"), lambda env: soft_cap(env["s"], float(env["cap"])), shape=("1", "n"),
+                  symbol=r"\hat{s}", formula_latex=r"\hat{s} = c \tanh\left(\frac{s}{c}\right)",
+                  typst_symbol="hat(s)", typst_formula="hat(s) = c tanh(s / c)", builder="value",
+                  direction="forward",
+                  mistakes=(Mistake("temperature_cap_forgotten", lambda env: np.array(env["s"], dtype=float)),),
+                  exact=_exact_cap, checkable=False, count=_count_cap),
+    AttentionStep("a_capped", ("s_capped",), lambda env: _softmax_by_rows(env["s_capped"], env), shape=("1", "n"),
+                  symbol=r"\hat{a}", formula_latex=r"\hat{a} = \operatorname{softmax}(\hat{s})",
+                  typst_symbol="hat(a)", typst_formula="hat(a) = op(\"softmax\")(hat(s))", builder="value",
+                  direction="forward",
+                  mistakes=(Mistake("temperature_cap_after_softmax", _cap_after_softmax,
+                                    applies=lambda env: "s" in env and "cap" in env),),
+                  exact=lambda xs, values: exact.xsoftmax(xs["s_capped"]), checkable=False,
+                  count=lambda step, env: count.softmax_operations(env["s_capped"])),
+)
+
+
 # Linear attention (an exercise flags it with `linear`): the feature map φ(x) = elu(x) + 1 in place of the
 # softmax's exponentials, and the keys and values summed first.
 #     phi_Q = φ(Q)    phi_K = φ(K)    KV = φ(K)ᵀ V    z = φ(K)ᵀ 1
@@ -796,17 +965,22 @@ STEPS: tuple[AttentionStep, ...] = (
                   builder="scale", direction="forward", mistakes=SCALED_MISTAKES, exact=_exact_scale("scores"),
                   scales="scores", count=count.count_scale),
     M_STEP,  # the padding mask comes before the scores it masks
+    *ALIBI_STEPS,  # ALiBi's slopes and bias, added by the masked record
     AttentionStep("masked", ("scaled",), _masked_or_padded, shape=("n_q", "n_k"), symbol=r"\tilde{Z}",
                   formula_latex=r"\tilde{Z}_{ij} = \begin{cases} Z_{ij} & j \le i \\ -\infty & j > i \end{cases}",
                   typst_symbol="tilde(Z)",
                   typst_formula="tilde(Z)_(i j) = cases(Z_(i j) & j <= i, -infinity & j > i)",
-                  builder="mask", direction="forward", mistakes=MASKED_OR_PADDED_MISTAKES,
-                  exact=_exact_masked_or_padded, sanity=("mask_infinities",)),
+                  builder="mask", direction="forward", mistakes=(*MASKED_OR_PADDED_MISTAKES, *BIASED_MISTAKES),
+                  exact=_exact_masked_or_padded, sanity=("mask_infinities",), count=_count_biased,
+                  reads=("bias",)),
     AttentionStep("A", ("masked",), _softmax_rows_or_padded, shape=("n_q", "n_k"), symbol="A",
                   formula_latex=r"A_{ij} = \frac{e^{\tilde{Z}_{ij}}}{\sum_{k} e^{\tilde{Z}_{ik}}}",
                   typst_symbol="A", typst_formula="A_(i j) = e^(tilde(Z)_(i j)) / (sum_k e^(tilde(Z)_(i k)))",
-                  builder="softmax", direction="forward", mistakes=SOFTMAX_OR_PADDED_MISTAKES,
-                  exact=_exact_softmax_or_padded, sanity=("weights",), count=count.count_softmax),
+                  builder="softmax", direction="forward",
+                  mistakes=(*SOFTMAX_OR_PADDED_MISTAKES, *BIASED_SOFTMAX_MISTAKES), exact=_exact_softmax_or_padded,
+                  sanity=("weights",), count=count.count_softmax),
+    *ALIBI_HEAD_STEPS,  # each head's weights where ALiBi asks for several
+    *TEMPERATURE_STEPS,
     _product_step("O", ("A", "V"), _output, ("n_q", "d_v"), "O", "A V", "O", "O = A V", _O, "forward",
                   mistakes=OUTPUT_MISTAKES, sanity=("output",)),
     Y_STEP,  # an attention block's residual: its input added back
@@ -881,7 +1055,7 @@ def downstream(names: set[str]) -> set[str]:
     """`names` and every value computed (directly or not) from them."""
     out = set(names)
     for step in STEPS:
-        if out.intersection(step.inputs):
+        if out.intersection(step.inputs) or out.intersection(step.reads):
             out.add(step.name)
     return out
 

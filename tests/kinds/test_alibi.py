@@ -1,18 +1,20 @@
 """alibi: slopes 2^(−8h/H), the bias −m(i − j) on the causal triangle, the biased scores and the weights,
 against a direct loop written out here; its mistakes named exact and rounded; careful students right; each
-level's sizes, heads and minutes."""
+level's sizes, heads and minutes; an exercise stored at version 1 (the scores called S) still shows and grades."""
 
 from __future__ import annotations
 
+import json
 import math
 from collections import Counter
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 import exercises
 from attention_core.alibi import alibi_attention, alibi_slope
-from exercises.core import engine
+from exercises.core import engine, misconceptions
 from exercises.core.numbers import round_half_up
 from exercises.kinds import alibi as K
 from tests.kinds.common import (
@@ -23,11 +25,14 @@ from tests.kinds.common import (
     references_agree,
     solution_steps,
 )
+from tests.stored_exercise import still_shows_and_grades
+
+STORED = json.loads((Path(__file__).parent / "stored" / "alibi-v1.json").read_text())  # by level, at version 1
 
 
 def _loop(given) -> dict[str, np.ndarray]:
     """Cell by cell: the slope, −m (i − j) or −∞, the biased score, then e^z over the row's sum."""
-    S = np.asarray(given["S"], dtype=float)
+    S = np.asarray(given["scores"], dtype=float)
     n, root = len(S), math.sqrt(given["d_k"])
     out = {"slope": np.array([[2.0 ** (-8 * h / given["H"]) for h in given["h"]]])}
     for k, m in enumerate(out["slope"][0]):
@@ -48,7 +53,7 @@ def _loop(given) -> dict[str, np.ndarray]:
 
 def careful(ex, places):
     """A student who rounds every value they write (the scaled scores, the biased ones, the weights)."""
-    S = np.asarray(ex.given["S"], dtype=float)
+    S = np.asarray(ex.given["scores"], dtype=float)
     ref = _loop(ex.given)
     out = {"slope": ref["slope"]}
     for k, _m in enumerate(ref["slope"][0]):
@@ -79,7 +84,7 @@ def test_each_level_has_its_sizes_heads_and_minutes():
     def check(ex):
         n, values, widths, choices = K.SIZES[ex.level]
         case = f"alibi level {ex.level} seed {ex.seed}"
-        assert ex.given["S"].shape == (n, n) and ex.given["d_k"] in widths, case
+        assert ex.given["scores"].shape == (n, n) and ex.given["d_k"] in widths, case
         assert (ex.given["H"], tuple(int(h) for h in ex.given["h"])) in choices, case
         assert ex.part_names == K.part_names(ex.level, len(ex.given["h"])), case
         models[ex.level, ex.given["H"], tuple(ex.given["h"])] += 1
@@ -89,10 +94,16 @@ def test_each_level_has_its_sizes_heads_and_minutes():
         assert sum(1 for key in models if key[0] == level) >= 2, f"alibi level {level}: one model only {models}"
 
 
+def _guarded(ex, name: str) -> dict[str, np.ndarray]:
+    """{mistake id: what it gives for part `name`}: ALiBi's own mistakes, as the step records make them."""
+    return {mid: values[name] for mid, values in misconceptions.alternatives(ex, K.BIAS_MISTAKES).items()
+            if name in values}
+
+
 @pytest.mark.parametrize("level", K.LEVELS)
 def test_its_mistakes_are_named(level):
-    expected = set(K.MISTAKES) - ({"alibi_bias_after_softmax", "alibi_bias_scaled"} if level == 1 else set())
-    assert_named_exactly(K.ID, level, K.mistakes_of, expected)
+    expected = set(K.BIAS_MISTAKES) - ({"alibi_bias_after_softmax", "alibi_bias_scaled"} if level == 1 else set())
+    assert_named_exactly(K.ID, level, _guarded, expected)
 
 
 @pytest.mark.parametrize("level", K.LEVELS)
@@ -103,7 +114,7 @@ def test_careful_students_are_right(level):
 def test_the_solution_derives_the_bias_and_says_so():
     ex = exercises.generate(K.ID, 1, 2)
     steps = solution_steps(ex)
-    n = len(ex.given["S"])
+    n = len(ex.given["scores"])
     assert "positions back" in str(steps["bias"].cell(n - 1, 0).note), steps["bias"].cell(n - 1, 0)
     assert r"-\infty" in steps["bias"].cell(0, n - 1).latex
     assert "m_h = 2^(−8h/H)" in engine.prompt(ex) and "{" not in engine.prompt(ex, "zh"), engine.prompt(ex)
@@ -111,3 +122,15 @@ def test_the_solution_derives_the_bias_and_says_so():
 
 def test_moodle_cloze_round_trips_through_the_grader():
     assert_moodle_round_trip(K.ID)
+
+
+@pytest.mark.parametrize("level", ["1", "2", "3"])
+def test_an_exercise_stored_at_version_1_still_shows_and_grades(level):
+    ex = exercises.load(STORED[level])
+    case = f"alibi level {level} stored at version 1"
+    assert ex.version == 1 < K.VERSION and "S" in STORED[level]["given"] and "scores" in ex.given, case
+    expected = _loop(ex.given)
+    for part in ex.parts:
+        np.testing.assert_allclose(part.reference, expected[part.name], err_msg=f"{case} part {part.name}")
+    steps = still_shows_and_grades(ex)
+    assert [s.name for s in steps] == list(ex.part_names), case

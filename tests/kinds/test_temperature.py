@@ -10,7 +10,7 @@ import pytest
 
 import exercises
 from attention_core.temperature import soft_cap, soft_cap_backward, softmax_temperature
-from exercises.core import engine
+from exercises.core import engine, misconceptions
 from exercises.core.numbers import round_half_up
 from exercises.kinds import temperature as K
 from tests.kinds.common import (
@@ -82,10 +82,15 @@ def test_each_level_has_its_sizes_and_minutes():
     levels_hold_without_runaway(K.ID, check, distinct_at_least=12)
 
 
+def _guarded(ex, name: str) -> dict[str, np.ndarray]:
+    """{mistake id: what it gives for part `name`}, as the step records make them."""
+    return {mid: values[name] for mid, values in misconceptions.alternatives(ex, K.GUARDS).items() if name in values}
+
+
 @pytest.mark.parametrize("level", K.LEVELS)
 def test_its_mistakes_are_named(level):
-    expected = {"temperature_times_tau"} | (set(K.MISTAKES) if K.SIZES[level][3] else set())
-    assert_named_exactly(K.ID, level, K.mistakes_of, expected)
+    expected = {"temperature_times_tau"} | (set(K.GUARDS) if K.SIZES[level][3] else set())
+    assert_named_exactly(K.ID, level, _guarded, expected)
 
 
 @pytest.mark.parametrize("level", K.LEVELS)

@@ -813,21 +813,36 @@ BIASED_SOFTMAX_MISTAKES = (Mistake("alibi_bias_after_softmax", _bias_after_softm
                                    applies=lambda env: "bias" in env and "scaled" in env),)
 
 
-def _head_step(k: int) -> AttentionStep:
-    """Head k's weights (k from 1): its matrix of A, where the exercise asks for two heads or more."""
-    name = f"A{k}"
+def _head(env: Values, value: Any, k: int) -> np.ndarray:
+    """Head k's matrix (k from 1) of a value stacked by heads; ValueError where the exercise asks for fewer
+    than two heads (the pipeline leaves the value out)."""
+    if np.shape(env["slope"])[-1] < max(k, 2):
+        raise ValueError(f"no head {k} of several")
+    return np.asarray(value, dtype=float)[..., k - 1, :, :]
 
-    def compute(env):
-        A = np.asarray(env["A"], dtype=float)
+
+def _of_head(m: Mistake, k: int) -> Mistake:
+    """A softmax mistake made in head k's matrix alone."""
+    def applies(env):
         if np.shape(env["slope"])[-1] < max(k, 2):
-            raise ValueError(f"{name}: no head {k} of several")  # the pipeline leaves the value out
-        return A[..., k - 1, :, :]
+            return False
+        flag = np.asarray(m.applies(env))
+        # a flag per head (kept as an axis of 1, as the stack's other heads flag theirs), or one for every head
+        return flag[..., k - 1:k] if flag.ndim else flag
+    return Mistake(m.id, lambda env: _head(env, m.compute(env), k), applies)
 
+
+def _head_step(k: int) -> AttentionStep:
+    """Head k's weights (k from 1), the softmax of its biased scores, where the exercise asks for several."""
     return AttentionStep(
-        name, ("A", "slope"), compute, shape=("n_q", "n_k"), symbol=f"A_{{{k}}}",
+        f"A{k}", ("masked", "slope"), lambda env: _softmax_by_rows(_head(env, env["masked"], k), env),
+        shape=("n_q", "n_k"), symbol=f"A_{{{k}}}",
         formula_latex=rf"A_{{{k}}} = \operatorname{{softmax}}\left(\frac{{S}}{{\sqrt{{d_k}}}} + B_{{{k}}}\right)",
         typst_symbol=f"A_{k}", typst_formula=f"A_{k} = op(\"softmax\")(S / sqrt(d_k) + B_{k})", builder="value",
-        direction="forward", exact=lambda xs, values: exact.xsoftmax(xs["masked"][k - 1]), checkable=False)
+        direction="forward",
+        mistakes=tuple(_of_head(m, k) for m in (*SOFTMAX_OR_PADDED_MISTAKES, *BIASED_SOFTMAX_MISTAKES)),
+        exact=lambda xs, values: exact.xsoftmax(xs["masked"][k - 1]), sanity=("weights",), checkable=False,
+        count=lambda step, env: count.softmax_operations(_head(env, env["masked"], k)))
 
 
 def _tau(env: Values, k: int) -> np.ndarray:

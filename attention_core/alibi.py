@@ -3,14 +3,12 @@ far back the key lies, with one slope per head.
 
     m_h = 2^(−8h/H)                       # head h = 1 … H: the slopes halve geometrically
     B_ij = −m_h (i − j)  (j ≤ i),  −∞ (j > i: the causal mask)
-    A = softmax(S / √d_k + B)
+    A = softmax(S / √d_k + B)               # the softmax of the biased scores (biased)
 """
 
 from __future__ import annotations
 
 import numpy as np
-
-from .ops import softmax
 
 
 def alibi_slope(h, heads: int) -> np.ndarray:
@@ -33,9 +31,3 @@ def biased(scaled: np.ndarray, bias: np.ndarray) -> np.ndarray:
     scaled = np.asarray(scaled, dtype=float)
     return (scaled[..., None, :, :] if np.ndim(bias) > scaled.ndim else scaled) + bias
 
-
-def alibi_attention(S: np.ndarray, d_k: int, slope: float) -> tuple[np.ndarray, np.ndarray]:
-    """(masked, A): S / √d_k + B and its row-wise softmax; S (..., n, n)."""
-    S = np.asarray(S, dtype=float)
-    masked = S / np.sqrt(d_k) + alibi_bias(S.shape[-1], slope)
-    return masked, softmax(masked)

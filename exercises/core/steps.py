@@ -755,23 +755,16 @@ Y_STEP = AttentionStep(
     count=count.count_residual)
 
 
-# ALiBi (an exercise gives the heads h of H and its scores S) and temperature (a row s, its temperatures τ and a
-# cap c): the slopes and each head's bias, which the masked record adds to the scaled scores (the bias holds
-# the causal mask) and the softmax record turns into weights, one matrix per head; a row's softmax at each
-# temperature, the capped row and its softmax.
+# ALiBi (given the heads h of H and the scores S; the masked record adds the bias, which holds the causal mask,
+# one matrix per head) and temperature (given a row s, its temperatures τ and a cap c):
 #     slope = 2^(−8h/H)   bias_ij = −m (i − j) (j ≤ i), −∞ (j > i)   masked = S / √d_k + bias   A1, A2: a head's A
 #     a_tau<k> = softmax(s / τ_k)   s_capped = c tanh(s / c)   a_capped = softmax(s_capped)
 
 
-def _slopes(env: Values) -> np.ndarray:
-    """The heads' slopes (..., heads), or (...) for a single head."""
-    m = np.asarray(env["slope"], dtype=float)[..., 0, :]
-    return m[..., 0] if m.shape[-1] == 1 else m
-
-
-def _bias_of(env: Values, slopes: np.ndarray | None = None, causal: bool = True) -> np.ndarray:
-    n = np.shape(env["scores"])[-1]
-    return alibi.alibi_bias(n, _slopes(env) if slopes is None else slopes, causal)  # (..., [heads,] n, n)
+def _bias_of(env: Values, sign: float = 1.0, causal: bool = True) -> np.ndarray:
+    """The heads' biases (..., heads, n, n), or (..., n, n) for a single head; `sign` −1: +m (i − j)."""
+    m = np.asarray(env["slope"], dtype=float)[..., 0, :]  # (..., heads)
+    return alibi.alibi_bias(np.shape(env["scores"])[-1], sign * (m[..., 0] if m.shape[-1] == 1 else m), causal)
 
 
 def _exact_slope(xs: dict, values: Values):
@@ -800,11 +793,11 @@ def _bias_after_softmax(env):
 
 
 def _count_biased(step: AttentionStep, env: Values) -> count.Operations | None:
-    """S / √d_k − m (i − j): one multiply-add per key behind the query (its bias is not 0)."""
+    """S / √d_k − m (i − j): one multiply-add per key behind the query (its bias is not 0); None: the causal or
+    padding mask only copies."""
     if "bias" not in env:
-        return None  # the causal or padding mask only copies
-    bias = np.asarray(env["bias"], dtype=float)
-    return count.Operations(multiply_adds=int((np.isfinite(bias) & (bias != 0)).sum()))
+        return None
+    return count.Operations(multiply_adds=int(np.count_nonzero(np.isfinite(env["bias"]) & (env["bias"] != 0))))
 
 
 BIASED_MISTAKES = (Mistake("alibi_bias_scaled", _biased_scaled,
@@ -813,10 +806,14 @@ BIASED_SOFTMAX_MISTAKES = (Mistake("alibi_bias_after_softmax", _bias_after_softm
                                    applies=lambda env: "bias" in env and "scaled" in env),)
 
 
+def _several(env: Values, k: int) -> bool:
+    """The exercise asks for two heads or more, head k among them (k from 1)."""
+    return np.shape(env["slope"])[-1] >= max(k, 2)
+
+
 def _head(env: Values, value: Any, k: int) -> np.ndarray:
-    """Head k's matrix (k from 1) of a value stacked by heads; ValueError where the exercise asks for fewer
-    than two heads (the pipeline leaves the value out)."""
-    if np.shape(env["slope"])[-1] < max(k, 2):
+    """Head k's matrix of a value stacked by heads; ValueError where there is none (the pipeline leaves it out)."""
+    if not _several(env, k):
         raise ValueError(f"no head {k} of several")
     return np.asarray(value, dtype=float)[..., k - 1, :, :]
 
@@ -824,7 +821,7 @@ def _head(env: Values, value: Any, k: int) -> np.ndarray:
 def _of_head(m: Mistake, k: int) -> Mistake:
     """A softmax mistake made in head k's matrix alone."""
     def applies(env):
-        if np.shape(env["slope"])[-1] < max(k, 2):
+        if not _several(env, k):
             return False
         flag = np.asarray(m.applies(env))
         # a flag per head (kept as an axis of 1, as the stack's other heads flag theirs), or one for every head
@@ -861,8 +858,8 @@ def _tau_step(k: int) -> AttentionStep:
         return _softmax_by_rows(written(np.asarray(env["s"], dtype=float) / _tau(env, k), _reach(env)), env)
 
     def exact_rule(xs: dict, values: Values):
-        t = sympy.nsimplify(float(_tau(values, k)[..., 0]))
-        return exact.xsoftmax(np.vectorize(lambda x: None if x is None else x / t, otypes=[object])(xs["s"]))
+        t = sympy.nsimplify(float(np.ravel(_tau(values, k))[0]))
+        return exact.xsoftmax(_per_cell(lambda x: x / t, xs["s"]))
 
     def hand(step: AttentionStep, env: Values) -> count.Operations:  # s / τ per score, then a softmax row
         s = np.asarray(env["s"], dtype=float)
@@ -877,19 +874,9 @@ def _tau_step(k: int) -> AttentionStep:
         direction="forward", mistakes=(times,), exact=exact_rule, checkable=False, count=hand)
 
 
-def _exact_cap(xs: dict, values: Values):
-    c = sympy.nsimplify(float(values["cap"]))
-    return np.vectorize(lambda x: None if x is None else c * sympy.tanh(x / c), otypes=[object])(xs["s"])
-
-
-def _count_cap(step: AttentionStep, env: Values) -> count.Operations:
-    """Per score: tanh(s / c) read off the prompt's table, times c."""
-    size = int(np.size(env["s"]))
-    return count.Operations(exponentials=size, multiply_adds=size)
-
-
-def _cap_after_softmax(env):
-    return soft_cap(ops.softmax(np.asarray(env["s"], dtype=float), axis=-1), float(env["cap"]))
+def _per_cell(f: Callable[[Any], Any], M: np.ndarray) -> np.ndarray:
+    """f of every exact cell (None stays None)."""
+    return np.vectorize(lambda x: None if x is None else f(x), otypes=[object])(M)
 
 
 ALIBI_STEPS = (
@@ -905,7 +892,7 @@ ALIBI_STEPS = (
                   typst_symbol="B", typst_formula="B_(i j) = cases(-m (i - j) & j <= i, -infinity & j > i)",
                   builder="value", direction="forward",
                   mistakes=(Mistake("alibi_not_causal", lambda env: _bias_of(env, causal=False)),  # −m |i − j|
-                            Mistake("alibi_bias_sign", lambda env: _bias_of(env, -_slopes(env)))),
+                            Mistake("alibi_bias_sign", lambda env: _bias_of(env, sign=-1.0))),
                   exact=_exact_bias, checkable=False),  # −m (i − j): counted with the sum it joins (masked)
 )
 ALIBI_HEAD_STEPS = (_head_step(1), _head_step(2))
@@ -916,12 +903,16 @@ TEMPERATURE_STEPS = (
                   typst_symbol="hat(s)", typst_formula="hat(s) = c tanh(s / c)", builder="value",
                   direction="forward",
                   mistakes=(Mistake("temperature_cap_forgotten", lambda env: np.array(env["s"], dtype=float)),),
-                  exact=_exact_cap, checkable=False, count=_count_cap),
+                  exact=lambda xs, values: _per_cell(lambda x: xs["cap"] * sympy.tanh(x / xs["cap"]), xs["s"]),
+                  checkable=False,  # per score: tanh(s / c) read off the prompt's table, times c
+                  count=lambda step, env: count.Operations(exponentials=int(np.size(env["s"])),
+                                                           multiply_adds=int(np.size(env["s"])))),
     AttentionStep("a_capped", ("s_capped",), lambda env: _softmax_by_rows(env["s_capped"], env), shape=("1", "n"),
                   symbol=r"\hat{a}", formula_latex=r"\hat{a} = \operatorname{softmax}(\hat{s})",
                   typst_symbol="hat(a)", typst_formula="hat(a) = op(\"softmax\")(hat(s))", builder="value",
                   direction="forward",
-                  mistakes=(Mistake("temperature_cap_after_softmax", _cap_after_softmax,
+                  mistakes=(Mistake("temperature_cap_after_softmax",  # c tanh(softmax(s) / c)
+                                    lambda env: soft_cap(ops.softmax(env["s"], axis=-1), float(env["cap"])),
                                     applies=lambda env: "s" in env and "cap" in env),),
                   exact=lambda xs, values: exact.xsoftmax(xs["s_capped"]), checkable=False,
                   count=lambda step, env: count.softmax_operations(env["s_capped"])),

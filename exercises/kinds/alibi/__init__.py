@@ -38,7 +38,7 @@ ORDER = 88  # after rope (84) and positional (86): the third way to tell attenti
 VERSION = 2
 LEVELS = (1, 2, 3)
 BIAS_MISTAKES = ("alibi_slope_off_by_one", "alibi_not_causal", "alibi_bias_sign", "alibi_bias_after_softmax",
-       "alibi_bias_scaled")
+                 "alibi_bias_scaled")
 # ALiBi's own mistakes and every other record's that reaches its parts (the scaling's, the softmax's)
 GUARDS = (*BIAS_MISTAKES, "no_scaling", "scaled_by_dk", "scaled_times_sqrt_dk", "softmax_columns", "no_exp",
           "softmax_no_normalise", "mask_zero_instead_of_inf")
@@ -129,7 +129,7 @@ def _plain(m: float) -> str:
 def _heads(ex: Exercise) -> list[np.ndarray]:
     """Each head's biased scores (the masked record's value, a matrix per head)."""
     masked = pipeline.reference_env(ex)["masked"]
-    return list(masked) if masked.ndim > 2 else [masked]
+    return list(masked.reshape(-1, *masked.shape[-2:]))
 
 
 def _masked_step(ex: Exercise, env: dict) -> solutions.Step:

@@ -899,7 +899,7 @@ ALIBI_HEAD_STEPS = (_head_step(1), _head_step(2))
 TEMPERATURE_STEPS = (
     *(_tau_step(k) for k in (1, 2, 3)),
     AttentionStep("s_capped", ("s", "cap"), lambda env: soft_cap(env["s"], float(env["cap"])), shape=("1", "n"),
-                  symbol=r"\hat{s}", formula_latex=r"\hat{s} = c \tanh\left(\frac{s}{c}\right)",
+                  symbol=r"\hat{s}", formula_latex=r"\hat{s} = c \operatorname{tanh}\left(\frac{s}{c}\right)",
                   typst_symbol="hat(s)", typst_formula="hat(s) = c tanh(s / c)", builder="value",
                   direction="forward",
                   mistakes=(Mistake("temperature_cap_forgotten", lambda env: np.array(env["s"], dtype=float)),),

@@ -9,6 +9,7 @@ values it yields what a later step should be "consistent with" (errors carried f
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 from typing import Any
 
@@ -76,6 +77,12 @@ AFFECTED: dict[str, frozenset[str]] = {
 
 
 def _plan(keys: frozenset) -> tuple:
+    """_planned for the registry's steps (the same plan while STEPS is the same tuple, as a test may patch it)."""
+    return _planned(id(STEPS), keys)[1]
+
+
+@functools.lru_cache(maxsize=1024)
+def _planned(steps_id: int, keys: frozenset) -> tuple[tuple, tuple]:
     """The steps a run starting from the values `keys` computes, in step order, each with its inputs, its
     mistake ids and the values it reads (its inputs and what it reads where the exercise has them) as sets:
     every step whose output is not there yet and whose inputs are there or made before it. A step that fails
@@ -88,7 +95,7 @@ def _plan(keys: frozenset) -> tuple:
             continue
         have.add(step.name)
         plan.append((step, step.name, inputs, frozenset(step.mistake_ids), inputs | frozenset(step.reads)))
-    return tuple(plan)
+    return STEPS, tuple(plan)  # the entry holds STEPS, so no other tuple takes its id while it is cached
 
 
 def run(given: dict, mistakes: Iterable[str] = (), until: Iterable[str] | None = None,

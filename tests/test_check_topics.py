@@ -300,7 +300,7 @@ def _alibi(slope: float):
 
 def alibi_topic():
     """Head 2 of 8: m = 2^(−8·2/8) = 1/4, the bias −m (i − j) on the causal triangle, then the softmax."""
-    return {"S": ALIBI_S, "d_k": 4, "H": 8, "h": "2"}, {}, _alibi(float(alibi_slope(2, 8)))
+    return {"scores": ALIBI_S, "d_k": 4, "H": 8, "h": "2"}, {}, _alibi(float(alibi_slope(2, 8)))
 
 
 def alibi_slip(given, steps):

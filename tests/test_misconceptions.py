@@ -67,6 +67,11 @@ EXPECTED_KINDS = {
     # the online softmax's running values
     **{mid: {"online_softmax"} for mid in ("online_no_rescale", "online_rescale_inverted", "online_divide_per_tile",
                                            "online_tile_max")},
+    # ALiBi's slopes and bias, temperature and the soft cap
+    **{mid: {"alibi"} for mid in ("alibi_slope_off_by_one", "alibi_not_causal", "alibi_bias_sign",
+                                  "alibi_bias_after_softmax", "alibi_bias_scaled")},
+    **{mid: {"temperature"} for mid in ("temperature_times_tau", "temperature_cap_after_softmax",
+                                        "temperature_cap_forgotten")},
 }
 DESIGN_IDS = ("transposed_scores", "no_scaling", "scaled_by_dk", "mask_diagonal", "mask_wrong_triangle",
               "no_mask", "mask_after_softmax", "softmax_columns", "no_exp", "weights_transposed",

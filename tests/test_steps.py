@@ -24,20 +24,30 @@ from exercises.solutions.exact import _exact_given
 from exercises.worksheets import latex_to_typst
 from tests.test_katex import katex_errors
 
-NAMES = ("X", "X_norm", "latent", "Q", "K", "V", "phi_Q", "phi_K", "KV", "z", "m", "l", "O_acc", "O", "scores", "scaled", "M", "masked", "A", "O", "Y", "G_O", "G_A", "G_V", "G_scaled", "G_scores", "G_Q",
-         "G_K", "G_W_Q", "G_W_K", "G_W_V", "G_X_V", "G_X", "G_E")
+NAMES = ("X", "X_norm", "latent", "Q", "K", "V", "phi_Q", "phi_K", "KV", "z", "m", "l", "O_acc", "O", "scores", "scaled",
+         "M", "slope", "bias", "masked", "A", "A1", "A2", "a_tau1", "a_tau2", "a_tau3", "s_capped", "a_capped", "O", "Y",
+         "G_O", "G_A", "G_V", "G_scaled", "G_scores", "G_Q", "G_K", "G_W_Q", "G_W_K", "G_W_V", "G_X_V", "G_X", "G_E")
 
 # each step's mistakes in precedence order: pinned, since misconception diagnosis, carry-forward and
 # the generator's redraw on a collision all depend on them
+SOFTMAX_MISTAKES = ("softmax_columns", "no_exp", "softmax_no_normalise", "mask_zero_instead_of_inf", "mask_after_softmax",
+                    "padding_after_softmax", "padding_empty_row_uniform", "alibi_bias_after_softmax")
 MISTAKES = {
     "K": ("cross_keys_from_queries",),  # keys and values from H when a memory is given
     "V": ("cross_keys_from_queries",),
     "scores": ("transposed_scores", "scores_not_transposed"),
     "scaled": ("no_scaling", "scaled_by_dk", "scaled_times_sqrt_dk", "scaled_by_sqrt_d_model"),
     "M": ("padding_on_queries", "padding_ignored", "no_mask"),  # the additive padding mask
-    "masked": ("no_mask", "mask_diagonal", "mask_wrong_triangle", "mask_zero_instead_of_inf", "cross_causal_mask"),
-    "A": ("softmax_columns", "no_exp", "softmax_no_normalise", "mask_zero_instead_of_inf", "mask_after_softmax",
-          "padding_after_softmax", "padding_empty_row_uniform"),
+    "slope": ("alibi_slope_off_by_one",),  # ALiBi's slopes and bias
+    "bias": ("alibi_not_causal", "alibi_bias_sign"),
+    "masked": ("no_mask", "mask_diagonal", "mask_wrong_triangle", "mask_zero_instead_of_inf", "cross_causal_mask",
+               "alibi_bias_scaled"),
+    "A": SOFTMAX_MISTAKES,
+    "A1": SOFTMAX_MISTAKES,  # a head's weights, where ALiBi asks for several
+    "A2": SOFTMAX_MISTAKES,
+    **{f"a_tau{k}": ("temperature_times_tau",) for k in (1, 2, 3)},  # temperature and the soft cap
+    "s_capped": ("temperature_cap_forgotten",),
+    "a_capped": ("temperature_cap_after_softmax",),
     "O": ("weights_transposed",),  # A V, O's main record (the online softmax's o_T / ℓ_T: below)
     "m": ("online_tile_max",),  # the online softmax's running values
     "l": ("online_no_rescale", "online_rescale_inverted", "online_tile_max"),
@@ -189,6 +199,8 @@ def test_symbols_and_lists_are_views_of_the_registry():
         "X_norm": r"\hat{X}", "Y": "Y", "gamma": r"\gamma", "beta": r"\beta",
         "phi_Q": r"\phi(Q)", "phi_K": r"\phi(K)", "KV": r"\mathrm{KV}", "z": "z",
         "latent": "C", "W_DKV": r"W_{DKV}", "m": "m", "l": r"\ell", "O_acc": "o",
+        "slope": "m", "bias": "B", "A1": "A_{1}", "A2": "A_{2}", "a_tau1": r"a_{\tau_{1}}", "a_tau2": r"a_{\tau_{2}}",
+        "a_tau3": r"a_{\tau_{3}}", "s_capped": r"\hat{s}", "a_capped": r"\hat{a}",
     }
     assert checkwork.FROM_X == ("X", "W_Q", "W_K", "W_V") and checkwork.FROM_QKV == ("Q", "K", "V")
     assert checkwork.FORWARD == ("Q", "K", "V", "scores", "scaled", "masked", "A", "O")
@@ -287,7 +299,7 @@ def plain_run(given, mistakes=(), until=None, rounding=None):
             except ValueError:
                 continue
             env[step.name] = value if rounding is None else numbers.round_half_up(value, rounding)
-            if env.tainted and env.tainted.intersection(step.inputs):
+            if env.tainted and env.tainted.intersection((*step.inputs, *step.reads)):
                 env.tainted.add(step.name)
             if wanted is not None and wanted <= env.keys():
                 break

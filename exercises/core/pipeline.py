@@ -9,6 +9,7 @@ values it yields what a later step should be "consistent with" (errors carried f
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 from typing import Any
 
@@ -76,10 +77,16 @@ AFFECTED: dict[str, frozenset[str]] = {
 
 
 def _plan(keys: frozenset) -> tuple:
-    """The steps a run starting from the values `keys` computes, in step order, each with its inputs and
-    its mistake ids as sets: every step whose output is not there yet and whose inputs are there or made
-    before it. A step that fails at run time (a shape a mistake made) leaves its output out, so the run
-    checks the inputs again."""
+    """_planned for the registry's steps (the same plan while STEPS is the same tuple, as a test may patch it)."""
+    return _planned(id(STEPS), keys)[1]
+
+
+@functools.lru_cache(maxsize=1024)
+def _planned(steps_id: int, keys: frozenset) -> tuple[tuple, tuple]:
+    """The steps a run starting from the values `keys` computes, in step order, each with its inputs, its
+    mistake ids and the values it reads (its inputs and what it reads where the exercise has them) as sets:
+    every step whose output is not there yet and whose inputs are there or made before it. A step that fails
+    at run time (a shape a mistake made) leaves its output out, so the run checks the inputs again."""
     have = set(keys)
     plan = []
     for step in STEPS:
@@ -87,8 +94,8 @@ def _plan(keys: frozenset) -> tuple:
         if step.name in have or not inputs <= have:
             continue
         have.add(step.name)
-        plan.append((step, step.name, inputs, frozenset(step.mistake_ids)))
-    return tuple(plan)
+        plan.append((step, step.name, inputs, frozenset(step.mistake_ids), inputs | frozenset(step.reads)))
+    return STEPS, tuple(plan)  # the entry holds STEPS, so no other tuple takes its id while it is cached
 
 
 def run(given: dict, mistakes: Iterable[str] = (), until: Iterable[str] | None = None,
@@ -116,7 +123,7 @@ def _walk(env: Env, until: Iterable[str] | None, rounding: int | None, only_if_m
     tainted = env.tainted
     plan = _plan(frozenset(keys))
     last = _last_maker(plan, asked) if only_if_made else -1
-    for position, (step, name, inputs, ids) in enumerate(plan):
+    for position, (step, name, inputs, ids, reads) in enumerate(plan):
         if position > last >= 0 and not env.used:
             break  # no step left can make the mistake: nothing this run computes from here is wrong
         if not inputs <= keys:  # an input a failed step did not make
@@ -132,7 +139,7 @@ def _walk(env: Env, until: Iterable[str] | None, rounding: int | None, only_if_m
         except ValueError:  # shapes a mistake made that cannot combine (K Qᵀ of a rectangle, then A V)
             continue
         env[name] = value if rounding is None else round_half_up(value, rounding)
-        if tainted and not tainted.isdisjoint(inputs):
+        if tainted and not tainted.isdisjoint(reads):  # a value read where the exercise has it taints too
             tainted.add(name)
         if wanted is not None and wanted <= keys:
             break

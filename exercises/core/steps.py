@@ -34,11 +34,12 @@ from typing import Any
 import numpy as np
 import sympy
 
-from attention_core import block, causal_mask, linear, ops
+from attention_core import alibi, block, causal_mask, linear, ops
 from attention_core import online_softmax as online
 from attention_core.embedding import embed, embed_backward
 from attention_core.ops import padding_mask as _padding_mask
 from attention_core.ops import softmax_visible as _softmax_visible
+from attention_core.temperature import soft_cap
 
 from . import exact
 from . import operations as count
@@ -52,7 +53,7 @@ AXES: dict[str, str] = {
     "n_q": "query tokens", "n_k": "key and value tokens", "n": "tokens (self-attention: n_q = n_k = n)",
     "d_model": "width of X and E", "d_k": "width of queries and keys", "d_v": "width of values and outputs",
     "vocab": "rows of the embedding table", "1": "a single column (a sum over the tokens)",
-    "d_c": "width of the cached latent (MLA)",
+    "d_c": "width of the cached latent (MLA)", "heads": "heads asked (ALiBi's slopes)",
 }
 
 
@@ -106,6 +107,7 @@ class AttentionStep:
     # its hand work (exercises.core.operations): (the record, the values) -> Operations, or None where the value
     # is read off (a product by I, a division by √1); count None: the step only copies
     count: Callable[[Any, Values], Any] | None = None
+    reads: tuple[str, ...] = ()  # values it also reads where an exercise has them (not needed to compute it)
 
     @property
     def output(self) -> str:
@@ -317,11 +319,16 @@ MASKED_MISTAKES = (
 
 
 def _softmax_rows(env):
+    return _softmax_by_rows(env["masked"], env)
+
+
+def _softmax_by_rows(z: np.ndarray, env: Values) -> np.ndarray:
+    """softmax(z) row by row; in a reach run as on paper (each eˣ written)."""
     writer = _reach(env)
     if writer is not None:
-        return softmax_by_hand(env["masked"], writer)
+        return softmax_by_hand(z, writer)
     with np.errstate(invalid="ignore"):
-        return ops.softmax(env["masked"], axis=-1)  # (n_q, n_k), each row sums to 1
+        return ops.softmax(z, axis=-1)  # (n_q, n_k), each row sums to 1
 
 
 def _softmax_columns(env):
@@ -574,12 +581,16 @@ def _unless_padded(m: Mistake) -> Mistake:
 
 
 def _masked_or_padded(env):
+    if "bias" in env:
+        return alibi.biased(env["scaled"], env["bias"])  # ALiBi: the bias holds the causal mask
     if _padded(env):
         return np.asarray(env["scaled"], dtype=float) + np.asarray(env["M"], dtype=float)  # (n, n)
     return _masked(env)
 
 
 def _exact_masked_or_padded(xs: dict, values: Values):
+    if "bias" in values:
+        return exact.xadd(xs["scaled"], xs["bias"])  # −∞ + z = −∞
     if "M" in values:
         out = xs["scaled"].copy()
         out[np.isneginf(np.asarray(values["M"], dtype=float))] = -sympy.oo
@@ -746,6 +757,170 @@ Y_STEP = AttentionStep(
     count=count.count_residual)
 
 
+# ALiBi (given the heads h of H and the scores S; the masked record adds the bias, which holds the causal mask,
+# one matrix per head) and temperature (given a row s, its temperatures τ and a cap c):
+#     slope = 2^(−8h/H)   bias_ij = −m (i − j) (j ≤ i), −∞ (j > i)   masked = S / √d_k + bias   A1, A2: a head's A
+#     a_tau<k> = softmax(s / τ_k)   s_capped = c tanh(s / c)   a_capped = softmax(s_capped)
+
+
+def _bias_of(env: Values, sign: float = 1.0, causal: bool = True) -> np.ndarray:
+    """The heads' biases (..., heads, n, n), or (..., n, n) for a single head; `sign` −1: +m (i − j)."""
+    m = np.asarray(env["slope"], dtype=float)[..., 0, :]  # (..., heads)
+    return alibi.alibi_bias(np.shape(env["scores"])[-1], sign * (m[..., 0] if m.shape[-1] == 1 else m), causal)
+
+
+def _exact_slope(xs: dict, values: Values):
+    H = int(values["H"])
+    return np.array([[sympy.Integer(2) ** sympy.Rational(-8 * int(h), H) for h in np.ravel(values["h"])]],
+                    dtype=object)  # (1, heads)
+
+
+def _exact_bias(xs: dict, values: Values):
+    n = np.shape(values["scores"])[-1]
+    out = np.array([[-m * (i - j) if j <= i else -sympy.oo for j in range(n)] for m in xs["slope"][0]
+                    for i in range(n)], dtype=object).reshape(-1, n, n)  # (heads, n, n)
+    return out[0] if len(out) == 1 else out
+
+
+def _biased_scaled(env):
+    """(S + B) / √d_k: the bias divided with the scores."""
+    return alibi.biased(env["scores"], env["bias"]) / np.sqrt(_d_k(env))
+
+
+def _bias_after_softmax(env):
+    """The causal softmax of the scaled scores, then the bias added to the weights (hidden keys stay 0)."""
+    bias = np.asarray(env["bias"], dtype=float)
+    A = ops.softmax(alibi.biased(env["scaled"], np.where(np.isfinite(bias), 0.0, -np.inf)), axis=-1)
+    return np.where(np.isfinite(bias), A + bias, 0.0)
+
+
+def _count_biased(step: AttentionStep, env: Values) -> count.Operations | None:
+    """S / √d_k − m (i − j): one multiply-add per key behind the query (its bias is not 0); None: the causal or
+    padding mask only copies."""
+    if "bias" not in env:
+        return None
+    return count.Operations(multiply_adds=int(np.count_nonzero(np.isfinite(env["bias"]) & (env["bias"] != 0))))
+
+
+BIASED_MISTAKES = (Mistake("alibi_bias_scaled", _biased_scaled,
+                           applies=lambda env: "bias" in env and _d_k(env) not in (0, 1)),)
+BIASED_SOFTMAX_MISTAKES = (Mistake("alibi_bias_after_softmax", _bias_after_softmax,
+                                   applies=lambda env: "bias" in env and "scaled" in env),)
+
+
+def _several(env: Values, k: int) -> bool:
+    """The exercise asks for two heads or more, head k among them (k from 1)."""
+    return np.shape(env["slope"])[-1] >= max(k, 2)
+
+
+def _head(env: Values, value: Any, k: int) -> np.ndarray:
+    """Head k's matrix of a value stacked by heads; ValueError where there is none (the pipeline leaves it out)."""
+    if not _several(env, k):
+        raise ValueError(f"no head {k} of several")
+    return np.asarray(value, dtype=float)[..., k - 1, :, :]
+
+
+def _of_head(m: Mistake, k: int) -> Mistake:
+    """A softmax mistake made in head k's matrix alone."""
+    def applies(env):
+        if not _several(env, k):
+            return False
+        flag = np.asarray(m.applies(env))
+        # a flag per head (kept as an axis of 1, as the stack's other heads flag theirs), or one for every head
+        return flag[..., k - 1:k] if flag.ndim else flag
+    return Mistake(m.id, lambda env: _head(env, m.compute(env), k), applies)
+
+
+def _head_step(k: int) -> AttentionStep:
+    """Head k's weights (k from 1), the softmax of its biased scores, where the exercise asks for several."""
+    return AttentionStep(
+        f"A{k}", ("masked", "slope"), lambda env: _softmax_by_rows(_head(env, env["masked"], k), env),
+        shape=("n_q", "n_k"), symbol=f"A_{{{k}}}",
+        formula_latex=rf"A_{{{k}}} = \operatorname{{softmax}}\left(\frac{{S}}{{\sqrt{{d_k}}}} + B_{{{k}}}\right)",
+        typst_symbol=f"A_{k}", typst_formula=f"A_{k} = op(\"softmax\")(S / sqrt(d_k) + B_{k})", builder="value",
+        direction="forward",
+        mistakes=tuple(_of_head(m, k) for m in (*SOFTMAX_OR_PADDED_MISTAKES, *BIASED_SOFTMAX_MISTAKES)),
+        exact=lambda xs, values: exact.xsoftmax(xs["masked"][k - 1]), sanity=("weights",), checkable=False,
+        count=lambda step, env: count.softmax_operations(_head(env, env["masked"], k)))
+
+
+def _tau(env: Values, k: int) -> np.ndarray:
+    """The k-th temperature (k from 1); ValueError where fewer are given (the pipeline leaves the value out)."""
+    tau = np.asarray(env["tau"], dtype=float)
+    if tau.shape[-1] < k:
+        raise ValueError(f"a_tau{k}: {tau.shape[-1]} temperatures given")
+    return tau[..., k - 1:k]  # (..., 1): divides every score of the row
+
+
+def _tau_step(k: int) -> AttentionStep:
+    """softmax(s / τ_k) of the row s: the weights at the k-th temperature."""
+    name, tau = f"a_tau{k}", rf"\tau_{{{k}}}"
+
+    def compute(env):
+        return _softmax_by_rows(written(np.asarray(env["s"], dtype=float) / _tau(env, k), _reach(env)), env)
+
+    def exact_rule(xs: dict, values: Values):
+        t = sympy.nsimplify(float(np.ravel(_tau(values, k))[0]))
+        return exact.xsoftmax(_per_cell(lambda x: x / t, xs["s"]))
+
+    def hand(step: AttentionStep, env: Values) -> count.Operations:  # s / τ per score, then a softmax row
+        s = np.asarray(env["s"], dtype=float)
+        return count.Operations(divisions=int(np.size(s))) + count.softmax_operations(s)  # s/τ is 0 where s is
+
+    times = Mistake("temperature_times_tau",
+                    lambda env: _softmax_by_rows(np.asarray(env["s"], dtype=float) * _tau(env, k), env))
+    return AttentionStep(
+        name, ("s", "tau"), compute, shape=("1", "n"), symbol=f"a_{{{tau}}}",
+        formula_latex=rf"a_{{{tau}}} = \operatorname{{softmax}}\left(\frac{{s}}{{{tau}}}\right)",
+        typst_symbol=f"a_(tau_{k})", typst_formula=f"a_(tau_{k}) = op(\"softmax\")(s / tau_{k})", builder="value",
+        direction="forward", mistakes=(times,), exact=exact_rule, checkable=False, count=hand)
+
+
+def _per_cell(f: Callable[[Any], Any], M: np.ndarray) -> np.ndarray:
+    """f of every exact cell (None stays None)."""
+    return np.vectorize(lambda x: None if x is None else f(x), otypes=[object])(M)
+
+
+ALIBI_STEPS = (
+    AttentionStep("slope", ("h", "H"), lambda env: alibi.alibi_slope(env["h"], env["H"])[..., None, :],
+                  shape=("1", "heads"), symbol="m", formula_latex=r"m_h = 2^{-8h/H}", typst_symbol="m",
+                  typst_formula="m_h = 2^(-8 h / H)", builder="value", direction="forward",
+                  mistakes=(Mistake("alibi_slope_off_by_one",  # heads counted from 0
+                                    lambda env: alibi.alibi_slope(np.asarray(env["h"]) - 1, env["H"])[..., None, :]),),
+                  exact=_exact_slope, checkable=False,
+                  count=lambda step, env: count.Operations(exponentials=int(np.shape(env["slope"])[-1]))),
+    AttentionStep("bias", ("slope", "scores"), _bias_of, shape=("n_q", "n_k"), symbol="B",
+                  formula_latex=r"B_{ij} = \begin{cases} -m\,(i - j) & j \le i \\ -\infty & j > i \end{cases}",
+                  typst_symbol="B", typst_formula="B_(i j) = cases(-m (i - j) & j <= i, -infinity & j > i)",
+                  builder="value", direction="forward",
+                  mistakes=(Mistake("alibi_not_causal", lambda env: _bias_of(env, causal=False)),  # −m |i − j|
+                            Mistake("alibi_bias_sign", lambda env: _bias_of(env, sign=-1.0))),
+                  exact=_exact_bias, checkable=False),  # −m (i − j): counted with the sum it joins (masked)
+)
+ALIBI_HEAD_STEPS = (_head_step(1), _head_step(2))
+TEMPERATURE_STEPS = (
+    *(_tau_step(k) for k in (1, 2, 3)),
+    AttentionStep("s_capped", ("s", "cap"), lambda env: soft_cap(env["s"], float(env["cap"])), shape=("1", "n"),
+                  symbol=r"\hat{s}", formula_latex=r"\hat{s} = c \operatorname{tanh}\left(\frac{s}{c}\right)",
+                  typst_symbol="hat(s)", typst_formula="hat(s) = c tanh(s / c)", builder="value",
+                  direction="forward",
+                  mistakes=(Mistake("temperature_cap_forgotten", lambda env: np.array(env["s"], dtype=float)),),
+                  exact=lambda xs, values: _per_cell(lambda x: xs["cap"] * sympy.tanh(x / xs["cap"]), xs["s"]),
+                  checkable=False,  # per score: tanh(s / c) read off the prompt's table, times c
+                  count=lambda step, env: count.Operations(exponentials=int(np.size(env["s"])),
+                                                           multiply_adds=int(np.size(env["s"])))),
+    AttentionStep("a_capped", ("s_capped",), lambda env: _softmax_by_rows(env["s_capped"], env), shape=("1", "n"),
+                  symbol=r"\hat{a}", formula_latex=r"\hat{a} = \operatorname{softmax}(\hat{s})",
+                  typst_symbol="hat(a)", typst_formula="hat(a) = op(\"softmax\")(hat(s))", builder="value",
+                  direction="forward",
+                  mistakes=(Mistake("temperature_cap_after_softmax",  # c tanh(softmax(s) / c)
+                                    lambda env: soft_cap(ops.softmax(env["s"], axis=-1), float(env["cap"])),
+                                    applies=lambda env: "s" in env and "cap" in env),),
+                  exact=lambda xs, values: exact.xsoftmax(xs["s_capped"]), checkable=False,
+                  count=lambda step, env: count.softmax_operations(env["s_capped"])),
+)
+
+
 # Linear attention (an exercise flags it with `linear`): the feature map φ(x) = elu(x) + 1 in place of the
 # softmax's exponentials, and the keys and values summed first.
 #     phi_Q = φ(Q)    phi_K = φ(K)    KV = φ(K)ᵀ V    z = φ(K)ᵀ 1
@@ -877,17 +1052,22 @@ STEPS: tuple[AttentionStep, ...] = (
                   builder="scale", direction="forward", mistakes=SCALED_MISTAKES, exact=_exact_scale("scores"),
                   scales="scores", count=count.count_scale),
     M_STEP,  # the padding mask comes before the scores it masks
+    *ALIBI_STEPS,  # ALiBi's slopes and bias, added by the masked record
     AttentionStep("masked", ("scaled",), _masked_or_padded, shape=("n_q", "n_k"), symbol=r"\tilde{Z}",
                   formula_latex=r"\tilde{Z}_{ij} = \begin{cases} Z_{ij} & j \le i \\ -\infty & j > i \end{cases}",
                   typst_symbol="tilde(Z)",
                   typst_formula="tilde(Z)_(i j) = cases(Z_(i j) & j <= i, -infinity & j > i)",
-                  builder="mask", direction="forward", mistakes=MASKED_OR_PADDED_MISTAKES,
-                  exact=_exact_masked_or_padded, sanity=("mask_infinities",)),
+                  builder="mask", direction="forward", mistakes=(*MASKED_OR_PADDED_MISTAKES, *BIASED_MISTAKES),
+                  exact=_exact_masked_or_padded, sanity=("mask_infinities",), count=_count_biased,
+                  reads=("bias",)),
     AttentionStep("A", ("masked",), _softmax_rows_or_padded, shape=("n_q", "n_k"), symbol="A",
                   formula_latex=r"A_{ij} = \frac{e^{\tilde{Z}_{ij}}}{\sum_{k} e^{\tilde{Z}_{ik}}}",
                   typst_symbol="A", typst_formula="A_(i j) = e^(tilde(Z)_(i j)) / (sum_k e^(tilde(Z)_(i k)))",
-                  builder="softmax", direction="forward", mistakes=SOFTMAX_OR_PADDED_MISTAKES,
-                  exact=_exact_softmax_or_padded, sanity=("weights",), count=count.count_softmax),
+                  builder="softmax", direction="forward",
+                  mistakes=(*SOFTMAX_OR_PADDED_MISTAKES, *BIASED_SOFTMAX_MISTAKES), exact=_exact_softmax_or_padded,
+                  sanity=("weights",), count=count.count_softmax),
+    *ALIBI_HEAD_STEPS,  # each head's weights where ALiBi asks for several
+    *TEMPERATURE_STEPS,
     _product_step("O", ("A", "V"), _output, ("n_q", "d_v"), "O", "A V", "O", "O = A V", _O, "forward",
                   mistakes=OUTPUT_MISTAKES, sanity=("output",)),
     Y_STEP,  # an attention block's residual: its input added back
@@ -972,7 +1152,7 @@ def downstream(names: set[str]) -> set[str]:
     """`names` and every value computed (directly or not) from them."""
     out = set(names)
     for step in STEPS:
-        if out.intersection(step.inputs):
+        if out.intersection(step.inputs) or out.intersection(step.reads):
             out.add(step.name)
     return out
 

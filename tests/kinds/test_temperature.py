@@ -1,5 +1,6 @@
 """temperature: softmax(s / τ) for a few τ and the soft cap c·tanh(s / c), against a direct formula written
-out here; its mistakes named exact and rounded; careful students right; each level's sizes and minutes."""
+out here; careful students right; each level's sizes and minutes. (Its mistakes are the step records': each
+named exact and rounded, and each made in temperature, by tests/test_misconceptions.py.)"""
 
 from __future__ import annotations
 
@@ -15,7 +16,6 @@ from exercises.core.numbers import round_half_up
 from exercises.kinds import temperature as K
 from tests.kinds.common import (
     assert_moodle_round_trip,
-    assert_named_exactly,
     careful_and_selftest_answers_grade_as_such,
     central_difference,
     levels_hold_without_runaway,
@@ -80,12 +80,6 @@ def test_each_level_has_its_sizes_and_minutes():
         assert ("s_capped" in ex.part_names) == (cap is not None), case
 
     levels_hold_without_runaway(K.ID, check, distinct_at_least=12)
-
-
-@pytest.mark.parametrize("level", K.LEVELS)
-def test_its_mistakes_are_named(level):
-    expected = {"temperature_times_tau"} | (set(K.MISTAKES) if K.SIZES[level][3] else set())
-    assert_named_exactly(K.ID, level, K.mistakes_of, expected)
 
 
 @pytest.mark.parametrize("level", K.LEVELS)

@@ -2,12 +2,14 @@
 adds −m_h (i − j) to the scaled score of query i and an earlier key j (the causal mask hides later keys):
 
     slope = m_h,   bias_ij = −m_h (i − j)  (j ≤ i),  −∞  (j > i)
-    masked = S / √d_k + bias,   A = softmax(masked)                 (A from level 2)
+    masked = scores / √d_k + bias,   A = softmax(masked)            (A from level 2)
     level 3: two heads, slope = [m_h1, m_h2], A1 and A2 (their biases and masked scores on the way)
 
-Its own mistakes: the slope of the neighbouring head (h counted from 0), −m|i − j| over the whole row (as
-if it were not causal), the bias with the wrong sign, the bias added to the weights after the softmax,
-the bias divided by √d_k with the scores.
+Every part is a step record (slope, bias, masked, A and a head's A1, A2), so grading, carry-forward, the
+budget and the diagnosis are the registry's, and so are the mistakes: the slope of the neighbouring head (h
+counted from 0), −m|i − j| over the whole row (as if it were not causal), the bias with the wrong sign, the
+bias added to the weights after the softmax, the bias divided by √d_k with the scores. Exercises stored
+before version 2 call the scores S (GIVEN_RENAMED).
 
 Axes: B candidates, n tokens.
 """
@@ -19,35 +21,34 @@ from fractions import Fraction
 
 import numpy as np
 
-from attention_core.alibi import alibi_bias, alibi_slope
-from attention_core.ops import softmax
-
 from ... import solutions
-from ...core import budget
+from ...core import pipeline
 from ...core.contract import Formula, HomeStage, SheetSection
-from ...core.model import Exercise, Part
-from ...core.numbers import matrices, round_half_up
+from ...core.model import Exercise
+from ...core.numbers import matrices
 from ...core.sampler import Batch
 from ...i18n import msg
 from ...rendering import latex as L
 from ...solutions.aids import ExpSeries
 from .._shared.aids import softmax_aids
-from .._shared.hand import own_diagnosis
 from .._shared.rows import softmax_step
 
 ID = "alibi"
 ORDER = 88  # after rope (84) and positional (86): the third way to tell attention where a token is
-VERSION = 1
+VERSION = 2
 LEVELS = (1, 2, 3)
-GUARDS = ()  # no step record makes these parts: the kind's own mistakes are kept apart instead
-MISTAKES = ("alibi_slope_off_by_one", "alibi_not_causal", "alibi_bias_sign", "alibi_bias_after_softmax",
-            "alibi_bias_scaled")
+BIAS_MISTAKES = ("alibi_slope_off_by_one", "alibi_not_causal", "alibi_bias_sign", "alibi_bias_after_softmax",
+                 "alibi_bias_scaled")
+# ALiBi's own mistakes and every other record's that reaches its parts (the scaling's, the softmax's)
+GUARDS = (*BIAS_MISTAKES, "no_scaling", "scaled_by_dk", "scaled_times_sqrt_dk", "softmax_columns", "no_exp",
+          "softmax_no_normalise", "mask_zero_instead_of_inf")
+GIVEN_RENAMED = {"S": "scores"}  # the given names of exercises stored before version 2
 # level: (n, score values, d_k to draw from, (H, heads asked) to draw from)
 SIZES = {1: (3, (0, 1, 2), (1,), ((8, (1,)), (8, (2,)), (4, (1,)), (16, (2,)))),
          2: (3, (-2, -1, 0, 1, 2), (1, 4), ((8, (1,)), (8, (2,)), (4, (1,)), (16, (2,)), (16, (4,)))),
          3: (4, (-2, -1, 0, 1, 2, 3), (4,), ((8, (1, 2)), (16, (2, 4))))}
 EXP_GRID = {2: (ExpSeries(1, 4, -12, 8),), 3: (ExpSeries(1, 4, -12, 8),)}
-BATCH = 48
+BATCH = 8  # nearly every candidate is kept: a few suffice
 
 
 def part_names(level: int, heads: int) -> list[str]:
@@ -61,74 +62,18 @@ def draw(rng: np.random.Generator, level: int) -> Batch:
     n, values, widths, models = SIZES[level]
     H, heads = models[int(rng.integers(len(models)))]
     d_k = int(widths[int(rng.integers(len(widths)))])
-    given = {"S": matrices(rng, BATCH, (n, n), values), "d_k": d_k, "H": H, "h": np.array(heads, dtype=float)}
-    names = part_names(level, len(heads))
+    given = {"scores": matrices(rng, BATCH, (n, n), values),  # (B, n, n)
+             "h": np.repeat(np.array([heads], dtype=float), BATCH, axis=0)}  # (B, heads)
+    given.update(d_k=d_k, H=H)
     params = {"n": n, "H": H, "d_k": d_k, "heads": ", ".join(str(h) for h in heads)}
-    return Batch(given, ("S",), names, params=params, keep=_teaches, derive=_parts, decimals=2,
-                 sources={name: () for name in names}, own=MISTAKE_VALUES)
+    return Batch(given, ("scores", "h"), part_names(level, len(heads)), params=params, keep=_teaches, decimals=2)
 
 
 def _teaches(env) -> np.ndarray:
-    """Per candidate: every query past the first sees keys whose biased scores differ, and the plain scores
-    of the lower triangle are not all equal."""
-    lower = np.tril(np.ones(env["S"].shape[-2:], dtype=bool))
-    S = np.where(lower, env["S"], np.nan)
+    """Per candidate: the plain scores of the lower triangle are not all equal."""
+    lower = np.tril(np.ones(env["scores"].shape[-2:], dtype=bool))
+    S = np.where(lower, env["scores"], np.nan)
     return np.nanmax(S, axis=(1, 2)) > np.nanmin(S, axis=(1, 2))
-
-
-def _run(env, slopes: np.ndarray, bias_of=alibi_bias, after: bool = False, scaled_bias: bool = False) -> dict:
-    """The parts from the slopes of the heads asked; `bias_of(n, m)` builds a head's bias; `after`: the bias
-    added to the weights; `scaled_bias`: (S + bias) / √d_k."""
-    S = np.asarray(env["S"], dtype=float)  # (B, n, n)
-    n, root = S.shape[-1], math.sqrt(env["d_k"])
-    out = {"slope": np.broadcast_to(slopes, (len(S), 1, len(slopes))).copy()}
-    for k, m in enumerate(slopes):
-        bias = bias_of(n, float(m))  # (n, n)
-        if after:
-            A = softmax(S / root + alibi_bias(n, 0.0))
-            A = np.where(np.isfinite(bias), A + bias, 0.0)
-            masked = None
-        else:
-            masked = (S + bias) / root if scaled_bias else S / root + bias
-            A = softmax(masked)
-        suffix = f"{k + 1}" if len(slopes) > 1 else ""
-        out[f"A{suffix}"] = A
-        if not suffix:
-            out["bias"] = np.broadcast_to(bias, S.shape).copy()
-            if masked is not None:
-                out["masked"] = masked
-    return out
-
-
-def _parts(env) -> dict[str, np.ndarray]:
-    return _run(env, alibi_slope(env["h"], env["H"]))
-
-
-def _not_causal(n: int, m: float) -> np.ndarray:
-    i, j = np.arange(n)[:, None], np.arange(n)[None, :]
-    return -m * np.abs(i - j) + 0.0
-
-
-def _sign(n: int, m: float) -> np.ndarray:
-    return np.where(np.isfinite(alibi_bias(n, m)), -alibi_bias(n, m), -np.inf) + 0.0
-
-
-def _only(*names: str):
-    """A mistake's values restricted to the parts it changes."""
-    def pick(values: dict) -> dict:
-        return {k: v for k, v in values.items() if k.rstrip("0123456789") in names or k in names}
-    return pick
-
-
-MISTAKE_VALUES = {
-    "alibi_slope_off_by_one": lambda env: _run(env, alibi_slope(env["h"] - 1, env["H"])),
-    "alibi_not_causal": lambda env: _only("bias", "masked", "A")(_run(env, alibi_slope(env["h"], env["H"]),
-                                                                       _not_causal)),
-    "alibi_bias_sign": lambda env: _only("bias", "masked", "A")(_run(env, alibi_slope(env["h"], env["H"]), _sign)),
-    "alibi_bias_after_softmax": lambda env: _only("A")(_run(env, alibi_slope(env["h"], env["H"]), after=True)),
-    "alibi_bias_scaled": lambda env: {} if env["d_k"] == 1 else _only("masked", "A")(
-        _run(env, alibi_slope(env["h"], env["H"]), scaled_bias=True)),
-}
 
 
 def prompt_keys(ex: Exercise) -> tuple[str, ...]:
@@ -136,65 +81,6 @@ def prompt_keys(ex: Exercise) -> tuple[str, ...]:
         return ("kind.alibi.prompt", "kind.alibi.prompt_heads")
     return ("kind.alibi.prompt", "kind.alibi.prompt_one", *(("kind.alibi.prompt_softmax",) if "A" in ex.part_names
                                                              else ()))
-
-
-# ---------------------------------------------------------------- diagnosis, carrying forward, hand work
-
-
-def _as_stack(ex: Exercise) -> dict:
-    env = {k: (np.asarray(v, dtype=float)[None] if k == "S" else v) for k, v in ex.given.items()}
-    return {**env, **_parts(env)}
-
-
-def mistakes_of(ex: Exercise, name: str) -> dict[str, np.ndarray]:
-    """{mistake id: what it gives for part `name`} of this exercise."""
-    env = _as_stack(ex)
-    with np.errstate(invalid="ignore"):
-        made = {mid: mistaken(env) for mid, mistaken in MISTAKE_VALUES.items()}
-    return {mid: values[name][0] for mid, values in made.items() if name in values}
-
-
-def diagnose(ex: Exercise, part: Part, value: np.ndarray) -> str | None:
-    return own_diagnosis(part, value, mistakes_of(ex, part.name))
-
-
-def chain(ex: Exercise, values: dict[str, np.ndarray], rounding: int | None) -> dict[str, np.ndarray]:
-    """The slopes, each head's bias from the learner's slope, the masked scores from their bias, the weights
-    from their masked scores (each computed value rounded half-up to `rounding` places; None: exact)."""
-    env = {name: np.asarray(x, dtype=float) for name, x in values.items()}
-    S = np.asarray(ex.given["S"], dtype=float)
-    n, root = len(S), math.sqrt(int(ex.given["d_k"]))
-    env.setdefault("slope", alibi_slope(ex.given["h"], ex.given["H"])[None, :])
-    heads = len(ex.given["h"])
-    with np.errstate(invalid="ignore", over="ignore"):
-        for k in range(heads):
-            suffix = f"{k + 1}" if heads > 1 else ""
-            bias = env.get("bias") if not suffix else None
-            if bias is None:
-                bias = round_half_up(alibi_bias(n, float(np.ravel(env["slope"])[k])), rounding)
-            masked = env.get("masked") if not suffix else None
-            if masked is None:
-                masked = round_half_up(round_half_up(S / root, rounding) + bias, rounding)
-            if not suffix:
-                env.setdefault("bias", bias)
-                env.setdefault("masked", masked)
-            env.setdefault(f"A{suffix}", round_half_up(softmax(masked), rounding))
-    return env
-
-
-def operations(ex: Exercise) -> budget.Operations:
-    """Per head: the slope (one power of 2), −m (i − j) below the diagonal, S / √d_k, the sums, the softmax
-    where asked; every cell written."""
-    S = np.asarray(ex.given["S"], dtype=float)
-    n, d_k = len(S), int(ex.given["d_k"])
-    below = n * (n - 1) // 2
-    lower = S[np.tril_indices(n)]
-    total = budget.Operations(divisions=int(np.count_nonzero(lower)) if d_k != 1 else 0)
-    for m in alibi_slope(ex.given["h"], ex.given["H"]):
-        total = total + budget.Operations(exponentials=1, multiply_adds=below, additions=below)
-        if any(name.startswith("A") for name in ex.part_names):
-            total = total + budget.softmax_operations(S / math.sqrt(d_k) + alibi_bias(n, float(m)))
-    return total + budget.Operations(cells=sum(int(np.prod(p.shape)) for p in ex.parts))
 
 
 # ---------------------------------------------------------------- worked solution
@@ -216,10 +102,7 @@ def _slope_step(ex: Exercise) -> solutions.Step:
                                note=msg("solution.alibi.slope.note", H=H), derive=derive)
 
 
-def _bias_step(ex: Exercise, m: float, name: str = "bias") -> solutions.Step:
-    n = len(ex.given["S"])
-    bias = alibi_bias(n, m)
-
+def _bias_step(ex: Exercise, bias: np.ndarray, m: float) -> solutions.Step:
     def derive(i: int, j: int) -> solutions.CellDerivation:
         here = L.cell("B", i, j)
         if j > i:
@@ -232,7 +115,7 @@ def _bias_step(ex: Exercise, m: float, name: str = "bias") -> solutions.Step:
         return solutions.CellDerivation(latex, msg("solution.alibi.bias.cell", back=i - j), (sub,))
 
     cells = [[r"-\infty" if np.isneginf(x) else L.number(x) for x in row] for row in bias]
-    return solutions.make_step(name, msg("solution.alibi.bias", m=_plain(m)), bias, 2, symbol="B",
+    return solutions.make_step("bias", msg("solution.alibi.bias", m=_plain(m)), bias, 2, symbol="B",
                                lhs=L.entry("B", "ij"),
                                formula=r"\begin{cases} -m\,(i - j) & j \le i \\ -\infty & j > i \end{cases}",
                                exact_cells=cells, note=msg("solution.alibi.bias.note"), derive=derive)
@@ -243,17 +126,15 @@ def _plain(m: float) -> str:
     return str(Fraction(m).limit_denominator(1024))
 
 
-def _masked_values(ex: Exercise, m: float) -> np.ndarray:
-    S = np.asarray(ex.given["S"], dtype=float)
-    return S / math.sqrt(int(ex.given["d_k"])) + alibi_bias(len(S), m)
+def _heads(ex: Exercise) -> list[np.ndarray]:
+    """Each head's biased scores (the masked record's value, a matrix per head)."""
+    masked = pipeline.reference_env(ex)["masked"]
+    return list(masked.reshape(-1, *masked.shape[-2:]))
 
 
-def _masked_step(ex: Exercise, m: float) -> solutions.Step:
-    S = np.asarray(ex.given["S"], dtype=float)
+def _masked_step(ex: Exercise, env: dict) -> solutions.Step:
     d_k = int(ex.given["d_k"])
-    z = S / math.sqrt(d_k)
-    masked = _masked_values(ex, m)
-    bias = alibi_bias(len(S), m)
+    z, bias, masked = env["scaled"], env["bias"], env["masked"]
     scaled = "S" if d_k == 1 else rf"\frac{{S}}{{\sqrt{{{d_k}}}}}"
 
     def derive(i: int, j: int) -> solutions.CellDerivation:
@@ -275,18 +156,18 @@ def _masked_step(ex: Exercise, m: float) -> solutions.Step:
 
 
 def solve(ex: Exercise) -> list[solutions.Step]:
-    """The slopes, then per head the bias, the biased scores and (where asked) the weights."""
+    """The slopes, then per head the bias, the biased scores and (where asked) the weights: the records' values."""
     steps = [_slope_step(ex)]
-    slopes = alibi_slope(ex.given["h"], ex.given["H"])
+    env = pipeline.reference_env(ex)
+    slopes = np.ravel(env["slope"])
     if len(slopes) == 1:
-        steps += [_bias_step(ex, float(slopes[0])), _masked_step(ex, float(slopes[0]))]
+        steps += [_bias_step(ex, env["bias"], float(slopes[0])), _masked_step(ex, env)]
         if "A" in ex.part_names:
-            steps.append(softmax_step(ex.part("masked").reference, ex.part("A"), msg("solution.alibi.softmax")))
+            steps.append(softmax_step(env["masked"], ex.part("A"), msg("solution.alibi.softmax")))
         return steps
-    for k, m in enumerate(slopes):
+    for k, (m, masked) in enumerate(zip(slopes, _heads(ex))):
         head = int(ex.given["h"][k])
-        steps.append(softmax_step(_masked_values(ex, float(m)), ex.part(f"A{k + 1}"),
-                                  msg("solution.alibi.head", h=head, m=_plain(float(m))),
+        steps.append(softmax_step(masked, ex.part(f"A{k + 1}"), msg("solution.alibi.head", h=head, m=_plain(float(m))),
                                   msg("solution.alibi.head.note", h=head)))
     return steps
 
@@ -295,8 +176,7 @@ def aids(ex: Exercise) -> solutions.Aids:
     """The eˣ grid of each head's softmax (none at level 1), the given shapes."""
     if not any(name.startswith("A") for name in ex.part_names):
         return solutions.Aids(exp_table=(), sqrt_dk=None, shapes=solutions.shapes_of(ex))
-    return softmax_aids(ex, [{"masked": _masked_values(ex, float(m)), "causal": False}
-                             for m in alibi_slope(ex.given["h"], ex.given["H"])])
+    return softmax_aids(ex, [{"masked": masked, "causal": False} for masked in _heads(ex)])
 
 
 # ---------------------------------------------------------------- Home and the formula sheet

@@ -5,7 +5,9 @@
 
 τ is never 1 (multiplying by τ, the catalogued mistake, would give the same). tanh and the eˣ of a capped
 score are read from a fixed table in the prompt (every whole score of the level's range, not only the
-problem's). Its own mistakes: s · τ for s / τ, the cap after the softmax, the cap forgotten.
+problem's). Every part is a step record (a_tau1 …, s_capped, a_capped), so grading, carry-forward, the
+budget and the diagnosis are the registry's, and so are the mistakes: s · τ for s / τ, the cap after the
+softmax, the cap forgotten.
 
 Axes: B candidates, n scores in one row.
 """
@@ -16,27 +18,22 @@ import math
 
 import numpy as np
 
-from attention_core.temperature import soft_cap, softmax_temperature
-
 from ... import solutions
-from ...core import budget
 from ...core.contract import Formula, HomeStage, SheetSection
-from ...core.model import Exercise, Part
-from ...core.numbers import matrices, round_half_up
+from ...core.model import Exercise
+from ...core.numbers import matrices
 from ...core.sampler import Batch
 from ...i18n import msg
 from ...rendering import latex as L
 from ...solutions.aids import ExpSeries
 from .._shared.aids import softmax_aids
-from .._shared.hand import own_diagnosis
 from .._shared.rows import softmax_step
 
 ID = "temperature"
 ORDER = 56  # after the softmax: what reshapes it
 VERSION = 1
 LEVELS = (1, 2, 3)
-GUARDS = ()  # no step record makes these parts: the kind's own mistakes are kept apart instead
-MISTAKES = ("temperature_times_tau", "temperature_cap_after_softmax", "temperature_cap_forgotten")
+GUARDS = ("temperature_times_tau", "temperature_cap_after_softmax", "temperature_cap_forgotten")
 # level: (n scores, their values, the temperatures asked (in order), the cap or None)
 SIZES = {1: (3, (0, 1, 2), (0.5, 2.0), None),
          2: (3, (-2, -1, 0, 1, 2), (0.5, 2.0), 2.0),
@@ -62,8 +59,7 @@ def draw(rng: np.random.Generator, level: int) -> Batch:
         names += ["s_capped", "a_capped"]
     params = {"n": n, "tau_text": ", ".join(_tau_text(t) for t in taus),
               "tau_parts": ", ".join(names[:len(taus)]), "cap": _tau_text(cap or 0), "table": cap_table(level)}
-    return Batch(given, ("s",), names, params=params, keep=_teaches, derive=_parts, decimals=2,
-                 sources={name: () for name in names}, own=MISTAKE_VALUES)
+    return Batch(given, ("s",), names, params=params, keep=_teaches, decimals=2)
 
 
 def _tau_text(x: float) -> str:
@@ -76,35 +72,6 @@ def _teaches(env) -> np.ndarray:
     s = env["s"][:, 0]  # (B, n)
     gaps = np.sort(s, axis=1)[:, 1:] - np.sort(s, axis=1)[:, :-1]
     return (np.ptp(s, axis=1) > 0) & (np.ptp(gaps, axis=1) > 0)
-
-
-def _parts(env) -> dict[str, np.ndarray]:
-    out = {f"a_tau{k + 1}": softmax_temperature(env["s"], float(t)) for k, t in enumerate(np.ravel(env["tau"]))}
-    if "cap" in env:
-        out["s_capped"] = soft_cap(env["s"], env["cap"])  # (B, 1, n)
-        out["a_capped"] = softmax_temperature(out["s_capped"], 1.0)
-    return out
-
-
-def _times_tau(env):
-    return {f"a_tau{k + 1}": softmax_temperature(env["s"] * float(t), 1.0) for k, t in enumerate(np.ravel(env["tau"]))}
-
-
-def _cap_after(env):
-    if "cap" not in env:
-        return {}
-    return {"a_capped": soft_cap(softmax_temperature(env["s"], 1.0), env["cap"])}
-
-
-def _cap_forgotten(env):
-    if "cap" not in env:
-        return {}
-    return {"s_capped": np.array(env["s"], dtype=float), "a_capped": softmax_temperature(env["s"], 1.0)}
-
-
-# {mistake id: env -> {part: what it gives, stacked}}
-MISTAKE_VALUES = {"temperature_times_tau": _times_tau, "temperature_cap_after_softmax": _cap_after,
-                  "temperature_cap_forgotten": _cap_forgotten}
 
 
 def cap_table(level: int) -> str:
@@ -122,53 +89,6 @@ def cap_table(level: int) -> str:
 
 def prompt_keys(ex: Exercise) -> tuple[str, ...]:
     return ("kind.temperature.prompt", *(("kind.temperature.prompt_cap",) if "cap" in ex.given else ()))
-
-
-# ---------------------------------------------------------------- diagnosis, carrying forward, hand work
-
-
-def _as_stack(ex: Exercise) -> dict:
-    env = {k: (np.asarray(v, dtype=float)[None] if k == "s" else v) for k, v in ex.given.items()}
-    return {**env, **_parts(env)}
-
-
-def mistakes_of(ex: Exercise, name: str) -> dict[str, np.ndarray]:
-    """{mistake id: what it gives for part `name`} of this exercise."""
-    env = _as_stack(ex)
-    made = {mid: mistaken(env) for mid, mistaken in MISTAKE_VALUES.items()}
-    return {mid: values[name][0] for mid, values in made.items() if name in values}
-
-
-def diagnose(ex: Exercise, part: Part, value: np.ndarray) -> str | None:
-    return own_diagnosis(part, value, mistakes_of(ex, part.name))
-
-
-def chain(ex: Exercise, values: dict[str, np.ndarray], rounding: int | None) -> dict[str, np.ndarray]:
-    """Each a_τ from s / τ (that row rounded as written), s_capped from the table's tanh, a_capped from the
-    learner's s_capped (each computed value rounded half-up to `rounding` places; None: exact)."""
-    env = {name: np.asarray(x, dtype=float) for name, x in values.items()}
-    s = np.asarray(ex.given["s"], dtype=float)
-    with np.errstate(invalid="ignore", over="ignore"):
-        for k, t in enumerate(np.ravel(ex.given["tau"])):
-            env.setdefault(f"a_tau{k + 1}", round_half_up(softmax_temperature(round_half_up(s / t, rounding), 1.0),
-                                                          rounding))
-        if "cap" in ex.given:
-            env.setdefault("s_capped", round_half_up(soft_cap(s, ex.given["cap"]), rounding))
-            env.setdefault("a_capped", round_half_up(softmax_temperature(env["s_capped"], 1.0), rounding))
-    return env
-
-
-def operations(ex: Exercise) -> budget.Operations:
-    """Per τ: n divisions and a softmax row; the cap: a tanh look-up (as an exponential) and a product per
-    score, then a softmax row; every cell written."""
-    s = np.asarray(ex.given["s"], dtype=float)
-    total = budget.NONE
-    for t in np.ravel(ex.given["tau"]):
-        total = total + budget.Operations(divisions=s.size) + budget.softmax_row_operations(s / t)
-    if "cap" in ex.given:
-        total = total + budget.Operations(exponentials=s.size, multiply_adds=s.size)
-        total = total + budget.softmax_row_operations(ex.part("s_capped").reference)
-    return total + budget.Operations(cells=sum(int(np.prod(p.shape)) for p in ex.parts))
 
 
 # ---------------------------------------------------------------- worked solution

@@ -34,7 +34,8 @@ MISTAKES = {
     "V": ("cross_keys_from_queries",),
     "scores": ("transposed_scores", "scores_not_transposed"),
     "scaled": ("no_scaling", "scaled_by_dk", "scaled_times_sqrt_dk", "scaled_by_sqrt_d_model"),
-    "M": ("padding_on_queries", "padding_ignored", "no_mask"),  # the additive padding mask
+    "M": ("padding_on_queries", "padding_ignored", "no_mask",  # the additive mask: padding's, then a window's
+          "window_too_wide", "window_too_narrow", "window_sinks_forgotten", "window_looks_ahead"),
     "masked": ("no_mask", "mask_diagonal", "mask_wrong_triangle", "mask_zero_instead_of_inf", "cross_causal_mask"),
     "A": ("softmax_columns", "no_exp", "softmax_no_normalise", "mask_zero_instead_of_inf", "mask_after_softmax",
           "padding_after_softmax", "padding_empty_row_uniform"),
@@ -273,7 +274,8 @@ def plain_run(given, mistakes=(), until=None, rounding=None):
     wanted = set(until) if until is not None else None
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         for step in pipeline.STEPS:
-            if step.name in env or not all(i in env for i in step.inputs):
+            inputs = None if step.name in env else step.runs_on(env)
+            if inputs is None:
                 continue
             env.current = step.name
             try:
@@ -281,7 +283,7 @@ def plain_run(given, mistakes=(), until=None, rounding=None):
             except ValueError:
                 continue
             env[step.name] = value if rounding is None else numbers.round_half_up(value, rounding)
-            if env.tainted and env.tainted.intersection(step.inputs):
+            if env.tainted and env.tainted.intersection(inputs):
                 env.tainted.add(step.name)
             if wanted is not None and wanted <= env.keys():
                 break

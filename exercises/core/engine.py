@@ -22,6 +22,8 @@ discovery into a `Kind` (so no caller looks a hook up by name):
               learner states to check their own work (a model's layers and heads), and the prompt's
               params they make with the given data (check my work builds the learner's exercise: its
               chain and diagnose read from ex.params only what stated_params makes, and no part references)
+              RENAMED: {old name: its name now} of given values an earlier VERSION stored under another name
+              (read back under the new one: model.Exercise.from_dict)
               CONVENTIONS: {flag: the given value it fills in, or None}: flags a learner may set on their
               own numbers (RoPE's pairs from the halves, positions from 1), DEFAULTED: the given values
               the chain fills in by convention when none are typed
@@ -50,7 +52,7 @@ from typing import Any
 import numpy as np
 
 from .. import i18n
-from . import budget, misconceptions, pipeline, sampler
+from . import budget, misconceptions, model, pipeline, sampler
 from .contract import Formula, HomeStage, SheetSection
 from .draft import Draft
 from .model import Exercise, Part
@@ -112,6 +114,7 @@ class Kind:
     # how a given list is shown: {name: "from_one" (stored 0-based, shown from 1) or "degrees" (angles)}
     given_shown: Mapping[str, str] = field(default_factory=dict)
     EXP_GRID: Mapping[int, tuple] = field(default_factory=dict)  # level -> the fixed eˣ aid (ExpSeries, …)
+    RENAMED: Mapping[str, str] = field(default_factory=dict)  # old given name -> its name now
 
     @classmethod
     def from_module(cls, module: ModuleType) -> Kind:
@@ -145,7 +148,7 @@ class Kind:
                    CONVENTIONS=dict(names.get("CONVENTIONS", {})), DEFAULTED=tuple(names.get("DEFAULTED", ())),
                    home=names.get("HOME"), sheet=sheet, folder=Path(module.__file__).parent,
                    given_shown=dict(names.get("GIVEN_SHOWN", {})), EXP_GRID=dict(names.get("EXP_GRID", {})),
-                   **hooks)
+                   RENAMED=dict(names.get("RENAMED", {})), **hooks)
 
 
 def _kind_modules(paths: Sequence[str]) -> Iterator[ModuleType]:
@@ -175,6 +178,7 @@ def discover(extra_paths: Iterable[str | Path] = ()) -> dict[str, Kind]:
     if twice:
         raise ValueError(f"mistake ids declared by two kinds: {', '.join(twice)}")
     found.sort(key=lambda k: (k.ORDER, k.ID))
+    model.RENAMED_GIVEN.update({k.ID: dict(k.RENAMED) for k in found if k.RENAMED})
     return {k.ID: k for k in found}
 
 

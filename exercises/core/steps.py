@@ -26,7 +26,7 @@ Axes (rectangular-ready: self-attention is the case n_q = n_k = n):
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from dataclasses import replace as _replace
 from typing import Any
@@ -38,6 +38,7 @@ from attention_core import block, causal_mask, linear, ops
 from attention_core.embedding import embed, embed_backward
 from attention_core.ops import padding_mask as _padding_mask
 from attention_core.ops import softmax_visible as _softmax_visible
+from attention_core.windows import window_mask
 
 from . import exact
 from . import operations as count
@@ -104,6 +105,18 @@ class AttentionStep:
     # its hand work (exercises.core.operations): (the record, the values) -> Operations, or None where the value
     # is read off (a product by I, a division by √1); count None: the step only copies
     count: Callable[[Any, Values], Any] | None = None
+    # other inputs that make the same value (the additive mask M: from padding flags, or from a window): the
+    # step runs on the first of `inputs` and these whose names are all there
+    or_inputs: tuple[tuple[str, ...], ...] = ()
+
+    def runs_on(self, have: Collection[str]) -> tuple[str, ...] | None:
+        """The inputs the step reads from the values `have`, or None when it cannot run on them."""
+        return next((names for names in (self.inputs, *self.or_inputs) if all(n in have for n in names)), None)
+
+    @property
+    def reads(self) -> frozenset[str]:
+        """Every name some way of making the step reads."""
+        return frozenset(self.inputs).union(*self.or_inputs)
 
     @property
     def output(self) -> str:
@@ -562,6 +575,40 @@ def _memory_projection(step: AttentionStep, weight: str) -> AttentionStep:
                                       applies=_has("H")),))
 
 
+# Sliding-window attention with attention sinks (StreamingLLM): the record M makes the window's additive mask
+# when a window is given, as it makes the padding mask from padding flags (below); masked and A read either.
+#     M_ij = 0 if j ≤ i and (i − j < w or j < s), else −∞      (0-based; attention_core.windows)
+
+
+def _window_of(env: Values, window: int, sinks: int) -> np.ndarray:
+    """The mask of `window` keys and `sinks` sinks, as large as the scores it masks (one per candidate)."""
+    n = np.shape(env["scaled"])[-1]  # the scores are given beside the window
+    return np.broadcast_to(window_mask(n, window, sinks), np.shape(env["scaled"]))  # (..., n, n)
+
+
+def _window(env: Values) -> np.ndarray:
+    return _window_of(env, int(env["window"]), int(env["sinks"]))
+
+
+def _window_looking_ahead(env: Values) -> np.ndarray:
+    """The window centred on the query: every key within w − 1 either side, and the sinks, also ahead."""
+    n = np.shape(env["scaled"])[-1]
+    i, j = np.arange(n)[:, None], np.arange(n)[None, :]
+    seen = (np.abs(i - j) < int(env["window"])) | (j < int(env["sinks"]))
+    return np.broadcast_to(np.where(seen, 0.0, -np.inf), np.shape(env["scaled"]))
+
+
+WINDOW_MISTAKES = (
+    Mistake("window_too_wide", lambda env: _window_of(env, int(env["window"]) + 1, int(env["sinks"])),
+            applies=_has("window")),
+    Mistake("window_too_narrow", lambda env: _window_of(env, int(env["window"]) - 1, int(env["sinks"])),
+            applies=lambda env: "window" in env and int(env["window"]) > 1),
+    Mistake("window_sinks_forgotten", lambda env: _window_of(env, int(env["window"]), 0),
+            applies=lambda env: "window" in env and int(env["sinks"]) > 0),
+    Mistake("window_looks_ahead", _window_looking_ahead, applies=_has("window")),
+)
+
+
 def _padded(env: Values) -> bool:
     return "M" in env
 
@@ -623,7 +670,7 @@ def _empty_row_uniform(env):
 
 SOFTMAX_OR_PADDED_MISTAKES = (
     *(_unless_padded(m) if m.id == "mask_after_softmax" else m for m in SOFTMAX_MISTAKES),
-    Mistake("padding_after_softmax", _padding_after_softmax, applies=lambda env: _padded(env) and "scaled" in env),
+    Mistake("padding_after_softmax", _padding_after_softmax, applies=lambda env: "pad" in env and "scaled" in env),
     Mistake("padding_empty_row_uniform", _empty_row_uniform, applies=_empty_row),
 )
 
@@ -643,6 +690,8 @@ def _pad_flags(env: Values) -> np.ndarray:
 
 
 def _m(env):
+    if "window" in env:
+        return _window(env)
     return _padding_mask(env["pad"], _causal(env))  # (n, n): 0 or −∞
 
 
@@ -656,10 +705,11 @@ def _m_on_queries(env):
 
 
 M_MISTAKES = (
-    Mistake("padding_on_queries", _m_on_queries),
+    Mistake("padding_on_queries", _m_on_queries, applies=_has("pad")),
     Mistake("padding_ignored", lambda env: _padding_mask(np.zeros(np.shape(env["pad"])), _causal(env)),
-            applies=lambda env: _pad_flags(env).any(axis=-1)),
-    Mistake("no_mask", lambda env: _padding_mask(env["pad"], False), applies=_causal),
+            applies=lambda env: "pad" in env and _pad_flags(env).any(axis=-1)),
+    Mistake("no_mask", lambda env: _padding_mask(env["pad"], False), applies=lambda env: "pad" in env and _causal(env)),
+    *WINDOW_MISTAKES,
 )
 
 
@@ -681,10 +731,12 @@ def _exact_g_o(xs: dict, values: Values):
 
 M_STEP = AttentionStep(
     "M", ("pad",), _m, shape=("n", "n"), symbol="M",
-    formula_latex=r"M_{ij} = \begin{cases} -\infty & p_j = 1 \text{ or } j > i \text{ (causal)} \\ 0 & "
-                  r"\text{otherwise} \end{cases}",
-    typst_symbol="M", typst_formula="M_(i j) = cases(-infinity & p_j = 1 \"or\" j > i, 0 & \"otherwise\")",
-    builder="value", direction="forward", mistakes=M_MISTAKES, exact=_exact_m, checkable=False)
+    formula_latex=r"M_{ij} = \begin{cases} -\infty & p_j = 1 \text{ or } j > i \text{ (causal)} \text{ or } "
+                  r"(i - j \ge w \text{ and } j > s) \text{ (window)} \\ 0 & \text{otherwise} \end{cases}",
+    typst_symbol="M", typst_formula="M_(i j) = cases(-infinity & p_j = 1 \"or\" j > i \"or\" (i - j >= w \"and\" "
+                                    "j > s), 0 & \"otherwise\")",
+    builder="value", direction="forward", mistakes=M_MISTAKES, exact=_exact_m, checkable=False,
+    or_inputs=(("window", "sinks"),))
 G_O_STEP = AttentionStep(
     "G_O", ("O", "T"), _g_o, shape=("n_q", "d_v"), symbol="G_O", formula_latex="G_O = O - T",
     typst_symbol="G_O", typst_formula="G_O = O - T", builder="value", direction="backward",
@@ -881,7 +933,7 @@ def downstream(names: set[str]) -> set[str]:
     """`names` and every value computed (directly or not) from them."""
     out = set(names)
     for step in STEPS:
-        if out.intersection(step.inputs):
+        if not step.reads.isdisjoint(out):
             out.add(step.name)
     return out
 

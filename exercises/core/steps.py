@@ -114,11 +114,6 @@ class AttentionStep:
         return next((names for names in (self.inputs, *self.or_inputs) if all(n in have for n in names)), None)
 
     @property
-    def reads(self) -> frozenset[str]:
-        """Every name some way of making the step reads."""
-        return frozenset(self.inputs).union(*self.or_inputs)
-
-    @property
     def output(self) -> str:
         """The value the step computes (its name)."""
         return self.name
@@ -580,14 +575,11 @@ def _memory_projection(step: AttentionStep, weight: str) -> AttentionStep:
 #     M_ij = 0 if j ≤ i and (i − j < w or j < s), else −∞      (0-based; attention_core.windows)
 
 
-def _window_of(env: Values, window: int, sinks: int) -> np.ndarray:
-    """The mask of `window` keys and `sinks` sinks, as large as the scores it masks (one per candidate)."""
+def _window(env: Values, wider: int = 0, sinks: bool = True) -> np.ndarray:
+    """The window's mask (`wider` keys wider; without its sinks), as large as the scores it masks."""
     n = np.shape(env["scaled"])[-1]  # the scores are given beside the window
-    return np.broadcast_to(window_mask(n, window, sinks), np.shape(env["scaled"]))  # (..., n, n)
-
-
-def _window(env: Values) -> np.ndarray:
-    return _window_of(env, int(env["window"]), int(env["sinks"]))
+    mask = window_mask(n, int(env["window"]) + wider, int(env["sinks"]) if sinks else 0)
+    return np.broadcast_to(mask, np.shape(env["scaled"]))  # (..., n, n): one per candidate
 
 
 def _window_looking_ahead(env: Values) -> np.ndarray:
@@ -599,11 +591,9 @@ def _window_looking_ahead(env: Values) -> np.ndarray:
 
 
 WINDOW_MISTAKES = (
-    Mistake("window_too_wide", lambda env: _window_of(env, int(env["window"]) + 1, int(env["sinks"])),
-            applies=_has("window")),
-    Mistake("window_too_narrow", lambda env: _window_of(env, int(env["window"]) - 1, int(env["sinks"])),
-            applies=lambda env: "window" in env and int(env["window"]) > 1),
-    Mistake("window_sinks_forgotten", lambda env: _window_of(env, int(env["window"]), 0),
+    Mistake("window_too_wide", lambda env: _window(env, 1), applies=_has("window")),
+    Mistake("window_too_narrow", lambda env: _window(env, -1), applies=lambda env: int(env.get("window", 1)) > 1),
+    Mistake("window_sinks_forgotten", lambda env: _window(env, sinks=False),
             applies=lambda env: "window" in env and int(env["sinks"]) > 0),
     Mistake("window_looks_ahead", _window_looking_ahead, applies=_has("window")),
 )
@@ -933,7 +923,7 @@ def downstream(names: set[str]) -> set[str]:
     """`names` and every value computed (directly or not) from them."""
     out = set(names)
     for step in STEPS:
-        if not step.reads.isdisjoint(out):
+        if any(out.intersection(names) for names in (step.inputs, *step.or_inputs)):
             out.add(step.name)
     return out
 

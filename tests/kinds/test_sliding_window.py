@@ -90,8 +90,8 @@ def test_each_level_has_its_sizes_and_minutes():
 def _cache_mistakes(ex, name: str) -> dict[str, np.ndarray]:
     if name != "cache_floats":
         return {}  # the mask's mistakes are the record M's: named with the catalog's (test_misconceptions)
-    wrong = K.wrong_caches(ex.given["window"], ex.given["sinks"], ex.params)
-    return {mid: np.array([floats], dtype=float) for mid, floats in wrong.items()}
+    sizes = K.caches(ex.given["window"], ex.given["sinks"], ex.params)
+    return {mid: np.array([floats], dtype=float) for mid, floats in sizes.items() if mid}
 
 
 @pytest.mark.parametrize("level", K.LEVELS)

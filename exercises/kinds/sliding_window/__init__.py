@@ -28,7 +28,6 @@ from ...core.sampler import Batch
 from ...i18n import msg
 from ...rendering import latex as L
 from ...solutions.aids import ExpSeries
-from .._shared.aids import softmax_aids
 from .._shared.hand import own_diagnosis
 
 ID = "sliding_window"
@@ -60,9 +59,15 @@ def draw(rng: np.random.Generator, level: int) -> Batch:
         given["V"] = matrices(rng, BATCH, (n, 1), v_values)  # (B, n, 1)
         stacked = ("scaled", "V")
     params = {"n": n, "w": window, "s": sinks, "tokens": int(choice(rng, TOKENS)), "d_head": int(choice(rng, D_HEAD))}
+    sizes = caches(window, sinks, params)
     return Batch(given, stacked, list(names), params=params, keep=_teaches, decimals=spec(level).decimals,
-                 derive=lambda env: _cache_part(len(env["scaled"]), window, sinks, params),
-                 sources={"cache_floats": ()}, own=_cache_mistakes(window, sinks, params))
+                 derive=_stacked(sizes.pop(None)), sources={"cache_floats": ()},
+                 own={mid: _stacked(floats) for mid, floats in sizes.items()})
+
+
+def _stacked(floats: tuple[int, int]):
+    """env -> {"cache_floats": these sizes for every candidate}: (B, 1, 2)."""
+    return lambda env: {"cache_floats": np.broadcast_to(np.array([floats], dtype=float), (len(env["scaled"]), 1, 2))}
 
 
 def _teaches(env) -> np.ndarray:
@@ -77,37 +82,15 @@ def _teaches(env) -> np.ndarray:
     return ok
 
 
-def _cache(window: int, sinks: int, params: dict) -> tuple[int, int] | None:
-    """The floats cached by the window and by full attention, or None when no model is stated (STATED)."""
+def caches(window: int, sinks: int, params: dict) -> dict[str | None, tuple[int, int]]:
+    """The floats cached by the window and by full attention (key None), and what each of the kind's mistakes
+    gives; none when no model is stated (STATED)."""
     if not all(name in params for name in STATED):
-        return None
-    return window_cache_floats(window, sinks, params["d_head"]), full_cache_floats(params["tokens"], params["d_head"])
-
-
-def _floats(B: int, floats: tuple[int, int]) -> dict[str, np.ndarray]:
-    return {"cache_floats": np.broadcast_to(np.array([floats], dtype=float), (B, 1, 2)).copy()}  # (B, 1, 2)
-
-
-def _cache_part(B: int, window: int, sinks: int, params: dict) -> dict[str, np.ndarray]:
-    """The cache sizes of B candidates (none where no model is stated)."""
-    cache = _cache(window, sinks, params)
-    return {} if cache is None else _floats(B, cache)
-
-
-def wrong_caches(window: int, sinks: int, params: dict) -> dict[str, tuple[int, int]]:
-    """{mistake id: the cache sizes it gives}, where the model is stated."""
-    if _cache(window, sinks, params) is None:
         return {}
     d, T = params["d_head"], params["tokens"]
     full = full_cache_floats(T, d)
-    return {"window_cache_no_sinks": (2 * window * d, full), "window_cache_one_of_k_v": ((window + sinks) * d, T * d),
-            "window_cache_full": (full, full)}
-
-
-def _cache_mistakes(window: int, sinks: int, params: dict) -> dict:
-    """{mistake id: env -> {"cache_floats": what it gives, stacked}} (Batch.own)."""
-    return {mid: (lambda env, floats=floats: _floats(len(env["scaled"]), floats))
-            for mid, floats in wrong_caches(window, sinks, params).items()}
+    return {None: (window_cache_floats(window, sinks, d), full), "window_cache_no_sinks": (2 * window * d, full),
+            "window_cache_one_of_k_v": ((window + sinks) * d, T * d), "window_cache_full": (full, full)}
 
 
 def stated_params(given: dict, stated: dict) -> dict:
@@ -133,15 +116,15 @@ def diagnose(ex: Exercise, part: Part, value: np.ndarray) -> str | None:
     """The cache sizes' own mistakes (the records name the others)."""
     if part.name != "cache_floats":
         return None
-    wrong = wrong_caches(int(ex.given["window"]), int(ex.given["sinks"]), ex.params)
-    return own_diagnosis(part, value, {mid: np.array([floats], dtype=float) for mid, floats in wrong.items()})
+    sizes = caches(int(ex.given["window"]), int(ex.given["sinks"]), ex.params)
+    return own_diagnosis(part, value, {mid: np.array([floats], dtype=float) for mid, floats in sizes.items() if mid})
 
 
 def chain(ex: Exercise, values: dict[str, np.ndarray], rounding: int | None) -> dict[str, np.ndarray]:
     """M, Z̃, A and O from the records unless the learner gave them (each computed value rounded half-up to
     `rounding` places; None: exact), the cache sizes from the model where it is stated."""
     env = {**pipeline.run({**ex.given, **values}, rounding=rounding), **values}
-    cache = _cache(int(ex.given["window"]), int(ex.given["sinks"]), ex.params)
+    cache = caches(int(ex.given["window"]), int(ex.given["sinks"]), ex.params).get(None)
     if cache is not None:
         env.setdefault("cache_floats", np.array([cache], dtype=float))
     return env
@@ -218,13 +201,6 @@ def solve(ex: Exercise) -> list[solutions.Step]:
         places = {p.name: p.decimals for p in ex.parts}
         steps += solutions.pipeline_steps(given, names, places, {n: ex.part(n).reference for n in names})
     return [*steps, _cache_step(ex)]
-
-
-def aids(ex: Exercise) -> solutions.Aids:
-    """The eˣ grid of the softmax of the visible scores (none when A is not asked), the given shapes."""
-    if "A" not in ex.part_names:
-        return solutions.Aids(exp_table=(), sqrt_dk=None, shapes=solutions.shapes_of(ex))
-    return softmax_aids(ex, [{"masked": pipeline.reference_env(ex)["masked"], "causal": False}])
 
 
 # ---------------------------------------------------------------- Home and the formula sheet

@@ -274,7 +274,7 @@ def plain_run(given, mistakes=(), until=None, rounding=None):
     wanted = set(until) if until is not None else None
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         for step in pipeline.STEPS:
-            inputs = None if step.name in env else step.runs_on(env)
+            inputs = None if step.name in env else step.runs_on(env.keys())
             if inputs is None:
                 continue
             env.current = step.name

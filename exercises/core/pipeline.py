@@ -87,7 +87,7 @@ def _plan(keys: frozenset) -> tuple:
         if inputs is None:
             continue
         have.add(step.name)
-        plan.append((step, step.name, frozenset(inputs), frozenset(step.mistake_ids)))
+        plan.append((step, step.name, inputs, frozenset(step.mistake_ids)))
     return tuple(plan)
 
 
@@ -186,7 +186,7 @@ def run_mistake(given: dict, reference: dict, mistake: str, until: Iterable[str]
 def recompute(name: str, values: dict) -> np.ndarray | None:
     """Step `name` applied to `values` (for errors carried forward), or None if inputs are missing."""
     step = STEP_BY_NAME.get(name)
-    if step is None or step.runs_on(values) is None:
+    if step is None or step.runs_on(values.keys()) is None:
         return None
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         try:

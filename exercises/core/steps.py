@@ -26,7 +26,7 @@ Axes (rectangular-ready: self-attention is the case n_q = n_k = n):
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Mapping, Set
 from dataclasses import dataclass
 from dataclasses import replace as _replace
 from typing import Any
@@ -109,9 +109,15 @@ class AttentionStep:
     # step runs on the first of `inputs` and these whose names are all there
     or_inputs: tuple[tuple[str, ...], ...] = ()
 
-    def runs_on(self, have: Collection[str]) -> tuple[str, ...] | None:
-        """The inputs the step reads from the values `have`, or None when it cannot run on them."""
-        return next((names for names in (self.inputs, *self.or_inputs) if all(n in have for n in names)), None)
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_input_sets", tuple(frozenset(n) for n in (self.inputs, *self.or_inputs)))
+
+    def runs_on(self, have: Set[str]) -> frozenset[str] | None:
+        """The inputs the step reads from the values `have` (a set, or a dict's keys), or None when it cannot run."""
+        for names in self._input_sets:
+            if names <= have:
+                return names
+        return None
 
     @property
     def output(self) -> str:

@@ -606,6 +606,7 @@ WINDOW_MISTAKES = (
 
 
 def _padded(env: Values) -> bool:
+    """An additive mask M does the masking (padding's, or a sliding window's)."""
     return "M" in env
 
 

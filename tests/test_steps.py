@@ -130,7 +130,7 @@ def test_compute_functions_leave_their_inputs_alone():
             value.setflags(write=False)
         frozen[name] = value
     for step in steps.STEPS:
-        if all(i in frozen for i in step.inputs):
+        if step.runs_on(frozen.keys()) is not None:
             step.compute(frozen)
             for m in step.mistakes:
                 if m.applies(frozen):
@@ -160,7 +160,7 @@ def test_exact_rules_agree_with_the_values():
     env = pipeline.run(given)
     exact = {name: _exact_given(v) for name, v in given.items()}
     for step in steps.STEPS:
-        if step.exact is None or step.name not in env or not all(i in exact for i in step.inputs):
+        if step.exact is None or step.name not in env or step.runs_on(exact.keys()) is None:
             continue
         xm = step.exact(exact, env)
         exact[step.name] = xm

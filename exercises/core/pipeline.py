@@ -68,11 +68,11 @@ def _mistaken(step: AttentionStep, made, env: Env) -> np.ndarray:
     return np.where(where.reshape(where.shape + (1,) * (value.ndim - where.ndim)), value, right)
 
 
-# mistake id -> the values it can change: the steps that make it and everything after them
-AFFECTED: dict[str, frozenset[str]] = {
-    mistake: frozenset(_registry.downstream({s.name for s in makers}))
-    for mistake, makers in _registry.mistakes().items()
-}
+# mistake id -> the steps that can make it, and the values it can change: those and everything after them
+MAKERS: dict[str, frozenset[str]] = {mistake: frozenset(s.name for s in makers)
+                                     for mistake, makers in _registry.mistakes().items()}
+AFFECTED: dict[str, frozenset[str]] = {mistake: frozenset(_registry.downstream(set(makers)))
+                                       for mistake, makers in MAKERS.items()}
 
 
 def _plan(keys: frozenset) -> tuple:
@@ -89,6 +89,12 @@ def _plan(keys: frozenset) -> tuple:
         have.add(step.name)
         plan.append((step, step.name, inputs, frozenset(step.mistake_ids)))
     return tuple(plan)
+
+
+def computable(given: Iterable[str]) -> frozenset[str]:
+    """The values a run from values named `given` holds: those and every step it plans."""
+    keys = frozenset(given)
+    return keys.union(name for _, name, _, _ in _plan(keys))
 
 
 def run(given: dict, mistakes: Iterable[str] = (), until: Iterable[str] | None = None,

@@ -3,7 +3,7 @@
 from threadpoolctl import threadpool_limits
 
 from .core.checkwork import Report, StepCheck, check_work
-from .core.engine import KINDS, generate, load, rng_for, validate
+from .core.engine import KINDS, generate, rng_for, validate
 from .core.grading import Feedback, PartFeedback, grade
 from .core.model import Exercise, Part
 from .core.parser import AnswerError, parse_answer, parse_number
@@ -12,7 +12,7 @@ from .solutions import Aids, CellDerivation, Step, aids, solve
 
 __all__ = [
     "KINDS", "AnswerError", "Exercise", "Feedback", "Msg", "Part", "PartFeedback",
-    "generate", "grade", "load", "parse_answer", "parse_number", "rng_for", "t", "validate",
+    "generate", "grade", "parse_answer", "parse_number", "rng_for", "t", "validate",
     "Aids", "CellDerivation", "Step", "aids", "solve",
     "Report", "StepCheck", "check_work",
 ]

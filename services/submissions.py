@@ -89,7 +89,7 @@ def exercises_for(a: storage.Assignment, student: str | None = None) -> list[Exe
     if missing:
         with db.guarded():
             stored = storage.store_exercises(db.engine(), a.code, owner, missing)
-    return [exercises.load(stored[slot.index]) for slot in slots(a.items)]
+    return [Exercise.from_dict(stored[slot.index]) for slot in slots(a.items)]
 
 
 def class_exercises(spec: Any) -> list[Exercise]:
@@ -234,7 +234,7 @@ def submitted_exercise(sub: storage.Submission) -> Exercise:
     """The exercise a stored submission was graded against: the stored one, else (rows from before
     exercises were stored) the same one regenerated while its version still matches."""
     if sub.exercise is not None:
-        return exercises.load(sub.exercise)
+        return Exercise.from_dict(sub.exercise)
     try:
         return rebuild(sub.kind, sub.seed, sub.level, sub.version)
     except ExerciseChanged:

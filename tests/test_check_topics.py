@@ -281,7 +281,7 @@ def sliding_window_topic():
     """A window of 2 keys and 1 sink over 4 tokens, and the cache of one layer and head for T = 1024."""
     steps = {**_windowed(window_mask(4, 2, 1)),
              "cache_floats": M([[window_cache_floats(2, 1, 64), full_cache_floats(1024, 64)]], dtype=float)}
-    return {"Z": WINDOW_Z, "window": 2, "sinks": 1, "V": WINDOW_V}, {"tokens": 1024, "d_head": 64}, steps
+    return {"scaled": WINDOW_Z, "window": 2, "sinks": 1, "V": WINDOW_V}, {"tokens": 1024, "d_head": 64}, steps
 
 
 def sliding_window_slip(given, steps):

@@ -61,6 +61,9 @@ EXPECTED_KINDS = {
     "cross_keys_from_queries": {"cross_attention"}, "cross_causal_mask": {"cross_attention"},
     "padding_on_queries": {"padding_mask"}, "padding_ignored": {"padding_mask"},
     "padding_after_softmax": {"padding_mask"}, "padding_empty_row_uniform": {"padding_mask"},
+    # a sliding window's mask
+    **{mid: {"sliding_window"} for mid in ("window_too_wide", "window_too_narrow", "window_sinks_forgotten",
+                                           "window_looks_ahead")},
     # the attention block's norm and residual
     **{mid: {"attention_block"} for mid in ("norm_over_columns", "norm_variance_unbiased", "residual_forgotten",
                                             "norm_after_residual")},

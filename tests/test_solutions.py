@@ -292,7 +292,7 @@ def test_pipeline_steps_for_a_head_carry_the_tag():
     steps = solutions.pipeline_steps(ex.given, ["scores"], tag="1")
     assert steps[-1].latex == r"S^{(1)} = Q^{(1)} (K^{(1)})^{\top}"
     assert steps[-1].cell(0, 0).latex.startswith(r"S^{(1)}_{11} = q^{(1)}_{1} \cdot k^{(1)}_{1}")
-    assert steps[0].latex == r"Q^{(1)} = X W_Q^{(1)}"
+    assert steps[0].latex == r"Q^{(1)} = X W_Q^{(1)} = X I = X"  # W_Q = I: read off
 
 
 def test_given_latex_is_exact():

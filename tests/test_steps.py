@@ -37,7 +37,8 @@ MISTAKES = {
     "V": ("cross_keys_from_queries",),
     "scores": ("transposed_scores", "scores_not_transposed"),
     "scaled": ("no_scaling", "scaled_by_dk", "scaled_times_sqrt_dk", "scaled_by_sqrt_d_model"),
-    "M": ("padding_on_queries", "padding_ignored", "no_mask"),  # the additive padding mask
+    "M": ("padding_on_queries", "padding_ignored", "no_mask",  # the additive mask: padding's, then a window's
+          "window_too_wide", "window_too_narrow", "window_sinks_forgotten", "window_looks_ahead"),
     "slope": ("alibi_slope_off_by_one",),  # ALiBi's slopes and bias
     "bias": ("alibi_not_causal", "alibi_bias_sign"),
     "masked": ("no_mask", "mask_diagonal", "mask_wrong_triangle", "mask_zero_instead_of_inf", "cross_causal_mask",
@@ -144,7 +145,7 @@ def test_compute_functions_leave_their_inputs_alone():
             value.setflags(write=False)
         frozen[name] = value
     for step in steps.STEPS:
-        if all(i in frozen for i in step.inputs):
+        if step.runs_on(frozen.keys()) is not None:
             step.compute(frozen)
             for m in step.mistakes:
                 if m.applies(frozen):
@@ -174,7 +175,7 @@ def test_exact_rules_agree_with_the_values():
     env = pipeline.run(given)
     exact = {name: _exact_given(v) for name, v in given.items()}
     for step in steps.STEPS:
-        if step.exact is None or step.name not in env or not all(i in exact for i in step.inputs):
+        if step.exact is None or step.name not in env or step.runs_on(exact.keys()) is None:
             continue
         xm = step.exact(exact, env)
         exact[step.name] = xm
@@ -291,7 +292,8 @@ def plain_run(given, mistakes=(), until=None, rounding=None):
     wanted = set(until) if until is not None else None
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         for step in pipeline.STEPS:
-            if step.name in env or not all(i in env for i in step.inputs):
+            inputs = None if step.name in env else step.runs_on(env.keys())
+            if inputs is None:
                 continue
             env.current = step.name
             try:
@@ -299,7 +301,7 @@ def plain_run(given, mistakes=(), until=None, rounding=None):
             except ValueError:
                 continue
             env[step.name] = value if rounding is None else numbers.round_half_up(value, rounding)
-            if env.tainted and env.tainted.intersection((*step.inputs, *step.reads)):
+            if env.tainted and env.tainted.intersection(inputs):
                 env.tainted.add(step.name)
             if wanted is not None and wanted <= env.keys():
                 break

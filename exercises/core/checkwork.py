@@ -650,7 +650,7 @@ def _reachable(names: set[str]) -> set[str]:
     """`names` and every value the step records compute from them."""
     have = set(names)
     for step in registry.STEPS:
-        if set(step.inputs) <= have:
+        if step.runs_on(have) is not None:
             have.add(step.name)
     return have
 
@@ -776,6 +776,6 @@ def _not_a_step(name: str, given: dict[str, Any], truth: Mapping[str, Any], kind
         return msg("checkwork.needs_g_o", step=label(name))
     if name in NEEDS_X and "X" not in given:
         return msg("checkwork.needs_x", step=label(name))
-    if name in registry.STEP_BY_NAME and set(registry.STEP_BY_NAME[name].inputs) <= {*given, *truth}:
+    if name in registry.STEP_BY_NAME and registry.STEP_BY_NAME[name].runs_on({*given, *truth}) is not None:
         return msg("checkwork.do_not_fit", inputs=_shapes(given))
     return msg("checkwork.unknown_step", name=str(name)[:40], steps=", ".join(truth))

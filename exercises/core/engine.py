@@ -22,8 +22,8 @@ discovery into a `Kind` (so no caller looks a hook up by name):
               learner states to check their own work (a model's layers and heads), and the prompt's
               params they make with the given data (check my work builds the learner's exercise: its
               chain and diagnose read from ex.params only what stated_params makes, and no part references)
-              GIVEN_RENAMED: {a given name of exercises stored by an earlier VERSION: its name now}
-              (engine.load reads a stored exercise under the names now)
+              RENAMED: {old name: its name now} of given values an earlier VERSION stored under another name
+              (read back under the new one: model.Exercise.from_dict)
               CONVENTIONS: {flag: the given value it fills in, or None}: flags a learner may set on their
               own numbers (RoPE's pairs from the halves, positions from 1), DEFAULTED: the given values
               the chain fills in by convention when none are typed
@@ -52,7 +52,7 @@ from typing import Any
 import numpy as np
 
 from .. import i18n
-from . import budget, misconceptions, pipeline, sampler
+from . import budget, misconceptions, model, pipeline, sampler
 from .contract import Formula, HomeStage, SheetSection
 from .draft import Draft
 from .model import Exercise, Part
@@ -62,7 +62,7 @@ MAX_SEED = 2**53  # seeds travel through URLs and JSON: keep them exact in JavaS
 MAX_REDRAWS = 200
 DEFAULT_ORDER = 1000
 
-__all__ = ["KINDS", "Formula", "HomeStage", "Kind", "SheetSection", "added_kinds", "discover", "generate", "load",
+__all__ = ["KINDS", "Formula", "HomeStage", "Kind", "SheetSection", "added_kinds", "discover", "generate",
            "prompt", "rng_for", "validate"]
 
 
@@ -108,13 +108,13 @@ class Kind:
     stated_params: Callable[[dict, dict], dict] | None = None  # (given, stated) -> the exercise's params
     CONVENTIONS: Mapping[str, str | None] = field(default_factory=dict)  # flag -> the given it fills in
     DEFAULTED: tuple[str, ...] = ()  # given values the chain fills in by convention when not typed
-    GIVEN_RENAMED: Mapping[str, str] = field(default_factory=dict)  # a stored exercise's old given name -> now
     home: HomeStage | None = None
     sheet: SheetSection | None = None
     folder: Path | None = None
     # how a given list is shown: {name: "from_one" (stored 0-based, shown from 1) or "degrees" (angles)}
     given_shown: Mapping[str, str] = field(default_factory=dict)
     EXP_GRID: Mapping[int, tuple] = field(default_factory=dict)  # level -> the fixed eˣ aid (ExpSeries, …)
+    RENAMED: Mapping[str, str] = field(default_factory=dict)  # old given name -> its name now
 
     @classmethod
     def from_module(cls, module: ModuleType) -> Kind:
@@ -146,10 +146,9 @@ class Kind:
                    GUARDS=tuple(names["GUARDS"]), generate=names.get("generate"), ORDER=order,
                    MISTAKES=tuple(names.get("MISTAKES", ())), STATED=tuple(names.get("STATED", ())),
                    CONVENTIONS=dict(names.get("CONVENTIONS", {})), DEFAULTED=tuple(names.get("DEFAULTED", ())),
-                   GIVEN_RENAMED=dict(names.get("GIVEN_RENAMED", {})),
                    home=names.get("HOME"), sheet=sheet, folder=Path(module.__file__).parent,
                    given_shown=dict(names.get("GIVEN_SHOWN", {})), EXP_GRID=dict(names.get("EXP_GRID", {})),
-                   **hooks)
+                   RENAMED=dict(names.get("RENAMED", {})), **hooks)
 
 
 def _kind_modules(paths: Sequence[str]) -> Iterator[ModuleType]:
@@ -179,20 +178,11 @@ def discover(extra_paths: Iterable[str | Path] = ()) -> dict[str, Kind]:
     if twice:
         raise ValueError(f"mistake ids declared by two kinds: {', '.join(twice)}")
     found.sort(key=lambda k: (k.ORDER, k.ID))
+    model.RENAMED_GIVEN.update({k.ID: dict(k.RENAMED) for k in found if k.RENAMED})
     return {k.ID: k for k in found}
 
 
 KINDS: dict[str, Kind] = discover()
-
-
-def load(stored: Mapping[str, Any]) -> Exercise:
-    """A stored exercise (Exercise.to_dict) read back, its given values under their names now: one its kind
-    stored at an earlier VERSION still shows and grades (the kind's GIVEN_RENAMED)."""
-    kind = KINDS.get(stored.get("kind"))
-    renamed = kind.GIVEN_RENAMED if kind is not None else {}
-    if any(name in renamed for name in stored.get("given", {})):
-        stored = {**stored, "given": {renamed.get(name, name): v for name, v in stored["given"].items()}}
-    return Exercise.from_dict(dict(stored))
 
 
 @contextmanager

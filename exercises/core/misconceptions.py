@@ -56,8 +56,9 @@ def _candidate_ids(ex: Exercise) -> tuple[str, ...]:
     """The catalog's mistakes some step of which leads to a part of this exercise, in catalog order."""
     memo = ex.__dict__.setdefault("_memo", {})
     if "alternative_ids" not in memo:
-        wanted = set(ex.part_names)
-        memo["alternative_ids"] = tuple(mid for mid in CATALOG if pipeline.AFFECTED.get(mid, frozenset()) & wanted)
+        wanted, here = set(ex.part_names), pipeline.computable(ex.given)
+        memo["alternative_ids"] = tuple(mid for mid in CATALOG if pipeline.AFFECTED.get(mid, frozenset()) & wanted
+                                        and not pipeline.MAKERS[mid].isdisjoint(here))  # a step making it runs here
     return memo["alternative_ids"]
 
 

@@ -125,6 +125,11 @@ class Part:
                    prompt=d.get("prompt"), params=d.get("params", {}))
 
 
+# given values a kind has renamed since it stored exercises: {kind: {old name: its name now}}, entered by the
+# engine from each kind's RENAMED as it discovers them, so an exercise read back names its values as today
+RENAMED_GIVEN: dict[str, dict[str, str]] = {}
+
+
 @dataclass(frozen=True, eq=False)
 class Exercise:
     """A generated problem: what is given, what is asked, and how it was made."""
@@ -166,8 +171,9 @@ class Exercise:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Exercise:
+        renamed = RENAMED_GIVEN.get(d["kind"], {})
         return cls(kind=d["kind"], seed=int(d["seed"]), level=int(d["level"]), version=int(d["version"]),
-                   given={k: from_jsonable(v) for k, v in d["given"].items()},
+                   given={renamed.get(k, k): from_jsonable(v) for k, v in d["given"].items()},
                    parts=tuple(Part.from_dict(p) for p in d["parts"]),
                    params={k: from_jsonable(v) for k, v in d.get("params", {}).items()})
 

@@ -129,12 +129,13 @@ def count_product(step: Any, env: Values) -> Operations | None:
 def product_unless_identity(left: Any, right: Any) -> Operations | None:
     """left @ right by hand (product_operations), or None when a factor is the identity: read off."""
     left, right = np.asarray(left, dtype=float), np.asarray(right, dtype=float)
-    if _identity(left) or _identity(right):
+    if is_identity(left) or is_identity(right):
         return None
     return product_operations(left, right)
 
 
-def _identity(M: np.ndarray) -> bool:
+def is_identity(M: np.ndarray) -> bool:
+    """M is the identity matrix (in every matrix of a stack)."""
     return M.ndim >= 2 and M.shape[-1] == M.shape[-2] and bool(np.all(M == np.eye(M.shape[-1])))
 
 

@@ -69,11 +69,11 @@ def _mistaken(step: AttentionStep, made, env: Env) -> np.ndarray:
     return np.where(where.reshape(where.shape + (1,) * (value.ndim - where.ndim)), value, right)
 
 
-# mistake id -> the values it can change: the steps that make it and everything after them
-AFFECTED: dict[str, frozenset[str]] = {
-    mistake: frozenset(_registry.downstream({s.name for s in makers}))
-    for mistake, makers in _registry.mistakes().items()
-}
+# mistake id -> the steps that can make it, and the values it can change: those and everything after them
+MAKERS: dict[str, frozenset[str]] = {mistake: frozenset(s.name for s in makers)
+                                     for mistake, makers in _registry.mistakes().items()}
+AFFECTED: dict[str, frozenset[str]] = {mistake: frozenset(_registry.downstream(set(makers)))
+                                       for mistake, makers in MAKERS.items()}
 
 
 def _plan(keys: frozenset) -> tuple:
@@ -84,18 +84,24 @@ def _plan(keys: frozenset) -> tuple:
 @functools.lru_cache(maxsize=1024)
 def _planned(steps_id: int, keys: frozenset) -> tuple[tuple, tuple]:
     """The steps a run starting from the values `keys` computes, in step order, each with its inputs, its
-    mistake ids and the values it reads (its inputs and what it reads where the exercise has them) as sets:
+    mistake ids as sets (its inputs: the first of its input sets that is there):
     every step whose output is not there yet and whose inputs are there or made before it. A step that fails
     at run time (a shape a mistake made) leaves its output out, so the run checks the inputs again."""
     have = set(keys)
     plan = []
     for step in STEPS:
-        inputs = frozenset(step.inputs)
-        if step.name in have or not inputs <= have:
+        inputs = None if step.name in have else step.runs_on(have)
+        if inputs is None:
             continue
         have.add(step.name)
-        plan.append((step, step.name, inputs, frozenset(step.mistake_ids), inputs | frozenset(step.reads)))
+        plan.append((step, step.name, inputs, frozenset(step.mistake_ids)))
     return STEPS, tuple(plan)  # the entry holds STEPS, so no other tuple takes its id while it is cached
+
+
+def computable(given: Iterable[str]) -> frozenset[str]:
+    """The values a run from values named `given` holds: those and every step it plans."""
+    keys = frozenset(given)
+    return keys.union(name for _, name, _, _ in _plan(keys))
 
 
 def run(given: dict, mistakes: Iterable[str] = (), until: Iterable[str] | None = None,
@@ -123,7 +129,7 @@ def _walk(env: Env, until: Iterable[str] | None, rounding: int | None, only_if_m
     tainted = env.tainted
     plan = _plan(frozenset(keys))
     last = _last_maker(plan, asked) if only_if_made else -1
-    for position, (step, name, inputs, ids, reads) in enumerate(plan):
+    for position, (step, name, inputs, ids) in enumerate(plan):
         if position > last >= 0 and not env.used:
             break  # no step left can make the mistake: nothing this run computes from here is wrong
         if not inputs <= keys:  # an input a failed step did not make
@@ -139,7 +145,7 @@ def _walk(env: Env, until: Iterable[str] | None, rounding: int | None, only_if_m
         except ValueError:  # shapes a mistake made that cannot combine (K Qᵀ of a rectangle, then A V)
             continue
         env[name] = value if rounding is None else round_half_up(value, rounding)
-        if tainted and not tainted.isdisjoint(reads):  # a value read where the exercise has it taints too
+        if tainted and not tainted.isdisjoint(inputs):
             tainted.add(name)
         if wanted is not None and wanted <= keys:
             break
@@ -193,7 +199,7 @@ def run_mistake(given: dict, reference: dict, mistake: str, until: Iterable[str]
 def recompute(name: str, values: dict) -> np.ndarray | None:
     """Step `name` applied to `values` (for errors carried forward), or None if inputs are missing."""
     step = STEP_BY_NAME.get(name)
-    if step is None or not all(k in values for k in step.inputs):
+    if step is None or step.runs_on(values.keys()) is None:
         return None
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         try:

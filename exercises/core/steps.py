@@ -26,7 +26,7 @@ Axes (rectangular-ready: self-attention is the case n_q = n_k = n):
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Set
 from dataclasses import dataclass
 from dataclasses import replace as _replace
 from typing import Any
@@ -40,6 +40,7 @@ from attention_core.embedding import embed, embed_backward
 from attention_core.ops import padding_mask as _padding_mask
 from attention_core.ops import softmax_visible as _softmax_visible
 from attention_core.temperature import soft_cap
+from attention_core.windows import window_mask
 
 from . import exact
 from . import operations as count
@@ -107,7 +108,19 @@ class AttentionStep:
     # its hand work (exercises.core.operations): (the record, the values) -> Operations, or None where the value
     # is read off (a product by I, a division by √1); count None: the step only copies
     count: Callable[[Any, Values], Any] | None = None
-    reads: tuple[str, ...] = ()  # values it also reads where an exercise has them (not needed to compute it)
+    # other inputs that make the same value (the additive mask M: from padding flags, or from a window): the
+    # step runs on the first of `inputs` and these whose names are all there
+    or_inputs: tuple[tuple[str, ...], ...] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_input_sets", tuple(frozenset(n) for n in (self.inputs, *self.or_inputs)))
+
+    def runs_on(self, have: Set[str]) -> frozenset[str] | None:
+        """The inputs the step reads from the values `have` (a set, or a dict's keys), or None when it cannot run."""
+        for names in self._input_sets:
+            if names <= have:
+                return names
+        return None
 
     @property
     def output(self) -> str:
@@ -571,7 +584,37 @@ def _memory_projection(step: AttentionStep, weight: str) -> AttentionStep:
                                       applies=_has("H")),))
 
 
+# Sliding-window attention with attention sinks (StreamingLLM): the record M makes the window's additive mask
+# when a window is given, as it makes the padding mask from padding flags (below); masked and A read either.
+#     M_ij = 0 if j ≤ i and (i − j < w or j < s), else −∞      (0-based; attention_core.windows)
+
+
+def _window(env: Values, wider: int = 0, sinks: bool = True) -> np.ndarray:
+    """The window's mask (`wider` keys wider; without its sinks), as large as the scores it masks."""
+    n = np.shape(env["scaled"])[-1]  # the scores are given beside the window
+    mask = window_mask(n, int(env["window"]) + wider, int(env["sinks"]) if sinks else 0)
+    return np.broadcast_to(mask, np.shape(env["scaled"]))  # (..., n, n): one per candidate
+
+
+def _window_looking_ahead(env: Values) -> np.ndarray:
+    """The window centred on the query: every key within w − 1 either side, and the sinks, also ahead."""
+    n = np.shape(env["scaled"])[-1]
+    i, j = np.arange(n)[:, None], np.arange(n)[None, :]
+    seen = (np.abs(i - j) < int(env["window"])) | (j < int(env["sinks"]))
+    return np.broadcast_to(np.where(seen, 0.0, -np.inf), np.shape(env["scaled"]))
+
+
+WINDOW_MISTAKES = (
+    Mistake("window_too_wide", lambda env: _window(env, 1), applies=_has("window")),
+    Mistake("window_too_narrow", lambda env: _window(env, -1), applies=lambda env: int(env.get("window", 1)) > 1),
+    Mistake("window_sinks_forgotten", lambda env: _window(env, sinks=False),
+            applies=lambda env: "window" in env and int(env["sinks"]) > 0),
+    Mistake("window_looks_ahead", _window_looking_ahead, applies=_has("window")),
+)
+
+
 def _padded(env: Values) -> bool:
+    """An additive mask M does the masking (padding's, or a sliding window's)."""
     return "M" in env
 
 
@@ -636,7 +679,7 @@ def _empty_row_uniform(env):
 
 SOFTMAX_OR_PADDED_MISTAKES = (
     *(_unless_padded(m) if m.id == "mask_after_softmax" else m for m in SOFTMAX_MISTAKES),
-    Mistake("padding_after_softmax", _padding_after_softmax, applies=lambda env: _padded(env) and "scaled" in env),
+    Mistake("padding_after_softmax", _padding_after_softmax, applies=lambda env: "pad" in env and "scaled" in env),
     Mistake("padding_empty_row_uniform", _empty_row_uniform, applies=_empty_row),
 )
 
@@ -656,6 +699,8 @@ def _pad_flags(env: Values) -> np.ndarray:
 
 
 def _m(env):
+    if "window" in env:
+        return _window(env)
     return _padding_mask(env["pad"], _causal(env))  # (n, n): 0 or −∞
 
 
@@ -669,10 +714,11 @@ def _m_on_queries(env):
 
 
 M_MISTAKES = (
-    Mistake("padding_on_queries", _m_on_queries),
+    Mistake("padding_on_queries", _m_on_queries, applies=_has("pad")),
     Mistake("padding_ignored", lambda env: _padding_mask(np.zeros(np.shape(env["pad"])), _causal(env)),
-            applies=lambda env: _pad_flags(env).any(axis=-1)),
-    Mistake("no_mask", lambda env: _padding_mask(env["pad"], False), applies=_causal),
+            applies=lambda env: "pad" in env and _pad_flags(env).any(axis=-1)),
+    Mistake("no_mask", lambda env: _padding_mask(env["pad"], False), applies=lambda env: "pad" in env and _causal(env)),
+    *WINDOW_MISTAKES,
 )
 
 
@@ -694,10 +740,12 @@ def _exact_g_o(xs: dict, values: Values):
 
 M_STEP = AttentionStep(
     "M", ("pad",), _m, shape=("n", "n"), symbol="M",
-    formula_latex=r"M_{ij} = \begin{cases} -\infty & p_j = 1 \text{ or } j > i \text{ (causal)} \\ 0 & "
-                  r"\text{otherwise} \end{cases}",
-    typst_symbol="M", typst_formula="M_(i j) = cases(-infinity & p_j = 1 \"or\" j > i, 0 & \"otherwise\")",
-    builder="value", direction="forward", mistakes=M_MISTAKES, exact=_exact_m, checkable=False)
+    formula_latex=r"M_{ij} = \begin{cases} -\infty & p_j = 1 \text{ or } j > i \text{ (causal)} \text{ or } "
+                  r"(i - j \ge w \text{ and } j > s) \text{ (window)} \\ 0 & \text{otherwise} \end{cases}",
+    typst_symbol="M", typst_formula="M_(i j) = cases(-infinity & p_j = 1 \"or\" j > i \"or\" (i - j >= w \"and\" "
+                                    "j > s), 0 & \"otherwise\")",
+    builder="value", direction="forward", mistakes=M_MISTAKES, exact=_exact_m, checkable=False,
+    or_inputs=(("window", "sinks"),))
 G_O_STEP = AttentionStep(
     "G_O", ("O", "T"), _g_o, shape=("n_q", "d_v"), symbol="G_O", formula_latex="G_O = O - T",
     typst_symbol="G_O", typst_formula="G_O = O - T", builder="value", direction="backward",
@@ -1053,13 +1101,13 @@ STEPS: tuple[AttentionStep, ...] = (
                   scales="scores", count=count.count_scale),
     M_STEP,  # the padding mask comes before the scores it masks
     *ALIBI_STEPS,  # ALiBi's slopes and bias, added by the masked record
-    AttentionStep("masked", ("scaled",), _masked_or_padded, shape=("n_q", "n_k"), symbol=r"\tilde{Z}",
+    AttentionStep("masked", ("scaled", "M"), _masked_or_padded, shape=("n_q", "n_k"), symbol=r"\tilde{Z}",
                   formula_latex=r"\tilde{Z}_{ij} = \begin{cases} Z_{ij} & j \le i \\ -\infty & j > i \end{cases}",
                   typst_symbol="tilde(Z)",
                   typst_formula="tilde(Z)_(i j) = cases(Z_(i j) & j <= i, -infinity & j > i)",
                   builder="mask", direction="forward", mistakes=(*MASKED_OR_PADDED_MISTAKES, *BIASED_MISTAKES),
                   exact=_exact_masked_or_padded, sanity=("mask_infinities",), count=_count_biased,
-                  reads=("bias",)),
+                  or_inputs=(("scaled", "bias"), ("scaled",))),
     AttentionStep("A", ("masked",), _softmax_rows_or_padded, shape=("n_q", "n_k"), symbol="A",
                   formula_latex=r"A_{ij} = \frac{e^{\tilde{Z}_{ij}}}{\sum_{k} e^{\tilde{Z}_{ik}}}",
                   typst_symbol="A", typst_formula="A_(i j) = e^(tilde(Z)_(i j)) / (sum_k e^(tilde(Z)_(i k)))",
@@ -1118,7 +1166,7 @@ for _step in STEPS:
 def record_for(name: str, have: Mapping[str, Any]) -> AttentionStep:
     """The record that computes `name` from the values `have`: the first of its records whose inputs are all
     there (the one the pipeline's plan takes), else its main one."""
-    return next((s for s in RECORDS_OF[name] if all(i in have for i in s.inputs)), STEP_BY_NAME[name])
+    return next((s for s in RECORDS_OF[name] if s.runs_on(have.keys()) is not None), STEP_BY_NAME[name])
 
 # the symbols of the values no step computes (the given matrices and numbers)
 # `groups`: gqa's number of key/value groups; K_cache, V_cache: kv_cache's cached keys and values
@@ -1152,7 +1200,7 @@ def downstream(names: set[str]) -> set[str]:
     """`names` and every value computed (directly or not) from them."""
     out = set(names)
     for step in STEPS:
-        if out.intersection(step.inputs) or out.intersection(step.reads):
+        if any(out.intersection(names) for names in (step.inputs, *step.or_inputs)):
             out.add(step.name)
     return out
 

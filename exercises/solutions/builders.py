@@ -11,6 +11,7 @@ import sympy
 
 from ..core.exact import xrow_dot as _x_row_dot
 from ..core.numbers import round_half_up
+from ..core.operations import is_identity
 from ..core.steps import G_X_PATHS, STEP_BY_NAME, STEPS
 from ..i18n import msg, plural
 from ..rendering import latex as L
@@ -33,6 +34,8 @@ from .records import (
 
 def _product_step(ctx: Context, name: str) -> Step:
     p = PRODUCTS[name]
+    if is_identity(ctx.val(p.left)) or is_identity(ctx.val(p.right)):
+        return _read_off_step(ctx, name)
     out, ls, rs = ctx.sym(name), ctx.sym(p.left), ctx.sym(p.right)
     left = L.transposed(ls) if p.left_t else ls
     right = L.transposed(rs) if p.right_t else rs
@@ -72,6 +75,23 @@ def _product_step(ctx: Context, name: str) -> Step:
     return make_step(name, _title(name), value, ctx.places_of(name), symbol=out, formula=f"{left} {right}",
                      exact_cells=ctx.exact_cells(name), work=work, work_decimal=work_dec, note=_note(name),
                      derive=derive, work_substitutions=subs)
+
+
+def _read_off_step(ctx: Context, name: str) -> Step:
+    """A product by the identity: the other factor read off, no product written (the budget counts nothing)."""
+    p = PRODUCTS[name]
+    ls, rs = (L.transposed(ctx.sym(f)) if t else ctx.sym(f) for f, t in ((p.left, p.left_t), (p.right, p.right_t)))
+    by_right = is_identity(ctx.val(p.right))
+    other, other_t, shown = (p.left, p.left_t, ls) if by_right else (p.right, p.right_t, rs)
+    out, os = ctx.sym(name), ctx.sym(other)
+
+    def derive(i: int, j: int) -> CellDerivation:
+        a, b = (j, i) if other_t else (i, j)
+        return CellDerivation(f"{L.cell(out, i, j)} = {L.cell(os, a, b)} = {ctx.number(other, a, b).text}", None)
+
+    return make_step(name, _title(name), ctx.val(name), ctx.places_of(name), symbol=out,
+                     formula=f"{ls} {rs} = {f'{ls} I' if by_right else f'I {rs}'} = {shown}",
+                     exact_cells=ctx.exact_cells(name), note=msg("solution.read_off"), derive=derive)
 
 
 def _as_shown(work: list[Line], work_dec: list[Line]) -> list[Line]:

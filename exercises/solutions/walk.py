@@ -12,6 +12,7 @@ import numpy as np
 from ..core import pipeline
 from ..core.model import Exercise
 from ..core.numbers import decimals_for
+from ..core.steps import record_for
 from ..i18n import msg
 from ..rendering import latex as L
 from .builders import BUILDERS, _value_step
@@ -46,7 +47,8 @@ def _order(given: tuple[str, ...], targets: tuple[str, ...], env: tuple[str, ...
     """The computed values on the way from `given` to `targets`, in pipeline order: a function of the
     names alone (given, targets and the names the pipeline computed), so worked out once for them."""
     needed = _needed(dict.fromkeys(given), targets, dict.fromkeys(env))
-    return tuple(s.output for s in pipeline.STEPS if s.output in needed)
+    have = dict.fromkeys((*given, *env))
+    return tuple(s.output for s in pipeline.STEPS if s.output in needed and s is record_for(s.output, have))
 
 
 def build_context(given: Mapping[str, Any], targets: Sequence[str], places: Mapping[str, int] | int = 2,

@@ -105,3 +105,18 @@ def test_a_wrong_norm_carries_forward_and_the_solution_shows_every_cell():
     for step in (steps[0], steps[-1]):
         for i, j in np.ndindex(step.value.shape):
             assert step.derive(i, j).latex, f"attention_block {step.name} cell {i},{j}"
+
+
+def test_level_1_reads_v_off_with_no_product_by_the_identity():
+    """W_V = I at level 1: the solution says V = X̂ W_V = X̂ I = X̂ and writes no product, as the count reads it off."""
+    for seed in range(3):
+        ex = exercises.generate(K.ID, seed, 1)
+        case = f"attention_block level 1 seed {seed}"
+        V = {s.name: s for s in exercises.solve(ex)}["V"]
+        assert V.latex == r"V = \hat{X} W_V = \hat{X} I = \hat{X}" and "identity" in str(V.note), (case, V.latex)
+        assert not V.work and not V.work_substitutions, f"{case}: a product by I written out"
+        np.testing.assert_array_equal(V.value, ex.part("X_norm").reference, err_msg=case)
+        for i, j in np.ndindex(V.shape):
+            cell = V.derive(i, j)
+            assert cell.latex.startswith(rf"V_{{{i + 1}{j + 1}}} = \hat{{X}}_{{{i + 1}{j + 1}}} = ") and not \
+                cell.substitutions, (case, cell.latex)

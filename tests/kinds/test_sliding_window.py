@@ -1,15 +1,19 @@
 """sliding_window: the mask of a causal window of w keys with s sinks, the weights, the output and the cache
-sizes, against a dense mask written out cell by cell here; its mistakes named exact and rounded; careful
-students right; each level's sizes and minutes."""
+sizes, against a dense mask written out cell by cell here; its cache mistakes named exact and rounded (the
+mask's are the record M's: tests/test_misconceptions.py); careful students right; each level's sizes and
+minutes; an exercise stored at version 1 still shows and grades."""
 
 from __future__ import annotations
+
+import json
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 import exercises
 from attention_core.windows import window_mask, window_mask_loop
-from exercises.core import engine
+from exercises.core import engine, pipeline
 from exercises.core.numbers import round_half_up
 from exercises.kinds import sliding_window as K
 from tests.kinds.common import (
@@ -20,11 +24,14 @@ from tests.kinds.common import (
     references_agree,
     solution_steps,
 )
+from tests.stored_exercise import still_shows_and_grades
+
+STORED = json.loads((Path(__file__).parent / "stored" / "sliding_window-v1.json").read_text())
 
 
 def _dense(given, params=None) -> dict[str, np.ndarray]:
     """A dense 0/1 matrix of what each query sees, then −∞ where it sees nothing, the softmax and A V."""
-    Z = np.asarray(given["Z"], dtype=float)
+    Z = np.asarray(given["scaled"], dtype=float)
     n, w, s = len(Z), int(given["window"]), int(given["sinks"])
     sees = np.zeros((n, n))
     for i in range(n):
@@ -71,7 +78,7 @@ def test_each_level_has_its_sizes_and_minutes():
     def check(ex):
         n, shapes, names, _ = K.SIZES[ex.level]
         case = f"sliding_window level {ex.level} seed {ex.seed}"
-        assert ex.part_names == names and ex.given["Z"].shape == (n, n), case
+        assert ex.part_names == names and ex.given["scaled"].shape == (n, n), case
         assert (ex.given["window"], ex.given["sinks"]) in shapes, case
         M = ex.part("M").reference
         # the window hides some key that the causal mask alone would show, and a sink is seen from afar
@@ -80,9 +87,16 @@ def test_each_level_has_its_sizes_and_minutes():
     levels_hold_without_runaway(K.ID, check, distinct_at_least=36)
 
 
+def _cache_mistakes(ex, name: str) -> dict[str, np.ndarray]:
+    if name != "cache_floats":
+        return {}  # the mask's mistakes are the record M's: named with the catalog's (test_misconceptions)
+    sizes = K.caches(ex.given["window"], ex.given["sinks"], ex.params)
+    return {mid: np.array([floats], dtype=float) for mid, floats in sizes.items() if mid}
+
+
 @pytest.mark.parametrize("level", K.LEVELS)
-def test_its_mistakes_are_named(level):
-    assert_named_exactly(K.ID, level, K.mistakes_of, set(K.MISTAKES))
+def test_its_cache_mistakes_are_named(level):
+    assert_named_exactly(K.ID, level, _cache_mistakes, set(K.MISTAKES))
 
 
 @pytest.mark.parametrize("level", K.LEVELS)
@@ -93,7 +107,7 @@ def test_careful_students_are_right(level):
 def test_the_solution_derives_every_mask_cell():
     ex = exercises.generate(K.ID, 2, 3)
     steps = solution_steps(ex)
-    n, w = len(ex.given["Z"]), ex.given["window"]
+    n, w = len(ex.given["scaled"]), ex.given["window"]
     notes = {str(steps["M"].cell(i, j).note) for i in range(n) for j in range(n)}
     assert any("slid out" in x for x in notes) and any("sink" in x for x in notes), notes
     assert steps["M"].cell(n - 1, 0).latex.endswith(f"(j = 1 \\le s = {ex.given['sinks']})") or w >= n, \
@@ -103,3 +117,16 @@ def test_the_solution_derives_every_mask_cell():
 
 def test_moodle_cloze_round_trips_through_the_grader():
     assert_moodle_round_trip(K.ID)
+
+
+@pytest.mark.parametrize("level", ["1", "2", "3"])
+def test_an_exercise_stored_at_version_1_still_shows_and_grades(level):
+    """Version 1 gave the scaled scores as Z: read back, they are `scaled`, and the records compute its parts."""
+    ex = exercises.Exercise.from_dict(STORED[level])
+    case = f"sliding_window level {level} stored at version 1"
+    assert ex.version == 1 < K.VERSION and "scaled" in ex.given and "Z" not in ex.given, case
+    env = pipeline.run(ex.given)
+    for part in ex.parts:
+        if part.name != "cache_floats":
+            np.testing.assert_allclose(part.reference, env[part.name], err_msg=f"{case} part {part.name}")
+    assert [s.name for s in still_shows_and_grades(ex)] == ex.part_names, case

@@ -9,7 +9,7 @@ Every part is a step record (slope, bias, masked, A and a head's A1, A2), so gra
 budget and the diagnosis are the registry's, and so are the mistakes: the slope of the neighbouring head (h
 counted from 0), −m|i − j| over the whole row (as if it were not causal), the bias with the wrong sign, the
 bias added to the weights after the softmax, the bias divided by √d_k with the scores. Exercises stored
-before version 2 call the scores S (GIVEN_RENAMED).
+before version 2 call the scores S (RENAMED).
 
 Axes: B candidates, n tokens.
 """
@@ -42,7 +42,7 @@ BIAS_MISTAKES = ("alibi_slope_off_by_one", "alibi_not_causal", "alibi_bias_sign"
 # ALiBi's own mistakes and every other record's that reaches its parts (the scaling's, the softmax's)
 GUARDS = (*BIAS_MISTAKES, "no_scaling", "scaled_by_dk", "scaled_times_sqrt_dk", "softmax_columns", "no_exp",
           "softmax_no_normalise", "mask_zero_instead_of_inf")
-GIVEN_RENAMED = {"S": "scores"}  # the given names of exercises stored before version 2
+RENAMED = {"S": "scores"}  # the given names of exercises stored before version 2
 # level: (n, score values, d_k to draw from, (H, heads asked) to draw from)
 SIZES = {1: (3, (0, 1, 2), (1,), ((8, (1,)), (8, (2,)), (4, (1,)), (16, (2,)))),
          2: (3, (-2, -1, 0, 1, 2), (1, 4), ((8, (1,)), (8, (2,)), (4, (1,)), (16, (2,)), (16, (4,)))),

@@ -193,15 +193,6 @@ def solve(ex: Exercise) -> list[solutions.Step]:
     return steps
 
 
-def aids(ex: Exercise) -> solutions.Aids:
-    """e^x for every visible masked score (none when A is not asked)."""
-    if "A" not in ex.part_names:
-        return solutions.Aids(exp_table=(), sqrt_dk=None, shapes=solutions.shapes_of(ex))
-    masked = np.asarray(ex.given["scaled"], dtype=float) + padding_mask(flags(ex), bool(ex.given["causal"]))
-    stand_in = replace(ex, given={"masked": masked, "causal": False}, parts=(ex.part("A"),))
-    return replace(solutions.generic_aids(stand_in), shapes=solutions.shapes_of(ex))
-
-
 # ---------------------------------------------------------------- Home and the formula sheet
 
 HOME = HomeStage("forward", r"\tilde{Z} = Z + M_{\text{pad}}")

@@ -5,8 +5,9 @@ itself and the s sink tokens at the front, nothing else.
     Z̃ = Z + M,  A = softmax(Z̃),  O = A V                       (levels 2 and 3; O at level 3)
     cache_floats = [2 (s + w) d_head, 2 T d_head]              one layer and head: the window against full
 
-Its own mistakes: the window one key too wide or too narrow, the sinks forgotten, a window that looks
-ahead (|i − j| < w), and the cache sizes without the sinks, of K or V alone, or of full attention.
+M, Z̃, A and O are the step records' (the record M makes the window's mask, with its mistakes: the window one
+key too wide or too narrow, the sinks forgotten, a window that looks ahead); the cache sizes are this kind's
+own value, as are their mistakes: without the sinks, of K or V alone, or of full attention.
 
 Axes: B candidates, n tokens, d_v.
 """
@@ -15,29 +16,28 @@ from __future__ import annotations
 
 import numpy as np
 
-from attention_core.ops import softmax
-from attention_core.windows import full_cache_floats, window_cache_floats, window_mask
+from attention_core.windows import full_cache_floats, window_cache_floats
 
 from ... import solutions
-from ...core import budget
+from ...core import budget, pipeline
 from ...core.contract import Formula, HomeStage, SheetSection
 from ...core.levels import spec
 from ...core.model import Exercise, Part
-from ...core.numbers import choice, matrices, round_half_up
+from ...core.numbers import choice, matrices
 from ...core.sampler import Batch
 from ...i18n import msg
 from ...rendering import latex as L
 from ...solutions.aids import ExpSeries
-from .._shared.aids import softmax_aids
 from .._shared.hand import own_diagnosis
 
 ID = "sliding_window"
 ORDER = 47  # after padding_mask (45): another mask, before the softmax (50)
-VERSION = 1
+VERSION = 2
 LEVELS = (1, 2, 3)
-GUARDS = ()  # no step record makes these parts: the kind's own mistakes are kept apart instead
-MISTAKES = ("window_too_wide", "window_too_narrow", "window_sinks_forgotten", "window_looks_ahead",
-            "window_cache_no_sinks", "window_cache_one_of_k_v", "window_cache_full")
+GUARDS = ("window_too_wide", "window_too_narrow", "window_sinks_forgotten", "window_looks_ahead",
+          "softmax_columns", "no_exp", "softmax_no_normalise", "mask_zero_instead_of_inf", "weights_transposed")
+MISTAKES = ("window_cache_no_sinks", "window_cache_one_of_k_v", "window_cache_full")
+RENAMED = {"Z": "scaled"}  # given values of version 1 under their names now (DESIGN §3.4)
 # level: (n tokens, (window, sinks) pairs to draw from, parts, the values of V or None)
 SIZES = {1: (5, ((2, 1), (3, 1)), ["M", "cache_floats"], None),
          2: (4, ((2, 1),), ["M", "A", "cache_floats"], None),
@@ -53,21 +53,27 @@ def draw(rng: np.random.Generator, level: int) -> Batch:
     """A batch of scaled scores (and values) sharing one window, sink count and model."""
     n, shapes, names, v_values = SIZES[level]
     window, sinks = shapes[int(rng.integers(len(shapes)))]
-    given = {"Z": matrices(rng, BATCH, (n, n), spec(level).values), "window": window, "sinks": sinks}
-    stacked = ("Z",)
+    given = {"scaled": matrices(rng, BATCH, (n, n), spec(level).values), "window": window, "sinks": sinks}
+    stacked = ("scaled",)
     if v_values is not None:
         given["V"] = matrices(rng, BATCH, (n, 1), v_values)  # (B, n, 1)
-        stacked = ("Z", "V")
+        stacked = ("scaled", "V")
     params = {"n": n, "w": window, "s": sinks, "tokens": int(choice(rng, TOKENS)), "d_head": int(choice(rng, D_HEAD))}
+    sizes = caches(window, sinks, params)
     return Batch(given, stacked, list(names), params=params, keep=_teaches, decimals=spec(level).decimals,
-                 derive=lambda env: _attend(env, window_mask(n, window, sinks), params),
-                 sources={name: () for name in names}, own=mistakes(n, window, sinks, params))
+                 derive=_stacked(sizes.pop(None)), sources={"cache_floats": ()},
+                 own={mid: _stacked(floats) for mid, floats in sizes.items()})
+
+
+def _stacked(floats: tuple[int, int]):
+    """env -> {"cache_floats": these sizes for every candidate}: (B, 1, 2)."""
+    return lambda env: {"cache_floats": np.broadcast_to(np.array([floats], dtype=float), (len(env["scaled"]), 1, 2))}
 
 
 def _teaches(env) -> np.ndarray:
     """Per candidate: no query that sees two keys or more sees them all score the same, and an output
     (where asked) that is not 0 everywhere."""
-    masked = env["Z"] + env["M"]  # (B, n, n)
+    masked = env["masked"]  # (B, n, n)
     seen = np.isfinite(masked)
     spread = np.where(seen, masked, -np.inf).max(axis=2) - np.where(seen, masked, np.inf).min(axis=2)
     ok = ((seen.sum(axis=2) < 2) | (spread > 0)).all(axis=1)
@@ -76,60 +82,21 @@ def _teaches(env) -> np.ndarray:
     return ok
 
 
-def _cache(window: int, sinks: int, params: dict) -> tuple[int, int] | None:
-    """The floats cached by the window and by full attention, or None when no model is stated (STATED)."""
+def caches(window: int, sinks: int, params: dict) -> dict[str | None, tuple[int, int]]:
+    """The floats cached by the window and by full attention (key None), and what each of the kind's mistakes
+    gives; none when no model is stated (STATED)."""
     if not all(name in params for name in STATED):
-        return None
-    return window_cache_floats(window, sinks, params["d_head"]), full_cache_floats(params["tokens"], params["d_head"])
-
-
-def _attend(env, M: np.ndarray, params: dict) -> dict[str, np.ndarray]:
-    """M (broadcast over the batch), the weights of Z + M, the output where V is given, the cache sizes
-    (where the model is stated)."""
-    B = len(env["Z"])
-    A = softmax(env["Z"] + M)  # (B, n, n): every query sees at least itself
-    out = {"M": np.broadcast_to(M, (B, *M.shape)).copy(), "A": A}
-    cache = _cache(int(env["window"]), int(env["sinks"]), params)
-    if cache is not None:
-        out["cache_floats"] = np.broadcast_to(np.array([cache], dtype=float), (B, 1, 2)).copy()
-    if "V" in env:
-        out["O"] = A @ env["V"]  # (B, n, 1)
-    return out
-
-
-def _looking_ahead(n: int, window: int, sinks: int) -> np.ndarray:
-    """The window centred on the query: every key within w − 1 either side (and the sinks, also ahead)."""
-    i, j = np.arange(n)[:, None], np.arange(n)[None, :]
-    return np.where((np.abs(i - j) < window) | (j < sinks), 0.0, -np.inf)
-
-
-def mistakes(n: int, window: int, sinks: int, params: dict) -> dict:
-    """{mistake id: env -> {part: what it gives, stacked}}; the cache sizes' only where the model is stated."""
-
-    def masked_by(M: np.ndarray):
-        return lambda env: {k: v for k, v in _attend(env, M, params).items() if k != "cache_floats"}
-
-    def cache(floats: tuple[int, int]):
-        return lambda env: {"cache_floats": np.broadcast_to(np.array([floats], dtype=float),
-                                                            (len(env["Z"]), 1, 2)).copy()}
-
-    found = {"window_too_wide": masked_by(window_mask(n, window + 1, sinks)),
-             "window_too_narrow": masked_by(window_mask(n, window - 1, sinks)),
-             "window_sinks_forgotten": masked_by(window_mask(n, window, 0)),
-             "window_looks_ahead": masked_by(_looking_ahead(n, window, sinks))}
-    if _cache(window, sinks, params) is not None:
-        d, T = params["d_head"], params["tokens"]
-        full = full_cache_floats(T, d)
-        found.update(window_cache_no_sinks=cache((2 * window * d, full)),
-                     window_cache_one_of_k_v=cache(((window + sinks) * d, T * d)),
-                     window_cache_full=cache((full, full)))
-    return found
+        return {}
+    d, T = params["d_head"], params["tokens"]
+    full = full_cache_floats(T, d)
+    return {None: (window_cache_floats(window, sinks, d), full), "window_cache_no_sinks": (2 * window * d, full),
+            "window_cache_one_of_k_v": ((window + sinks) * d, T * d), "window_cache_full": (full, full)}
 
 
 def stated_params(given: dict, stated: dict) -> dict:
     """The prompt's numbers for a learner's own window (check my work): n, w, s from the given data, the
     model they state (STATED)."""
-    return {"n": int(np.shape(given["Z"])[0]), "w": int(given["window"]), "s": int(given["sinks"]),
+    return {"n": int(np.shape(given["scaled"])[0]), "w": int(given["window"]), "s": int(given["sinks"]),
             **{name: int(stated[name]) for name in STATED if name in stated}}
 
 
@@ -145,48 +112,28 @@ def prompt_keys(ex: Exercise) -> tuple[str, ...]:
 # ---------------------------------------------------------------- diagnosis, carrying forward, hand work
 
 
-def _mask(ex: Exercise) -> np.ndarray:
-    return window_mask(len(ex.given["Z"]), int(ex.given["window"]), int(ex.given["sinks"]))
-
-
-def mistakes_of(ex: Exercise, name: str) -> dict[str, np.ndarray]:
-    """{mistake id: what it gives for part `name`} of this exercise."""
-    env = {k: (np.asarray(v, dtype=float)[None] if k in ("Z", "V") else v) for k, v in ex.given.items()}
-    env.update(_attend(env, _mask(ex), ex.params))
-    n, w, s = len(ex.given["Z"]), int(ex.given["window"]), int(ex.given["sinks"])
-    with np.errstate(invalid="ignore"):
-        made = {mid: mistaken(env) for mid, mistaken in mistakes(n, w, s, ex.params).items()}
-    return {mid: values[name][0] for mid, values in made.items() if name in values}
-
-
 def diagnose(ex: Exercise, part: Part, value: np.ndarray) -> str | None:
-    return own_diagnosis(part, value, mistakes_of(ex, part.name))
+    """The cache sizes' own mistakes (the records name the others)."""
+    if part.name != "cache_floats":
+        return None
+    sizes = caches(int(ex.given["window"]), int(ex.given["sinks"]), ex.params)
+    return own_diagnosis(part, value, {mid: np.array([floats], dtype=float) for mid, floats in sizes.items() if mid})
 
 
 def chain(ex: Exercise, values: dict[str, np.ndarray], rounding: int | None) -> dict[str, np.ndarray]:
-    """M from the rule unless the learner gave it, A from Z + their M, O from their A (each computed value
-    rounded half-up to `rounding` places; None: exact), the cache sizes from the model where it is stated."""
-    env = {name: np.asarray(x, dtype=float) for name, x in values.items()}
-    env.setdefault("M", _mask(ex))
-    with np.errstate(invalid="ignore", over="ignore"):
-        env.setdefault("A", round_half_up(softmax(np.asarray(ex.given["Z"], dtype=float) + env["M"]), rounding))
-        if "V" in ex.given and "O" not in env:
-            env["O"] = round_half_up(env["A"] @ np.asarray(ex.given["V"], dtype=float), rounding)
-    cache = _cache(int(ex.given["window"]), int(ex.given["sinks"]), ex.params)
-    if "cache_floats" not in env and cache is not None:
-        env["cache_floats"] = np.array([cache], dtype=float)
+    """M, Z̃, A and O from the records unless the learner gave them (each computed value rounded half-up to
+    `rounding` places; None: exact), the cache sizes from the model where it is stated."""
+    env = {**pipeline.run({**ex.given, **values}, rounding=rounding), **values}
+    cache = caches(int(ex.given["window"]), int(ex.given["sinks"]), ex.params).get(None)
+    if cache is not None:
+        env.setdefault("cache_floats", np.array([cache], dtype=float))
     return env
 
 
 def operations(ex: Exercise) -> budget.Operations:
-    """The mask written cell by cell, the softmax of the visible scores, A V, the two cache sizes (two
-    products each); every cell written."""
-    total = budget.Operations(multiply_adds=4)
-    if "A" in ex.part_names:
-        total = total + budget.softmax_operations(np.asarray(ex.given["Z"], dtype=float) + _mask(ex))
-    if "O" in ex.part_names:
-        total = total + budget.product_operations(ex.part("A").reference, ex.given["V"])
-    return total + budget.Operations(cells=sum(int(np.prod(p.shape)) for p in ex.parts))
+    """The records' work (the mask written cell by cell, the softmax of the visible scores, A V), the two
+    cache sizes (two products each), every cell written."""
+    return budget.operations(ex, None) + budget.Operations(multiply_adds=4)
 
 
 # ---------------------------------------------------------------- worked solution
@@ -196,7 +143,7 @@ M_FORMULA = (r"\begin{cases} 0 & j \le i \ \text{and}\ (i - j < w \ \text{or}\ j
 
 
 def _m_step(ex: Exercise) -> solutions.Step:
-    M = _mask(ex)
+    M = pipeline.reference_env(ex)["M"]  # (n, n)
     w, s = int(ex.given["window"]), int(ex.given["sinks"])
 
     def derive(i: int, j: int) -> solutions.CellDerivation:
@@ -244,23 +191,16 @@ def _cache_step(ex: Exercise) -> solutions.Step:
 
 
 def solve(ex: Exercise) -> list[solutions.Step]:
-    """The mask cell by cell, the registry's softmax of Z + M and A V, the two cache sizes."""
+    """The mask cell by cell, the registry's softmax of Z̃ = Z + M and A V, the two cache sizes."""
     steps = [_m_step(ex)]
     names = [n for n in ("A", "O") if n in ex.part_names]
     if names:
-        given = {"masked": np.asarray(ex.given["Z"], dtype=float) + _mask(ex), "causal": False}
+        given = {"masked": pipeline.reference_env(ex)["masked"], "causal": False}
         if "V" in ex.given:
             given["V"] = np.asarray(ex.given["V"], dtype=float)
         places = {p.name: p.decimals for p in ex.parts}
         steps += solutions.pipeline_steps(given, names, places, {n: ex.part(n).reference for n in names})
     return [*steps, _cache_step(ex)]
-
-
-def aids(ex: Exercise) -> solutions.Aids:
-    """The eˣ grid of the softmax of the visible scores (none when A is not asked), the given shapes."""
-    if "A" not in ex.part_names:
-        return solutions.Aids(exp_table=(), sqrt_dk=None, shapes=solutions.shapes_of(ex))
-    return softmax_aids(ex, [{"masked": np.asarray(ex.given["Z"], dtype=float) + _mask(ex), "causal": False}])
 
 
 # ---------------------------------------------------------------- Home and the formula sheet

@@ -6,7 +6,9 @@
   block that scrolls says so: its edge fades out on the side where more of it is hidden (a scroll-driven
   animation: a block that does not scroll has no scroll timeline, so no fade).
 * Answer grids (ui/answer_grid) keep their rows × columns shape on a narrow screen: the row scrolls
-  sideways rather than stacking the cells into one long column, and each row and column is numbered.
+  sideways rather than stacking the cells into one long column, and each row and column is numbered
+  (a row's number is its one element without a key: no :has(), whose every check on a change of the
+  page costs a style recalculation).
 * A small table has no toolbar (it would cover the widget above it, on a phone most of all); the
   gradebook's big table keeps its own, with room above it.
 * A scrolling block that holds nothing focusable gets tabindex=0 and a name, so a keyboard can scroll
@@ -48,7 +50,8 @@ CSS = """
 [class*="st-key-abh-grid-"] [data-testid="stHorizontalBlock"] { flex-wrap: nowrap !important; gap: 0.5rem; }
 [class*="st-key-abh-grid-"] [data-testid="stHorizontalBlock"] > [data-testid="stElementContainer"] {
   min-width: 4rem !important; flex: 1 1 0 !important; width: auto !important; }
-[class*="st-key-abh-grid-"] [data-testid="stHorizontalBlock"] > [data-testid="stElementContainer"]:has(.abh-grid-row) {
+[class*="st-key-abh-grid-"] [data-testid="stHorizontalBlock"]
+  > [data-testid="stElementContainer"]:not([class*="st-key-"]) {
   min-width: 1.6rem !important; flex: 0 0 1.6rem !important; }
 [class*="st-key-abh-grid-"] .abh-grid-heads { display: flex; gap: 0.5rem; }
 [class*="st-key-abh-grid-"] .abh-grid-heads > span:first-child { flex: 0 0 1.6rem; }

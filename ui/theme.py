@@ -47,11 +47,10 @@ CSS = """
   100% { --abh-fade-left: 2.5em; --abh-fade-right: 0px; }
 }
 [class*="st-key-abh-grid-"] { overflow-x: auto; padding-bottom: 0.2rem; }
-[class*="st-key-abh-grid-"] [data-testid="stHorizontalBlock"] { flex-wrap: nowrap !important; gap: 0.5rem; }
-[class*="st-key-abh-grid-"] [data-testid="stHorizontalBlock"] > [data-testid="stElementContainer"] {
+[class*="st-key-abh-grid-"] .stHorizontalBlock { flex-wrap: nowrap !important; gap: 0.5rem; }
+[class*="st-key-abh-grid-"] .stHorizontalBlock > .stElementContainer {
   min-width: 4rem !important; flex: 1 1 0 !important; width: auto !important; }
-[class*="st-key-abh-grid-"] [data-testid="stHorizontalBlock"]
-  > [data-testid="stElementContainer"]:not([class*="st-key-"]) {
+[class*="st-key-abh-grid-"] .stHorizontalBlock > .stElementContainer:not([class*="st-key-"]) {
   min-width: 1.6rem !important; flex: 0 0 1.6rem !important; }
 [class*="st-key-abh-grid-"] .abh-grid-heads { display: flex; gap: 0.5rem; }
 [class*="st-key-abh-grid-"] .abh-grid-heads > span:first-child { flex: 0 0 1.6rem; }
@@ -105,11 +104,11 @@ SCRIPT = """
     box.focus();
     box.select();
   };
-  // What changed since the last frame: the elements added (each with what it holds) and the elements
-  // whose children changed (they and the blocks around them may scroll now). They are looked at once a
-  // frame, in an animation-frame callback: the browser lays the page out for that frame anyway, so a run's
-  // many small commits force no extra layout, and the page is never measured whole again (before any
-  // check can run, as an animation frame comes before the next task).
+  // What changed since the last frame: the elements added or opened (an expander, a tab: each with what
+  // it holds) and the elements whose children changed (they and the blocks around them may scroll now).
+  // They are looked at once a frame, in an animation-frame callback: the browser lays the page out for
+  // that frame anyway, so a run's many small commits force no extra layout, and the page is never
+  // measured whole again (before any check can run, as an animation frame comes before the next task).
   let added = new Set(), changed = new Set(), frame = 0;
   const flush = () => {
     frame = 0;
@@ -130,7 +129,8 @@ SCRIPT = """
   };
   const drawn = (records) => {
     for (const record of records) {
-      changed.add(record.target);
+      if (record.type === 'attributes') added.add(record.target);  // opened or shown: what it holds is seen now
+      else changed.add(record.target);
       for (const node of record.addedNodes) if (node.nodeType === 1) added.add(node);
     }
     if (!frame) frame = requestAnimationFrame(flush);
@@ -139,7 +139,8 @@ SCRIPT = """
     markAll(document.querySelectorAll('[data-testid="stMain"] *, [data-testid="stSidebar"] *'));
     nameCharts();
   };
-  new MutationObserver(drawn).observe(document.body, {childList: true, subtree: true});
+  new MutationObserver(drawn).observe(document.body, {childList: true, subtree: true, attributes: true,
+                                                    attributeFilter: ['open', 'hidden', 'aria-expanded']});
   window.addEventListener('resize', whole);
   document.fonts.addEventListener('loadingdone', whole);  // KaTeX's fonts widen an equation once loaded
   whole();

@@ -6,14 +6,17 @@
   block that scrolls says so: its edge fades out on the side where more of it is hidden (a scroll-driven
   animation: a block that does not scroll has no scroll timeline, so no fade).
 * Answer grids (ui/answer_grid) keep their rows × columns shape on a narrow screen: the row scrolls
-  sideways rather than stacking the cells into one long column, and each row and column is numbered.
+  sideways rather than stacking the cells into one long column, and each row and column is numbered
+  (a row's number is its one element without a key: no :has(), whose every check on a change of the
+  page costs a style recalculation).
 * A small table has no toolbar (it would cover the widget above it, on a phone most of all); the
   gradebook's big table keeps its own, with room above it.
 * A scrolling block that holds nothing focusable gets tabindex=0 and a name, so a keyboard can scroll
-  it (axe-core's scrollable-region-focusable), and a chart's SVG gets a name (svg-img-alt). Equations
-  and charts are named in the same microtask as the change that drew them (a MutationObserver callback
-  runs before the browser paints or runs any other script), so no check ever sees them unnamed; a
-  sweep of the whole page for any other scrolling block follows when the browser is idle.
+  it (axe-core's scrollable-region-focusable), and a chart's SVG gets a name (svg-img-alt). Only what a
+  change drew is looked at (the elements added and the blocks around a change, from the
+  MutationObserver's records), once a frame in an animation-frame callback, before the browser paints
+  and before any other script runs: no check ever sees them unnamed, and a run's many small commits
+  force no extra layout. The whole page is looked at only when the window's width or the fonts change.
 """
 
 from __future__ import annotations
@@ -44,10 +47,10 @@ CSS = """
   100% { --abh-fade-left: 2.5em; --abh-fade-right: 0px; }
 }
 [class*="st-key-abh-grid-"] { overflow-x: auto; padding-bottom: 0.2rem; }
-[class*="st-key-abh-grid-"] [data-testid="stHorizontalBlock"] { flex-wrap: nowrap !important; gap: 0.5rem; }
-[class*="st-key-abh-grid-"] [data-testid="stHorizontalBlock"] > [data-testid="stElementContainer"] {
+[class*="st-key-abh-grid-"] .stHorizontalBlock { flex-wrap: nowrap !important; gap: 0.5rem; }
+[class*="st-key-abh-grid-"] .stHorizontalBlock > .stElementContainer {
   min-width: 4rem !important; flex: 1 1 0 !important; width: auto !important; }
-[class*="st-key-abh-grid-"] [data-testid="stHorizontalBlock"] > [data-testid="stElementContainer"]:has(.abh-grid-row) {
+[class*="st-key-abh-grid-"] .stHorizontalBlock > .stElementContainer:not([class*="st-key-"]) {
   min-width: 1.6rem !important; flex: 0 0 1.6rem !important; }
 [class*="st-key-abh-grid-"] .abh-grid-heads { display: flex; gap: 0.5rem; }
 [class*="st-key-abh-grid-"] .abh-grid-heads > span:first-child { flex: 0 0 1.6rem; }
@@ -80,8 +83,6 @@ SCRIPT = """
       if (!el.hasAttribute('aria-label')) el.setAttribute('aria-label', window.__abhScrollName);
     }
   };
-  const mark = () => markAll(document.querySelectorAll('[data-testid="stMain"] *, [data-testid="stSidebar"] *'));
-  const markEquations = () => markAll(document.querySelectorAll('.katex-display:not([data-abh-scroll])'));
   const nameCharts = () => {
     // a Vega chart's SVG has role img: its name is the chart's description (on its container), else a
     // plain "Chart" (axe-core's svg-img-alt)
@@ -103,34 +104,46 @@ SCRIPT = """
     box.focus();
     box.select();
   };
-  let queued = false;
-  const later = () => {  // the whole-page sweep waits for an idle moment: it never delays a drawing
-    if (queued) return;
-    queued = true;
-    const sweep = () => { queued = false; mark(); nameCharts(); focusReview(); };
-    if (window.requestIdleCallback) requestIdleCallback(sweep, {timeout: 1000}); else setTimeout(sweep, 150);
-  };
-  const drawn = (records) => {  // equations this change drew: measuring only those keeps layout reads rare
-    const found = new Set();
-    for (const record of records) {
-      const host = record.target.closest && record.target.closest('.katex-display');
-      if (host) found.add(host);
-      for (const node of record.addedNodes) {
-        if (node.nodeType !== 1) continue;
-        if (node.matches('.katex-display')) found.add(node);
-        for (const el of node.querySelectorAll('.katex-display')) found.add(el);
-      }
+  // What changed since the last frame: the elements added or opened (an expander, a tab: each with what
+  // it holds) and the elements whose children changed (they and the blocks around them may scroll now).
+  // They are looked at once a frame, in an animation-frame callback: the browser lays the page out for
+  // that frame anyway, so a run's many small commits force no extra layout, and the page is never
+  // measured whole again (before any check can run, as an animation frame comes before the next task).
+  let added = new Set(), changed = new Set(), frame = 0;
+  const flush = () => {
+    frame = 0;
+    const seen = new Set();
+    for (const node of added) {
+      if (!node.isConnected) continue;
+      seen.add(node);
+      for (const el of node.querySelectorAll('*')) seen.add(el);
     }
-    if (found.size) markAll(found);
+    for (const target of changed) {
+      for (let el = target; el && el.nodeType === 1 && !seen.has(el); el = el.parentElement) seen.add(el);
+    }
+    added = new Set();
+    changed = new Set();
+    markAll(seen);
     nameCharts();
-    later();
+    focusReview();
   };
-  const now = () => { markEquations(); nameCharts(); later(); };
-  new MutationObserver(drawn).observe(document.body, {childList: true, subtree: true});
-  window.addEventListener('resize', now);
-  document.fonts.addEventListener('loadingdone', now);  // KaTeX's fonts widen an equation once loaded
-  mark();
-  nameCharts();
+  const drawn = (records) => {
+    for (const record of records) {
+      if (record.type === 'attributes') added.add(record.target);  // opened or shown: what it holds is seen now
+      else changed.add(record.target);
+      for (const node of record.addedNodes) if (node.nodeType === 1) added.add(node);
+    }
+    if (!frame) frame = requestAnimationFrame(flush);
+  };
+  const whole = () => {  // a new width or new fonts can make any block scroll: the whole page, once
+    markAll(document.querySelectorAll('[data-testid="stMain"] *, [data-testid="stSidebar"] *'));
+    nameCharts();
+  };
+  new MutationObserver(drawn).observe(document.body, {childList: true, subtree: true, attributes: true,
+                                                    attributeFilter: ['open', 'hidden', 'aria-expanded']});
+  window.addEventListener('resize', whole);
+  document.fonts.addEventListener('loadingdone', whole);  // KaTeX's fonts widen an equation once loaded
+  whole();
 })();
 </script>
 """

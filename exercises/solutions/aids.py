@@ -150,14 +150,17 @@ def shapes_of(ex: Exercise) -> tuple[tuple[str, tuple[int, int], str], ...]:
 
 
 def generic_aids(ex: Exercise) -> Aids:
-    """The eˣ table when a softmax is computed, √d_k when a scaling is, and the given shapes."""
+    """The eˣ table when a softmax is computed (the level's fixed grid, else the exponents it needs), √d_k
+    when a scaling is, and the given shapes."""
     ctx = exercise_context(ex)
-    table = _exp_entries(ctx) if ctx is not None and "A" in ctx.needed else ()
+    softmax = ctx is not None and "A" in ctx.needed
+    grid = exp_grid(ex.kind, ex.level) if softmax else None
+    # with a grid, the exponents the problem needs are never listed: their exact forms are not worked out
+    table, caption = grid if grid is not None else (_exp_entries(ctx) if softmax else (), None)
     root = None
     if ctx is not None and ctx.needed & set(SCALES) and "d_k" in ex.given:
         root = _sqrt_aid(int(ex.given["d_k"]))
-    fixed = fixed_table(ex, table)
-    return Aids(exp_table=fixed.exp_table, sqrt_dk=root, shapes=shapes_of(ex), exp_caption=fixed.exp_caption)
+    return Aids(exp_table=table, sqrt_dk=root, shapes=shapes_of(ex), exp_caption=caption)
 
 
 @functools.lru_cache(maxsize=4 * CACHE_SIZE)

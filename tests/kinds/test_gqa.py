@@ -71,13 +71,20 @@ def answers(ex) -> dict[str, np.ndarray]:
 
 
 def student(ex, places):
-    """A careful student: every value rounded as written, computed on from what was written."""
+    """A careful student: every value rounded as written, computed on from what was written (concat, which
+    earlier versions asked, copied from the heads' outputs)."""
     h, _ = sizes(ex)
     d_k = int(ex.given["d_k"])
     out = {f"O{i + 1}": attend(*head_inputs(ex, i), d_k, places) for i in range(h)}
     out["concat"] = np.hstack([out[f"O{i + 1}"] for i in range(h)])
+    out["concat_width"] = np.array([[out["concat"].shape[1]]], dtype=float)
     out["cache_floats"] = ex.part("cache_floats").reference
-    return out
+    return {name: value for name, value in out.items() if name in ex.part_names}
+
+
+def stored(version: int, level: int):
+    """An exercise of an earlier version, as stored."""
+    return exercises.Exercise.from_dict(next(d for d in STORED if d["version"] == version and d["level"] == level))
 
 
 # ---------------------------------------------------------------- what the kind teaches
@@ -123,8 +130,8 @@ def test_references_match_an_independent_computation(drawn, level):
         heads = [attend(*head_inputs(ex, i), d_k) for i in range(h)]
         for i, O in enumerate(heads, start=1):
             np.testing.assert_allclose(ex.part(f"O{i}").reference, O, atol=1e-12, err_msg=f"{case(ex)} O{i}")
-        np.testing.assert_allclose(ex.part("concat").reference, np.hstack(heads), atol=1e-12, err_msg=case(ex))
         d_v = ex.given["W_V1"].shape[1]
+        assert ex.part("concat_width").reference[0, 0] == np.hstack(heads).shape[1] == h * d_v, case(ex)
         assert ex.part("cache_floats").reference[0, 0] == g * (d_k + d_v) == 2 * g * d_k, case(ex)
         assert ex.part("cache_floats").decimals == 0, case(ex)
 
@@ -140,7 +147,7 @@ def test_levels_are_multi_query_then_grouped_and_causal(drawn):
             assert set(ex.given) == names, case(ex)
             assert np.shape(ex.given["X"]) == (2, 2), case(ex)
             assert sizes(ex) == (h, g) and ex.given["d_k"] == d_k and ex.given["causal"] is True, case(ex)
-            assert [p.name for p in ex.parts] == [*(f"O{i}" for i in range(1, h + 1)), "concat", "cache_floats"]
+            assert [p.name for p in ex.parts] == [*(f"O{i}" for i in range(1, h + 1)), "concat_width", "cache_floats"]
             values = set(G.HEAD_VALUES.get(level, G.WEIGHT_VALUES))
             assert all(set(np.unique(v)) <= values for k, v in ex.given.items() if k.startswith("W_")), case(ex)
             assert (level in G.IDENTITY_X) == np.array_equal(ex.given["X"], np.eye(2)), case(ex)  # Q, K, V read off
@@ -238,9 +245,8 @@ def own_mistakes(ex) -> dict[str, dict[str, np.ndarray]]:
         if i // share != 0:
             alts["gqa_v_not_shared"] = attend(*head_inputs(ex, i, v_group=0), d_k)
         found[f"O{i + 1}"] = alts
-    heads = [ex.part(f"O{i + 1}").reference for i in range(h)]
-    found["concat"] = {"concat_order": np.hstack(heads[::-1])}
     d_v = ex.given["W_V1"].shape[1]
+    found["concat_width"] = {"gqa_concat_per_group": np.array([[g * d_v]], dtype=float)}
     found["cache_floats"] = {"gqa_cache_full_heads": np.array([[h * (d_k + d_v)]], dtype=float),
                              "gqa_cache_keys_only": np.array([[g * d_k]], dtype=float)}
     return found
@@ -257,7 +263,7 @@ def test_every_named_mistake_is_diagnosed_exact_and_rounded(drawn, level):
                     fb = exercises.grade(ex, {**right, part: shown})
                     assert not fb.correct and fb.parts[part].misconception == mid, (case(ex), part, mid)
                 named.add(mid)
-    expected = {"transposed_scores", "no_mask", "concat_order", "gqa_cache_full_heads", "gqa_cache_keys_only"}
+    expected = {"transposed_scores", "no_mask", "gqa_concat_per_group", "gqa_cache_full_heads", "gqa_cache_keys_only"}
     if level > 1:
         expected |= {"gqa_wrong_group", "gqa_v_not_shared"}
     if level == 3:
@@ -313,8 +319,9 @@ def test_the_wrong_group_differs_from_the_right_one_where_it_should():
     assert [G.group(i, 4, 2) for i in (1, 2, 3, 4)] == [1, 1, 2, 2]
 
 
-def test_every_wrong_order_of_the_heads_is_named(drawn):
-    for ex in drawn[2][:2]:
+def test_every_wrong_order_of_the_heads_is_named():
+    """Earlier versions asked concat itself: the heads side by side in any other order are named."""
+    for ex in (stored(5, 2), stored(4, 2)):
         heads = [ex.part(f"O{i}").reference for i in range(1, 5)]
         for order in permutations(range(4)):
             if order != (0, 1, 2, 3):
@@ -324,7 +331,7 @@ def test_every_wrong_order_of_the_heads_is_named(drawn):
 
 
 def test_a_wrong_head_carries_into_the_concatenation():
-    ex = exercises.generate("gqa", 0, 2)
+    ex = stored(5, 2)  # the last version that asked concat itself
     answer = student(ex, 2)
     answer["O2"] = answer["O2"] + 1
     answer["concat"] = np.hstack([answer[f"O{i}"] for i in range(1, 5)])
@@ -341,7 +348,7 @@ def test_the_solution_computes_each_group_once_and_compares_the_cache_with_multi
     steps = exercises.solve(ex)
     names = [s.name for s in steps]
     assert names.count("K1") == names.count("K2") == 1 and "K3" not in names, case(ex)
-    assert names[-2:] == ["concat", "cache_floats"], case(ex)
+    assert names[-3:] == ["concat", "concat_width", "cache_floats"], case(ex)  # concat shown, its width asked
     scores3 = next(s for s in steps if s.name == "scores3")
     assert r"K^{[2]}" in scores3.display(exact=True), case(ex)  # head 3 reads group 2's keys
     note = next(s for s in steps if s.name == "cache_floats").note.render()
@@ -372,12 +379,13 @@ def test_moodle_export_reads_back_through_the_grader(drawn):
 
 @pytest.mark.parametrize("stored", STORED, ids=lambda d: f"version{d['version']}-level{d['level']}-seed{d['seed']}")
 def test_a_stored_exercise_still_shows_solves_and_grades(stored):
-    """Exercises made by VERSION 1 to 4 (stored with their given data and parts) show, solve and grade as
+    """Exercises made by earlier versions (stored with their given data and parts) show, solve and grade as
     their students saw them; each is no longer what today's generator makes for its seed."""
     ex = exercises.Exercise.from_dict(stored)
     where = f"gqa version {ex.version} level {ex.level} seed {ex.seed}"
     assert ex.version < G.VERSION, where
-    assert exercises.generate("gqa", ex.seed, ex.level).to_dict()["given"] != stored["given"], where
+    today = exercises.generate("gqa", ex.seed, ex.level).to_dict()
+    assert (today["given"], today["parts"]) != (stored["given"], stored["parts"]), where
     steps = still_shows_and_grades(ex)
     for part in ex.parts:  # the worked solution still computes what the students were asked
         assert np.allclose(next(s.value for s in steps if s.name == part.name), part.reference), (where, part.name)
@@ -389,6 +397,24 @@ def test_the_wrong_group_text_counts_heads_and_groups_from_one():
     for lang in ("en", "zh"):
         text = catalog(lang)["misconception.gqa_wrong_group"]
         assert "((i − 1) mod g) + 1" in text and "i mod g）" not in text and "i mod g)" not in text, (lang, text)
+
+
+@pytest.mark.parametrize("level", LEVELS)
+def test_no_cell_asks_again_what_the_heads_outputs_hold(drawn, level):
+    """concat is the heads' outputs side by side: typing it would only copy O1 … Oh again (16 of 33 cells at
+    level 3). The page asks each head's output once, then concat's width (h d_v, not one output per group)
+    and the cache: two numbers."""
+    for ex in drawn[level]:
+        h, g = sizes(ex)
+        heads = [ex.part(f"O{i}") for i in range(1, h + 1)]
+        others = [p for p in ex.parts if p not in heads]
+        assert [p.name for p in others] == ["concat_width", "cache_floats"], case(ex)
+        assert all(p.shape == (1, 1) and p.decimals == 0 for p in others), case(ex)
+        cells = sum(int(np.prod(p.shape)) for p in ex.parts)
+        assert cells == sum(int(np.prod(p.shape)) for p in heads) + 2, f"{case(ex)}: {cells} cells"
+        answer = answers(ex)
+        fb = exercises.grade(ex, {**answer, "concat_width": np.array([[g * heads[0].shape[1]]], dtype=float)})
+        assert fb.parts["concat_width"].misconception == "gqa_concat_per_group", case(ex)
 
 
 @pytest.mark.parametrize("level", G.LEVELS)

@@ -2,7 +2,7 @@
 
     K_j = X W_Kj,  V_j = X W_Vj                      once per group j = 1 … g
     O_i = softmax(mask(Q_i K_jᵀ / √d_k)) V_j,  Q_i = X W_Qi,  j = group(i) = ⌊(i − 1) / (h/g)⌋ + 1
-    concat = [O_1 | … | O_h],   cache_floats = g (d_k + d_v)   (multi-head: h (d_k + d_v))
+    concat = [O_1 | … | O_h]  (h d_v columns),   cache_floats = g (d_k + d_v)   (multi-head: h (d_k + d_v))
 
 Conventions (stated in the prompt): causal at every level (GQA is a decoder's way to shrink its KV
 cache: token t sees tokens 1 … t); heads are numbered from 1 and consecutive heads share a group.
@@ -11,9 +11,11 @@ the scaling by √d_k matters).
 
 The heads are one axis of the stack: W_Q (B, h, d, d_k), and each head's W_K, W_V taken from its group's
 (the groups are drawn, the heads index them), so the step records compute every head at once. The parts
-are slices of the records' O; the kind's own mistakes are a head read with the wrong group (heads dealt
-out in turn), the right keys with group 1's values, the heads out of order, and the cache counted as for
-multi-head attention or for the keys alone.
+are slices of the records' O, then two counts: concat's width (the O_i side by side are copied, not
+computed: asking them again would only have them retyped) and the cache. The kind's own mistakes are a
+head read with the wrong group (heads dealt out in turn), the right keys with group 1's values, one output
+per group concatenated, and the cache counted as for multi-head attention or for the keys alone. (Exercises
+of earlier versions asked concat itself: their heads out of order are named too.)
 
 Axes: B candidates, h query heads, g groups, n tokens, d = d_model, d_k, d_v.
 """
@@ -43,7 +45,7 @@ from .._shared.hand import own_diagnosis
 
 ID = "gqa"
 ORDER = 82  # after multi_head (80): the same heads, sharing their keys and values; before rope (84)
-VERSION = 5
+VERSION = 6
 LEVELS = (1, 2, 3)
 # the eˣ aid: a fixed grid per level covering every exponent the level's problems need (never just those)
 EXP_GRID = {1: (ExpSeries(1, 1, -3, 3),), 2: (ExpSeries(1, 1, -3, 3),), 3: (ExpSeries(1, 2, -3, 3, root=2),)}
@@ -52,7 +54,8 @@ GUARDS = ("transposed_scores", "scores_not_transposed", "no_scaling", "scaled_by
           "no_mask", "mask_after_softmax", "softmax_columns", "no_exp", "weights_transposed",
           "mask_zero_instead_of_inf", "softmax_no_normalise", "scaled_times_sqrt_dk", "scaled_by_sqrt_d_model")
 # the kind's own catalogued mistakes (its texts: misconception.<id> in its locales)
-MISTAKES = ("gqa_wrong_group", "gqa_v_not_shared", "gqa_cache_full_heads", "gqa_cache_keys_only")
+MISTAKES = ("gqa_wrong_group", "gqa_v_not_shared", "gqa_concat_per_group", "gqa_cache_full_heads",
+            "gqa_cache_keys_only")
 # not guarded: mask_diagonal leaves the first of two tokens no key to attend to, an O no one can write
 
 
@@ -152,11 +155,14 @@ def _batch(given: dict, h: int, g: int, decimals: int, params: dict | None = Non
     heads = [f"O{i}" for i in range(1, h + 1)]
     d_k, d_v = given["W_K"].shape[-1], given["W_V"].shape[-1]
 
+    def count(env, number: int) -> np.ndarray:  # (B, 1, 1)
+        return np.full((len(env["O"]), 1, 1), float(number))
+
     def derive(env):
         O = env["O"]  # (B, h, n, d_v)
         out = {name: O[:, i] for i, name in enumerate(heads)}  # (B, n, d_v) each
-        out["concat"] = np.concatenate([O[:, i] for i in range(h)], axis=-1)  # (B, n, h·d_v)
-        out["cache_floats"] = np.full((len(O), 1, 1), float(kv_cache_floats(g, d_k, d_v)))
+        out["concat_width"] = count(env, h * d_v)  # one output per query head, side by side
+        out["cache_floats"] = count(env, kv_cache_floats(g, d_k, d_v))
         return out
 
     def wrong_group(env):  # head i with group i mod g's keys and values, through the records
@@ -170,16 +176,18 @@ def _batch(given: dict, h: int, g: int, decimals: int, params: dict | None = Non
         O = ops.weighted_sum(env["A"][:, later], env["V"][:, :1])  # (B, |later|, n, d_v)
         return {heads[i]: O[:, k] for k, i in enumerate(later)}
 
-    def cache(floats: int):
-        return lambda env: {"cache_floats": np.full((len(env["O"]), 1, 1), float(floats))}
+    def counted(name: str, number: int):
+        return lambda env: {name: count(env, number)}
 
     own = {"gqa_wrong_group": wrong_group} if len(wrong) else {}
     if len(later):
         own["gqa_v_not_shared"] = v_not_shared
-    own.update(gqa_cache_full_heads=cache(kv_cache_floats(h, d_k, d_v)), gqa_cache_keys_only=cache(g * d_k))
-    return Batch(given, ("X", "W_Q", "W_K", "W_V"), [*heads, "concat", "cache_floats"], params=params or {},
+    own.update(gqa_concat_per_group=counted("concat_width", g * d_v),
+               gqa_cache_full_heads=counted("cache_floats", kv_cache_floats(h, d_k, d_v)),
+               gqa_cache_keys_only=counted("cache_floats", g * d_k))
+    return Batch(given, ("X", "W_Q", "W_K", "W_V"), [*heads, "concat_width", "cache_floats"], params=params or {},
                  keep=lambda env: _hand_friendly(env, h, g), decimals=decimals, derive=derive,
-                 sources={**{name: ("O",) for name in heads}, "concat": ("O",), "cache_floats": ()},
+                 sources={**{name: ("O",) for name in heads}, "concat_width": (), "cache_floats": ()},
                  own=own, shown=lambda one: _shown(one, g))
 
 
@@ -320,9 +328,11 @@ def _params(size: Size) -> dict:
 
 
 def prompt_keys(ex: Exercise) -> tuple[str, ...]:
-    """Multi-query (one K/V head) or grouped, the concatenation ([O1 | O2] for two heads), the cache question."""
+    """Multi-query (one K/V head) or grouped, the concatenation ([O1 | O2] for two heads) and its width, the
+    cache question. (An exercise of an earlier version asks concat itself, its width stated.)"""
     h, g = sizes_of(ex.given)
-    concat = "kind.gqa.concat.two" if h == 2 else "kind.gqa.concat.many"
+    asked = "concat" if "concat" in ex.part_names else "concat_width"
+    concat = f"kind.gqa.{asked}.{'two' if h == 2 else 'many'}"
     return ("kind.gqa.prompt_mqa" if g == 1 else "kind.gqa.prompt", concat, "kind.gqa.prompt_cache")
 
 
@@ -363,7 +373,7 @@ def diagnose(ex: Exercise, part: Part, value: np.ndarray) -> str | None:
 
 def chain(ex: Exercise, values: dict[str, np.ndarray], rounding: int | None) -> dict[str, np.ndarray]:
     """The values a learner carries forward: each head's O (with its group's K and V) unless given, concat
-    from the O's unless given, cache_floats from g, d_k, d_v."""
+    from the O's unless given, concat_width from h and d_v, cache_floats from g, d_k, d_v."""
     env = dict(values)
     h, _ = sizes_of(ex.given)
     O = pipeline.run(_stacked(ex.given), until={"O"}, rounding=rounding)["O"][..., 0, :, :, :]  # (h, n, d_v)
@@ -372,8 +382,9 @@ def chain(ex: Exercise, values: dict[str, np.ndarray], rounding: int | None) -> 
     if "concat" not in env:
         heads = np.broadcast_arrays(*[np.atleast_2d(env[f"O{i}"]) for i in range(1, h + 1)])
         env["concat"] = np.concatenate(heads, axis=-1)  # (n, h·d_v)
+    d_k, d_v = (np.shape(ex.given[f"{w}1"])[1] for w in ("W_K", "W_V"))
+    env.setdefault("concat_width", np.array([[float(h * d_v)]]))  # one output per query head
     if "cache_floats" not in env:  # one key and one value per group and token
-        d_k, d_v = (np.shape(ex.given[f"{w}1"])[1] for w in ("W_K", "W_V"))
         env["cache_floats"] = np.array([[float(kv_cache_floats(int(ex.given["groups"]), d_k, d_v))]])
     return env
 
@@ -432,21 +443,42 @@ def _head_steps(ex: Exercise, i: int) -> list[solutions.Step]:
 
 
 def _concat_step(ex: Exercise) -> solutions.Step:
-    part = ex.part("concat")
+    """concat = [O_1 | … | O_h], read off the heads' outputs (asked by earlier versions; shown since)."""
     h, _ = sizes_of(ex.given)
-    d_v = part.shape[1] // h
+    heads = [ex.part(f"O{i}") for i in range(1, h + 1)]
+    value = np.concatenate([p.reference for p in heads], axis=1)  # (n, h·d_v)
+    decimals = heads[0].decimals
+    d_v = heads[0].shape[1]
     symbols = [L.symbol("O", str(i)) for i in range(1, h + 1)]
-    exact = [[L.short(L.to_exact(float(x))) for x in row] for row in part.reference]
+    exact = [[L.short(L.to_exact(float(x))) for x in row] for row in value]
 
     def derive(r: int, c: int) -> solutions.CellDerivation:
         k, col = divmod(c, d_v)  # column c of the concatenation is column col of head k + 1
-        latex = L.chain(L.cell(CONCAT, r, c), L.cell(symbols[k], r, col),
-                        L.decimal(part.reference[r, c], part.decimals))
+        latex = L.chain(L.cell(CONCAT, r, c), L.cell(symbols[k], r, col), L.decimal(value[r, c], decimals))
         return solutions.CellDerivation(latex, msg("solution.gqa.concat_cell", head=k + 1, column=col + 1))
 
-    return solutions.make_step("concat", msg("solution.gqa.concat"), part.reference, part.decimals, symbol=CONCAT,
+    return solutions.make_step("concat", msg("solution.gqa.concat"), value, decimals, symbol=CONCAT,
                                formula=L.bmatrix([symbols]), exact_cells=exact,
-                               note=msg("solution.gqa.concat_note", width=part.shape[1]), derive=derive)
+                               note=msg("solution.gqa.concat_note", width=value.shape[1]), derive=derive)
+
+
+def _width_step(ex: Exercise) -> solutions.Step:
+    """concat_width = h d_v: one output per query head, however few the K/V groups."""
+    part = ex.part("concat_width")
+    p = ex.params
+    value = int(part.reference[0, 0])
+    h, d_v = (solutions.number(str(p[k]), int(p[k])) for k in ("h", "d_v"))
+    numbers = L.product(h.text, d_v.text)
+    line, sub = solutions.worked_chain(r"\text{width}", str(value), float(value), 0, numbers, "sum", ((h, d_v),),
+                                       r"h\,d_v")
+
+    def derive(r: int, c: int) -> solutions.CellDerivation:
+        return solutions.CellDerivation(line, msg("solution.gqa.width_cell", g=p["g"], d_v=p["d_v"]), (sub,))
+
+    return solutions.make_step("concat_width", msg("solution.gqa.width"), part.reference, 0,
+                               symbol=r"\text{width}", formula=r"h\,d_v", work=[("", "=", numbers)],
+                               exact_cells=[[str(value)]], work_substitutions=(sub,),
+                               note=msg("solution.gqa.width_note", h=p["h"], g=p["g"], width=value), derive=derive)
 
 
 def _cache_step(ex: Exercise) -> solutions.Step:
@@ -473,14 +505,17 @@ def _cache_step(ex: Exercise) -> solutions.Step:
 
 def solve(ex: Exercise) -> list[solutions.Step]:
     """Each group's K and V once, each head from its Q to its O with its group's K and V, the
-    concatenation, the cache count."""
+    concatenation and its width, the cache count."""
     h, g = sizes_of(ex.given)
     steps: list[solutions.Step] = []
     for j in range(1, g + 1):
         steps += _group_steps(ex, j)
     for i in range(1, h + 1):
         steps += _head_steps(ex, i)
-    return [*steps, _concat_step(ex), _cache_step(ex)]
+    steps.append(_concat_step(ex))
+    if "concat_width" in ex.part_names:
+        steps.append(_width_step(ex))
+    return [*steps, _cache_step(ex)]
 
 
 def aids(ex: Exercise) -> solutions.Aids:

@@ -12,8 +12,10 @@ How many of each element to draw comes from the URL (the bench reads it off the 
 
 The grid is drawn as ui/answer_grid draws it (a keyed container, one line of HTML for the column
 numbers, a horizontal container per row), the hints as an expander with a button, the paper tools as
-a download button and a code box: bench_page prints both pages' element counts side by side. Everything
-drawn is a constant; the buttons only flip flags. Run alone: streamlit run bench/bare_practice.py
+a download button and a code box: bench_page prints both pages' element counts side by side. What is drawn
+is fixed but for the problem's number: New problem draws new numbers in the given, aids and steps (the browser
+typesets them again, as it must for the real page's new problem) and moves the address to the new seed, as the
+real page does; the other buttons only flip flags. Run alone: streamlit run bench/bare_practice.py
 """
 
 from __future__ import annotations
@@ -22,8 +24,15 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
-MATRIX = r"\begin{bmatrix} 1 & 0 & -2 \\ 0.5 & 2 & 1 \\ -1 & 1 & 0 \end{bmatrix}"
-STEP = r"\begin{aligned} S &= Q K^{\top} \\ &= " + MATRIX + r" \\ &\approx " + MATRIX + r"\end{aligned}"
+
+def matrix(problem: int) -> str:
+    """A 3 × 3 matrix of the problem's own numbers (a new problem: new numbers to typeset)."""
+    return rf"\begin{{bmatrix}} {problem % 3} & 0 & -2 \\ 0.5 & 2 & 1 \\ -1 & {problem % 5} & 0 \end{{bmatrix}}"
+
+
+def step(problem: int) -> str:
+    m = matrix(problem)
+    return r"\begin{aligned} S &= Q K^{\top} \\ &= " + m + r" \\ &\approx " + m + r"\end{aligned}"
 
 
 def number(name: str, default: int) -> int:
@@ -39,6 +48,7 @@ def flag(name: str) -> None:
 
 def new_problem() -> None:
     st.session_state["bare.problem"] = st.session_state.get("bare.problem", 0) + 1
+    st.query_params["seed"] = str(st.session_state["bare.problem"])  # the address names the new problem
     st.session_state["bare.checked"] = st.session_state["bare.solved"] = False
 
 
@@ -93,7 +103,7 @@ def practice() -> None:
     left.selectbox("Topic", ["a", "b", "c", "d", "e", "f"], key="bare.kind")
     right.selectbox("Level", [1, 2, 3], key="bare.level")
     button.button("New problem", on_click=new_problem, icon=":material/casino:", use_container_width=True)
-    st.caption("This problem: kind softmax, level 2, seed 5. The page address reproduces it.")
+    st.caption(f"This problem: kind softmax, level 2, seed {problem}. The page address reproduces it.")
     st.markdown("Apply the softmax to each row: a_ij = e^(z_ij) / Σ_j e^(z_ij).")
     st.caption("Round each value you write to 2 decimals.\n\nNo mask applies.")
     given = number("given", 1)
@@ -101,7 +111,7 @@ def practice() -> None:
         row = st.columns(min(given, 3))[:given - start] if given > 1 else [st.container()]
         for column in row:
             with column:
-                st.latex(MATRIX)
+                st.latex(matrix(problem))
     st.caption("About 8 minutes by hand (level 2: at most 12).", help="10 s a multiply-add")
     with st.expander("What the levels mean", icon=":material/timer:"):
         st.markdown("- level 1\n- level 2\n- level 3")
@@ -110,13 +120,13 @@ def practice() -> None:
         with st.expander("Aids", expanded=True, icon=":material/calculate:"):
             for _ in range(aids):
                 st.caption("e^x for the exponents in this problem")
-                st.latex(MATRIX)
+                st.latex(matrix(problem))
     paper, copy = st.columns([1, 3], vertical_alignment="top")
     paper.download_button("Print this problem", data=b"%PDF", file_name="problem.pdf", mime="application/pdf",
                           key=f"bare.{problem}.print", icon=":material/print:", on_click="ignore")
     with copy.expander("Copy as LaTeX", icon=":material/content_copy:"):
         st.caption("The statement and the given matrices.")
-        st.code(MATRIX, language="latex", wrap_lines=True)
+        st.code(matrix(problem), language="latex", wrap_lines=True)
 
     with st.container(border=True):
         pasteable = [index for index, (rows, cols) in enumerate(parts) if rows * cols > 1]
@@ -150,7 +160,7 @@ def practice() -> None:
     st.toggle("Exact forms", value=True, key=f"bare.{problem}.exact")
     for number_ in range(1, number("steps", 1) + 1):
         st.markdown(f"**{number_}. A step**")
-        st.latex(STEP)
+        st.latex(step(problem))
         st.caption("Why this step is done this way.")
     charts = number("charts", 0)
     if charts:

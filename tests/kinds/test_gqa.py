@@ -75,7 +75,8 @@ def student(ex, places):
     h, _ = sizes(ex)
     d_k = int(ex.given["d_k"])
     out = {f"O{i + 1}": attend(*head_inputs(ex, i), d_k, places) for i in range(h)}
-    out["concat"] = np.hstack([out[f"O{i + 1}"] for i in range(h)])
+    if "concat" in ex.part_names:
+        out["concat"] = np.hstack([out[f"O{i + 1}"] for i in range(h)])
     out["cache_floats"] = ex.part("cache_floats").reference
     return out
 
@@ -123,7 +124,8 @@ def test_references_match_an_independent_computation(drawn, level):
         heads = [attend(*head_inputs(ex, i), d_k) for i in range(h)]
         for i, O in enumerate(heads, start=1):
             np.testing.assert_allclose(ex.part(f"O{i}").reference, O, atol=1e-12, err_msg=f"{case(ex)} O{i}")
-        np.testing.assert_allclose(ex.part("concat").reference, np.hstack(heads), atol=1e-12, err_msg=case(ex))
+        if "concat" in ex.part_names:
+            np.testing.assert_allclose(ex.part("concat").reference, np.hstack(heads), atol=1e-12, err_msg=case(ex))
         d_v = ex.given["W_V1"].shape[1]
         assert ex.part("cache_floats").reference[0, 0] == g * (d_k + d_v) == 2 * g * d_k, case(ex)
         assert ex.part("cache_floats").decimals == 0, case(ex)
@@ -140,7 +142,8 @@ def test_levels_are_multi_query_then_grouped_and_causal(drawn):
             assert set(ex.given) == names, case(ex)
             assert np.shape(ex.given["X"]) == (2, 2), case(ex)
             assert sizes(ex) == (h, g) and ex.given["d_k"] == d_k and ex.given["causal"] is True, case(ex)
-            assert [p.name for p in ex.parts] == [*(f"O{i}" for i in range(1, h + 1)), "concat", "cache_floats"]
+            concat = ["concat"] if level >= G.CONCAT_FROM else []  # level 1: the heads and the cache
+            assert [p.name for p in ex.parts] == [*(f"O{i}" for i in range(1, h + 1)), *concat, "cache_floats"]
             values = set(G.HEAD_VALUES.get(level, G.WEIGHT_VALUES))
             assert all(set(np.unique(v)) <= values for k, v in ex.given.items() if k.startswith("W_")), case(ex)
             assert (level in G.IDENTITY_X) == np.array_equal(ex.given["X"], np.eye(2)), case(ex)  # Q, K, V read off
@@ -239,7 +242,8 @@ def own_mistakes(ex) -> dict[str, dict[str, np.ndarray]]:
             alts["gqa_v_not_shared"] = attend(*head_inputs(ex, i, v_group=0), d_k)
         found[f"O{i + 1}"] = alts
     heads = [ex.part(f"O{i + 1}").reference for i in range(h)]
-    found["concat"] = {"concat_order": np.hstack(heads[::-1])}
+    if "concat" in ex.part_names:
+        found["concat"] = {"concat_order": np.hstack(heads[::-1])}
     d_v = ex.given["W_V1"].shape[1]
     found["cache_floats"] = {"gqa_cache_full_heads": np.array([[h * (d_k + d_v)]], dtype=float),
                              "gqa_cache_keys_only": np.array([[g * d_k]], dtype=float)}
@@ -257,7 +261,9 @@ def test_every_named_mistake_is_diagnosed_exact_and_rounded(drawn, level):
                     fb = exercises.grade(ex, {**right, part: shown})
                     assert not fb.correct and fb.parts[part].misconception == mid, (case(ex), part, mid)
                 named.add(mid)
-    expected = {"transposed_scores", "no_mask", "concat_order", "gqa_cache_full_heads", "gqa_cache_keys_only"}
+    expected = {"transposed_scores", "no_mask", "gqa_cache_full_heads", "gqa_cache_keys_only"}
+    if level >= G.CONCAT_FROM:
+        expected.add("concat_order")
     if level > 1:
         expected |= {"gqa_wrong_group", "gqa_v_not_shared"}
     if level == 3:
@@ -372,12 +378,13 @@ def test_moodle_export_reads_back_through_the_grader(drawn):
 
 @pytest.mark.parametrize("stored", STORED, ids=lambda d: f"version{d['version']}-level{d['level']}-seed{d['seed']}")
 def test_a_stored_exercise_still_shows_solves_and_grades(stored):
-    """Exercises made by VERSION 1 to 4 (stored with their given data and parts) show, solve and grade as
+    """Exercises made by earlier VERSIONs (stored with their given data and parts) show, solve and grade as
     their students saw them; each is no longer what today's generator makes for its seed."""
     ex = exercises.Exercise.from_dict(stored)
     where = f"gqa version {ex.version} level {ex.level} seed {ex.seed}"
     assert ex.version < G.VERSION, where
-    assert exercises.generate("gqa", ex.seed, ex.level).to_dict()["given"] != stored["given"], where
+    today = exercises.generate("gqa", ex.seed, ex.level).to_dict()
+    assert (today["given"], [p["name"] for p in today["parts"]]) != (stored["given"], ex.part_names), where
     steps = still_shows_and_grades(ex)
     for part in ex.parts:  # the worked solution still computes what the students were asked
         assert np.allclose(next(s.value for s in steps if s.name == part.name), part.reference), (where, part.name)
@@ -399,4 +406,7 @@ def test_the_concatenation_names_exactly_the_heads_there_are(level):
         for lang in ("en", "zh"):
             text = engine.prompt(ex, lang)
             want = "[O1 | O2]" if h == 2 else f"[O1 | O2 | … | O{h}]"
+            if "concat" not in ex.part_names:  # level 1 does not ask it: the prompt does not either
+                assert "[O1" not in text and text.rstrip()[-1] in ".。", f"gqa level {level} seed {seed} ({lang}): {text}"
+                continue
             assert want in text and "[O1 | … | O2]" not in text, f"gqa level {level} seed {seed} ({lang}): {text}"

@@ -43,7 +43,7 @@ from .._shared.hand import own_diagnosis
 
 ID = "gqa"
 ORDER = 82  # after multi_head (80): the same heads, sharing their keys and values; before rope (84)
-VERSION = 5
+VERSION = 6
 LEVELS = (1, 2, 3)
 # the eˣ aid: a fixed grid per level covering every exponent the level's problems need (never just those)
 EXP_GRID = {1: (ExpSeries(1, 1, -3, 3),), 2: (ExpSeries(1, 1, -3, 3),), 3: (ExpSeries(1, 2, -3, 3, root=2),)}
@@ -74,8 +74,9 @@ CAUSAL = True  # every level: a decoder's attention (the KV cache is what GQA sh
 WEIGHT_VALUES = (-1, 0, 1)  # projections are sums, not products
 # level 1: X = I, so each head's Q and its group's K, V are the weights, read off (the whole of two heads
 # written out does not fit 5 minutes otherwise), and the weights a little wider for variety
-IDENTITY_X = (1,)
-HEAD_VALUES = {1: (-2, -1, 0, 1, 2)}
+IDENTITY_X = (1, 2)  # levels whose X is the identity: each head's Q, K, V are its weights, read off
+HEAD_VALUES = {1: (-2, -1, 0, 1, 2), 2: (-2, -1, 0, 1, 2)}  # their weights: a little wider than elsewhere
+CONCAT_FROM = 2  # the first level that asks the concatenation (level 1's heads and cache fill its 5 minutes)
 MAX_SCORE = 3  # |q · k|: the exponents stay small
 BATCH = 16
 CHOICES = 24  # weights drawn for each group's W_K, W_V and each head's W_Q, of which the first admitted is taken
@@ -141,7 +142,7 @@ def head_given(given: dict, i: int) -> dict:
 # ---------------------------------------------------------------- the batch
 
 
-def _batch(given: dict, h: int, g: int, decimals: int, params: dict | None = None) -> Batch:
+def _batch(given: dict, h: int, g: int, decimals: int, params: dict | None = None, concat: bool = True) -> Batch:
     """The candidates of `given` (stacked as the records read them: h heads in g groups) with their parts
     and the kind's own mistakes."""
     share = h // g
@@ -177,7 +178,8 @@ def _batch(given: dict, h: int, g: int, decimals: int, params: dict | None = Non
     if len(later):
         own["gqa_v_not_shared"] = v_not_shared
     own.update(gqa_cache_full_heads=cache(kv_cache_floats(h, d_k, d_v)), gqa_cache_keys_only=cache(g * d_k))
-    return Batch(given, ("X", "W_Q", "W_K", "W_V"), [*heads, "concat", "cache_floats"], params=params or {},
+    return Batch(given, ("X", "W_Q", "W_K", "W_V"), [*heads, *(["concat"] if concat else []), "cache_floats"],
+                 params=params or {},
                  keep=lambda env: _hand_friendly(env, h, g), decimals=decimals, derive=derive,
                  sources={**{name: ("O",) for name in heads}, "concat": ("O",), "cache_floats": ()},
                  own=own, shown=lambda one: _shown(one, g))
@@ -229,7 +231,7 @@ def draw(rng: np.random.Generator, level: int) -> Batch:
     given = {"X": X, "W_Q": np.stack([w_q[every, i, c] for i, c in enumerate(chosen)], axis=1),  # (B, h, d, d_k)
              "W_K": np.stack(W_K, axis=1)[:, right], "W_V": np.stack(W_V, axis=1)[:, right],  # (B, h, d, ·)
              "d_k": d_k, "causal": CAUSAL}
-    return _batch(given, h, g, spec(level).decimals, _params(size))
+    return _batch(given, h, g, spec(level).decimals, _params(size), concat=level >= CONCAT_FROM)
 
 
 def _clashing_heads(heads: dict, ok: np.ndarray, decimals: int) -> np.ndarray:
@@ -322,6 +324,8 @@ def _params(size: Size) -> dict:
 def prompt_keys(ex: Exercise) -> tuple[str, ...]:
     """Multi-query (one K/V head) or grouped, the concatenation ([O1 | O2] for two heads), the cache question."""
     h, g = sizes_of(ex.given)
+    if "concat" not in ex.part_names:  # level 1: the heads and the cache
+        return ("kind.gqa.prompt_mqa_heads" if g == 1 else "kind.gqa.prompt", "kind.gqa.prompt_cache")
     concat = "kind.gqa.concat.two" if h == 2 else "kind.gqa.concat.many"
     return ("kind.gqa.prompt_mqa" if g == 1 else "kind.gqa.prompt", concat, "kind.gqa.prompt_cache")
 
@@ -332,7 +336,7 @@ def prompt_keys(ex: Exercise) -> tuple[str, ...]:
 def mistakes_of(ex: Exercise) -> dict[str, dict[str, np.ndarray]]:
     """{part: {mistake id: what it gives}}: the kind's own mistakes, then each guarded one of the records
     made in every head (what the sampler keeps apart, for this one exercise)."""
-    batch = _batch(_stacked(ex.given), *sizes_of(ex.given), spec(ex.level).decimals)
+    batch = _batch(_stacked(ex.given), *sizes_of(ex.given), spec(ex.level).decimals, concat="concat" in ex.part_names)
     env = batch.computed(batch.given)
     found: dict[str, dict[str, np.ndarray]] = {}
     for mid, mistaken in batch.own.items():
@@ -382,7 +386,7 @@ def operations(ex: Exercise) -> budget.Operations:
     """The hand work (the pipeline runs one head): K and V once per group, each head from Q to O with its
     group's K and V, every cell written."""
     h, g = sizes_of(ex.given)
-    total = budget.Operations(cells=sum(int(np.prod(p.shape)) for p in ex.parts))
+    total = budget.parts_written(ex)
     for j in range(1, g + 1):
         total = total + budget.count({"X": ex.given["X"], "W_K": ex.given[f"W_K{j}"], "W_V": ex.given[f"W_V{j}"]},
                                      ["K", "V"], written=())
@@ -480,7 +484,7 @@ def solve(ex: Exercise) -> list[solutions.Step]:
         steps += _group_steps(ex, j)
     for i in range(1, h + 1):
         steps += _head_steps(ex, i)
-    return [*steps, _concat_step(ex), _cache_step(ex)]
+    return [*steps, *([_concat_step(ex)] if "concat" in ex.part_names else []), _cache_step(ex)]
 
 
 def aids(ex: Exercise) -> solutions.Aids:

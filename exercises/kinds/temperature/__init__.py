@@ -33,7 +33,7 @@ from .._shared.rows import softmax_step
 
 ID = "temperature"
 ORDER = 56  # after the softmax: what reshapes it
-VERSION = 1
+VERSION = 2
 LEVELS = (1, 2, 3)
 GUARDS = ()  # no step record makes these parts: the kind's own mistakes are kept apart instead
 MISTAKES = ("temperature_times_tau", "temperature_cap_after_softmax", "temperature_cap_forgotten")

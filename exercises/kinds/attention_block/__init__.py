@@ -217,7 +217,7 @@ def solve(ex: Exercise) -> list[solutions.Step]:
     ctx.symbols["X"] = r"\hat{X}"  # the projections read the normalised rows
     steps = [solutions.BUILDERS[name](ctx, name) for name in ctx.shown]
     steps = [replace(s, note=msg("solution.attention_block.projection_note")) if s.name == "Q" else s for s in steps]
-    return [_norm_step(ex), *steps, _residual_step(ex)]
+    return [_norm_step(ex), *steps, *([_residual_step(ex)] if "Y" in ex.part_names else [])]  # level 1 stops at O
 
 
 def aids(ex: Exercise) -> solutions.Aids:

@@ -108,11 +108,12 @@ def _teaches(env, level: int) -> np.ndarray:
 
 
 def _near_tie(M: np.ndarray) -> np.ndarray:
-    """Per candidate: some cell at a half of the last place (x.xx5) that the float misses by a hair
-    (1.108 − 1.663 = −0.55499…): rounded half up, the exact value and the float then differ, and so would
-    the solution's lines and its matrix. A tie the float holds exactly (0.375) rounds the same either way."""
+    """Per candidate: some cell within a hundredth of the last place of a half (x.xx5) that the float does not
+    hold exactly (1.108 − 1.663 = −0.55499…, or G_W_Q = −2.58496): rounded half up, the exact value, the float
+    and a solution line summing 4-place intermediates could then round apart. A tie the float holds exactly
+    (0.375) rounds the same either way."""
     scaled = np.abs(M).reshape(len(M), -1) * 100  # (B, cells)
-    near = np.abs(scaled - np.floor(scaled) - 0.5) < 1e-6
+    near = np.abs(scaled - np.floor(scaled) - 0.5) < 0.01
     return (near & (scaled * 2 != np.round(scaled * 2))).any(axis=1)
 
 

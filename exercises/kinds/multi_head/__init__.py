@@ -47,15 +47,16 @@ MISTAKES = ("concat_order",)
 # d_model: each head divides by √2, so forgetting the scaling (or dividing by d_k) changes its output.
 # Level 1 is about heads side by side and their concatenation: two whole heads do not fit its 5 minutes
 # written out, so its heads keep d_k = 1, X = I (each head's Q, K, V are its weights, read off) and the
-# mask (the first query's weight is 1). Level 2 has two tokens for the same reason, level 3 heads of d_v = 1.
+# mask (the first query's weight is 1). Level 2 has two tokens and X = I for the same reason, level 3 heads of
+# d_v = 1.
 SIZES = {1: (2, 2, 1, 1, (0, 1), False),
          2: (2, 2, 2, 1, (-1, 0, 1, 2), False),
          3: (3, 2, 2, 1, (-1, 0, 1, 2), True)}
-IDENTITY_X = (1,)  # levels whose X is the identity
+IDENTITY_X = (1, 2)  # levels whose X is the identity
 CAUSAL = {1: True}  # levels that always mask (the others draw it)
 D_MODEL = 2
 WEIGHT_VALUES = (-1, 0, 1)  # entries of every weight matrix: projections are sums, not products
-HEAD_VALUES = {1: (-1, 0, 1, 2)}  # level 1's heads' weights: read off as Q, K, V (X = I), so a little wider
+HEAD_VALUES = {1: (-1, 0, 1, 2), 2: (-1, 0, 1, 2)}  # heads' weights read off as Q, K, V (X = I): a little wider
 MAX_SCORE = 4  # |q_i k_j|: the exponents stay small whole numbers
 BATCH = 128  # level 2 (two tokens) keeps about one candidate in 300: a wider batch, fewer rounds
 

@@ -1,8 +1,12 @@
 """The time budget (DESIGN §6): an operation count per exercise of what a hand solution writes (every value on
-the way included), its minutes at the stated rates, every variant of every kind within its level's budget, and
-Practice's line (with the rates) drawn in both languages."""
+the way included), its minutes at the stated rates (by how many digits each operand carries), the two problems a
+review timed by hand within a quarter of their stopwatch times, every variant of every kind within its level's
+budget, and Practice's line (with the rates) drawn in both languages."""
 
 from __future__ import annotations
+
+import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -17,9 +21,33 @@ SEEDS = range(30)
 
 def test_rates_and_budgets_are_the_stated_ones():
     assert budget.RATES == {"multiply_adds": 10.0, "divisions": 10.0, "additions": 3.0, "exponentials": 20.0,
-                            "lookups": 10.0, "cells": 5.0}
+                            "lookups": 10.0, "cells": 5.0, "product_digits": 5.0, "division_digits": 0.5,
+                            "sum_digits": 1.0, "written_digits": 2.0}
     assert budget.BUDGET_MINUTES == {1: 5.0, 2: 12.0, 3: 25.0}
     assert Operations(multiply_adds=6, exponentials=3, cells=12).seconds == 60 + 60 + 60
+
+
+def test_the_cost_of_an_operation_grows_with_its_operands_digits():
+    # 2 · (−1): an addition; 2 · 1.5 in the head; 0.73 · 1.41: 2 · 3 digit products, five more than one
+    assert budget.product_operations([[2.0]], [[-1.0]]) == Operations(additions=1)
+    assert budget.product_operations([[2.0]], [[1.5]]) == Operations(multiply_adds=1)
+    assert budget.product_operations([[0.73]], [[1.41]]) == Operations(multiply_adds=1, product_digits=5)
+    assert budget.product_operations([[0.73]], [[1.41]]).seconds == 10 + 5 * 5
+    assert budget.product_operations([[1.0]], [[1.41]]) == Operations(additions=1, sum_digits=2)  # 1.41 added
+    # a cell written by its digits: 3 (one), 0.5 (a half), 12.5 (three), −∞ (a cell, no digits)
+    assert budget.written([[3.0, 0.5, 12.5, -np.inf]]) == Operations(cells=4, written_digits=2)
+    assert budget.digits([2980.958, 0.03, 20.0, 13.0]).tolist() == [6, 1, 1, 2]
+
+
+REVIEWED = json.loads((Path(__file__).parent / "kinds" / "stored" / "reviewed-1fc7500.json").read_text())
+
+
+@pytest.mark.parametrize("problem", sorted(REVIEWED))
+def test_a_problem_timed_by_hand_is_counted_within_a_quarter_of_its_stopwatch_time(problem):
+    """The review worked these two (main at 1fc7500, the exercises as it generated them) with a stopwatch."""
+    ex = exercises.Exercise.from_dict(REVIEWED[problem]["exercise"])
+    hand, counted = REVIEWED[problem]["hand_minutes"], engine.minutes(ex)
+    assert abs(counted - hand) <= 0.25 * hand, f"{problem}: counted {counted:.1f} min, by hand {hand}"
 
 
 def test_a_product_by_hand_skips_zeros_and_adds_where_a_factor_is_one():
@@ -30,8 +58,10 @@ def test_a_product_by_hand_skips_zeros_and_adds_where_a_factor_is_one():
 
 
 def test_a_softmax_row_needs_no_table_for_zero_or_a_masked_score():
-    assert budget.softmax_row_operations([0.0, 1.0, -np.inf]) == Operations(exponentials=1, additions=1,
-                                                                             divisions=2, cells=1)  # its sum
+    # e⁰ + e¹ = 1 + 2.72 = 3.72 (2 columns more, its sum written: 2 digits more), 0.27 and 0.73 each from a
+    # division of 3 · 2 digits (5 more each)
+    assert budget.softmax_row_operations([0.0, 1.0, -np.inf]) == Operations(
+        exponentials=1, additions=1, divisions=2, cells=1, sum_digits=2, written_digits=2, division_digits=10)
     assert budget.softmax_row_operations([2.0, -np.inf, -np.inf]) == Operations()  # one visible key: weight 1
 
 
@@ -41,8 +71,11 @@ def test_the_count_walks_the_registry_from_what_is_given_to_what_is_asked():
     ops = budget.count(given, ["A"])
     # S = [[1, 0], [2, 2]]: three terms, each with a factor 1 (additions); Z = S/2: 3 nonzero divisions;
     # softmax of [[.5, 0], [1, 1]]: 3 exponentials, 2 additions, 4 divisions; S, Z and A written (4 cells
-    # each) and the two rows' sums
-    assert ops == Operations(multiply_adds=0, additions=5, exponentials=3, divisions=7, cells=14)
+    # each) and the two rows' sums. Digits: the sums 1.65 + 1 = 2.65 and 2.72 + 2.72 = 5.44 (2 + 2 + 2 columns
+    # more), their weights 0.62, 0.38, 0.5, 0.5 (the divisions' digits: 3·2 − 1 twice, 3·1 − 1 twice), A's
+    # 0.62 and 0.38 written (1 more digit each) and the sums (2 more each)
+    assert ops == Operations(additions=5, exponentials=3, divisions=7, cells=14, sum_digits=6, division_digits=14,
+                             written_digits=6)
     # d_k = 2: the same divisions, and √2 read off the aid once
     assert budget.count({**given, "d_k": 2}, ["A"]).lookups == 1
     # X = I: Q = X W_Q is W_Q as it stands, read off (no work, nothing written)
@@ -144,9 +177,19 @@ def test_the_practice_page_says_about_how_many_minutes_the_problem_takes():
     assert f"About {engine.about_minutes(ex)} min by hand (level 2: at most 12 min)." in captions
 
 
+def _digits_by_hand(x: float) -> int:
+    """The digits of x as written at 2 decimals, read off its text: 1 for a whole number up to 10 or a half up to
+    3 (done in the head), else its significant digits."""
+    text = f"{abs(x):.2f}"
+    if float(text) <= 10 and text.endswith(".00") or float(text) <= 3 and text.endswith(".50"):
+        return 1
+    return max(1, len(text.replace(".", "").lstrip("0").rstrip("0")))
+
+
 def _cell_by_cell(left, right) -> Operations:
     """left @ right counted term by term: a term with a 0 factor is skipped, one with a ±1 factor is an
-    addition, any other a multiply-add."""
+    addition (the other factor's digits beyond one: columns), any other a multiply-add (digits(x)·digits(y) − 1
+    digit products more)."""
     total = Operations()
     for i in range(left.shape[0]):
         for j in range(right.shape[1]):
@@ -155,13 +198,15 @@ def _cell_by_cell(left, right) -> Operations:
                 if not (np.isfinite(x) and np.isfinite(y)) or abs(x) < 1e-12 or abs(y) < 1e-12:
                     continue
                 unit = abs(abs(x) - 1) < 1e-12 or abs(abs(y) - 1) < 1e-12
-                total = total + (Operations(additions=1) if unit else Operations(multiply_adds=1))
+                weight = _digits_by_hand(x) * _digits_by_hand(y) - 1
+                total = total + (Operations(additions=1, sum_digits=weight) if unit else
+                                 Operations(multiply_adds=1, product_digits=weight))
     return total
 
 
 def test_the_product_and_softmax_counts_are_the_cell_by_cell_counts():
     rng = np.random.default_rng(11)
-    cells = [0.0, 1.0, -1.0, 2.0, 0.5, 1e-13, 1.0 + 1e-13, -np.inf]
+    cells = [0.0, 1.0, -1.0, 2.0, 0.5, 0.73, 1.41, 12.5, 1e-13, 1.0 + 1e-13, -np.inf]
     for case in range(300):
         r, k, c = (int(x) for x in rng.integers(1, 6, size=3))
         left, right = rng.choice(cells, size=(r, k)), rng.choice(cells, size=(k, c))
@@ -170,8 +215,13 @@ def test_the_product_and_softmax_counts_are_the_cell_by_cell_counts():
         for row in left:
             seen = row[np.isfinite(row)]
             if len(seen) > 1:
+                e = np.exp(seen)
+                weights = [_digits_by_hand(x / e.sum()) for x in e]
                 expected = expected + Operations(exponentials=int((np.abs(seen) > 1e-12).sum()),
-                                                 additions=len(seen) - 1, divisions=len(seen), cells=1)
+                                                 additions=len(seen) - 1, divisions=len(seen), cells=1,
+                                                 sum_digits=sum(_digits_by_hand(x) - 1 for x in e),
+                                                 written_digits=_digits_by_hand(e.sum()) - 1,
+                                                 division_digits=sum(_digits_by_hand(e.sum()) * w - 1 for w in weights))
         assert budget.softmax_operations(left) == expected, (case, left)
     with pytest.raises(ValueError):
         budget.product_operations(np.ones((2, 3)), np.ones((2, 3)))

@@ -206,6 +206,7 @@ def _cloze_answers(ex, text: str) -> dict:
     """What a student who types the right, rounded value in every box sends, read from the cloze text."""
     subs = iter(_SUB.findall(text))
     answer = {}
+    tolerances = grading.cell_tolerances(ex)
     for part in ex.parts:
         if part.is_choice:
             kind, body = next(subs)
@@ -215,16 +216,17 @@ def _cloze_answers(ex, text: str) -> dict:
             answer[part.name] = chr(ord("A") + next(i for i, o in enumerate(options) if o.startswith("=")))
             continue
         rows = []
-        for _ in range(part.shape[0]):
+        for r in range(part.shape[0]):
             row = []
-            for _ in range(part.shape[1]):
+            for c in range(part.shape[1]):
                 kind, body = next(subs)
                 if kind == "SHORTANSWER":
                     assert body.startswith("=-inf")
                     row.append("-inf")
                     continue
                 value, tolerance = (float(x) for x in body.lstrip("=").split(":"))
-                assert tolerance == (0 if part.decimals == 0 else part.tolerance)  # the grader's rule
+                rule = 0 if part.decimals == 0 else tolerances[part.name][r, c]  # the grader's, slack included
+                assert tolerance == pytest.approx(rule, abs=1e-12), (ex.id, part.name, r, c, tolerance, rule)
                 typed = float(round_half_up(value, part.decimals)) if part.decimals else value
                 assert abs(typed - value) <= tolerance + 1e-12  # Moodle takes the rounded value too
                 row.append(f"{typed:.{part.decimals}f}" if part.decimals else str(int(value)))

@@ -13,6 +13,7 @@ import xml.etree.ElementTree as ET
 import zipfile
 from pathlib import Path
 
+import numpy as np
 from lxml import etree
 
 import exercises
@@ -225,3 +226,25 @@ def test_the_export_child_writes_the_package_a_set_at_a_time(tmp_path, monkeypat
     assert len(pieces) == 2 + 2, "the head, a piece per student, the end: the parent's progress protocol"
     assert "imsmanifest.xml" in names and len([n for n in names if n.startswith("items/")]) == 4, names
     assert [s.get("title") for s in test.iter(Q + "assessmentSection")] == ["Ada", "Alan"], "a bank per student"
+
+
+def test_a_careful_students_value_right_only_through_slack_is_right_in_both_exports():
+    """backprop level 1, r = 10/3 written as 3.33: G_scaled's (2/3)(4 − 3.33) = 0.45 against 4/9, beyond the part's
+    plain tolerance; the app takes it (the policy's slack), so must the QTI item and the Moodle Cloze."""
+    from exercises.worksheets import moodle
+    from tests.test_exports import _SUB
+    from tests.test_fair_grading import BACKPROP_L1, Hand, policy_answer
+
+    ex, answer = BACKPROP_L1, policy_answer(BACKPROP_L1, Hand(2, 3, copy_places=9))
+    part = ex.part("G_scaled")
+    off = np.argwhere(np.abs(answer["G_scaled"] - part.reference) > part.tolerance)
+    assert off.tolist() == [[1, 0]] and answer["G_scaled"][1, 0] == 0.45, (ex.id, answer["G_scaled"])
+    assert grading.grade(ex, answer).correct, "the app takes the careful student's work"
+    root, declared = check_item(qti.item_xml("I1", "backprop", ex), "backprop level 1")
+    responses, _ = typed(ex, declared)
+    responses[qti.response_id(part, 1, 0)] = "0.45"
+    assert math.isclose(qti_score(root, responses), 1.0), "QTI: 0.45 for 4/9 after r = 3.33"
+    cloze = _SUB.findall(moodle.question_text(ex))
+    first = sum(p.reference.size for p in ex.parts[:ex.parts.index(part)])
+    value, tolerance = (float(x) for x in cloze[first + part.shape[1]][1].lstrip("=").split(":"))  # row 2, column 1
+    assert abs(0.45 - value) <= tolerance and tolerance > part.tolerance, ("Moodle", value, tolerance)

@@ -15,8 +15,10 @@ declares `operations(ex)` in its folder; without it only the cells it asks for a
 
 Rates (seconds, operations.RATES, shown beside the minutes on Practice): 10 per multiply-add, 10 per
 division, 3 per addition, 20 per exponential looked up in the eˣ table, 10 per other value read off an
-aid (cos/sin, a √ that is not whole), 5 per cell written. Budgets: level 1 ≤ 5 minutes, level 2 ≤ 12,
-level 3 ≤ 25; a level whose problems do not fit has smaller sizes, never other rates.
+aid (cos/sin, a √ that is not whole), 5 per cell written, for numbers done in the head; each digit beyond
+(operations.digits) costs more: 5 per extra digit product of a multiplication, 0.5 of a division, 1 per extra
+column of an addition, 2 per extra digit written. Budgets: level 1 ≤ 5 minutes, level 2 ≤ 12, level 3 ≤ 25; a
+level whose problems do not fit has smaller sizes, never other rates.
 """
 
 from __future__ import annotations
@@ -27,14 +29,25 @@ from typing import Any
 
 import numpy as np
 
+from . import operations as operations_module
 from . import pipeline
-from .operations import NONE, RATES, Operations, product_operations, softmax_operations, softmax_row_operations
+from .operations import (
+    NONE,
+    RATES,
+    Operations,
+    digits,
+    product_operations,
+    softmax_operations,
+    softmax_row_operations,
+    written,
+)
 from .steps import RECORDS_OF, STEP_BY_NAME, STEPS, AttentionStep, record_for
 
 BUDGET_MINUTES: dict[int, float] = {1: 5.0, 2: 12.0, 3: 25.0}  # at most, per level
 
-__all__ = ["BUDGET_MINUTES", "NONE", "RATES", "Operations", "about_minutes", "count", "minutes", "operations",
-           "product_operations", "softmax_operations", "softmax_row_operations", "step_operations", "within_budget"]
+__all__ = ["BUDGET_MINUTES", "NONE", "RATES", "Operations", "about_minutes", "count", "digits", "minutes", "operations",
+           "parts_written", "product_operations", "softmax_operations", "softmax_row_operations", "step_operations",
+           "within_budget", "written"]
 
 
 def step_operations(step: AttentionStep, env: Mapping[str, Any]) -> Operations | None:
@@ -64,7 +77,7 @@ def count(given: Mapping[str, Any], names: Iterable[str], env: Mapping[str, Any]
     `written` (default: `names`; a caller that counts its parts' cells itself passes fewer). A stack of
     matrices (heads) counts as the sum of its matrices."""
     names = list(names)
-    written = set(names if written is None else written)
+    kept = set(names if written is None else written)
     env = env if env is not None else pipeline.run(dict(given))
     total = NONE
     for step in needed_steps(given, names):
@@ -74,8 +87,8 @@ def count(given: Mapping[str, Any], names: Iterable[str], env: Mapping[str, Any]
             work = step_operations(step, one)
             total = total + (work or NONE)
             intermediate = step.name not in names and work is not None
-            if step.name in written or intermediate:
-                total = total + Operations(cells=int(np.size(one[step.name])))
+            if step.name in kept or intermediate:
+                total = total + operations_module.written(one[step.name])
     return total
 
 
@@ -106,8 +119,12 @@ def operations(ex: Any, own: Callable[[Any], Operations] | None) -> Operations:
     env = pipeline.reference_env(ex) if any(n in STEP_BY_NAME for n in names) else {}
     pipeline_names = [n for n in names if n in STEP_BY_NAME and n in env]
     total = count(ex.given, pipeline_names, env) if pipeline_names else NONE
-    others = sum(int(np.prod(p.shape)) for p in ex.parts if p.name not in pipeline_names)
-    return total + Operations(cells=others)
+    return total + parts_written(ex, [p for p in ex.parts if p.name not in pipeline_names])
+
+
+def parts_written(ex: Any, parts: Iterable[Any] | None = None) -> Operations:
+    """The asked parts (default: all of them) written down: one cell per entry, by its digits."""
+    return sum((written(p.reference) for p in (ex.parts if parts is None else parts)), NONE)
 
 
 def minutes(ex: Any, own: Callable[[Any], Operations] | None) -> float:

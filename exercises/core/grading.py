@@ -212,6 +212,15 @@ def rounding_policy(ex: Exercise, lang: str = DEFAULT_LANG) -> str | None:
     return None if places is None else t("rounding.policy", lang, places=places)
 
 
+def cell_tolerances(ex: Exercise) -> dict[str, np.ndarray]:
+    """{part name: per cell, the distance from the exact key within which the cell is right on its own}: the
+    part's tolerance widened by the cell's slack (what the rounding policy reaches), as `grade` judges it. For
+    a grader that sees one cell at a time (the Moodle and QTI exports)."""
+    slack = reach.of(ex, _kind_chain(ex), declared_decimals(ex))
+    return {p.name: np.broadcast_to(p.tolerance + np.asarray(slack.get(p.name, 0.0), dtype=float), p.shape).copy()
+            for p in ex.parts if not p.is_choice}
+
+
 def _kind_chain(ex: Exercise):
     """The chain of the exercise's kind (the engine's default for a kind that has none)."""
     from .engine import KINDS, default_chain  # imported here: engine imports every kind, and a kind may import grading
@@ -339,7 +348,7 @@ def grade(ex: Exercise, answer: Any, partial: bool = False) -> Feedback:
     earlier_right: dict[str, np.ndarray] = {}  # the earlier parts with every cell right
     total = right_count = consistent_count = 0
     slack = reach.of(ex, _kind_chain(ex), declared_decimals(ex))  # per cell: how far the roundings the
-    # policy allows on the way can move it
+    # policy allows on the way can move it (cell_tolerances: the same interval, for the exports)
     for part in ex.parts:
         if part.name not in parts:  # not answered (partial)
             continue

@@ -15,6 +15,10 @@ the counts into minutes.
                                  one addition and one multiply-add per weight that is not 0
     G_X                          its three products (each written) and the two additions per cell that
                                  join them
+
+Each operation also counts the digits its operands carry beyond one (`digits`: a number done in the head
+has one): a multiply-add or a division digits(x)·digits(y) − 1 single-digit products more, an addition
+digits − 1 columns more, a written cell digits − 1 digits more. RATES prices both, in this one place.
 """
 
 from __future__ import annotations
@@ -27,9 +31,13 @@ from typing import Any
 import numpy as np
 
 # seconds per operation, by hand with the formula sheet and the aids (an exponential: looked up in the eˣ
-# table and written; a lookup: any other value read off an aid, cos/sin or a √ that is not whole)
+# table and written; a lookup: any other value read off an aid, cos/sin or a √ that is not whole), for
+# operands done in the head (a whole number up to 10, a half up to 3); per digit beyond that (`digits`):
+# a product or a division does one more single-digit product per pair of its operands' digits (0.73 · 1.41:
+# 2 · 3 = 6, five more than 2 · 3), an addition one more column, a written cell one more digit
 RATES: dict[str, float] = {"multiply_adds": 10.0, "divisions": 10.0, "additions": 3.0, "exponentials": 20.0,
-                           "lookups": 10.0, "cells": 5.0}
+                           "lookups": 10.0, "cells": 5.0, "product_digits": 5.0, "division_digits": 0.5,
+                           "sum_digits": 1.0, "written_digits": 2.0}
 
 
 @dataclass(frozen=True)
@@ -42,6 +50,10 @@ class Operations:
     divisions: int = 0
     cells: int = 0
     lookups: int = 0  # a value read off an aid other than the eˣ table: cos/sin, √d_k
+    product_digits: int = 0  # single-digit products beyond one per multiply-add (digits(x)·digits(y) − 1)
+    division_digits: int = 0  # the same per division (digits(divisor)·digits(quotient) − 1)
+    sum_digits: int = 0  # columns beyond one per addition
+    written_digits: int = 0  # digits beyond one per cell written
 
     def __add__(self, other: Operations) -> Operations:
         return Operations(*[getattr(self, f.name) + getattr(other, f.name) for f in fields(self)])
@@ -76,6 +88,31 @@ def _unit(M: Any) -> np.ndarray:
     return np.abs(np.abs(np.asarray(M, dtype=float)) - 1.0) < 1e-12
 
 
+def digits(M: Any) -> np.ndarray:
+    """Per value, the digits a hand solution works with, the value held at 2 decimals (what the policy writes):
+    1 for a number done in the head (a whole number up to 10, a half up to 3), else its significant digits
+    (0.73: 2, 1.41: 3, 12.5: 3, e^{0.5} ≈ 1.65 off the table: 3); 0 for 0 and a masked −∞."""
+    M = np.asarray(M, dtype=float)
+    hundredths = np.rint(np.minimum(np.abs(np.where(np.isfinite(M), M, 0.0)), 1e12) * 100).astype(np.int64)
+    head = ((hundredths % 100 == 0) & (hundredths <= 1000)) | ((hundredths % 50 == 0) & (hundredths <= 300))
+    significant = hundredths
+    while np.any(stripped := (significant % 10 == 0) & (significant > 0)):  # trailing zeros carry no work
+        significant = np.where(stripped, significant // 10, significant)
+    count = np.floor(np.log10(np.maximum(significant, 1))).astype(int) + 1
+    return np.where(_nonzero(M), np.where(head, 1, count), 0)
+
+
+def _beyond_one(weights: Any) -> int:
+    """Σ (w − 1) over the weights of the values actually there (w ≥ 1)."""
+    weights = np.asarray(weights)
+    return int(np.maximum(weights - 1, 0).sum())
+
+
+def written(value: Any) -> Operations:
+    """Writing `value` down: one cell per entry (a masked −∞ too), each digit beyond the first one more."""
+    return Operations(cells=int(np.size(value)), written_digits=_beyond_one(digits(value)))
+
+
 def product_operations(left: Any, right: Any) -> Operations:
     """left @ right by hand: per term, nothing when a factor is 0, an addition when one is ±1, else a
     multiply-add (Σ_ijk l_ik r_kj counted as a product of the factors' indicator matrices). A stack of
@@ -86,9 +123,13 @@ def product_operations(left: Any, right: Any) -> Operations:
     if left.shape[-1] != right.shape[-2]:
         raise ValueError(f"matmul: inner sizes {left.shape[-1]} and {right.shape[-2]} differ")
     lz, rz = _nonzero(left).astype(int), _nonzero(right).astype(int)
-    terms = int((lz @ rz).sum())
-    hard = int(((lz * ~_unit(left)) @ (rz * ~_unit(right))).sum())
-    return Operations(multiply_adds=hard, additions=terms - hard)
+    lh, rh = lz * ~_unit(left), rz * ~_unit(right)  # factors that are not ±1
+    lw, rw = digits(left), digits(right)  # 0 where the factor is 0
+    terms, hard = int((lz @ rz).sum()), int((lh @ rh).sum())
+    weight, hard_weight = int((lw @ rw).sum()), int(((lw * lh) @ (rw * rh)).sum())  # Σ digits(x)·digits(y)
+    # a term by ±1 adds the other factor: its digits beyond one are columns of the addition
+    return Operations(multiply_adds=hard, additions=terms - hard, product_digits=hard_weight - hard,
+                      sum_digits=(weight - hard_weight) - (terms - hard))
 
 
 def softmax_row_operations(z: Any) -> Operations:
@@ -106,8 +147,15 @@ def softmax_operations(Z: Any) -> Operations:
     visible = finite.sum(axis=1)  # (rows,)
     worked = visible > 1  # a row with at most one visible key needs nothing
     exponentials = (finite & (np.abs(Z) > 1e-12)).sum(axis=1)
+    e = np.where(finite, np.exp(np.where(finite, Z, 0.0)), 0.0)  # (rows, keys) as the table gives them
+    total = e.sum(axis=1, keepdims=True)  # (rows, 1)
+    A = e / np.where(total > 0, total, 1.0)
+    shown = digits(e)[worked]
+    divided = digits(total) * digits(A)  # each weight: e_ij / Σ_j, one digit product per pair of digits
     return Operations(exponentials=int(exponentials[worked].sum()), additions=int((visible[worked] - 1).sum()),
-                      divisions=int(visible[worked].sum()), cells=int(worked.sum()))  # each row's sum written
+                      divisions=int(visible[worked].sum()), cells=int(worked.sum()),  # each row's sum written
+                      sum_digits=_beyond_one(shown), written_digits=_beyond_one(digits(total)[worked]),
+                      division_digits=_beyond_one(divided[worked]))
 
 
 # ---------------------------------------------------------------- one step's count (AttentionStep.count)
@@ -143,8 +191,11 @@ def count_scale(step: Any, env: Values) -> Operations | None:
     d_k = int(env["d_k"])
     if d_k == 1:
         return None  # divided by 1: the value is read off
+    root = math.sqrt(d_k)
     lookups = 0 if math.isqrt(d_k) ** 2 == d_k else 1  # √d_k read off the aid
-    return Operations(divisions=int(_nonzero(env[step.scales]).sum()), lookups=lookups)
+    cells = np.asarray(env[step.scales], dtype=float)
+    return Operations(divisions=int(_nonzero(cells).sum()), lookups=lookups,
+                      division_digits=_beyond_one(digits(root) * digits(cells / root)))
 
 
 def count_softmax(step: Any, env: Values) -> Operations:
@@ -155,20 +206,30 @@ def count_softmax_backward(step: Any, env: Values) -> Operations:
     """r_i = Σ_k a_ik g_ik per row (a term where both are nonzero, a multiply-add where neither is ±1), then
     a_ij (g_ij − r_i): one addition and one multiply-add per weight that is not 0."""
     A, G = np.asarray(env["A"], dtype=float), np.asarray(env["G_A"], dtype=float)
-    weights = int(_nonzero(A).sum())
+    weights = _nonzero(A)
     a_terms, a_hard = _factors(A)
     g_terms, g_hard = _factors(G)
-    terms, hard = int((a_terms & g_terms).sum()), int((a_hard & g_hard).sum())
-    rows = int(_nonzero(A).any(axis=-1).sum())  # each r_i written
-    return Operations(multiply_adds=hard + weights, additions=terms - hard + weights, cells=rows)
+    terms, hard = a_terms & g_terms, a_hard & g_hard
+    term_digits = digits(A) * digits(G)  # a ±1 factor: the other's digits, added
+    r = (A * np.where(np.isfinite(G), G, 0.0)).sum(axis=-1, keepdims=True)  # (…, n, 1)
+    rows = weights.any(axis=-1)  # each r_i written
+    moved = G - r  # g_ij − r_i
+    return Operations(multiply_adds=int(hard.sum() + weights.sum()),
+                      additions=int((terms & ~hard).sum() + weights.sum()),
+                      cells=int(rows.sum()), written_digits=_beyond_one(digits(r)[rows]),
+                      product_digits=_beyond_one(term_digits[hard]) + _beyond_one((digits(A) * digits(moved))[weights]),
+                      sum_digits=_beyond_one(term_digits[terms & ~hard])
+                      + _beyond_one(np.maximum(digits(G), digits(np.broadcast_to(r, G.shape)))[weights]))
 
 
 def count_g_x(step: Any, env: Values) -> Operations:
     """The three products, each written, then two additions per cell to join them."""
     size = int(np.size(env["G_X"]))
-    total = Operations(additions=2 * size, cells=3 * size)
+    total = Operations(additions=2 * size)
     for g, w in (("G_Q", "W_Q"), ("G_K", "W_K"), ("G_V", "W_V")):
-        total = total + product_operations(env[g], np.asarray(env[w], dtype=float).mT)
+        term = np.asarray(env[g], dtype=float) @ np.asarray(env[w], dtype=float).mT
+        total = total + product_operations(env[g], np.asarray(env[w], dtype=float).mT) + written(term) \
+            + Operations(sum_digits=_beyond_one(digits(term)))
     return total
 
 
@@ -180,7 +241,8 @@ def count_embedding_grad(step: Any, env: Values) -> Operations:
 
 def count_norm(step: Any, env: Values) -> Operations:
     """Per row of d entries: the mean (LayerNorm only: d − 1 additions, a division) and the d deviations, the
-    squares summed (d multiply-adds, d − 1 additions) and divided by d, the square root (a division's worth);
+    squares summed (d multiply-adds, d − 1 additions) and divided by d, the square root (a division's worth,
+    none when it is whole);
     per cell a division by σ (or the rms) unless it is 1, a product with γ_j unless it is ±1, β_j added
     unless it is 0."""
     X = np.asarray(env["X"], dtype=float)
@@ -192,10 +254,11 @@ def count_norm(step: Any, env: Values) -> Operations:
     scaled = int((_nonzero(gamma) & ~_unit(gamma)).sum())
     shifts = int(_nonzero(env["beta"]).sum()) if layer else 0
     row = Operations(additions=(d - 1) * (2 if layer else 1) + (d if layer else 0) + shifts,
-                     multiply_adds=scaled, divisions=2 + (1 if layer else 0))
+                     multiply_adds=scaled, divisions=1 + (1 if layer else 0))
     squares = _factors(centred)[1]  # a deviation of 0 or ±1 squares to itself: no multiplication
+    roots = int((np.abs(spread - np.round(spread)) > 1e-9).sum())  # a whole σ (√1, √4) is read off
     return Operations(**{k: v * rows for k, v in row.as_dict().items()}) + \
-        Operations(multiply_adds=int(squares.sum()), divisions=d * int((~_unit(spread)).sum()))
+        Operations(multiply_adds=int(squares.sum()), divisions=d * int((~_unit(spread)).sum()) + roots)
 
 
 def count_residual(step: Any, env: Values) -> Operations:

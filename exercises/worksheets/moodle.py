@@ -1,8 +1,9 @@
 """An assignment as Moodle XML: each exercise one Cloze (embedded answers, "multianswer") question.
 
 Every cell of a number part is a NUMERICAL sub-question whose answer is the exact reference and
-whose tolerance is the grader's own (Part.tolerance: 0.51 × 10^-d at d decimals, exact for whole
-numbers), so Moodle takes exactly what exercises.grade takes for a cell on its own; a −∞ cell is a
+whose tolerance is the grader's own for that cell (grading.cell_tolerances: the part's tolerance widened by
+what the rounding policy reaches on the way; exact for whole numbers), so Moodle takes exactly what
+exercises.grade takes for a cell on its own; a −∞ cell is a
 SHORTANSWER (-inf or −∞); a choice part is a MULTICHOICE. The prompt and the given matrices are
 HTML with TeX in \\( … \\) and \\[ … \\], which Moodle's MathJax filter renders. One question-bank
 category per set (the class's, a student's, or a shuffled variant).
@@ -18,6 +19,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from xml.sax.saxutils import escape as _xml
 
 from ..core.engine import prompt
+from ..core.grading import cell_tolerances
 from ..core.model import Exercise, Part
 from ..i18n import DEFAULT_LANG, escape, t
 from ..rendering import latex
@@ -37,11 +39,11 @@ def _number(x: float) -> str:
     return repr(float(x)) if not float(x).is_integer() else str(int(x))
 
 
-def cloze_answer(part: Part, x: float) -> str:
-    """The Cloze sub-question of one cell."""
+def cloze_answer(part: Part, x: float, tolerance: float | None = None) -> str:
+    """The Cloze sub-question of one cell, right within `tolerance` (default: the part's own)."""
     if math.isinf(x):
         return "{1:SHORTANSWER:=-inf~=−∞~=-∞}"
-    tolerance = 0 if part.decimals == 0 else part.tolerance
+    tolerance = 0 if part.decimals == 0 else part.tolerance if tolerance is None else float(tolerance)
     return f"{{1:NUMERICAL:={_number(x)}:{_number(tolerance) if tolerance else 0}}}"
 
 
@@ -62,6 +64,7 @@ def question_text(ex: Exercise, lang: str = DEFAULT_LANG) -> str:
     out = [f"<p>{escape.html(prompt(ex, lang))}</p>"]
     out += [f"<p><em>{escape.html(n)}</em></p>" for n in p.notes]
     given = _given_tex(ex)
+    tolerances = cell_tolerances(ex)
     if given:
         out.append("<p>\\[ " + escape.html(r",\qquad ".join(given)) + " \\]</p>")
     for part, words in p.asks:
@@ -69,8 +72,8 @@ def question_text(ex: Exercise, lang: str = DEFAULT_LANG) -> str:
         if part.is_choice:
             out.append(f"<p>{_choice(part, lang)}</p>")
             continue
-        rows = "".join("<tr>" + "".join(f"<td>{cloze_answer(part, float(x))}</td>" for x in row) + "</tr>"
-                       for row in part.reference)
+        rows = "".join("<tr>" + "".join(f"<td>{cloze_answer(part, float(x), tol)}</td>" for x, tol in zip(row, tols))
+                       + "</tr>" for row, tols in zip(part.reference, tolerances[part.name]))
         label = "" if part.prompt else f"<p>\\( {escape.html(latex.symbol(part.name))} = \\)</p>"
         out.append(f'{label}<table class="attention-grid">{rows}</table>')
     return "\n".join(out)

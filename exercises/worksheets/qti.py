@@ -4,7 +4,8 @@ and the imsmanifest.xml an LMS (Canvas, Blackboard, Brightspace, Moodle with a Q
 
 Every cell of a number part is a textEntryInteraction with a float response whose correct value is the
 exact reference; the item's response processing adds the cell's weight to SCORE when the answer is
-within the grader's own tolerance (`equal`, absolute, Part.tolerance; exact for whole numbers), so a
+within the grader's own tolerance for that cell (`equal`, absolute, grading.cell_tolerances: the part's
+tolerance widened by what the rounding policy reaches on the way; exact for whole numbers), so a
 part's cells share the part's weight and the parts share 1, as exercises.grade scores. A −∞ cell is a
 string response (-inf or −∞); a choice part a choiceInteraction. As in the Moodle export, each cell is
 judged alone: "round what you write, then compute" from the learner's own earlier values is not
@@ -20,6 +21,7 @@ from xml.sax.saxutils import escape as _xml
 from xml.sax.saxutils import quoteattr
 
 from ..core.engine import prompt
+from ..core.grading import cell_tolerances
 from ..core.model import Exercise, Part
 from ..i18n import DEFAULT_LANG, escape, t
 from .model import option_text, problem
@@ -81,28 +83,29 @@ def _cells(part: Part) -> Iterator[tuple[tuple[int, int], float]]:
             yield (r, c), float(x)
 
 
-def _right(part: Part, ident: str, x: float) -> str:
-    """The condition under which the cell's answer is right (the grader's tolerance)."""
+def _right(part: Part, ident: str, x: float, tolerance: float = 0.0) -> str:
+    """The condition under which the cell's answer is right (the grader's tolerance for that cell)."""
     mine = f'<variable identifier="{ident}"/>'
     if part.is_choice:
         return f'<match>{mine}<correct identifier="{ident}"/></match>'
     if math.isinf(x):
         return "<or>" + "".join(f'<stringMatch caseSensitive="false">{mine}<baseValue baseType="string">'
                                 f"{_text(v)}</baseValue></stringMatch>" for v in MINUS_INFINITY) + "</or>"
-    if part.decimals == 0 or not part.tolerance:
+    if part.decimals == 0 or not tolerance:
         return f'<equal toleranceMode="exact">{mine}<correct identifier="{ident}"/></equal>'
-    tol = _number(part.tolerance)
+    tol = _number(tolerance)
     return f'<equal toleranceMode="absolute" tolerance="{tol} {tol}">{mine}<correct identifier="{ident}"/></equal>'
 
 
 def _processing(ex: Exercise) -> str:
     rules = []
+    tolerances = cell_tolerances(ex)
     for part in ex.parts:
-        cells = [(response_id(part), 0.0)] if part.is_choice else [
-            (response_id(part, r, c), x) for (r, c), x in _cells(part)]
+        cells = [(response_id(part), 0.0, 0.0)] if part.is_choice else [
+            (response_id(part, r, c), x, tolerances[part.name][r, c]) for (r, c), x in _cells(part)]
         weight = _number(1.0 / (len(ex.parts) * len(cells)))
-        for ident, x in cells:
-            rules.append(f"<responseCondition><responseIf>{_right(part, ident, x)}"
+        for ident, x, tolerance in cells:
+            rules.append(f"<responseCondition><responseIf>{_right(part, ident, x, tolerance)}"
                          '<setOutcomeValue identifier="SCORE"><sum><variable identifier="SCORE"/>'
                          f'<baseValue baseType="float">{weight}</baseValue></sum></setOutcomeValue>'
                          "</responseIf></responseCondition>")

@@ -132,7 +132,7 @@ def test_attention_names_a_catalogued_mistake():
     assert fb.misconception == "no_scaling"
 
 
-@pytest.mark.parametrize("version", [5, 6])
+@pytest.mark.parametrize("version", [5, 6, 7])
 @pytest.mark.parametrize("level", ["1", "2", "3"])
 def test_an_exercise_stored_at_an_earlier_version_still_shows_and_grades(version, level):
     stored = json.loads((Path(__file__).parent / "stored" / f"attention-v{version}.json").read_text())[level]

@@ -54,7 +54,7 @@ def test_level_1_is_the_notes_example():
     np.testing.assert_allclose(g["A"], [[1, 0, 0], [0.33, 0.67, 0], [0.25, 0.25, 0.50]])
     np.testing.assert_allclose(g["O"], [[1, 0], [0.33, 0.67], [0.75, 0.75]])
     np.testing.assert_allclose(ex.part("G_O").reference, g["O"] - g["T"])
-    assert [p.name for p in ex.parts] == ["G_O", "G_A", "G_V"]
+    assert [p.name for p in ex.parts] == ["G_O", "G_A"]
 
 
 @pytest.mark.parametrize("level", LEVELS)

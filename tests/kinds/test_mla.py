@@ -95,7 +95,7 @@ def test_the_count_is_what_the_solution_writes(level):
     """C once; per head K_i (level 3: W_QK_i, X W_QK_i and the scores from C, never Q_i nor K_i) and V_i; where
     attention is asked Q_i, the scores, S/√d_k, A with each worked row's sum, and O_i: counted by hand here."""
     from exercises.core import engine
-    from exercises.core.budget import NONE, product_operations
+    from exercises.core.budget import NONE, parts_written, product_operations, written
     from exercises.core.operations import product_unless_identity, softmax_operations
 
     def up(left, right):  # an up-projection by [[1]] (d_c = d_k = 1) is read off
@@ -106,7 +106,7 @@ def test_the_count_is_what_the_solution_writes(level):
         ex = exercises.generate(K.ID, seed, level)
         g, case = ex.given, f"mla level {level} seed {seed}"
         C = g["X"] @ g["W_DKV"]
-        ops, cells = product_operations(g["X"], g["W_DKV"]), sum(int(np.prod(p.shape)) for p in ex.parts)
+        ops, cells = product_operations(g["X"], g["W_DKV"]), parts_written(ex)  # each cell by its digits
         for i in range(1, size.h + 1):
             W_Q, W_UK, W_UV = g[f"W_Q{i}"], g[f"W_UK{i}"], g[f"W_UV{i}"]
             ops += up(C, W_UV)
@@ -114,12 +114,13 @@ def test_the_count_is_what_the_solution_writes(level):
                 W_QK = W_Q @ W_UK.T
                 ops += product_operations(W_Q, W_UK.T) + product_operations(g["X"], W_QK)
                 ops += product_operations(g["X"] @ W_QK, C.T)
-                cells += (g["X"] @ W_QK).size
+                cells += written(g["X"] @ W_QK)
             else:
                 ops += up(C, W_UK)
                 if size.attention:
                     ops += product_operations(g["X"], W_Q) + product_operations(g["X"] @ W_Q, (C @ W_UK).T)
-                    cells += (g["X"] @ W_Q).size + size.n * size.n  # Q_i and the scores on the way
+                    scores = (g["X"] @ W_Q) @ (C @ W_UK).T
+                    cells += written(g["X"] @ W_Q) + written(scores)  # Q_i and the scores on the way
             if size.attention:
                 S = (g["X"] @ W_Q) @ (C @ W_UK).T / np.sqrt(size.d_k)
                 masked = np.where(np.tril(np.ones((size.n, size.n), dtype=bool)), S, -np.inf)
@@ -127,12 +128,14 @@ def test_the_count_is_what_the_solution_writes(level):
                                                                          C @ W_UV)
                 if size.d_k > 1:
                     ops += _scale_operations(S, size.d_k)
-                    cells += S.size
-                cells += S.size  # A
-        assert engine.operations(ex) == ops + type(ops)(cells=cells), case
+                    cells += written(S)
+                cells += written(np.exp(masked) / np.exp(masked).sum(1, keepdims=True))  # A
+        assert engine.operations(ex) == ops + cells, case
 
 
 def _scale_operations(S, d_k):
-    from exercises.core.budget import Operations
+    """S (already divided) from the scores: a division per nonzero cell, digits(√d_k)·digits(S) − 1 more each."""
+    from exercises.core.budget import Operations, digits
     lookups = 0 if int(np.sqrt(d_k)) ** 2 == d_k else 1
-    return Operations(divisions=int((np.abs(S) > 1e-12).sum()), lookups=lookups)
+    more = np.maximum(digits(np.sqrt(d_k)) * digits(S) - 1, 0)
+    return Operations(divisions=int((np.abs(S) > 1e-12).sum()), lookups=lookups, division_digits=int(more.sum()))

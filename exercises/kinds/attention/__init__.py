@@ -19,7 +19,7 @@ from ...solutions.aids import ExpSeries
 
 ID = "attention"
 ORDER = 70
-VERSION = 7
+VERSION = 8
 LEVELS = (1, 2, 3)
 # the eˣ aid: a fixed grid per level covering every exponent the level's problems need (never just those)
 EXP_GRID = {1: (ExpSeries(1, 2, 0, 4),), 2: (ExpSeries(1, 2, -4, 4, root=2),), 3: (ExpSeries(1, 4, -12, 12, root=2),)}

@@ -7,7 +7,7 @@ Every step is a record (X_norm and Y beside attention's own), so grading, carry-
 the diagnosis are the registry's. Each row of X is drawn as μ + σ z with z of mean 0 and variance 1 (±1
 entries; for RMSNorm also one ±2) and whole μ, σ: the statistics and the normalised rows are exact.
 W_V is square, so that O has X's width and the residual adds up; at level 1 it is the identity (V = X̂, read
-off), the smallest block that still normalises, attends and adds back within the level's minutes.
+off), and level 1 stops at O (it normalises and attends; the residual Y from level 2), within its minutes.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from .._shared.aids import softmax_aids
 
 ID = "attention_block"
 ORDER = 75  # after the whole forward pass (70): the same attention, wrapped in its norm and residual
-VERSION = 2
+VERSION = 3
 LEVELS = (1, 2, 3)
 EXP_GRID = {1: (ExpSeries(1, 1, -4, 4),), 2: (ExpSeries(1, 1, -4, 4),), 3: (ExpSeries(1, 4, -8, 8, root=2),)}
 GUARDS = ("norm_over_columns", "norm_variance_unbiased", "residual_forgotten", "norm_after_residual",
@@ -56,7 +56,8 @@ class Size:
 
 
 EVERY_STEP = ("X_norm", "Q", "K", "V", "A", "O", "Y")
-SIZES = {1: Size(n=2, d=2, d_k=1, parts=("X_norm", "A", "O", "Y"), causal=(True,), rms=(False,), gammas=(1,),
+# level 1 stops at O: the residual Y too would not fit its 5 minutes
+SIZES = {1: Size(n=2, d=2, d_k=1, parts=("X_norm", "A", "O"), causal=(True,), rms=(False,), gammas=(1,),
                  means=(-1, 0, 1, 2), spreads=(1,), value_identity=True),
          2: Size(n=2, d=4, d_k=1, parts=EVERY_STEP, causal=(False, True), rms=(False,), gammas=(1, 2),
                  means=(-1, 0, 1, 2), spreads=(1, 2)),
@@ -120,7 +121,8 @@ def prompt_keys(ex: Exercise) -> tuple[str, ...]:
     mask = "kind.attention_block.causal" if ex.given["causal"] else "kind.attention_block.full"
     W_V = np.asarray(ex.given["W_V"], dtype=float)
     values = ("kind.attention_block.value_identity",) if np.array_equal(W_V, np.eye(len(W_V))) else ()
-    return ("kind.attention_block.prompt", norm, mask, *values)
+    block = "kind.attention_block.prompt" if "Y" in ex.part_names else "kind.attention_block.prompt_no_residual"
+    return (block, norm, mask, *values)
 
 
 # ---------------------------------------------------------------- worked solution
@@ -215,7 +217,7 @@ def solve(ex: Exercise) -> list[solutions.Step]:
     ctx.symbols["X"] = r"\hat{X}"  # the projections read the normalised rows
     steps = [solutions.BUILDERS[name](ctx, name) for name in ctx.shown]
     steps = [replace(s, note=msg("solution.attention_block.projection_note")) if s.name == "Q" else s for s in steps]
-    return [_norm_step(ex), *steps, _residual_step(ex)]
+    return [_norm_step(ex), *steps, *([_residual_step(ex)] if "Y" in ex.part_names else [])]  # level 1 stops at O
 
 
 def aids(ex: Exercise) -> solutions.Aids:

@@ -25,7 +25,7 @@ from .._shared.values import whole_values
 
 ID = "backprop"
 ORDER = 270
-VERSION = 6
+VERSION = 7
 LEVELS = (1, 2, 3)
 # every catalogued mistake that can apply to this kind's parts: the sampler keeps them apart
 GUARDS = ("grad_a_transposed", "grad_v_no_transpose", "softmax_grad_missing_term", "grad_scores_no_scale",
@@ -33,7 +33,7 @@ GUARDS = ("grad_a_transposed", "grad_v_no_transpose", "softmax_grad_missing_term
           "grad_scores_times_sqrt_dk", "grad_x_no_value_path", "grad_x_no_key_path", "grad_x_no_query_path",
           "grad_x_query_path_only", "grad_x_key_path_only", "grad_x_value_path_only")
 # level: (tokens n, d_k, d_v, width d of X (0: Q, K, V are given))
-SIZES = {1: (2, 2, 1, 0), 2: (3, 4, 1, 0), 3: (3, 2, 1, 2)}
+SIZES = {1: (2, 2, 1, 0), 2: (2, 4, 1, 0), 3: (3, 2, 1, 2)}
 MAX_EXPONENT = 2  # |m| of the visible scaled scores m ln 2: weights of 2^m
 MAX_DENOMINATOR = 12  # of every weight: A is shown as fractions (numbers.as_fraction)
 SIGNED = (-1, 0, 1)  # entries of K and of the weights; Q (level 3: W_Q) in units of c
@@ -42,6 +42,7 @@ SIGNED = (-1, 0, 1)  # entries of K and of the weights; Q (level 3: W_Q) in unit
 GIVEN_SHOWN = {"Q": "root_dk_ln2", "W_Q": "root_dk_ln2"}
 TOKEN_VALUES = (-1, 0, 1, 2)  # entries of X at level 3: small, so x W_Q W_Kᵀ yᵀ stays within ±2 often
 PARTS = ["G_A", "G_V", "G_scaled", "G_scores", "G_Q", "G_K"]
+SHORT = {1: ("G_K",)}  # left out at a level, within its minutes (exercises.core.budget): level 1 stops at G_Q
 PROJECTION_PARTS = ["G_W_Q", "G_W_K", "G_W_V", "G_X"]
 BATCH = 64
 
@@ -67,7 +68,8 @@ def draw(rng: np.random.Generator, level: int) -> Batch:
     given["G_O"] = matrices(rng, BATCH, (n, d_v), nonzero)  # (B, n, d_v)
     stacked = tuple(given)
     given.update(d_k=d_k, causal=True)
-    return Batch(given, stacked, PARTS + (PROJECTION_PARTS if d else []), params={"n": n, "d_k": d_k, "d_v": d_v},
+    asked = [p for p in PARTS if p not in SHORT.get(level, ())] + (PROJECTION_PARTS if d else [])
+    return Batch(given, stacked, asked, params={"n": n, "d_k": d_k, "d_v": d_v},
                  keep=_teaches, decimals=spec(level).decimals)
 
 
@@ -130,8 +132,9 @@ def solve(ex) -> list:
               "G_V": [B.chain_values(v, *B.largest(v["G_V"]), places["G_V"])],
               "G_scaled": [B.jacobian(v, row, places["G_scaled"])],
               "G_scores": [B.scale(v, *B.largest(v["G_scaled"]), places["G_scores"])],
-              "G_Q": [B.chain_queries(v, *B.largest(v["G_Q"]), places["G_Q"])],
-              "G_K": [B.chain_keys(v, *B.largest(v["G_K"]), places["G_K"])]}
+              "G_Q": [B.chain_queries(v, *B.largest(v["G_Q"]), places["G_Q"])]}
+    if "G_K" in places:
+        before["G_K"] = [B.chain_keys(v, *B.largest(v["G_K"]), places["G_K"])]
     from_x = "X" in ex.given
     if from_x:
         before["G_W_Q"] = [B.chain_weight_matrix(v, "Q", *B.largest(v["G_W_Q"]), places["G_W_Q"])]
@@ -171,6 +174,11 @@ def _check_cell(loss, point: dict, name: str, gradient: np.ndarray, B) -> tuple[
         if abs((sides[0] - sides[1]) / (2 * B.H) - gradient[cell]) < 0.5e-5:
             return cell
     return first
+
+
+def prompt_keys(ex) -> tuple[str, ...]:
+    """Level 1 stops at G_Q (an exercise stored before then asks G_K too)."""
+    return ("kind.backprop.prompt_1" if ex.level == 1 and "G_K" not in ex.part_names else "kind.backprop.prompt",)
 
 
 # ---------------------------------------------------------------- Home and the formula sheet

@@ -37,7 +37,7 @@ from .._shared import backward as B
 
 ID = "backprop_loss"
 ORDER = 275
-VERSION = 4
+VERSION = 5
 LEVELS = (1, 2, 3)
 # every catalogued mistake that can apply to this kind's parts: the sampler keeps them apart
 GUARDS = ("grad_a_transposed", "grad_v_no_transpose",
@@ -54,9 +54,11 @@ LOSS_MISTAKES = ("loss_grad_sign", "loss_grad_doubled")
 
 NOTES_X = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])  # (3, 2): the seed notes' three tokens
 FORWARD_PLACES = 2  # A and O are given as a careful student writes them (the notes' 0.330 … to 2 decimals)
-PARTS = {1: ["G_O", "G_A", "G_V"],
-         2: ["G_O", "G_A", "G_V", "G_scaled", "G_scores"],
-         3: ["G_O", "G_A", "G_V", "G_scaled", "G_scores", "G_Q", "G_K", "G_W_Q", "G_W_K", "G_W_V", "G_X"]}
+# what each level asks, within its minutes (exercises.core.budget): G_V = Aᵀ G_O multiplies 2-decimal numbers
+# (level 2 leaves it for G_Z), and level 3 stops at G_W_Q (G_X alone would pass 25 minutes)
+PARTS = {1: ["G_O", "G_A"],
+         2: ["G_O", "G_A", "G_scaled", "G_scores"],
+         3: ["G_O", "G_A", "G_V", "G_scaled", "G_scores", "G_Q", "G_K", "G_W_Q"]}
 TOKEN_VALUES = {2: (0, 1, 2), 3: (-1, 0, 1, 2)}  # entries of X (level 1: the notes' X)
 WEIGHT_VALUES = (-1, 0, 1)  # entries of W_Q, W_K, W_V at level 3 (the identity below)
 TARGETS = (0, 1)  # entries of T
@@ -97,7 +99,7 @@ def _teaches(env, level: int) -> np.ndarray:
     ok &= (A[:, np.tril(np.ones((N, N), dtype=bool))] > 0).all(axis=1)
     ok &= (np.abs(env["O"] - env["T"]) >= 1e-9).all(axis=(1, 2))
     asked = PARTS[level]
-    alive = (["G_scaled"] if "G_scaled" in asked else []) + (["G_Q", "G_K", "G_V"] if "G_X" in asked else [])
+    alive = (["G_scaled"] if "G_scaled" in asked else []) + (["G_Q", "G_K"] if "G_Q" in asked else [])
     for name in alive:
         ok &= (np.abs(env[name]) > 0.05).any(axis=(1, 2))
     for name in asked:
@@ -106,11 +108,12 @@ def _teaches(env, level: int) -> np.ndarray:
 
 
 def _near_tie(M: np.ndarray) -> np.ndarray:
-    """Per candidate: some cell at a half of the last place (x.xx5) that the float misses by a hair
-    (1.108 − 1.663 = −0.55499…): rounded half up, the exact value and the float then differ, and so would
-    the solution's lines and its matrix. A tie the float holds exactly (0.375) rounds the same either way."""
+    """Per candidate: some cell within a hundredth of the last place of a half (x.xx5) that the float does not
+    hold exactly (1.108 − 1.663 = −0.55499…, or G_W_Q = −2.58496): rounded half up, the exact value, the float
+    and a solution line summing 4-place intermediates could then round apart. A tie the float holds exactly
+    (0.375) rounds the same either way."""
     scaled = np.abs(M).reshape(len(M), -1) * 100  # (B, cells)
-    near = np.abs(scaled - np.floor(scaled) - 0.5) < 1e-6
+    near = np.abs(scaled - np.floor(scaled) - 0.5) < 0.01
     return (near & (scaled * 2 != np.round(scaled * 2))).any(axis=1)
 
 
@@ -166,15 +169,18 @@ def solve(ex: Exercise) -> list[solutions.Step]:
     rule, the softmax Jacobian of the widest row, where 1/√d_k comes from, why Xᵀ)."""
     v = B.values_of(ex)
     places = {p.name: p.decimals for p in ex.parts}
-    before = {"G_A": [B.chain_weights(v, *B.largest(v["G_A"]), places["G_A"])],
-              "G_V": [B.chain_values(v, *B.largest(v["G_V"]), places["G_V"])]}
+    before = {"G_A": [B.chain_weights(v, *B.largest(v["G_A"]), places["G_A"])]}
+    if "G_V" in places:
+        before["G_V"] = [B.chain_values(v, *B.largest(v["G_V"]), places["G_V"])]
     if "G_scaled" in places:
         before["G_scaled"] = [B.jacobian(v, B.widest_row(v["A"]), places["G_scaled"])]
         before["G_scores"] = [B.scale(v, *B.largest(v["G_scaled"]), places["G_scores"])]
-    if "G_X" in places:
+    if "G_Q" in places:
         before["G_Q"] = [B.chain_queries(v, *B.largest(v["G_Q"]), places["G_Q"])]
         before["G_K"] = [B.chain_keys(v, *B.largest(v["G_K"]), places["G_K"])]
+    if "G_W_Q" in places:
         before["G_W_Q"] = [B.chain_weight_matrix(v, "Q", *B.largest(v["G_W_Q"]), places["G_W_Q"])]
+    if "G_X" in places:  # an exercise stored before G_X left level 3
         before["G_X"] = [B.chain_inputs(v, *B.largest(v["G_X"]), places["G_X"])]
     steps = B.assemble(ex, before, [])
     return [_g_o_step(ex) if s.name == "G_O" else s for s in steps]
@@ -187,7 +193,8 @@ def aids(ex: Exercise) -> solutions.Aids:
 
 
 def prompt_keys(ex: Exercise) -> tuple[str, ...]:
-    return (f"kind.backprop_loss.prompt_{min(ex.level, 3)}" if ex.level > 1 else "kind.backprop_loss.prompt",
+    key = f"kind.backprop_loss.prompt_{min(ex.level, 3)}" if ex.level > 1 else "kind.backprop_loss.prompt"
+    return (key + ("_v4" if ex.version <= 4 else ""),  # a stored exercise asks what its version asked
             "kind.backprop_loss.prompt_forward")
 
 

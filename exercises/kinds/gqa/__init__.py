@@ -77,8 +77,8 @@ CAUSAL = True  # every level: a decoder's attention (the KV cache is what GQA sh
 WEIGHT_VALUES = (-1, 0, 1)  # projections are sums, not products
 # level 1: X = I, so each head's Q and its group's K, V are the weights, read off (the whole of two heads
 # written out does not fit 5 minutes otherwise), and the weights a little wider for variety
-IDENTITY_X = (1,)
-HEAD_VALUES = {1: (-2, -1, 0, 1, 2)}
+IDENTITY_X = (1, 2)  # levels whose X is the identity: each head's Q, K, V are its weights, read off
+HEAD_VALUES = {1: (-2, -1, 0, 1, 2), 2: (-2, -1, 0, 1, 2)}  # their weights: a little wider than elsewhere
 MAX_SCORE = 3  # |q · k|: the exponents stay small
 BATCH = 16
 CHOICES = 24  # weights drawn for each group's W_K, W_V and each head's W_Q, of which the first admitted is taken
@@ -393,7 +393,7 @@ def operations(ex: Exercise) -> budget.Operations:
     """The hand work (the pipeline runs one head): K and V once per group, each head from Q to O with its
     group's K and V, every cell written."""
     h, g = sizes_of(ex.given)
-    total = budget.Operations(cells=sum(int(np.prod(p.shape)) for p in ex.parts))
+    total = budget.parts_written(ex)
     for j in range(1, g + 1):
         total = total + budget.count({"X": ex.given["X"], "W_K": ex.given[f"W_K{j}"], "W_V": ex.given[f"W_V{j}"]},
                                      ["K", "V"], written=())

@@ -165,7 +165,7 @@ def _operations(given: dict, parts) -> object:
     total = total + budget.product_operations(given["concat"].T, given["G_out"])
     G_O1 = next(p.reference for p in parts if p.name == "G_O1")
     total = total + budget.product_operations(given["A1"].T, G_O1)
-    return total + budget.Operations(cells=sum(int(np.prod(p.shape)) for p in parts))
+    return total + sum((budget.written(p.reference) for p in parts), budget.NONE)
 
 
 def operations(ex: Exercise):

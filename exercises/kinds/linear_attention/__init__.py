@@ -205,8 +205,7 @@ def operations(ex: Exercise):
         total = total + budget.product_operations(phi_Q, np.ones((size.d_k, 2)))
     else:
         total = total + budget.product_operations(phi_Q, np.hstack([env["KV"], env["z"]]))
-    return total + budget.Operations(divisions=int(np.size(ex.part("O").reference)),
-                                     cells=sum(int(np.prod(p.shape)) for p in ex.parts))
+    return total + budget.Operations(divisions=int(np.size(ex.part("O").reference))) + budget.parts_written(ex)
 
 
 # ---------------------------------------------------------------- worked solution

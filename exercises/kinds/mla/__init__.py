@@ -35,7 +35,7 @@ from .._shared.hand import own_diagnosis
 
 ID = "mla"
 ORDER = 83  # after gqa (82): the other way to shrink the KV cache
-VERSION = 2
+VERSION = 3
 LEVELS = (1, 2, 3)
 EXP_GRID = {2: (ExpSeries(1, 1, -4, 4),), 3: (ExpSeries(1, 2, -4, 4, root=2),)}  # level 1: no softmax
 GUARDS = ("transposed_scores", "no_scaling", "scaled_by_dk", "scaled_by_sqrt_d_model",
@@ -263,7 +263,7 @@ def operations(ex: Exercise) -> budget.Operations:
     size = SIZES[ex.level]
     X, W_DKV = (np.asarray(ex.given[k], dtype=float) for k in ("X", "W_DKV"))
     C = X @ W_DKV
-    total = budget.product_operations(X, W_DKV) + budget.Operations(cells=sum(int(np.prod(p.shape)) for p in ex.parts))
+    total = budget.product_operations(X, W_DKV) + budget.parts_written(ex)
     asked = ["V", "O"] if size.attention else ["V"]  # the head's records that are parts: their cells are above
     for i in range(1, heads_of(ex.given) + 1):
         given = head_given(ex.given, i, C)
@@ -272,7 +272,7 @@ def operations(ex: Exercise) -> budget.Operations:
             W_QK = latent.absorbed_query(W_Q, W_UK)
             queries = X @ W_QK  # written on the way (the solution's X W_QK step)
             total = total + budget.product_operations(W_Q, W_UK.T) + budget.product_operations(X, W_QK) \
-                + budget.Operations(cells=int(queries.size))
+                + budget.written(queries)
             given = {**given, "Q": queries, "K": C}  # the scores read the cached C: Q_i and K_i never formed
             names = ["scores", *asked]
         else:

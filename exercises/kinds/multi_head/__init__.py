@@ -30,7 +30,7 @@ from .._shared.aids import softmax_aids
 
 ID = "multi_head"
 ORDER = 80
-VERSION = 7
+VERSION = 8
 LEVELS = (1, 2, 3)
 # the eˣ aid: a fixed grid per level covering every exponent the level's problems need (never just those)
 EXP_GRID = {1: (ExpSeries(1, 1, -4, 4),), 2: (ExpSeries(1, 2, -4, 4, root=2),), 3: (ExpSeries(1, 2, -4, 4, root=2),)}
@@ -47,15 +47,16 @@ MISTAKES = ("concat_order",)
 # d_model: each head divides by √2, so forgetting the scaling (or dividing by d_k) changes its output.
 # Level 1 is about heads side by side and their concatenation: two whole heads do not fit its 5 minutes
 # written out, so its heads keep d_k = 1, X = I (each head's Q, K, V are its weights, read off) and the
-# mask (the first query's weight is 1). Level 2 has two tokens for the same reason.
+# mask (the first query's weight is 1). Level 2 has two tokens and X = I for the same reason, level 3 heads of
+# d_v = 1.
 SIZES = {1: (2, 2, 1, 1, (0, 1), False),
          2: (2, 2, 2, 1, (-1, 0, 1, 2), False),
-         3: (3, 2, 2, 2, (-1, 0, 1, 2), True)}
-IDENTITY_X = (1,)  # levels whose X is the identity
+         3: (3, 2, 2, 1, (-1, 0, 1, 2), True)}
+IDENTITY_X = (1, 2)  # levels whose X is the identity
 CAUSAL = {1: True}  # levels that always mask (the others draw it)
 D_MODEL = 2
 WEIGHT_VALUES = (-1, 0, 1)  # entries of every weight matrix: projections are sums, not products
-HEAD_VALUES = {1: (-2, -1, 0, 1, 2)}  # level 1's heads' weights: read off as Q, K, V (X = I), so a little wider
+HEAD_VALUES = {1: (-1, 0, 1, 2), 2: (-1, 0, 1, 2)}  # heads' weights read off as Q, K, V (X = I): a little wider
 MAX_SCORE = 4  # |q_i k_j|: the exponents stay small whole numbers
 BATCH = 128  # level 2 (two tokens) keeps about one candidate in 300: a wider batch, fewer rounds
 
@@ -161,14 +162,14 @@ def operations(ex: Exercise) -> budget.Operations:
                                    for w in ("W_Q", "W_K", "W_V")}}  # (h, d, d_k or d_v)
     env = dict(pipeline.run(given | {"d_k": ex.given["d_k"], "causal": ex.given["causal"]}))
     env.update(concat=ex.part("concat").reference, W_O=ex.given.get("W_O"))
-    return _hand_work(env, sum(int(np.prod(p.shape)) for p in ex.parts))
+    return _hand_work(env, budget.parts_written(ex))
 
 
-def _hand_work(env, cells: int) -> budget.Operations:
+def _hand_work(env, written: budget.Operations) -> budget.Operations:
     """Every head's steps from X to O as the step records count them (on the stack of heads: their sum),
-    the `cells` written, and concat · W_O, which no record knows."""
+    the parts `written`, and concat · W_O, which no record knows."""
     given = {k: env[k] for k in ("X", "W_Q", "W_K", "W_V", "d_k", "causal")}
-    total = budget.count(given, ["O"], env, written=()) + budget.Operations(cells=cells)
+    total = budget.count(given, ["O"], env, written=()) + written
     if env.get("W_O") is not None:
         total = total + budget.product_operations(env["concat"], env["W_O"])
     return total

@@ -199,7 +199,7 @@ def operations(ex: Exercise):
     total = budget.Operations(additions=int(np.size(X)), lookups=int(np.size(X)))
     if "perm" in ex.given:
         total = total + budget.count(attention_given(X), ["O"], written=())
-    return total + budget.Operations(cells=sum(int(np.prod(p.shape)) for p in ex.parts))
+    return total + budget.parts_written(ex)
 
 
 def aids(ex: Exercise):

@@ -309,7 +309,7 @@ def operations(ex: Exercise) -> budget.Operations:
     for X in (g["Q"], g["K"]):
         total = total + _rotation_operations(X, g["pos"], g["theta"])
     total = total + budget.product_operations(ex.part("Q_rot").reference, ex.part("K_rot").reference.T)
-    return total + budget.Operations(cells=sum(int(np.prod(p.shape)) for p in ex.parts))
+    return total + budget.parts_written(ex)
 
 
 # ---------------------------------------------------------------- worked solution

@@ -14,7 +14,7 @@ from ...solutions.aids import ExpSeries
 
 ID = "softmax"
 ORDER = 50
-VERSION = 2
+VERSION = 3
 LEVELS = (1, 2, 3)
 # the eˣ aid: a fixed grid per level covering every exponent the level's problems need (never just those)
 EXP_GRID = {1: (ExpSeries(1, 2, 0, 4),), 2: (ExpSeries(1, 2, -4, 4),), 3: (ExpSeries(1, 2, -4, 6),)}

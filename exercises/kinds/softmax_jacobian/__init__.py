@@ -216,7 +216,7 @@ def operations(ex: Exercise):
     powers = budget.Operations(multiply_adds=(root - 1) * int((counts > 1).sum()), cells=n)
     row = budget.Operations(additions=n - 1, divisions=n, cells=1)  # Σ written, then one division per weight
     jac = budget.Operations(multiply_adds=n * n, additions=n)  # a_j a_k, and a_j − a_j² on the diagonal
-    cells = budget.Operations(cells=sum(int(np.prod(p.shape)) for p in ex.parts))
+    cells = budget.parts_written(ex)
     return powers + row + row + jac + jac + cells
 
 

@@ -31,7 +31,7 @@ from .._shared.rows import softmax_step
 
 ID = "temperature"
 ORDER = 56  # after the softmax: what reshapes it
-VERSION = 1
+VERSION = 2
 LEVELS = (1, 2, 3)
 GUARDS = ("temperature_times_tau", "temperature_cap_after_softmax", "temperature_cap_forgotten")
 # level: (n scores, their values, the temperatures asked (in order), the cap or None)

@@ -147,7 +147,7 @@ def operations(ex: Exercise) -> budget.Operations:
     cell asked written."""
     d_k, z = int(ex.given["d_k"]), np.asarray(ex.given["scores"], dtype=float)  # (1, m)
     root = math.isqrt(d_k)
-    total = budget.Operations(lookups=1, cells=sum(int(np.prod(p.shape)) for p in ex.parts))
+    total = budget.Operations(lookups=1) + budget.parts_written(ex)
     if needs_shift(z):
         total = total + budget.Operations(additions=int(np.count_nonzero(z != z.max())), cells=z.size)
     total = total + budget.Operations(divisions=int(np.count_nonzero(z)), cells=z.size)  # z / √d_k

@@ -32,6 +32,28 @@ def fresh_sqlite(tmp_path, monkeypatch):
     engine.dispose()
 
 
+SOLUTIONS_KEPT = 2048  # worked solutions the session keeps: seeds 0-9 of every kind and level, and room to spare
+
+
+@pytest.fixture(scope="session", autouse=True)
+def solutions_kept_for_the_session():
+    """Worked solutions are kept for the whole session. The app keeps the last walk.CACHE_SIZE (256) exercises'
+    solutions (a page shows a few), but the suite's walks solve and render seeds 0-9 of every kind and level
+    (about 1,100 exercises, some 140 kB each once rendered) one after another, so with 256 each walk solved
+    them all again. One cache of the same function, larger, for the session; exercises.solutions' name for it
+    is the same object (a test clears it through that name)."""
+    import functools
+
+    from exercises import solutions
+    from exercises.solutions import walk
+
+    kept = functools.lru_cache(maxsize=SOLUTIONS_KEPT)(walk._solved.__wrapped__)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(walk, "_solved", kept)
+        mp.setattr(solutions, "_solved", kept)
+        yield kept
+
+
 @pytest.fixture(scope="session")
 def current_pins():
     """The pins of every kind as the generator draws them now (exercises.cli.pins.compute): computed once

@@ -15,6 +15,7 @@ from streamlit.testing.v1 import AppTest
 import exercises
 from exercises.core import budget, engine, pipeline
 from exercises.core.budget import Operations
+from tests import generated
 
 SEEDS = range(30)
 
@@ -90,7 +91,7 @@ def test_the_count_walks_the_registry_from_what_is_given_to_what_is_asked():
 def test_every_variant_fits_its_levels_time_budget(kind_id, level):
     over = []
     for seed in SEEDS:
-        ex = exercises.generate(kind_id, seed, level)
+        ex = generated.exercise(kind_id, seed, level)
         minutes = engine.minutes(ex)
         assert minutes > 0
         if minutes > budget.BUDGET_MINUTES[level]:

@@ -1,7 +1,11 @@
-"""The command line, run as a learner or a teacher would: `python -m exercises …` in a subprocess."""
+"""The command line, run as a learner or a teacher would: its main() with arguments, standard input and output
+of its own (exercises.cli.main), and `python -m exercises` in a subprocess where the process is what is tested
+(the exit code the shell sees, a closed pipe, the installed command)."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import subprocess
 import sys
@@ -11,14 +15,33 @@ import numpy as np
 import pytest
 
 import exercises
+from exercises.cli.main import main
 from exercises.cli.selftest import as_text
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
+def cli_process(*args: str) -> subprocess.CompletedProcess:
+    """`python -m exercises …` in a subprocess."""
+    return subprocess.run([sys.executable, "-m", "exercises", *args], cwd=REPO_ROOT, capture_output=True, text=True,
+                          timeout=60)
+
+
 def cli(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "exercises", *args], cwd=REPO_ROOT, input=stdin,
-                          capture_output=True, text=True, timeout=60)
+    """The command line's main(args) in this process, with a standard input, output and error of its own; a usage
+    error argparse reports exits (SystemExit) with its code, as the process would."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(contextlib.redirect_stdout(out))
+        stack.enter_context(contextlib.redirect_stderr(err))
+        if stdin is not None:
+            stack.enter_context(pytest.MonkeyPatch.context()).setattr(
+                sys, "stdin", io.TextIOWrapper(io.BytesIO(stdin.encode("utf-8")), encoding="utf-8"))
+        try:
+            code = main(list(args))
+        except SystemExit as exit_:
+            code = exit_.code if isinstance(exit_.code, int) else 1
+    return subprocess.CompletedProcess(["exercises", *args], code, out.getvalue(), err.getvalue())
 
 
 def assert_clean_failure(result: subprocess.CompletedProcess, *words: str) -> None:
@@ -42,7 +65,7 @@ def softmax_file(tmp_path_factory) -> Path:
 
 
 def test_list_shows_every_kind_with_its_levels():
-    result = cli("list")
+    result = cli_process("list")
     assert result.returncode == 0 and result.stderr == ""
     lines = result.stdout.splitlines()
     for kind_id, kind in exercises.KINDS.items():
@@ -81,8 +104,8 @@ def test_grading_a_column_softmax_is_not_full_marks(softmax_file):
     z = np.array([[float(x) for x in row] for row in d["given"]["masked"]])  # (3, 3), "-inf" included
     e = np.exp(z - z.max(axis=0, keepdims=True))  # (3, 3)
     columns = e / e.sum(axis=0, keepdims=True)  # softmax down each column: the classic mistake
-    result = cli("grade", str(softmax_file), as_text(np.round(columns, 3)), "--json")
-    assert result.returncode == 1, result.stderr  # a wrong answer exits 1, not 0 like a right one
+    result = cli_process("grade", str(softmax_file), as_text(np.round(columns, 3)), "--json")
+    assert result.returncode == 1, result.stderr  # a wrong answer exits 1 (the process's code), not 0 like a right one
     fb = json.loads(result.stdout)
     assert fb["score"] < 1.0 and fb["correct"] is False
     assert fb["misconception"] == "softmax_columns"
@@ -160,8 +183,7 @@ def test_grade_rejects_a_hand_edited_exercise_with_a_non_numeric_given(tmp_path)
     bad.write_text('{"kind": "softmax", "seed": 1, "level": 2, "version": 1, '
                    '"given": {"scaled": "abc", "causal": false}, '
                    '"parts": [{"name": "A", "shape": [1, 1], "decimals": 2, "reference": [[1.0]]}]}')
-    proc = subprocess.run([sys.executable, "-m", "exercises", "grade", str(bad), "1"],
-                          capture_output=True, text=True, cwd=REPO_ROOT)
+    proc = cli("grade", str(bad), "1")
     assert proc.returncode == 2
     assert "scaled" in proc.stderr and "Traceback" not in proc.stderr
 
@@ -257,7 +279,7 @@ HOSTILE_FILES = {
 @pytest.mark.parametrize("name", HOSTILE_FILES)
 def test_a_hostile_exercise_file_is_bad_input_in_one_line(name, tmp_path, capsys):
     """Exit 2 and one line on stderr for every such file: never a traceback, never 1 ("graded, wrong")."""
-    from exercises.cli.main import EXIT_USAGE, main
+    from exercises.cli.main import EXIT_USAGE
 
     content = HOSTILE_FILES[name]
     path = tmp_path / f"{name}.json"
@@ -270,7 +292,7 @@ def test_a_hostile_exercise_file_is_bad_input_in_one_line(name, tmp_path, capsys
 
 
 def test_a_deep_json_answer_is_bad_input(softmax_file, capsys):
-    from exercises.cli.main import EXIT_USAGE, main
+    from exercises.cli.main import EXIT_USAGE
 
     assert main(["grade", str(softmax_file), '{"A": ' * 5000 + '"1"' + "}" * 5000]) == EXIT_USAGE
     assert capsys.readouterr().err.count("\n") == 1
@@ -294,7 +316,7 @@ def test_a_forty_million_number_file_is_refused_at_once(tmp_path):
 
 
 def test_a_file_with_a_byte_order_mark_is_read(softmax_file, tmp_path, capsys):
-    from exercises.cli.main import EXIT_RIGHT, main
+    from exercises.cli.main import EXIT_RIGHT
 
     ex = exercises.Exercise.from_dict(json.loads(softmax_file.read_text(encoding="utf-8")))
     path = tmp_path / "bom.json"
@@ -373,8 +395,6 @@ CHECK_STEPS = {"topic": "attention", "given": {"X": "1 0; 0 1; 1 1", "W_Q": "1 0
 ])
 def test_check_exits_0_all_right_1_a_wrong_step_2_bad_input(steps, code, said, tmp_path, capsys):
     """python -m exercises check FILE.json: Check my work from a file of the learner's own steps."""
-    from exercises.cli.main import main
-
     path = tmp_path / "steps.json"
     path.write_text(steps if isinstance(steps, str) else json.dumps(steps), encoding="utf-8")
     assert main(["check", str(path)]) == code, said

@@ -12,6 +12,7 @@ from exercises import Exercise, Part, grade
 from exercises.cli.selftest import as_text
 from exercises.core.grading import CONSISTENT, RIGHT, WRONG
 from exercises.i18n import t
+from tests import generated
 
 
 def one_part(reference, decimals: int = 2, name: str = "A", **part_options) -> Exercise:
@@ -313,7 +314,7 @@ def letter(part: Part) -> str:
 @pytest.mark.parametrize("kind_id, level", KIND_LEVELS)
 def test_the_reference_of_every_part_scores_one_choice_parts_included(kind_id, level):
     for seed in SEEDS:
-        ex = exercises.generate(kind_id, seed=seed, level=level)
+        ex = generated.exercise(kind_id, seed, level)
         where = f"{kind_id} level {level} seed {seed}"
         answers = {
             "reference": {p.name: p.reference for p in ex.parts},
@@ -420,7 +421,7 @@ def test_a_message_without_the_mean_sentence_has_the_scores_share_of_cells(kind_
     """Every cell counted once: right + consistent + wrong = all cells; when the message does not say the
     score is a mean over parts, (right + consistent) / cells reads as the score does."""
     for seed in range(10):
-        ex = exercises.generate(kind_id, seed=seed, level=level)
+        ex = generated.exercise(kind_id, seed, level)
         answer = {p.name: np.array(p.reference, dtype=float) for p in ex.parts}
         first = ex.parts[0].name
         answer[first] = answer[first] + 1  # every cell of the first part wrong, later parts as they are
@@ -442,7 +443,7 @@ def test_a_message_without_the_mean_sentence_has_the_scores_share_of_cells(kind_
 def test_correct_and_the_summary_agree_with_the_cells(kind_id, level):
     rng = np.random.default_rng(13)
     for seed in range(4):
-        ex = exercises.generate(kind_id, seed=seed, level=level)
+        ex = generated.exercise(kind_id, seed, level)
         candidates = [exercises.cli.selftest.correct_answer(ex), exercises.cli.selftest.incorrect_answer(ex, rng)]
         if {"A", "O"} <= set(ex.part_names) and "V" in ex.given:  # attention: consistent cells
             candidates.append(rounded_student(ex))

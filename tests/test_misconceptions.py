@@ -508,7 +508,7 @@ def test_diagnosis_names_what_diagnose_names(kind):
     rng = np.random.default_rng(8)
     for level in exercises.KINDS[kind].LEVELS:
         for seed in range(2):
-            ex = exercises.generate(kind, seed, level)
+            ex = generated.exercise(kind, seed, level)
             mistaken = list(misconceptions.alternatives(exercises.Exercise.from_dict(ex.to_dict())).values())
             candidates = [*mistaken, *near_answers(ex, rng)]
             for values in candidates:

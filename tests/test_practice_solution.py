@@ -10,6 +10,7 @@ from streamlit.testing.v1 import AppTest
 
 import exercises
 from attention_core import causal_mask
+from tests import generated
 from tests.apptest_helpers import click_check, current_exercise, fill_cells, open_page, reference_cells
 from ui import mathview
 
@@ -168,7 +169,7 @@ def test_every_kind_draws_the_same_heatmaps_as_before_rectangles(kind):
     from ui import solution
     for level in exercises.KINDS[kind].LEVELS:
         for seed in range(5):
-            ex = exercises.generate(kind, seed=seed, level=level)
+            ex = generated.exercise(kind, seed, level)
             view = solution.steps_view(solution.fingerprint(ex), "en", ex)
             for names in (solution.SCORE_STEPS, solution.WEIGHT_STEPS):
                 found = solution._matrix_for(ex, view, names)

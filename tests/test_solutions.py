@@ -311,7 +311,7 @@ MY_KINDS = ("attention", "shapes", "variance", "concepts")
 def test_solutions_show_every_part_with_its_reference(kind_id):
     for level in exercises.KINDS[kind_id].LEVELS:
         for seed in range(8):
-            ex = exercises.generate(kind_id, seed, level)
+            ex = generated.exercise(kind_id, seed, level)
             steps = exercises.solve(ex)
             by_name = {s.name: s for s in steps}
             assert len(by_name) == len(steps), [s.name for s in steps]  # one step per name

@@ -16,6 +16,7 @@ import exercises
 from exercises.core import engine, misconceptions, pipeline, sampler
 from exercises.core.model import Exercise
 from exercises.kinds import cross_attention as K
+from tests import generated
 from tests.kinds.common import (
     assert_guarded_mistakes_apart,
     careful_and_selftest_answers_grade_as_such,
@@ -45,7 +46,7 @@ def answers(ex) -> dict[str, np.ndarray]:
 @pytest.mark.parametrize("level", K.LEVELS)
 def test_references_are_numpys(level):
     for seed in SEEDS:
-        ex = exercises.generate(K.ID, seed, level)
+        ex = generated.exercise(K.ID, seed, level)
         g, ref, case = ex.given, answers(ex), f"cross_attention level {level} seed {seed}"
         if "H" in g:
             Q, K_, V = g["X"] @ g["W_Q"], g["H"] @ g["W_K"], g["H"] @ g["W_V"]
@@ -69,7 +70,7 @@ def test_references_are_numpys(level):
 def test_each_level_has_its_sizes_hand_friendly_numbers_and_minutes(level):
     n_q, n_k, d_k, d_v, d = K.SIZES[level]
     for seed in range(100):
-        ex = exercises.generate(K.ID, seed, level)
+        ex = generated.exercise(K.ID, seed, level)
         g, ref, case = ex.given, answers(ex), f"cross_attention level {level} seed {seed}"
         assert ex.part_names == ([*K.FROM_X, *K.PARTS] if d else K.PARTS), case
         assert ref["scores"].shape == (n_q, n_k) and ref["O"].shape == (n_q, d_v) and g["d_k"] == d_k, case
@@ -120,7 +121,7 @@ def test_its_mistakes_are_named_exact_and_rounded(mid):
     named = 0
     for level in K.LEVELS:
         for seed in range(10):
-            ex = exercises.generate(K.ID, seed, level)
+            ex = generated.exercise(K.ID, seed, level)
             alt = misconceptions.alternatives(ex).get(mid)
             if alt is None:
                 continue
@@ -147,7 +148,7 @@ def test_the_memory_feeds_keys_and_values_not_x():
 @pytest.mark.parametrize("seed", (0, 5, 11))
 def test_the_solution_says_keys_and_values_come_from_the_memory(seed, lang):
     """Level 3's formula reads K = H W_K, V = H W_V: the sentence under it says H too, never X."""
-    ex = exercises.generate(K.ID, seed, 3)
+    ex = generated.exercise(K.ID, seed, 3)
     steps = {s.name: s for s in exercises.solve(ex)}
     for name in ("K", "V"):
         case = f"cross_attention level 3 seed {seed} step {name} ({lang})"

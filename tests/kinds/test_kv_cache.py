@@ -19,6 +19,7 @@ from exercises import solutions
 from exercises.core import budget, engine, grading
 from exercises.core.numbers import round_half_up
 from exercises.kinds import kv_cache as KV
+from tests import generated
 from tests.stored_exercise import still_shows_and_grades
 
 SEEDS = range(30)
@@ -73,7 +74,7 @@ def test_references_are_plain_numpy_and_the_last_row_of_causal_attention(level):
     output as its last row (the mask row of the last position hides nothing)."""
     rng = np.random.default_rng(level)
     for seed in SEEDS:
-        ex = exercises.generate("kv_cache", seed, level)
+        ex = generated.exercise("kv_cache", seed, level)
         expected = _numpy_step(ex.given, ex.params)
         assert ex.part_names == ["K", "V", "scores", "A", "O", "cache_floats"], _case(ex)
         for name, value in expected.items():
@@ -110,7 +111,7 @@ def test_decode_step_reference_function():
 @pytest.mark.parametrize("level", LEVELS)
 def test_a_careful_student_who_rounds_is_right(level):
     for seed in SEEDS:
-        ex = exercises.generate("kv_cache", seed, level)
+        ex = generated.exercise("kv_cache", seed, level)
         for places in (2, 3, None):
             assert _graded_right(ex, _careful(ex, places)), f"{_case(ex)}, rounding to {places}"
 
@@ -119,7 +120,7 @@ def test_a_careful_student_who_rounds_is_right(level):
 def test_every_mistake_is_named_exact_and_rounded(level):
     named = set()
     for seed in SEEDS:
-        ex = exercises.generate("kv_cache", seed, level)
+        ex = generated.exercise("kv_cache", seed, level)
         right = {p.name: p.reference for p in ex.parts}
         for part in ex.parts:
             for mid, alt in KV.mistakes_of(ex, part.name).items():
@@ -174,7 +175,7 @@ def test_a_wrong_k_carries_into_the_scores():
 def test_each_level_has_its_sizes_conventions_and_minutes(level):
     ts, widths, d_v, _, _ = KV.SIZES[level]
     for seed in SEEDS:
-        ex = exercises.generate("kv_cache", seed, level)
+        ex = generated.exercise("kv_cache", seed, level)
         g, p, where = ex.given, ex.params, _case(ex)
         t, d_k = g["K_cache"].shape
         assert t in ts and d_k in widths and g["V_cache"].shape == (t, d_v), where
@@ -251,7 +252,7 @@ def test_a_stale_cache_of_t_rows_is_named_beside_the_shape_error(level):
     from exercises.i18n import t
 
     for seed in range(10):
-        ex = exercises.generate("kv_cache", seed, level)
+        ex = generated.exercise("kv_cache", seed, level)
         g, right, case = ex.given, {p.name: p.reference for p in ex.parts}, f"kv_cache level {level} seed {seed}"
         stale_scores = g["q"] @ g["K_cache"].T
         typed = {"K": g["K_cache"], "V": g["V_cache"], "scores": stale_scores,

@@ -21,6 +21,7 @@ from exercises.cli import selftest
 from exercises.core import budget, engine, misconceptions, pipeline
 from exercises.i18n import catalog, t
 from exercises.kinds import multi_head as K
+from tests import generated
 from tests.stored_exercise import still_shows_and_grades
 
 SEEDS = range(40)
@@ -63,7 +64,7 @@ def _mistakes_by_part(ex: exercises.Exercise) -> dict[str, dict[str, np.ndarray]
 @pytest.mark.parametrize("level", K.LEVELS)
 def test_references_come_from_attention_core(level):
     for seed in SEEDS:
-        ex, case = exercises.generate(K.ID, seed, level), (level, seed)
+        ex, case = generated.exercise(K.ID, seed, level), (level, seed)
         h = K.head_count(ex)
         tr = _trace(ex.given, h)
         assert ex.part_names == [f"O{i}" for i in range(1, h + 1)] + ["concat"] + (["out"] if level == 3 else []), case
@@ -79,7 +80,7 @@ def test_references_come_from_attention_core(level):
 def test_every_level_has_its_sizes_and_values(level):
     n, h, d_k, d_v, x_values, projected = K.SIZES[level]
     for seed in SEEDS:
-        ex, case = exercises.generate(K.ID, seed, level), (level, seed)
+        ex, case = generated.exercise(K.ID, seed, level), (level, seed)
         g = ex.given
         assert K.head_count(ex) == h and g["d_k"] == d_k and (d_k == 2) == (level >= 2), case
         assert ex.params == {"n": n, "h": h, "d_k": d_k, "d_v": d_v, "width": h * d_v}, case
@@ -101,7 +102,7 @@ def test_every_level_has_its_sizes_and_values(level):
 @pytest.mark.parametrize("level", K.LEVELS)
 def test_every_head_is_hand_friendly_and_the_heads_differ(level):
     for seed in SEEDS:
-        ex, case = exercises.generate(K.ID, seed, level), (level, seed)
+        ex, case = generated.exercise(K.ID, seed, level), (level, seed)
         runs = _heads_run(ex)
         causal = ex.given["causal"]
         for i, run in enumerate(runs, start=1):
@@ -123,7 +124,7 @@ def test_every_parts_mistakes_are_apart(level):
     """Each head's mistakes in its output, the mistakes made in every head and the heads swapped in concat and
     out: none within the part's separation of its answer or of another mistake's."""
     for seed in SEEDS:
-        ex = exercises.generate(K.ID, seed, level)
+        ex = generated.exercise(K.ID, seed, level)
         for name, alternatives in _mistakes_by_part(ex).items():
             part = ex.part(name)
             clashes = misconceptions.clashes(part.reference, alternatives, misconceptions.separation(part))
@@ -145,7 +146,7 @@ def test_the_hand_work_is_each_heads_count_and_fits_the_level(level):
 @pytest.mark.parametrize("level", [2, 3])
 def test_each_heads_scaling_changes_its_output(level):
     for seed in SEEDS:
-        ex = exercises.generate(K.ID, seed, level)
+        ex = generated.exercise(K.ID, seed, level)
         for i, run in enumerate(_heads_run(ex, "no_scaling"), start=1):
             assert "O" in run.tainted and not np.allclose(run["O"], ex.part(f"O{i}").reference), (level, seed, i)
 
@@ -154,7 +155,7 @@ def test_each_heads_scaling_changes_its_output(level):
 def test_a_catalogued_mistake_in_one_head_is_named(level):
     named = 0
     for seed in range(10):
-        ex = exercises.generate(K.ID, seed, level)
+        ex = generated.exercise(K.ID, seed, level)
         right = {p.name: np.array(p.reference) for p in ex.parts}
         for i in range(1, K.head_count(ex) + 1):
             name, head = f"O{i}", K.head_given(ex.given, i)
@@ -176,7 +177,7 @@ def test_a_catalogued_mistake_in_one_head_is_named(level):
 def test_heads_concatenated_out_of_order_are_named(level):
     assert "misconception.concat_order" in catalog("en")
     for seed in range(10):
-        ex = exercises.generate(K.ID, seed, level)
+        ex = generated.exercise(K.ID, seed, level)
         answer = selftest.correct_answer(ex)
         swapped = np.concatenate([ex.part("O2").reference, ex.part("O1").reference], axis=1)
         answer["concat"] = selftest.as_text(swapped)
@@ -189,7 +190,7 @@ def test_careful_students_are_graded_right(level):
     """The self-test's right, wrong and unreadable answers; and a student who writes every head's output to 2
     decimals and carries those on into concat and out."""
     for seed in SEEDS:
-        ex, case = exercises.generate(K.ID, seed, level), (level, seed)
+        ex, case = generated.exercise(K.ID, seed, level), (level, seed)
         rng = np.random.default_rng(seed)
         assert exercises.grade(ex, selftest.correct_answer(ex)).score == 1.0, case
         assert not exercises.grade(ex, selftest.incorrect_answer(ex, rng)).correct, case
@@ -208,7 +209,7 @@ def test_the_prompt_and_the_part_labels_are_in_the_catalog():
         assert f"kind.multi_head.{key}" in en
     for level in K.LEVELS:
         for seed in range(10):
-            ex = exercises.generate(K.ID, seed, level)
+            ex = generated.exercise(K.ID, seed, level)
             prompt = engine.prompt(ex)
             assert "{" not in prompt and ("mask(" in prompt) == bool(ex.given["causal"]), (level, seed)
             for part in ex.parts:
@@ -218,7 +219,7 @@ def test_the_prompt_and_the_part_labels_are_in_the_catalog():
 def test_the_solution_walks_each_head_then_concatenates():
     for level in K.LEVELS:
         for seed in range(6):
-            ex = exercises.generate(K.ID, seed, level)
+            ex = generated.exercise(K.ID, seed, level)
             steps = exercises.solve(ex)
             names = [s.name for s in steps]
             assert len(set(names)) == len(names) and names[:2] == ["Q1", "K1"], (level, seed, names)
@@ -235,7 +236,7 @@ def test_the_solution_walks_each_head_then_concatenates():
 def test_the_aids_hold_every_exponent_of_every_head():
     for level in K.LEVELS:
         for seed in range(6):
-            ex = exercises.generate(K.ID, seed, level)
+            ex = generated.exercise(K.ID, seed, level)
             table = {round(e.x, 9) for e in exercises.aids(ex).exp_table}
             needed = {round(float(x), 9) for run in _heads_run(ex) for x in run["masked"].ravel() if np.isfinite(x)}
             assert needed <= table, (level, seed)  # on the level's fixed eˣ grid

@@ -17,6 +17,7 @@ from attention_core.positions import rope, rope_loop, rope_scores, rotation_angl
 from exercises.core import budget, engine, grading
 from exercises.core.numbers import round_half_up
 from exercises.kinds import rope as R
+from tests import generated
 from tests.stored_exercise import still_shows_and_grades
 
 SEEDS = range(30)
@@ -48,7 +49,7 @@ def test_rope_rotates_pairs_like_the_loop_and_scores_see_only_the_distance(seed)
 @pytest.mark.parametrize("level", LEVELS)
 def test_references_are_the_rotation_exactly_and_the_angles_come_from_the_table(level):
     for seed in SEEDS:
-        ex = exercises.generate("rope", seed, level)
+        ex = generated.exercise("rope", seed, level)
         g, where = ex.given, _case(ex)
         Q_rot, K_rot = _rotated(ex, "Q"), _rotated(ex, "K")
         np.testing.assert_allclose(ex.part("Q_rot").reference, Q_rot, atol=1e-12, err_msg=where)
@@ -80,7 +81,7 @@ def _careful(ex, places):
 @pytest.mark.parametrize("level", LEVELS)
 def test_a_careful_student_who_rounds_is_right(level):
     for seed in SEEDS:
-        ex = exercises.generate("rope", seed, level)
+        ex = generated.exercise("rope", seed, level)
         for places in (2, 3, None):
             fb = exercises.grade(ex, _careful(ex, places))
             assert fb.correct and fb.score == 1.0 and all((p.status == grading.RIGHT).all() for p in fb.parts.values()), \
@@ -91,7 +92,7 @@ def test_a_careful_student_who_rounds_is_right(level):
 def test_every_mistake_is_named_exact_and_rounded(level):
     named = set()
     for seed in SEEDS:
-        ex = exercises.generate("rope", seed, level)
+        ex = generated.exercise("rope", seed, level)
         right = {p.name: p.reference for p in ex.parts}
         g = ex.given
         for part in ex.parts:
@@ -124,7 +125,7 @@ def test_the_mistakes_are_what_their_messages_say():
 def test_each_level_has_its_sizes_and_minutes(level):
     n, m, thetas, starts = R.SIZES[level]
     for seed in SEEDS:
-        ex = exercises.generate("rope", seed, level)
+        ex = generated.exercise("rope", seed, level)
         g, where = ex.given, _case(ex)
         assert g["Q"].shape == g["K"].shape == (n, 2 * m) and tuple(g["theta"]) in thetas, where
         assert g["pos"][0] in starts and (np.diff(g["pos"]) == 1).all(), where
@@ -159,7 +160,7 @@ def test_the_distance_line_and_the_home_card_give_the_computed_scores(level):
     assert R.HOME.formula == r"q' = q\,R(\mathrm{pos}\,\theta)"
     assert r"(\mathrm{pos}_{p} - \mathrm{pos}_{r})\theta" in R.SHEET.formulas[1].source
     for seed in range(20):
-        ex = exercises.generate("rope", seed, level)
+        ex = generated.exercise("rope", seed, level)
         g, S = ex.given, ex.part("scores").reference
         n = g["Q"].shape[0]
         step = {s.name: s for s in exercises.solve(ex)}["relative"]
@@ -178,7 +179,7 @@ def test_theta_is_shown_in_degrees_and_the_positions_as_plain_numbers(level):
     from exercises.worksheets import model, text, typst
 
     for seed in range(5):
-        ex = exercises.generate("rope", seed, level)
+        ex = generated.exercise("rope", seed, level)
         g, where = ex.given, _case(ex)
         degrees = ", ".join(f"{int(a)}^{{\\circ}}" for a in g["theta"])
         positions = ", ".join(str(int(p)) for p in g["pos"])
@@ -238,7 +239,7 @@ def test_positions_off_by_one_and_the_half_split_are_named_in_the_rotated_rows(l
     """Off by one leaves the scores unchanged (only distances count), so Q_rot and K_rot, asked at every level,
     name it; the half split (level 3, m = 2) is named in the rows and the scores; both stay apart from the rest."""
     for seed in range(20):
-        ex = exercises.generate("rope", seed, level)
+        ex = generated.exercise("rope", seed, level)
         g, right, where = ex.given, {p.name: p.reference for p in ex.parts}, _case(ex)
         assert {"Q_rot", "K_rot"} <= set(right), where
         shift = 1.0 if g["pos"][0] == 0 else -1.0

@@ -13,6 +13,7 @@ from exercises.cli import selftest
 from exercises.core import engine, misconceptions
 from exercises.i18n import t
 from exercises.kinds import variance
+from tests import generated
 from tests.kinds.common import find
 
 SEEDS = range(60)
@@ -29,7 +30,7 @@ def _grade(ex, name, value):
 def test_dividing_by_the_row_sum_without_e_x_is_never_the_right_softmax(level):
     """S = [0, 16] once gave z / Σz = [0, 1], the unscaled softmax to 2 decimals (14 of 60 variants)."""
     for seed in SEEDS:
-        ex = exercises.generate("variance", seed, level)
+        ex = generated.exercise("variance", seed, level)
         z = ex.given["scores"]
         if np.all(z >= 0):
             part = _grade(ex, "A_unscaled", z / z.sum())
@@ -40,7 +41,7 @@ def test_dividing_by_the_row_sum_without_e_x_is_never_the_right_softmax(level):
 def test_skipping_e_x_on_the_scaled_row_is_named_no_exp(level):
     """Level 1 seed 1 (S = [0, 4], d_k = 16) once named it no_scaling."""
     for seed in SEEDS:
-        ex = exercises.generate("variance", seed, level)
+        ex = generated.exercise("variance", seed, level)
         scaled = ex.given["scores"] / np.sqrt(ex.given["d_k"])
         if np.all(scaled >= 0):
             part = _grade(ex, "A_scaled", scaled / scaled.sum())
@@ -50,7 +51,7 @@ def test_skipping_e_x_on_the_scaled_row_is_named_no_exp(level):
 @pytest.mark.parametrize("level", LEVELS)
 def test_every_mistake_differs_from_the_answer_and_from_the_others(level):
     for seed in SEEDS:
-        ex = exercises.generate("variance", seed, level)
+        ex = generated.exercise("variance", seed, level)
         for part in ex.parts:
             alts = variance._mistakes(ex, part.name)
             assert misconceptions.clashes(part.reference, alts, misconceptions.separation(part)) == [], (seed, part.name)
@@ -68,7 +69,7 @@ def test_level_3_aid_lists_max_shifted_exponents_and_says_so():
     """Level 3 once listed e⁴⁰ (and e⁻²⁰ = 0.000) for S as given."""
     shifted = 0
     for seed in range(30):
-        ex = exercises.generate("variance", seed, 3)
+        ex = generated.exercise("variance", seed, 3)
         z = ex.given["scores"][0]
         scaled = z / np.sqrt(ex.given["d_k"])
         listed = {round(e.x, 9) for e in exercises.aids(ex).exp_table}
@@ -97,7 +98,7 @@ def test_variance_golden_dk_64_gives_8_then_1():
 @pytest.mark.parametrize("level", [1, 2, 3])
 def test_variance_scaling_flattens_the_softmax(level):
     for seed in range(30):
-        ex = exercises.generate("variance", seed, level)
+        ex = generated.exercise("variance", seed, level)
         d_k, z = ex.given["d_k"], ex.given["scores"]
         assert np.sqrt(d_k) == int(np.sqrt(d_k))
         np.testing.assert_allclose(ex.part("A_unscaled").reference, softmax(z))
@@ -129,7 +130,7 @@ def test_variance_solution_golden_lines():
 def test_variance_aids_hold_every_exponent_of_every_softmax():
     for level in (1, 2, 3):
         for seed in range(6):
-            ex = exercises.generate("variance", seed, level)
+            ex = generated.exercise("variance", seed, level)
             table = {round(e.x, 9) for e in exercises.aids(ex).exp_table}
             z = ex.given["scores"]
             z = z - z.max() if variance.needs_shift(z) else z  # a row with large scores: max-shifted
@@ -142,7 +143,7 @@ def test_every_exponential_added_by_hand_is_hand_sized(level):
     """No softmax sum of e⁸ = 2980.958 and e⁸ + e⁴ = 3035.556: a row with a score above 4 is worked minus its
     maximum, so every eˣ the solution adds is at most e⁴ ≈ 54.6."""
     for seed in range(30):
-        ex = exercises.generate("variance", seed, level)
+        ex = generated.exercise("variance", seed, level)
         z = np.asarray(ex.given["scores"], dtype=float)
         worked = (variance._softmax_input(z), z / np.sqrt(ex.given["d_k"]))
         assert max(row.max() for row in worked) <= 4, (level, seed, z)
@@ -157,7 +158,7 @@ def test_the_minutes_count_its_real_work(level):
     from exercises.core import budget
 
     for seed in range(10):
-        ex = exercises.generate("variance", seed, level)
+        ex = generated.exercise("variance", seed, level)
         ops = engine.operations(ex)
         m = ex.given["scores"].shape[1]
         cells = sum(int(np.prod(p.shape)) for p in ex.parts)

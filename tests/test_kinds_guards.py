@@ -131,6 +131,7 @@ def new_mistake(monkeypatch):
     patched = replace(step, compute=compute)
     monkeypatch.setattr(pipeline, "STEPS", tuple(patched if s is step else s for s in pipeline.STEPS))
     monkeypatch.setitem(pipeline.STEP_BY_NAME, "scaled", patched)
+    monkeypatch.setitem(pipeline.MAKERS, NEW, pipeline.MAKERS["no_scaling"])  # the step that makes it
     monkeypatch.setitem(pipeline.AFFECTED, NEW, pipeline.AFFECTED["no_scaling"])  # what the scaling step changes
     monkeypatch.setattr(misconceptions, "CATALOG", (*misconceptions.CATALOG, NEW))
     return NEW

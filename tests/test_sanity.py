@@ -310,7 +310,7 @@ def test_an_answer_right_at_the_edge_of_its_tolerance_gets_no_false_alarm():
     """G_O and G_A typed just under the reference and G_V just over it (each cell within its tolerance)
     is right in every cell; the G_V column rule, comparing two typed sums, would have warned (before
     grade skipped the rules for right answers it did: sanity.grad_v_columns)."""
-    ex = exercises.generate("backprop_loss", 0, 1)
+    ex = exercises.generate("backprop_loss", 0, 3)  # the level that asks G_V
     shift = {"G_O": -0.98, "G_A": -0.98, "G_V": 0.98}
     answer = {p.name: p.reference + shift.get(p.name, 0.0) * p.tolerance for p in ex.parts}
     fb = exercises.grade(ex, answer)

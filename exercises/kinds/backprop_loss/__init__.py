@@ -42,9 +42,7 @@ LEVELS = (1, 2, 3)
 # every catalogued mistake that can apply to this kind's parts: the sampler keeps them apart
 GUARDS = ("grad_a_transposed", "grad_v_no_transpose",
           "softmax_grad_missing_term", "softmax_grad_diagonal_only", "softmax_grad_sign", "grad_scores_no_scale",
-          "grad_scores_times_sqrt_dk", "grad_k_no_transpose", "grad_q_transposed", "grad_x_no_value_path",
-          "grad_x_no_key_path", "grad_x_no_query_path", "grad_x_query_path_only", "grad_x_key_path_only",
-          "grad_x_value_path_only")
+          "grad_scores_times_sqrt_dk", "grad_k_no_transpose", "grad_q_transposed")
 # the kind's own catalogued mistakes (its texts: misconception.<id> in its locales)
 MISTAKES = ("loss_grad_sign", "loss_grad_doubled")
 # the loss's own mistakes are named on G_O only (downstream T − O is the softmax's sign mistake, and 2(O − T)

@@ -125,7 +125,8 @@ SCRIPT = """
     changed = new Set();
     markAll(seen);
     nameCharts();
-    focusReview();
+    // the review box once React has settled its value (selected before that, the selection is lost)
+    if (window.requestIdleCallback) requestIdleCallback(focusReview, {timeout: 300}); else setTimeout(focusReview, 150);
   };
   const drawn = (records) => {
     for (const record of records) {

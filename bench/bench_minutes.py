@@ -5,8 +5,8 @@
     python bench/bench_minutes.py --medians --seeds 20  # median and largest minutes of every kind and level
 
 The page's figure is engine.about_minutes (the count rounded up to a whole minute): what Practice shows. The
-reviewed problems are the exercises main generated at 1fc7500 (tests/kinds/stored/reviewed-1fc7500.json),
-counted with today's rates beside their stopwatch times.
+problems timed by hand are stored as they were worked (tests/kinds/stored/stopwatch.json), counted with
+today's rates beside their stopwatch times.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import exercises  # noqa: E402
 from exercises.core import budget, engine  # noqa: E402
 
 HEAVY = (("backprop", 3), ("backprop_loss", 3), ("multi_head", 3), ("attention", 3))
-REVIEWED = Path(__file__).resolve().parents[1] / "tests" / "kinds" / "stored" / "reviewed-1fc7500.json"
+REVIEWED = Path(__file__).resolve().parents[1] / "tests" / "kinds" / "stored" / "stopwatch.json"
 
 
 def problems(seeds: range) -> None:
@@ -38,7 +38,7 @@ def problems(seeds: range) -> None:
 
 
 def reviewed() -> None:
-    print("| problem (main at 1fc7500) | by hand | counted now | page now |")
+    print("| problem (as it was timed) | by hand | counted now | page now |")
     print("| --- | --- | --- | --- |")
     for problem, stored in json.loads(REVIEWED.read_text()).items():
         ex = exercises.Exercise.from_dict(stored["exercise"])

@@ -386,7 +386,7 @@ def test_policy_students_are_fully_right(kind):
     assert bad == [], bad[:5]
 
 
-# ---------------------------------------------------------------- the cases the review measured (on main 1fc7500)
+# ---------------------------------------------------------------- the cases a review measured
 # Each problem is rebuilt from given data that shows the case, so it stays the same whatever the generator
 # draws later.
 

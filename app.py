@@ -1,7 +1,7 @@
 """Attention by Hand: the router and the frame (sidebar). Pages live in app_pages/.
 
 `streamlit run app.py` serves `app` below (st.App: the profile cookie is set by the server, see
-ui/profile_cookie.py) and answers an LMS at /lti/… (LTI 1.3, ui/lti_routes.py);
+ui/profile_cookie.py; Nagle's algorithm is off on its connections, ui/nodelay.py) and answers an LMS at /lti/… (LTI 1.3, ui/lti_routes.py);
 each page run executes this file as __main__ and draws the frame.
 """
 
@@ -10,12 +10,13 @@ from starlette.middleware import Middleware
 
 from ui import progress, runs, theme
 from ui.i18n import language_switch, resolve, tr
+from ui.nodelay import NoDelay
 from ui.profile_cookie import ProfileCookie
 
 if __name__ != "__main__":  # imported by the server: the ASGI app (with the LTI endpoints, ui/lti_routes.py)
     from ui.lti_routes import ROUTES as LTI_ROUTES
 
-    app = st.App(__file__, middleware=[Middleware(ProfileCookie)], routes=LTI_ROUTES)
+    app = st.App(__file__, middleware=[Middleware(NoDelay), Middleware(ProfileCookie)], routes=LTI_ROUTES)
 else:  # a page run
     with runs.turn():  # a few page runs at a time, in about the order they came (ui/runs.py)
         resolve()  # the language first: page titles below are translated

@@ -149,7 +149,8 @@ def as_fraction(x: float, max_denominator: int = 12) -> Fraction | None:
 def decimals_for(reference: np.ndarray, default: int = 2) -> int:
     """0 (exact integers) when every finite cell is whole, else `default` places."""
     finite = reference[np.isfinite(reference)]
-    return 0 if np.allclose(finite, np.round(finite), rtol=1e-5, atol=1e-12) else default
+    whole = np.round(finite)
+    return 0 if bool(np.all(np.abs(finite - whole) <= 1e-12 + 1e-5 * np.abs(whole))) else default
 
 
 def decimal_half_up(x, places: int) -> Decimal:

@@ -56,7 +56,7 @@ class Operations:
     written_digits: int = 0  # digits beyond one per cell written
 
     def __add__(self, other: Operations) -> Operations:
-        return Operations(*[getattr(self, f.name) + getattr(other, f.name) for f in fields(self)])
+        return Operations(*[getattr(self, name) + getattr(other, name) for name in _NAMES])
 
     @property
     def seconds(self) -> float:
@@ -70,6 +70,7 @@ class Operations:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
+_NAMES = tuple(f.name for f in fields(Operations))
 NONE = Operations()
 
 
@@ -88,18 +89,29 @@ def _unit(M: Any) -> np.ndarray:
     return np.abs(np.abs(np.asarray(M, dtype=float)) - 1.0) < 1e-12
 
 
+def _digits_of(hundredths: np.ndarray) -> np.ndarray:
+    """The digits of values held as whole hundredths (≥ 0): 1 for a number done in the head, else the
+    significant digits (trailing zeros carry no work)."""
+    head = ((hundredths % 100 == 0) & (hundredths <= 1000)) | ((hundredths % 50 == 0) & (hundredths <= 300))
+    significant = hundredths
+    while np.any(stripped := (significant % 10 == 0) & (significant > 0)):
+        significant = np.where(stripped, significant // 10, significant)
+    return np.where(head, 1, np.floor(np.log10(np.maximum(significant, 1))).astype(int) + 1)
+
+
+_TABLE_TOP = 100_000  # values below 1000 are read off a table of their hundredths (the usual case)
+_DIGITS = _digits_of(np.arange(_TABLE_TOP, dtype=np.int64))
+
+
 def digits(M: Any) -> np.ndarray:
     """Per value, the digits a hand solution works with, the value held at 2 decimals (what the policy writes):
     1 for a number done in the head (a whole number up to 10, a half up to 3), else its significant digits
     (0.73: 2, 1.41: 3, 12.5: 3, e^{0.5} ≈ 1.65 off the table: 3); 0 for 0 and a masked −∞."""
     M = np.asarray(M, dtype=float)
-    hundredths = np.rint(np.minimum(np.abs(np.where(np.isfinite(M), M, 0.0)), 1e12) * 100).astype(np.int64)
-    head = ((hundredths % 100 == 0) & (hundredths <= 1000)) | ((hundredths % 50 == 0) & (hundredths <= 300))
-    significant = hundredths
-    while np.any(stripped := (significant % 10 == 0) & (significant > 0)):  # trailing zeros carry no work
-        significant = np.where(stripped, significant // 10, significant)
-    count = np.floor(np.log10(np.maximum(significant, 1))).astype(int) + 1
-    return np.where(_nonzero(M), np.where(head, 1, count), 0)
+    finite = np.isfinite(M)
+    hundredths = np.rint(np.minimum(np.abs(np.where(finite, M, 0.0)), 1e12) * 100).astype(np.int64)
+    count = _DIGITS[hundredths] if hundredths.size == 0 or hundredths.max() < _TABLE_TOP else _digits_of(hundredths)
+    return np.where(finite & (np.abs(M) > 1e-12), count, 0)
 
 
 def _beyond_one(weights: Any) -> int:

@@ -1,8 +1,8 @@
 """Attention by Hand: the router and the frame (sidebar). Pages live in app_pages/.
 
 `streamlit run app.py` serves `app` below (st.App: the profile cookie is set by the server, see
-ui/profile_cookie.py; Nagle's algorithm is off on its connections, ui/nodelay.py) and answers an LMS at /lti/… (LTI 1.3, ui/lti_routes.py);
-each page run executes this file as __main__ and draws the frame.
+ui/profile_cookie.py; Nagle's algorithm is off on its connections, ui/nodelay.py) and answers an LMS at
+/lti/… (LTI 1.3, ui/lti_routes.py); each page run executes this file as __main__ and draws the frame.
 """
 
 import streamlit as st

@@ -2,9 +2,10 @@
 
     python bench/bench_browser.py [--reps 6] [--kinds softmax,attention] [--level 2]
 
-Two `streamlit run` servers on loopback (the app and bench/bare_practice.py, as bench/bench_page.py starts
-them) and Debian's headless Chromium driven by Playwright (tests/e2e's StreamlitPage). Each repetition is a
-new browser context (a new session) on each page, alternating which goes first; each interaction is timed
+`streamlit run` servers on loopback (the app, bench/bare_practice.py, and the bare page with Nagle's algorithm
+off as the app has it, bench/bare_nodelay.py, as bench/bench_page.py starts them) and Debian's headless
+Chromium driven by Playwright (tests/e2e's StreamlitPage). Each repetition is a new browser context (a new
+session) on each page, each page first in turn; each interaction is timed
 with time.perf_counter from the click (or the navigation) to the page settled: connected, no script
 running, nothing stale, no placeholder (StreamlitPage.settle; the run's script_finished frame first,
 where the interaction reruns the script). The interactions:
@@ -15,7 +16,8 @@ where the interaction reruns the script). The interactions:
     New problem    the button
     Formula sheet  the real app's /formulas, from the navigation's link and as a page load with the browser's
                    cache warm (no bare twin: its own bound, ≤ 1 s)
-Reported: medians, p95 and the ratio real / bare (goal ≤ 1.1×). Bounded: loopback only, one browser.
+Reported: medians, p95 and the ratios real / bare (goal ≤ 1.1×) and real / bare with Nagle off.
+Bounded: loopback only, one browser.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 import bench_class as bc  # noqa: E402
-from bench_page import BARE, real_labels, shape_of  # noqa: E402
+from bench_page import BARE, BARE_SCRIPTS, real_labels, shape_of  # noqa: E402
 from playwright.sync_api import sync_playwright  # noqa: E402
 
 import exercises  # noqa: E402
@@ -103,14 +105,18 @@ def formula_sheet(browser, url: str) -> tuple[float, float]:
 
 
 def report(kind: str, level: int, results: dict[str, dict[str, list[float]]]) -> None:
+    """Medians and p95, and the real page's ratio to each bare one (the first is the goal's)."""
     print(f"\n## {kind}, level {level}: click → drawn in Chromium")
-    print(f"{'interaction':<15} {'real p50':>9} {'bare p50':>9} {'ratio':>7}   {'real p95':>9} {'bare p95':>9}")
+    bares = [which for which in results if which != "real"]
+    print(f"{'interaction':<15} {'real p50':>9} " + " ".join(f"{w + ' p50':>22} {'ratio':>7}" for w in bares)
+          + f"   {'real p95':>9}")
     for step in STEPS:
-        real, bare = results["real"][step], results["bare"][step]
-        rm, bm = statistics.median(real), statistics.median(bare)
-        rp, bp = bc.pct(real, 0.95), bc.pct(bare, 0.95)
-        flag = "ok" if rm / bm <= GOAL_RATIO else "OVER"
-        print(f"{step:<15} {rm:9.0f} {bm:9.0f} {rm / bm:6.2f}×   {rp:9.0f} {bp:9.0f}  {flag}")
+        real = results["real"][step]
+        rm = statistics.median(real)
+        columns = [f"{statistics.median(results[w][step]):22.0f} {rm / statistics.median(results[w][step]):6.2f}×"
+                   for w in bares]
+        flag = "ok" if rm / statistics.median(results[bares[0]][step]) <= GOAL_RATIO else "OVER"
+        print(f"{step:<15} {rm:9.0f} " + " ".join(columns) + f"   {bc.pct(real, 0.95):9.0f}  {flag}")
 
 
 def main() -> None:
@@ -129,21 +135,25 @@ def main() -> None:
           f"page and kind, real and bare alternating; click → settled, ms")
     with tempfile.TemporaryDirectory(prefix="bench-browser-") as folder, sync_playwright() as playwright:
         real_server, real_url = bc.start_server(Path(folder))
-        (Path(folder) / "bare").mkdir()
-        bare_server, bare_url = bc.start_server(Path(folder) / "bare", script="bench/bare_practice.py")
+        bare = {}
+        for which, script in BARE_SCRIPTS.items():
+            (Path(folder) / script.replace("/", "-")).mkdir()
+            bare[which] = bc.start_server(Path(folder) / script.replace("/", "-"), script=script)
         browser = playwright.chromium.launch(executable_path=chromium, headless=True, args=CHROMIUM_ARGS)
         try:
             formula_sheet(browser, real_url)  # the app frame runs once, as on any server that has had a visitor
             for kind in [k for k in args.kinds.split(",") if k]:
                 levels = exercises.KINDS[kind].LEVELS
                 level = args.level if args.level in levels else levels[-1]
-                results: dict[str, dict[str, list[float]]] = {"real": defaultdict(list), "bare": defaultdict(list)}
+                results: dict[str, dict[str, list[float]]] = {w: defaultdict(list) for w in ("real", *bare)}
                 for rep in range(args.reps + 1):  # the first of each is untimed: imports, caches, fonts
                     ex = exercises.generate(kind, 700 + rep, level)
                     runs = {"real": (real_url, f"/practice?kind={kind}&level={level}&seed={ex.seed}", type_real(ex),
-                                     labels, exercises.t("hint.title")),
-                            "bare": (bare_url, "/?" + urlencode(shape_of(ex)), type_bare, bare_labels, "Hints")}
-                    for which in (["real", "bare"] if rep % 2 else ["bare", "real"]):
+                                     labels, exercises.t("hint.title"))}
+                    runs.update({which: (url, "/?" + urlencode(shape_of(ex)), type_bare, bare_labels, "Hints")
+                                 for which, (_server, url) in bare.items()})
+                    order = list(runs)
+                    for which in order[rep % len(order):] + order[:rep % len(order)]:  # each page first in turn
                         times = session(browser, *runs[which])
                         if rep:
                             for step, ms in times.items():
@@ -158,7 +168,8 @@ def main() -> None:
         finally:
             browser.close()
             bc.stop_server(real_server)
-            bc.stop_server(bare_server)
+            for server, _url in bare.values():
+                bc.stop_server(server)
     print(f"# load average at the end {os.getloadavg()[0]:.1f}")
 
 

@@ -4,7 +4,8 @@
 
 Two ways, both by default, each timing the real app (app.py → app_pages/practice.py) and bench/bare_practice.py
 in alternating sessions, each session new:
-- server: two `streamlit run` servers on loopback (the app and the bare page, same flags) and a client
+- server: `streamlit run` servers on loopback (the app, the bare page, and the bare page served as the app is,
+  with Nagle's algorithm off: bench/bare_nodelay.py; same flags) and a client
   that speaks Streamlit's websocket protocol (bench/bench_class.py's Session): the time from sending a
   rerun to receiving its `script_finished`, time.perf_counter in the client. This is the script run plus
   everything the server does around it (Streamlit's post-run garbage collection included, which holds
@@ -21,8 +22,10 @@ The interactions:
 The bare page draws the same elements (read off the real exercise: each grid's shape, LaTeX blocks, aids,
 solution steps, heatmaps; laid out as ui/answer_grid lays a grid out) with constant content and no logic;
 the server way prints how many elements each page's run sent, side by side. Reported: medians and the
-ratio real / bare (goal ≤ 1.1×; Check below 1×, as it reruns the answer form alone). One untimed
-session of each warms imports and caches first.
+ratio real / bare (goal ≤ 1.1×; Check below 1×, as it reruns the answer form alone), and on the server
+real / bare with Nagle off: the page's own work on the same transport (the app turns Nagle off, ui/nodelay.py;
+Streamlit alone leaves it on, and each run's messages after the first wait up to 40 ms for the client's
+delayed acknowledgement). One untimed session of each warms imports and caches first.
 """
 
 from __future__ import annotations
@@ -115,32 +118,40 @@ def bare_texts(session: bc.Session) -> dict[str, str]:
     return {key: "0.5" for key in session.widgets if key.startswith("bare.0.") and ".paste." not in key}
 
 
+BARE_SCRIPTS = {"bare": "bench/bare_practice.py", "bare, Nagle off": "bench/bare_nodelay.py"}
+
+
 async def via_server(kind: str, level: int, reps: int, flags: tuple[str, ...]) -> dict[str, dict[str, list]]:
-    results = {"real": defaultdict(list), "bare": defaultdict(list)}
+    results = {which: defaultdict(list) for which in ("real", *BARE_SCRIPTS)}
     with tempfile.TemporaryDirectory(prefix="bench-page-") as folder:
         real_server, real_url = bc.start_server(Path(folder), flags=flags)
-        bare_dir = Path(folder) / "bare"
-        bare_dir.mkdir()
-        bare_server, bare_url = bc.start_server(bare_dir, script="bench/bare_practice.py", flags=flags)
+        bare = {}
+        for which, script in BARE_SCRIPTS.items():
+            bare_dir = Path(folder) / script.replace("/", "-")
+            bare_dir.mkdir()
+            bare[which] = bc.start_server(bare_dir, script=script, flags=flags)
         try:
             await bc.open_root(real_url)  # see bench_class.open_root: run the app frame, not app_pages/ alone
             warm = exercises.generate(kind, 99_999, level)
             await server_session(real_url, {"kind": kind, "level": str(level), "seed": "99999"},
                                  lambda _s: bc.answer_texts(warm, wrong=True), real_labels())
-            await server_session(bare_url, shape_of(warm), bare_texts, BARE)
+            for _server, url in bare.values():
+                await server_session(url, shape_of(warm), bare_texts, BARE)
             for rep in range(reps):
                 seed = 500 + rep
                 ex = exercises.generate(kind, seed, level)
-                real = server_session(real_url, {"kind": kind, "level": str(level), "seed": str(seed)},
-                                      lambda _s, ex=ex: bc.answer_texts(ex, wrong=True), real_labels())
-                bare = server_session(bare_url, shape_of(ex), bare_texts, BARE)
-                order = [("real", real), ("bare", bare)] if rep % 2 == 0 else [("bare", bare), ("real", real)]
-                for which, run in order:
-                    for step, ms in (await run).items():
+                runs = [("real", lambda ex=ex, seed=seed: server_session(
+                    real_url, {"kind": kind, "level": str(level), "seed": str(seed)},
+                    lambda _s: bc.answer_texts(ex, wrong=True), real_labels()))]
+                runs += [(which, lambda url=url, ex=ex: server_session(url, shape_of(ex), bare_texts, BARE))
+                         for which, (_server, url) in bare.items()]
+                for which, run in runs[rep % len(runs):] + runs[:rep % len(runs)]:  # each page first in turn
+                    for step, ms in (await run()).items():
                         results[which][step].append(ms)
         finally:
             bc.stop_server(real_server)
-            bc.stop_server(bare_server)
+            for server, _url in bare.values():
+                bc.stop_server(server)
     return results
 
 
@@ -199,17 +210,22 @@ def via_apptest(kind: str, level: int, reps: int) -> dict[str, dict[str, list]]:
 
 
 def report(title: str, results: dict[str, dict[str, list]]) -> None:
+    """Medians and p95 of each page, and the real page's ratio to each bare one (the first is the goal's)."""
     print(title)
-    print(f"{'interaction':<15} {'real p50':>9} {'bare p50':>9} {'ratio':>7}   {'real p95':>9} {'bare p95':>9}"
-          f"  {'elements real/bare':>18}")
+    bares = [which for which in results if which != "real"]
+    print(f"{'interaction':<15} {'real p50':>9} " + " ".join(f"{w + ' p50':>22} {'ratio':>7}" for w in bares)
+          + f"   {'real p95':>9}  {'elements real/bare':>18}")
     for step in STEPS:
-        real, bare = results["real"][step], results["bare"][step]
-        rm, bm = statistics.median(real), statistics.median(bare)
-        rp, bp = sorted(real)[int(0.95 * (len(real) - 1))], sorted(bare)[int(0.95 * (len(bare) - 1))]
-        flag = "ok" if rm / bm <= GOAL_RATIO else "OVER"
-        counts = [results[w].get(f"{step} elements") for w in ("real", "bare")]
+        real = results["real"][step]
+        rm, rp = statistics.median(real), sorted(real)[int(0.95 * (len(real) - 1))]
+        columns = []
+        for which in bares:
+            bm = statistics.median(results[which][step])
+            columns.append(f"{bm:22.1f} {rm / bm:6.2f}×")
+        flag = "ok" if rm / statistics.median(results[bares[0]][step]) <= GOAL_RATIO else "OVER"
+        counts = [results[w].get(f"{step} elements") for w in ("real", bares[0])]
         drawn = f"{counts[0][-1]}/{counts[1][-1]}" if all(counts) else "–"
-        print(f"{step:<15} {rm:9.1f} {bm:9.1f} {rm / bm:6.2f}×   {rp:9.1f} {bp:9.1f}  {drawn:>18}  {flag}")
+        print(f"{step:<15} {rm:9.1f} " + " ".join(columns) + f"   {rp:9.1f}  {drawn:>18}  {flag}")
 
 
 def main() -> None:

@@ -4,7 +4,8 @@
   here they keep 82 % of it (about 6:1 in the light theme, and as readable in the dark one).
 * Long equations scroll inside their own block instead of running out of the page on a phone, and a
   block that scrolls says so: its edge fades out on the side where more of it is hidden (a scroll-driven
-  animation: a block that does not scroll has no scroll timeline, so no fade).
+  animation, only on the blocks the script below finds scrolling: a solution's many blocks that fit cost
+  the browser no animation).
 * Answer grids (ui/answer_grid) keep their rows × columns shape on a narrow screen: the row scrolls
   sideways rather than stacking the cells into one long column, and each row and column is numbered
   (a row's number is its one element without a key: no :has(), whose every check on a change of the
@@ -33,8 +34,8 @@ GRID_CLASS = "abh-grid"  # the key prefix of every answer grid's container (st-k
 CSS = """
 [data-testid="stCaptionContainer"] { color: inherit !important; opacity: 0.82; }
 [data-testid="stMarkdownContainer"] .katex-display { overflow-x: auto; overflow-y: hidden;
-  padding: 0.3em 0.1em; margin: 0.4em 0;
-  --abh-fade-left: 0px; --abh-fade-right: 0px;
+  padding: 0.3em 0.1em; margin: 0.4em 0; }
+.katex-display[data-abh-scroll] { --abh-fade-left: 0px; --abh-fade-right: 0px;
   mask-image: linear-gradient(to right, transparent, #000 var(--abh-fade-left),
                               #000 calc(100% - var(--abh-fade-right)), transparent);
   animation: abh-scroll-edges linear both; animation-timeline: scroll(self inline); }

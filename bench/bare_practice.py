@@ -9,6 +9,9 @@ How many of each element to draw comes from the URL (the bench reads it off the 
     given        LaTeX blocks of the problem (three to a row)
     aids         LaTeX blocks of aids
     steps        solution steps         charts  heatmaps (0–2)        n  heatmap size (n × n)
+    content      optional: a JSON file of the real page's LaTeX ({"given", "aids", "steps"}: a list of
+                 strings each, one such object per problem, New problem moving to the next), drawn in place
+                 of the fixed matrices, so the page also costs what typesetting the real formulas costs
 
 The grid is drawn as ui/answer_grid draws it (a keyed container, one line of HTML for the column
 numbers, a horizontal container per row), the hints as an expander with a button, the paper tools as
@@ -19,6 +22,9 @@ real page does; the other buttons only flip flags. Run alone: streamlit run benc
 """
 
 from __future__ import annotations
+
+import json
+from pathlib import Path
 
 import altair as alt
 import pandas as pd
@@ -33,6 +39,17 @@ def matrix(problem: int) -> str:
 def step(problem: int) -> str:
     m = matrix(problem)
     return r"\begin{aligned} S &= Q K^{\top} \\ &= " + m + r" \\ &\approx " + m + r"\end{aligned}"
+
+
+def content(problem: int, what: str, index: int) -> str:
+    """The real page's LaTeX for this block (the `content` file), else the fixed stand-in."""
+    path = st.query_params.get("content")
+    if path:
+        problems = json.loads(Path(path).read_text(encoding="utf-8"))
+        blocks = problems[problem % len(problems)][what]
+        if blocks:
+            return blocks[index % len(blocks)]
+    return step(problem) if what == "steps" else matrix(problem)
 
 
 def number(name: str, default: int) -> int:
@@ -109,18 +126,18 @@ def practice() -> None:
     given = number("given", 1)
     for start in range(0, given, 3):  # three to a row, in reading order
         row = st.columns(min(given, 3))[:given - start] if given > 1 else [st.container()]
-        for column in row:
+        for offset, column in enumerate(row):
             with column:
-                st.latex(matrix(problem))
+                st.latex(content(problem, "given", start + offset))
     st.caption("About 8 minutes by hand (level 2: at most 12).", help="10 s a multiply-add")
     with st.expander("What the levels mean", icon=":material/timer:"):
         st.markdown("- level 1\n- level 2\n- level 3")
     aids = number("aids", 0)
     if aids:
         with st.expander("Aids", expanded=True, icon=":material/calculate:"):
-            for _ in range(aids):
+            for index in range(aids):
                 st.caption("e^x for the exponents in this problem")
-                st.latex(matrix(problem))
+                st.latex(content(problem, "aids", index))
     paper, copy = st.columns([1, 3], vertical_alignment="top")
     paper.download_button("Print this problem", data=b"%PDF", file_name="problem.pdf", mime="application/pdf",
                           key=f"bare.{problem}.print", icon=":material/print:", on_click="ignore")
@@ -160,7 +177,7 @@ def practice() -> None:
     st.toggle("Exact forms", value=True, key=f"bare.{problem}.exact")
     for number_ in range(1, number("steps", 1) + 1):
         st.markdown(f"**{number_}. A step**")
-        st.latex(step(problem))
+        st.latex(content(problem, "steps", number_ - 1))
         st.caption("Why this step is done this way.")
     charts = number("charts", 0)
     if charts:

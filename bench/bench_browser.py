@@ -38,7 +38,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 import bench_class as bc  # noqa: E402
-from bench_page import BARE, BARE_SCRIPTS, real_labels, shape_of  # noqa: E402
+from bench_page import BARE, BARE_SCRIPTS, CONTENT, real_labels, twin_of  # noqa: E402
 from playwright.sync_api import sync_playwright  # noqa: E402
 
 import exercises  # noqa: E402
@@ -124,7 +124,10 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=6, help="new sessions of each page per kind")
     parser.add_argument("--kinds", default="softmax,attention")
     parser.add_argument("--level", type=int, default=2)
+    parser.add_argument("--content", choices=("real", "fixed"), default="real",
+                        help="the bare page's formulas: the real page's (default) or short fixed stand-ins")
     args = parser.parse_args()
+    CONTENT["real"] = args.content == "real"
     chromium = chromium_path()
     if chromium is None:
         parser.error("Debian's chromium is needed (scripts/install_test_tools.sh)")
@@ -150,7 +153,7 @@ def main() -> None:
                     ex = exercises.generate(kind, 700 + rep, level)
                     runs = {"real": (real_url, f"/practice?kind={kind}&level={level}&seed={ex.seed}", type_real(ex),
                                      labels, exercises.t("hint.title"))}
-                    runs.update({which: (url, "/?" + urlencode(shape_of(ex)), type_bare, bare_labels, "Hints")
+                    runs.update({which: (url, "/?" + urlencode(twin_of(ex)), type_bare, bare_labels, "Hints")
                                  for which, (_server, url) in bare.items()})
                     order = list(runs)
                     for which in order[rep % len(order):] + order[:rep % len(order)]:  # each page first in turn

@@ -20,7 +20,9 @@ The interactions:
     Show solution  the button; the steps, heatmaps and cell picker appear
     New problem    the button; a fresh random problem
 The bare page draws the same elements (read off the real exercise: each grid's shape, LaTeX blocks, aids,
-solution steps, heatmaps; laid out as ui/answer_grid lays a grid out) with constant content and no logic;
+solution steps, heatmaps; laid out as ui/answer_grid lays a grid out) and no logic; its formulas are the real
+page's LaTeX (`--content fixed`: short fixed stand-ins, which price typesetting a long worked solution as a
+3 × 3 matrix), its other content constant;
 the server way prints how many elements each page's run sent, side by side. Reported: medians and the
 ratio real / bare (goal ≤ 1.1×; Check below 1×, as it reruns the answer form alone), and on the server
 real / bare with Nagle off: the page's own work on the same transport (the app turns Nagle off, ui/nodelay.py;
@@ -32,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import statistics
 import sys
@@ -53,6 +56,7 @@ from streamlit.testing.v1 import AppTest  # noqa: E402
 
 import exercises  # noqa: E402
 from exercises.solutions import given_latex  # noqa: E402
+from ui.mathview import spaced  # noqa: E402
 
 STEPS = ("first load", "Check", "Show solution", "New problem")
 GOAL_RATIO = 1.1
@@ -79,6 +83,32 @@ def shape_of(ex: exercises.Exercise) -> dict[str, str]:
     return {"parts": ",".join(f"{p.shape[0]}x{p.shape[1]}" for p in cells),
             "choices": str(len(ex.parts) - len(cells)), "given": str(len(given_latex(ex))), "aids": str(aid_blocks),
             "steps": str(len(steps)), "charts": str(charts), "n": str(n)}
+
+
+CONTENT = {"real": True}  # the bare page draws the real page's formulas (--content fixed: its fixed stand-ins)
+_CONTENT_DIR = Path(tempfile.mkdtemp(prefix="bench-content-"))
+
+
+def latex_of(ex: exercises.Exercise) -> dict[str, list[str]]:
+    """The formulas the real page typesets for `ex`: the given values, the aids, each solution step (exact)."""
+    aids = exercises.aids(ex)
+    shapes = [r" \quad ".join(latex for _, _, latex in aids.shapes)] if aids.shapes else []
+    return {"given": [latex for _, latex in given_latex(ex)],
+            "aids": shapes + [x for x in (aids.sqrt_dk, aids.table_latex()) if x],
+            "steps": [spaced(step.display(exact=True)) for step in exercises.solve(ex)]}
+
+
+def twin_of(ex: exercises.Exercise) -> dict[str, str]:
+    """The bare page's address parameters for `ex`: its elements (shape_of) and, unless --content fixed, a file
+    of the real formulas of `ex` and of another problem of its kind and level (what New problem draws)."""
+    query = shape_of(ex)
+    if CONTENT["real"]:
+        path = _CONTENT_DIR / f"{ex.id}.json"
+        if not path.exists():
+            other = exercises.generate(ex.kind, ex.seed + 10_000, ex.level)
+            path.write_text(json.dumps([latex_of(ex), latex_of(other)]), encoding="utf-8")
+        query["content"] = str(path)
+    return query
 
 
 def element_count(messages: list) -> int:
@@ -136,14 +166,14 @@ async def via_server(kind: str, level: int, reps: int, flags: tuple[str, ...]) -
             await server_session(real_url, {"kind": kind, "level": str(level), "seed": "99999"},
                                  lambda _s: bc.answer_texts(warm, wrong=True), real_labels())
             for _server, url in bare.values():
-                await server_session(url, shape_of(warm), bare_texts, BARE)
+                await server_session(url, twin_of(warm), bare_texts, BARE)
             for rep in range(reps):
                 seed = 500 + rep
                 ex = exercises.generate(kind, seed, level)
                 runs = [("real", lambda ex=ex, seed=seed: server_session(
                     real_url, {"kind": kind, "level": str(level), "seed": str(seed)},
                     lambda _s: bc.answer_texts(ex, wrong=True), real_labels()))]
-                runs += [(which, lambda url=url, ex=ex: server_session(url, shape_of(ex), bare_texts, BARE))
+                runs += [(which, lambda url=url, ex=ex: server_session(url, twin_of(ex), bare_texts, BARE))
                          for which, (_server, url) in bare.items()]
                 for which, run in runs[rep % len(runs):] + runs[:rep % len(runs)]:  # each page first in turn
                     for step, ms in (await run()).items():
@@ -196,7 +226,7 @@ def via_apptest(kind: str, level: int, reps: int) -> dict[str, dict[str, list]]:
                                "app_pages/practice.py", texts, real_labels())
 
     def bare(seed: int) -> dict[str, float]:
-        return apptest_session("bench/bare_practice.py", shape_of(exercises.generate(kind, seed, level)),
+        return apptest_session("bench/bare_practice.py", twin_of(exercises.generate(kind, seed, level)),
                                None, None, BARE)
 
     real(99_999), bare(99_999)  # warm imports and Streamlit's caches, untimed
@@ -234,10 +264,13 @@ def main() -> None:
     parser.add_argument("--kinds", default="softmax,attention", help="comma-separated kind ids")
     parser.add_argument("--level", type=int, default=2)
     parser.add_argument("--via", default="server,apptest", help="server, apptest or both (comma-separated)")
+    parser.add_argument("--content", choices=("real", "fixed"), default="real",
+                        help="the bare page's formulas: the real page's (default) or short fixed stand-ins")
     parser.add_argument("--post-script-gc", choices=("config", "on", "off"), default="config",
                         help="Streamlit's runner.postScriptGC for the servers (see bench_class.py)")
     args = parser.parse_args()
     ways = [w for w in args.via.split(",") if w]
+    CONTENT["real"] = args.content == "real"
 
     print(f"# bench_page — {bc.machine()}")
     print(f"# {time.strftime('%Y-%m-%d %H:%M')}, load average {os.getloadavg()[0]:.1f}; {args.reps} new sessions per "

@@ -8,7 +8,8 @@ Chromium driven by Playwright (tests/e2e's StreamlitPage). Each repetition is a 
 session) on each page, each page first in turn; each interaction is timed
 with time.perf_counter from the click (or the navigation) to the page settled: connected, no script
 running, nothing stale, no placeholder (StreamlitPage.settle; the run's script_finished frame first,
-where the interaction reruns the script). The interactions:
+where the interaction reruns the script). Each click is made on an idle page (two idle callbacks in a row):
+what the typing or the interaction before left for the browser to do is not counted in the next one. The interactions:
     first load     the page opened at ?kind=…&level=…&seed=… (a new seed each time)
     Check          every cell typed (one wrong), then Check (the real page reruns its answer form alone)
     hint           the hints opened, then Hint 1 (the real page: a fragment run)
@@ -50,7 +51,16 @@ STEPS = ("first load", "Check", "hint", "Show solution", "New problem")
 GOAL_RATIO, GOAL_FORMULAS_S = 1.1, 1.0
 
 
-def timed(action: Callable[[], object]) -> float:
+# the page's main thread idle: two idle callbacks in a row (work queued by the last one has run too)
+IDLE_JS = "() => new Promise(done => requestIdleCallback(() => requestIdleCallback(() => done(), {timeout: 2000}),"
+IDLE_JS += " {timeout: 2000}))"
+
+
+def timed(action: Callable[[], object], app: StreamlitPage | None = None) -> float:
+    """ms from the action to its end; with `app`, from an idle page (what the interaction before it, or the
+    typing, left to do in the browser is not this one's)."""
+    if app is not None:
+        app.page.evaluate(IDLE_JS)
     started = time.perf_counter()
     action()
     return (time.perf_counter() - started) * 1000
@@ -64,11 +74,11 @@ def session(browser, url: str, path: str, typing: Callable[[StreamlitPage], None
         app = StreamlitPage(context.new_page(), url)
         times = {"first load": timed(lambda: app.open(path))}
         typing(app)
-        times["Check"] = timed(lambda: app.rerun(lambda: app.button(labels["check"]).click()))
+        times["Check"] = timed(lambda: app.rerun(lambda: app.button(labels["check"]).click()), app)
         app.page.locator('[data-testid="stExpander"] summary').filter(has_text=hint.split(" (")[0]).first.click()
-        times["hint"] = timed(lambda: app.rerun(lambda: app.button(labels["hint"]).first.click()))
-        times["Show solution"] = timed(lambda: app.rerun(lambda: app.button(labels["show"]).click()))
-        times["New problem"] = timed(lambda: app.rerun(lambda: app.button(labels["new"]).click()))
+        times["hint"] = timed(lambda: app.rerun(lambda: app.button(labels["hint"]).first.click()), app)
+        times["Show solution"] = timed(lambda: app.rerun(lambda: app.button(labels["show"]).click()), app)
+        times["New problem"] = timed(lambda: app.rerun(lambda: app.button(labels["new"]).click()), app)
         return times
     finally:
         context.close()

@@ -23,6 +23,7 @@ real page does; the other buttons only flip flags. Run alone: streamlit run benc
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 
@@ -41,11 +42,17 @@ def step(problem: int) -> str:
     return r"\begin{aligned} S &= Q K^{\top} \\ &= " + m + r" \\ &\approx " + m + r"\end{aligned}"
 
 
+@functools.lru_cache(maxsize=64)
+def _formulas(path: str) -> list[dict[str, list[str]]]:
+    """The `content` file, read once per process (the bench writes each one once)."""
+    return json.loads(Path(path).read_text(encoding="utf-8"))
+
+
 def content(problem: int, what: str, index: int) -> str:
     """The real page's LaTeX for this block (the `content` file), else the fixed stand-in."""
     path = st.query_params.get("content")
     if path:
-        problems = json.loads(Path(path).read_text(encoding="utf-8"))
+        problems = _formulas(path)
         blocks = problems[problem % len(problems)][what]
         if blocks:
             return blocks[index % len(blocks)]

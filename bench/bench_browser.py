@@ -39,7 +39,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 import bench_class as bc  # noqa: E402
-from bench_page import BARE, BARE_SCRIPTS, CONTENT, real_labels, twin_of  # noqa: E402
+from bench_page import BARE, CONTENT, in_turn, real_labels, start_bare_servers, twin_of  # noqa: E402
 from playwright.sync_api import sync_playwright  # noqa: E402
 
 import exercises  # noqa: E402
@@ -148,10 +148,7 @@ def main() -> None:
           f"page and kind, real and bare alternating; click → settled, ms")
     with tempfile.TemporaryDirectory(prefix="bench-browser-") as folder, sync_playwright() as playwright:
         real_server, real_url = bc.start_server(Path(folder))
-        bare = {}
-        for which, script in BARE_SCRIPTS.items():
-            (Path(folder) / script.replace("/", "-")).mkdir()
-            bare[which] = bc.start_server(Path(folder) / script.replace("/", "-"), script=script)
+        bare = start_bare_servers(Path(folder))
         browser = playwright.chromium.launch(executable_path=chromium, headless=True, args=CHROMIUM_ARGS)
         try:
             formula_sheet(browser, real_url)  # the app frame runs once, as on any server that has had a visitor
@@ -165,8 +162,7 @@ def main() -> None:
                                      labels, exercises.t("hint.title"))}
                     runs.update({which: (url, "/?" + urlencode(twin_of(ex)), type_bare, bare_labels, "Hints")
                                  for which, (_server, url) in bare.items()})
-                    order = list(runs)
-                    for which in order[rep % len(order):] + order[:rep % len(order)]:  # each page first in turn
+                    for which in in_turn(list(runs), rep):
                         times = session(browser, *runs[which])
                         if rep:
                             for step, ms in times.items():

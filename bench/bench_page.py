@@ -34,8 +34,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import atexit
 import json
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -87,6 +89,7 @@ def shape_of(ex: exercises.Exercise) -> dict[str, str]:
 
 CONTENT = {"real": True}  # the bare page draws the real page's formulas (--content fixed: its fixed stand-ins)
 _CONTENT_DIR = Path(tempfile.mkdtemp(prefix="bench-content-"))
+atexit.register(shutil.rmtree, _CONTENT_DIR, True)
 
 
 def latex_of(ex: exercises.Exercise) -> dict[str, list[str]]:
@@ -151,15 +154,25 @@ def bare_texts(session: bc.Session) -> dict[str, str]:
 BARE_SCRIPTS = {"bare": "bench/bare_practice.py", "bare, Nagle off": "bench/bare_nodelay.py"}
 
 
+def start_bare_servers(folder: Path, flags: tuple[str, ...] = ()) -> dict[str, tuple]:
+    """A server for each bare page (BARE_SCRIPTS), each in its own folder under `folder`: {name: (process, url)}."""
+    servers = {}
+    for which, script in BARE_SCRIPTS.items():
+        (folder / script.replace("/", "-")).mkdir()
+        servers[which] = bc.start_server(folder / script.replace("/", "-"), script=script, flags=flags)
+    return servers
+
+
+def in_turn(items: list, rep: int) -> list:
+    """`items` starting from the rep-th (each page goes first in turn)."""
+    return items[rep % len(items):] + items[:rep % len(items)]
+
+
 async def via_server(kind: str, level: int, reps: int, flags: tuple[str, ...]) -> dict[str, dict[str, list]]:
     results = {which: defaultdict(list) for which in ("real", *BARE_SCRIPTS)}
     with tempfile.TemporaryDirectory(prefix="bench-page-") as folder:
         real_server, real_url = bc.start_server(Path(folder), flags=flags)
-        bare = {}
-        for which, script in BARE_SCRIPTS.items():
-            bare_dir = Path(folder) / script.replace("/", "-")
-            bare_dir.mkdir()
-            bare[which] = bc.start_server(bare_dir, script=script, flags=flags)
+        bare = start_bare_servers(Path(folder), flags)
         try:
             await bc.open_root(real_url)  # see bench_class.open_root: run the app frame, not app_pages/ alone
             warm = exercises.generate(kind, 99_999, level)
@@ -175,7 +188,7 @@ async def via_server(kind: str, level: int, reps: int, flags: tuple[str, ...]) -
                     lambda _s: bc.answer_texts(ex, wrong=True), real_labels()))]
                 runs += [(which, lambda url=url, ex=ex: server_session(url, twin_of(ex), bare_texts, BARE))
                          for which, (_server, url) in bare.items()]
-                for which, run in runs[rep % len(runs):] + runs[:rep % len(runs)]:  # each page first in turn
+                for which, run in in_turn(runs, rep):
                     for step, ms in (await run()).items():
                         results[which][step].append(ms)
         finally:

@@ -141,10 +141,14 @@ def _draw_cells(part: Part, prefix: str, pfb, shown: np.ndarray | None, disabled
     the server grows with its elements (bench/bench_assignment.py)."""
     rows, cols = part.shape
     numbered = rows * cols > 1
-    with st.container(key=grid_key(prefix, part.name)):
+    key = grid_key(prefix, part.name)
+    with st.container(key=key):
+        style = theme.grid_style(key, numbered)
         if numbered:  # column numbers over the cells: a filled cell loses its "r,c" placeholder
             heads = "".join(f'<span class="abh-grid-head">{j + 1}</span>' for j in range(cols))
-            st.html(f'<div class="abh-grid-heads" aria-hidden="true"><span></span>{heads}</div>')
+            st.html(f'{style}<div class="abh-grid-heads" aria-hidden="true"><span></span>{heads}</div>')
+        else:
+            st.html(style)
         live = _live(prefix, part.name)  # the cells' key prefix: read once, not once a cell
         for i in range(rows):
             _draw_row(part, live, pfb, shown, disabled, styles, i, numbered, kind)

@@ -18,7 +18,7 @@ from services import db
 from services import gradebook as service
 from services.assignments import AccessDenied, Assignment, AssignmentError, MalformedCode, UnknownAssignment, parse_code
 
-from . import feedback, guard, paper
+from . import feedback, guard, paper, theme
 from . import lti as lti_ui
 from .i18n import render, tr, user_text
 from .progress import mistake_name
@@ -45,8 +45,8 @@ def table(book: service.Gradebook) -> pd.DataFrame:
                          tr("paper.from_paper"))
 
 
-BOOK_TABLE = "abh-book-table"  # the students × items table's container (ui.theme gives its toolbar room)
-SMALL_TABLE = "abh-small-table"  # a small table's container: no toolbar over what is drawn above it (ui.theme)
+BOOK_TABLE = "abh-book-table"  # the students × items table's container (its toolbar has room: ui.theme)
+SMALL_TABLE = "abh-small-table"  # a small table's container: no toolbar over what is drawn above it
 
 
 def table_columns(a: Assignment, labels: list[str]) -> dict[str, Any]:
@@ -173,7 +173,9 @@ def show(code: str, key: str) -> None:
                    icon=":material/person_off:")
     frame = table(book)
     labels = item_labels(a)
-    with st.container(key=f"{BOOK_TABLE}-{a.code}"):  # room above for its toolbar (ui.theme)
+    key = f"{BOOK_TABLE}-{a.code}"
+    with st.container(key=key):
+        st.html(theme.table_style(key, toolbar=True))
         st.dataframe(frame, hide_index=True, column_config=table_columns(a, labels))
     if frame[tr("gradebook.col.duplicate")].astype(bool).any():
         st.info(tr("gradebook.duplicates"), icon=":material/group:")
@@ -273,6 +275,7 @@ def stats_ui(book: service.Gradebook, labels: list[str]) -> None:
     stats.columns = [tr("gradebook.chart_item"), tr("gradebook.facility"), tr("gradebook.discrimination"),
                      tr("gradebook.flagged")]
     with st.container(key=f"{SMALL_TABLE}-stats"):
+        st.html(theme.table_style(f"{SMALL_TABLE}-stats", toolbar=False))
         st.dataframe(stats, hide_index=True, column_config={
             tr("gradebook.facility"): st.column_config.NumberColumn(format="%.1f %%"),
             tr("gradebook.discrimination"): st.column_config.NumberColumn(format="%.2f")})
@@ -293,4 +296,5 @@ def student_ui(book: service.Gradebook, names: list[str]) -> None:
     cells = service.student_cells(book, name, marks)
     cells.columns = [tr(f"gradebook.cell.{c}") for c in cells.columns]
     with st.container(key=f"{SMALL_TABLE}-cells"):  # its toolbar would cover the Student box above
+        st.html(theme.table_style(f"{SMALL_TABLE}-cells", toolbar=False))
         st.dataframe(cells, hide_index=True)

@@ -7,11 +7,11 @@
   animation, only on the blocks the script below finds scrolling: a solution's many blocks that fit cost
   the browser no animation).
 * Answer grids (ui/answer_grid) keep their rows × columns shape on a narrow screen: the row scrolls
-  sideways rather than stacking the cells into one long column, and each row and column is numbered
-  (a row's number is its one element without a key: no :has(), whose every check on a change of the
-  page costs a style recalculation).
+  sideways rather than stacking the cells into one long column, and each row and column is numbered.
+  Each grid brings its own rules, by its container's class (grid_style): no :has() and no class matched
+  by a part of its name, which the browser tries on every element at every change of the page.
 * A small table has no toolbar (it would cover the widget above it, on a phone most of all); the
-  gradebook's big table keeps its own, with room above it.
+  gradebook's big table keeps its own, with room above it (table_style, by the container's class).
 * A scrolling block that holds nothing focusable gets tabindex=0 and a name, so a keyboard can scroll
   it (axe-core's scrollable-region-focusable), and a chart's SVG gets a name (svg-img-alt). Only what a
   change drew is looked at (the elements added and the blocks around a change, from the
@@ -30,6 +30,33 @@ from .i18n import tr
 
 GRID_CLASS = "abh-grid"  # the key prefix of every answer grid's container (st-key-abh-grid-…)
 
+# One grid's shape, by its container's own class: a rule whose every part names a class the browser can
+# look up (a class selected by a substring of its name is tried on every element the page has, at every
+# change of the page). The row number, when the grid has one, is a row's first element.
+_GRID = """
+.st-key-{key} {{ overflow-x: auto; padding-bottom: 0.2rem; }}
+.st-key-{key} .stHorizontalBlock {{ flex-wrap: nowrap !important; gap: 0.5rem; }}
+.st-key-{key} .stHorizontalBlock > .stElementContainer {{
+  min-width: 4rem !important; flex: 1 1 0 !important; width: auto !important; }}
+"""
+_GRID_ROW_NUMBER = """.st-key-{key} .stHorizontalBlock > .stElementContainer:first-child {{
+  min-width: 1.6rem !important; flex: 0 0 1.6rem !important; }}
+"""
+
+
+def table_style(key: str, toolbar: bool) -> str:
+    """The <style> for the table in the container keyed `key`: a small one shows no toolbar (it would
+    cover the widget above it, on a phone most of all), a big one keeps its own, with room above it."""
+    if toolbar:
+        return f"<style>.st-key-{key} {{ padding-top: 2rem; }}</style>"
+    return f'<style>.st-key-{key} [data-testid="stElementToolbar"] {{ display: none !important; }}</style>'
+
+
+def grid_style(key: str, numbered: bool) -> str:
+    """The <style> that keeps the grid in the container keyed `key` a grid (ui/answer_grid draws it
+    with the grid's first element, so the grid never shows without it)."""
+    return "<style>" + _GRID.format(key=key) + (_GRID_ROW_NUMBER.format(key=key) if numbered else "") + "</style>"
+
 # Streamlit's HTML sanitizer drops a <style> whose text holds a "<": write it as the CSS escape \3C.
 CSS = """
 [data-testid="stCaptionContainer"] { color: inherit !important; opacity: 0.82; }
@@ -47,18 +74,10 @@ CSS = """
   92% { --abh-fade-right: 2.5em; }
   100% { --abh-fade-left: 2.5em; --abh-fade-right: 0px; }
 }
-[class*="st-key-abh-grid-"] { overflow-x: auto; padding-bottom: 0.2rem; }
-[class*="st-key-abh-grid-"] .stHorizontalBlock { flex-wrap: nowrap !important; gap: 0.5rem; }
-[class*="st-key-abh-grid-"] .stHorizontalBlock > .stElementContainer {
-  min-width: 4rem !important; flex: 1 1 0 !important; width: auto !important; }
-[class*="st-key-abh-grid-"] .stHorizontalBlock > .stElementContainer:not([class*="st-key-"]) {
-  min-width: 1.6rem !important; flex: 0 0 1.6rem !important; }
-[class*="st-key-abh-grid-"] .abh-grid-heads { display: flex; gap: 0.5rem; }
-[class*="st-key-abh-grid-"] .abh-grid-heads > span:first-child { flex: 0 0 1.6rem; }
-[class*="st-key-abh-grid-"] .abh-grid-head { flex: 1 1 0; min-width: 4rem; text-align: center; font-size: 0.8rem; }
-[class*="st-key-abh-grid-"] .abh-grid-row { font-size: 0.8rem; line-height: 2.5rem; margin: 0; }
-[class*="st-key-abh-small-table"] [data-testid="stElementToolbar"] { display: none !important; }
-[class*="st-key-abh-book-table"] { padding-top: 2rem; }
+.abh-grid-heads { display: flex; gap: 0.5rem; }
+.abh-grid-heads > span:first-child { flex: 0 0 1.6rem; }
+.abh-grid-head { flex: 1 1 0; min-width: 4rem; text-align: center; font-size: 0.8rem; }
+.abh-grid-row { font-size: 0.8rem; line-height: 2.5rem; margin: 0; }
 """
 
 SCRIPT = """

@@ -101,15 +101,16 @@ def shapes() -> list[tuple[int, int]]:
 def grid(problem: int, index: int, rows: int, cols: int, checked: bool) -> None:
     """One part's cells as ui/answer_grid draws them."""
     st.markdown(f"**The attention weights A** · {rows}×{cols} · to 2 decimals")
-    with st.container(key=f"bare-grid-{problem}-{index}"):
+    key = f"bare-grid-{problem}-{index}"
+    with st.container(key=key):
         numbered = rows * cols > 1
-        if numbered:
+        if numbered:  # the rows numbered by the grid's own CSS, as the app does
             heads = "".join(f'<span class="abh-grid-head">{j + 1}</span>' for j in range(cols))
-            st.html(f'<div class="abh-grid-heads" aria-hidden="true"><span></span>{heads}</div>')
+            st.html(f"<style>.st-key-{key} {{ counter-reset: row; }} .st-key-{key} .stHorizontalBlock::before "
+                    f"{{ content: counter(row); counter-increment: row; }}</style>"
+                    f'<div class="abh-grid-heads" aria-hidden="true"><span></span>{heads}</div>')
         for i in range(rows):
             with st.container(horizontal=True, gap="small"):
-                if numbered:
-                    st.html(f'<p class="abh-grid-row" aria-hidden="true">{i + 1}</p>', width="content")
                 for j in range(cols):
                     st.text_input(f"A, row {i + 1}, column {j + 1}", key=f"bare.{problem}.{index}.{i}.{j}",
                                   label_visibility="collapsed", placeholder=f"{i + 1},{j + 1}", max_chars=200)

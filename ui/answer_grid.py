@@ -136,9 +136,9 @@ def _draw_cells(part: Part, prefix: str, pfb, shown: np.ndarray | None, disabled
                 styles: list[str], kind: str | None = None) -> None:
     """The cells of one part; `shown` marks the cells that still hold the text `pfb` graded.
 
-    A row is one horizontal container (a row number, then its cells), the column numbers one line of
-    HTML over them: a 3×3 grid is 16 page elements where st.columns made it 35, and a page's cost on
-    the server grows with its elements (bench/bench_assignment.py)."""
+    A row is one horizontal container of its cells (its number drawn by the grid's CSS), the column
+    numbers one line of HTML over them: a 3×3 grid is 13 page elements where st.columns made it 35,
+    and a page's cost, on the server and in the browser, grows with its elements."""
     rows, cols = part.shape
     numbered = rows * cols > 1
     key = grid_key(prefix, part.name)
@@ -151,18 +151,16 @@ def _draw_cells(part: Part, prefix: str, pfb, shown: np.ndarray | None, disabled
             st.html(style)
         live = _live(prefix, part.name)  # the cells' key prefix: read once, not once a cell
         for i in range(rows):
-            _draw_row(part, live, pfb, shown, disabled, styles, i, numbered, kind)
+            _draw_row(part, live, pfb, shown, disabled, styles, i, kind)
 
 
 def _draw_row(part: Part, live: str, pfb, shown: np.ndarray | None, disabled: bool, styles: list[str],
-              i: int, numbered: bool, kind: str | None = None) -> None:
-    """Row i of the cells, its number first (the grid's CSS keeps the row one row on a phone); the
-    cells' format errors go under the row (each message names its row and column)."""
+              i: int, kind: str | None = None) -> None:
+    """Row i of the cells (the grid's CSS numbers it and keeps it one row on a phone); the cells'
+    format errors go under the row (each message names its row and column)."""
     cols = part.shape[1]
     errors: list[str] = []
     with st.container(horizontal=True, gap="small"):
-        if numbered:
-            st.html(f'<p class="abh-grid-row" aria-hidden="true">{i + 1}</p>', width="content")
         for j in range(cols):
             key = cell_key(live, part.name, i, j)
             st.text_input(cell_label(part.name, i + 1, j + 1, kind=kind), key=key,

@@ -32,15 +32,18 @@ GRID_CLASS = "abh-grid"  # the key prefix of every answer grid's container (st-k
 
 # One grid's shape, by its container's own class: a rule whose every part names a class the browser can
 # look up (a class selected by a substring of its name is tried on every element the page has, at every
-# change of the page). The row number, when the grid has one, is a row's first element.
+# change of the page). A row's number, when the grid has them, is drawn by the row itself (a CSS counter):
+# no element of its own, and not read out (the cells' names say their row).
 _GRID = """
 .st-key-{key} {{ overflow-x: auto; padding-bottom: 0.2rem; }}
 .st-key-{key} .stHorizontalBlock {{ flex-wrap: nowrap !important; gap: 0.5rem; }}
 .st-key-{key} .stHorizontalBlock > .stElementContainer {{
   min-width: 4rem !important; flex: 1 1 0 !important; width: auto !important; }}
 """
-_GRID_ROW_NUMBER = """.st-key-{key} .stHorizontalBlock > .stElementContainer:first-child {{
-  min-width: 1.6rem !important; flex: 0 0 1.6rem !important; }}
+_GRID_ROW_NUMBER = """.st-key-{key} {{ counter-reset: abh-row; }}
+.st-key-{key} .stHorizontalBlock {{ counter-increment: abh-row; }}
+.st-key-{key} .stHorizontalBlock::before {{ content: counter(abh-row) / ""; flex: 0 0 1.6rem;
+  font-size: 0.8rem; line-height: 2.5rem; }}
 """
 
 
@@ -77,7 +80,6 @@ CSS = """
 .abh-grid-heads { display: flex; gap: 0.5rem; }
 .abh-grid-heads > span:first-child { flex: 0 0 1.6rem; }
 .abh-grid-head { flex: 1 1 0; min-width: 4rem; text-align: center; font-size: 0.8rem; }
-.abh-grid-row { font-size: 0.8rem; line-height: 2.5rem; margin: 0; }
 """
 
 SCRIPT = """

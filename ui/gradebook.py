@@ -173,9 +173,9 @@ def show(code: str, key: str) -> None:
                    icon=":material/person_off:")
     frame = table(book)
     labels = item_labels(a)
-    key = f"{BOOK_TABLE}-{a.code}"
-    with st.container(key=key):
-        st.html(theme.table_style(key, toolbar=True))
+    table_key = f"{BOOK_TABLE}-{a.code}"
+    with st.container(key=table_key):
+        st.html(theme.table_style(table_key, toolbar=True))
         st.dataframe(frame, hide_index=True, column_config=table_columns(a, labels))
     if frame[tr("gradebook.col.duplicate")].astype(bool).any():
         st.info(tr("gradebook.duplicates"), icon=":material/group:")

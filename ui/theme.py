@@ -60,6 +60,7 @@ def grid_style(key: str, numbered: bool) -> str:
     with the grid's first element, so the grid never shows without it)."""
     return "<style>" + _GRID.format(key=key) + (_GRID_ROW_NUMBER.format(key=key) if numbered else "") + "</style>"
 
+
 # Streamlit's HTML sanitizer drops a <style> whose text holds a "<": write it as the CSS escape \3C.
 CSS = """
 [data-testid="stCaptionContainer"] { color: inherit !important; opacity: 0.82; }

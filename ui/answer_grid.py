@@ -45,7 +45,7 @@ def cell_key(prefix: str, part: str, i: int, j: int) -> str:
 
 def grid_key(prefix: str, part: str) -> str:
     """The key of the container that holds the cells of `part` (ui/theme styles it: a grid stays a grid)."""
-    return _slug(f"{theme.GRID_CLASS}-{prefix}-{part}")
+    return _slug(f"abh-grid-{prefix}-{part}")
 
 
 def paste_key(prefix: str, part: str) -> str:

@@ -173,9 +173,7 @@ def show(code: str, key: str) -> None:
                    icon=":material/person_off:")
     frame = table(book)
     labels = item_labels(a)
-    table_key = f"{BOOK_TABLE}-{a.code}"
-    with st.container(key=table_key):
-        st.html(theme.table_style(table_key, toolbar=True))
+    with theme.table(f"{BOOK_TABLE}-{a.code}", toolbar=True):
         st.dataframe(frame, hide_index=True, column_config=table_columns(a, labels))
     if frame[tr("gradebook.col.duplicate")].astype(bool).any():
         st.info(tr("gradebook.duplicates"), icon=":material/group:")
@@ -274,8 +272,7 @@ def stats_ui(book: service.Gradebook, labels: list[str]) -> None:
     stats["flagged"] = stats["flagged"].map(lambda f: "⚠" if f else "")
     stats.columns = [tr("gradebook.chart_item"), tr("gradebook.facility"), tr("gradebook.discrimination"),
                      tr("gradebook.flagged")]
-    with st.container(key=f"{SMALL_TABLE}-stats"):
-        st.html(theme.table_style(f"{SMALL_TABLE}-stats", toolbar=False))
+    with theme.table(f"{SMALL_TABLE}-stats", toolbar=False):
         st.dataframe(stats, hide_index=True, column_config={
             tr("gradebook.facility"): st.column_config.NumberColumn(format="%.1f %%"),
             tr("gradebook.discrimination"): st.column_config.NumberColumn(format="%.2f")})
@@ -295,6 +292,5 @@ def student_ui(book: service.Gradebook, names: list[str]) -> None:
     marks = {m: tr(f"gradebook.mark.{m}") for m in ("blank", "right", "wrong", "consistent")}
     cells = service.student_cells(book, name, marks)
     cells.columns = [tr(f"gradebook.cell.{c}") for c in cells.columns]
-    with st.container(key=f"{SMALL_TABLE}-cells"):  # its toolbar would cover the Student box above
-        st.html(theme.table_style(f"{SMALL_TABLE}-cells", toolbar=False))
+    with theme.table(f"{SMALL_TABLE}-cells", toolbar=False):  # a toolbar would cover the Student box above
         st.dataframe(cells, hide_index=True)

@@ -11,7 +11,7 @@
   Each grid brings its own rules, by its container's class (grid_style): no :has() and no class matched
   by a part of its name, which the browser tries on every element at every change of the page.
 * A small table has no toolbar (it would cover the widget above it, on a phone most of all); the
-  gradebook's big table keeps its own, with room above it (table_style, by the container's class).
+  gradebook's big table keeps its own, with room above it (table, by the container's class).
 * A scrolling block that holds nothing focusable gets tabindex=0 and a name, so a keyboard can scroll
   it (axe-core's scrollable-region-focusable), and a chart's SVG gets a name (svg-img-alt). Only what a
   change drew is looked at (the elements added and the blocks around a change, from the
@@ -23,12 +23,12 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import streamlit as st
 
 from .i18n import tr
-
-GRID_CLASS = "abh-grid"  # the key prefix of every answer grid's container (st-key-abh-grid-…)
 
 # One grid's shape, by its container's own class: a rule whose every part names a class the browser can
 # look up (a class selected by a substring of its name is tried on every element the page has, at every
@@ -47,12 +47,16 @@ _GRID_ROW_NUMBER = """.st-key-{key} {{ counter-reset: abh-row; }}
 """
 
 
-def table_style(key: str, toolbar: bool) -> str:
-    """The <style> for the table in the container keyed `key`: a small one shows no toolbar (it would
+@contextmanager
+def table(key: str, toolbar: bool) -> Iterator[None]:
+    """A container keyed `key` for one table, with its style: a small table shows no toolbar (it would
     cover the widget above it, on a phone most of all), a big one keeps its own, with room above it."""
-    if toolbar:
-        return f"<style>.st-key-{key} {{ padding-top: 2rem; }}</style>"
-    return f'<style>.st-key-{key} [data-testid="stElementToolbar"] {{ display: none !important; }}</style>'
+    with st.container(key=key):
+        if toolbar:
+            st.html(f"<style>.st-key-{key} {{ padding-top: 2rem; }}</style>")
+        else:
+            st.html(f'<style>.st-key-{key} [data-testid="stElementToolbar"] {{ display: none !important; }}</style>')
+        yield
 
 
 def grid_style(key: str, numbered: bool) -> str:

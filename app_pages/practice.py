@@ -11,7 +11,7 @@ from ui.i18n import render, tr
 kind, level, seed = ps.ensure()
 ex = cache.exercise(kind, seed, level)
 ps.sync_url(kind, level, seed)
-prefix = f"ans-{ex.id}"
+prefix = ps.answer_boxes(ex)  # the grid's boxes, emptied when the problem changed
 
 st.title(tr("practice.title"))
 for notice in st.session_state.get(ps.NOTICES, []):

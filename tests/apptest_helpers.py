@@ -8,6 +8,7 @@ from streamlit.testing.v1 import AppTest
 
 import exercises
 from exercises.cli import selftest
+from ui.practice_state import answer_prefix
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -36,7 +37,7 @@ def fill_cells(at: AppTest, ex: exercises.Exercise, values: dict[str, list[list[
     for name, rows in values.items():
         for i, row in enumerate(rows):
             for j, text in enumerate(row):
-                at.text_input(key=cell_key(f"ans-{ex.id}", name, i, j)).input(text)
+                at.text_input(key=cell_key(answer_prefix(ex), name, i, j)).input(text)
 
 
 def reference_cells(ex: exercises.Exercise) -> dict[str, list[list[str]]]:

@@ -14,6 +14,7 @@ from exercises.i18n import languages, t
 from tests.apptest_helpers import open_page
 from ui import answer_grid
 from ui import check_work as cw
+from ui.practice_state import answer_prefix
 
 LANGS = list(languages())
 
@@ -116,11 +117,11 @@ def test_answer_cells_are_named_by_the_parts_catalog_label(lang, label):
     at = open_page("app_pages/practice.py", {"kind": "attention", "level": "1", "seed": "77738"}, lang=lang)
     assert not at.exception
     ex = exercises.generate("attention", 77738, 1)
-    cell = at.text_input(key=answer_grid.cell_key(f"ans-{ex.id}", "scaled", 0, 0))
+    cell = at.text_input(key=answer_grid.cell_key(answer_prefix(ex), "scaled", 0, 0))
     assert cell.label == label, f"attention level 1 seed 77738, scaled (1, 1), {lang}: {cell.label!r}"
     for part in ex.parts:
         for i in range(part.shape[0]):
             for j in range(part.shape[1]):
-                shown = at.text_input(key=answer_grid.cell_key(f"ans-{ex.id}", part.name, i, j)).label
+                shown = at.text_input(key=answer_grid.cell_key(answer_prefix(ex), part.name, i, j)).label
                 name = t(f"part.{part.name}", lang)
                 assert name[1:] in shown and not shown.startswith(f"{part.name},"), (part.name, i, j, lang, shown)

@@ -10,7 +10,8 @@ import exercises
 from exercises.cli import selftest
 from exercises.i18n import t
 from tests.apptest_helpers import ROOT, click_check, current_exercise, fill_cells, open_page, reference_cells
-from ui.answer_grid import paste_key
+from ui.answer_grid import paste_key, round_key
+from ui.practice_state import answer_prefix
 
 
 def answer_cells(at):
@@ -108,18 +109,18 @@ def test_garbage_everywhere_gives_messages_not_exceptions():
     assert len(at.session_state["practice.attempts"]) == 0, "a format error spends no attempt"
     # the paste box with garbage: a message by the box (the pasted text stays), no exception, and
     # nothing graded (the paste was once graded in the grid's place)
-    at.text_area(key=paste_key(f"ans-{ex.id}", "A")).input("[[1, 2], [3")
+    at.text_area(key=paste_key(answer_prefix(ex), "A")).input("[[1, 2], [3")
     click_check(at)
     assert not at.exception
     assert any("brackets" in e.value for e in at.error)
-    assert at.text_area(key=paste_key(f"ans-{ex.id}", "A")).value == "[[1, 2], [3"
+    assert at.text_area(key=paste_key(answer_prefix(ex), "A")).value == "[[1, 2], [3"
     assert len(at.session_state["practice.attempts"]) == 0
 
 
 def test_pasted_matrix_of_wrong_shape_names_both_shapes():
     at = open_page("app_pages/practice.py", {"kind": "softmax", "level": "2", "seed": "4"})
     ex = current_exercise(at)
-    at.text_area(key=paste_key(f"ans-{ex.id}", "A")).input("1 0; 0 1")
+    at.text_area(key=paste_key(answer_prefix(ex), "A")).input("1 0; 0 1")
     click_check(at)
     # the paste cannot go into the 3×3 grid: said by the paste box, nothing graded (one input)
     assert any("3×3" in e.value and "2×2" in e.value for e in at.error)
@@ -134,8 +135,8 @@ def test_typed_cells_survive_a_format_error():
     fill_cells(at, ex, cells)
     click_check(at)
     from ui.answer_grid import cell_key
-    assert at.text_input(key=cell_key(f"ans-{ex.id}", "scores", 0, 0)).value == "oops"
-    assert at.text_input(key=cell_key(f"ans-{ex.id}", "scores", 0, 1)).value == cells["scores"][0][1]
+    assert at.text_input(key=cell_key(answer_prefix(ex), "scores", 0, 0)).value == "oops"
+    assert at.text_input(key=cell_key(answer_prefix(ex), "scores", 0, 1)).value == cells["scores"][0][1]
 
 
 def test_new_problem_changes_seed_and_url_and_keeps_topic():
@@ -146,6 +147,27 @@ def test_new_problem_changes_seed_and_url_and_keeps_topic():
     assert at.session_state["practice.kind"] == "masking"
     assert at.query_params["seed"] in (str(at.session_state["practice.seed"]), [str(at.session_state["practice.seed"])])
     assert at.query_params["kind"] in ("masking", ["masking"])
+
+
+def test_new_problem_empties_the_grid_and_forgets_its_pastes():
+    """The boxes keep their keys from problem to problem (the browser keeps them); what they held, typed or
+    pasted, is gone, and the new problem is graded on what is typed for it."""
+    at = open_page("app_pages/practice.py", {"kind": "softmax", "level": "2", "seed": "4"})
+    ex = current_exercise(at)
+    prefix = answer_prefix(ex)
+    rows, cols = ex.part("A").shape
+    at.text_area(key=paste_key(prefix, "A")).input("; ".join(" ".join(["0.5"] * cols) for _ in range(rows))).run()
+    assert at.session_state[round_key(prefix, "A")] == 1, "the paste went into the grid (its cells' second keys)"
+    next(b for b in at.button if b.label == "New problem").click()
+    at.run()
+    fresh = current_exercise(at)
+    assert fresh.id != ex.id and answer_prefix(fresh) == prefix
+    assert round_key(prefix, "A") not in at.session_state
+    assert [w.value for w in answer_cells(at)] == [""] * fresh.part("A").reference.size
+    assert at.text_area(key=paste_key(prefix, "A")).value == ""
+    fill_cells(at, fresh, reference_cells(fresh))
+    click_check(at)
+    assert feedback_of(at).correct, "the new problem is graded on what was typed for it"
 
 
 def test_rerun_does_not_regenerate():
@@ -224,7 +246,7 @@ def test_practice_page_shows_and_grades_each_kind(kind_id):
     cells = {}
     for part in ex.parts:
         if part.is_choice:
-            at.radio(key=choice_key(f"ans-{ex.id}", part.name)).set_value(int(part.reference[0, 0]))
+            at.radio(key=choice_key(answer_prefix(ex), part.name)).set_value(int(part.reference[0, 0]))
         else:
             cells[part.name] = [[selftest.format_cell(x) for x in row] for row in part.reference]
     fill_cells(at, ex, cells)

@@ -18,6 +18,7 @@ import exercises
 from exercises.cli import selftest
 from tests.apptest_helpers import click_check, current_exercise, fill_cells, open_page, reference_cells
 from ui.answer_grid import MARK, TINT, cell_key, cell_text, cells_prefix, paste_key, round_key
+from ui.practice_state import answer_prefix
 
 ISSUE_PAGE = {"kind": "scores", "level": "2", "seed": "47343"}
 STATUS_OF_TINT = {tint: status for status, tint in TINT.items()}
@@ -30,7 +31,7 @@ def opened(query=ISSUE_PAGE):
 
 
 def prefix(ex) -> str:
-    return f"ans-{ex.id}"
+    return answer_prefix(ex)
 
 
 def live_cell_key(at, ex, part: str, i: int, j: int) -> str:

@@ -15,6 +15,7 @@ from streamlit.proto.WidgetStates_pb2 import WidgetState
 import exercises
 from exercises.cli import selftest
 from ui.answer_grid import cell_key
+from ui.practice_state import answer_prefix
 
 FINISHED_OK = (ForwardMsg.FINISHED_SUCCESSFULLY, ForwardMsg.FINISHED_FRAGMENT_RUN_SUCCESSFULLY)
 
@@ -109,8 +110,8 @@ class Session:
 def answer_texts(ex: exercises.Exercise, wrong: bool, prefix: str | None = None) -> dict[str, str]:
     """Every answer cell's text by widget key: the right answer, or with its first cell wrong.
 
-    `prefix`: the answer grid's key prefix (Practice's `ans-<id>` by default)."""
-    prefix, texts = prefix or f"ans-{ex.id}", {}
+    `prefix`: the answer grid's key prefix (Practice's answer_prefix(ex) by default)."""
+    prefix, texts = prefix or answer_prefix(ex), {}
     for part in ex.parts:
         if part.is_choice:
             continue

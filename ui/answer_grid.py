@@ -1,7 +1,9 @@
 """The answer grid: one text cell per matrix entry, a paste box per part, marks after a check.
 
-Widget keys are plain strings built from the exercise id, so a new problem gets fresh, empty cells
-and a rerun keeps whatever the learner typed.
+Widget keys are plain strings built from a prefix the page chooses; a rerun keeps whatever the learner
+typed. Practice's prefix names the kind and level, not the problem: a new problem of the same kind and
+level reuses the boxes on screen (the browser redraws their text, not the boxes), and clear() empties
+them first.
 
 Two ways to use it. Practice keeps one answer input, the grid: `paste_boxes()` (outside the form)
 puts a pasted matrix into the grid's cells the moment it changes, `fill_from_pastes()` does the same
@@ -71,6 +73,17 @@ def _live(prefix: str, part: str) -> str:
 def choice_key(prefix: str, part: str) -> str:
     """Options are translated: one widget per language, a switch carries the choice over."""
     return lang_key(_slug(f"{prefix}-{part}-choice"), carry=True)
+
+
+def clear(prefix: str) -> None:
+    """Empty every cell, paste box and choice whose key starts with `prefix` (the widgets keep their keys)
+    and forget its pastes: what the grid held belonged to another problem."""
+    state = st.session_state
+    for key in [k for k in state if isinstance(k, str) and k.startswith(prefix + "-")]:
+        if key.endswith((".round", ".error", ".filled")):  # paste bookkeeping, not a widget
+            del state[key]
+        else:
+            state[key] = "" if isinstance(state[key], str) else None
 
 
 def _capitalized(text: str) -> str:

@@ -15,6 +15,7 @@ import streamlit as st
 import exercises
 from exercises.i18n import Msg, msg
 
+from . import answer_grid
 from .i18n import lang_key, tr
 
 DEFAULT_KIND = "softmax"
@@ -22,6 +23,7 @@ KIND, LEVEL, SEED = "practice.kind", "practice.level", "practice.seed"
 KIND_WIDGET = "practice.kind_widget"  # + the language: see kind_widget_key()
 NOTICES, FEEDBACK, ATTEMPTS, STARTED = "practice.notices", "practice.feedback", "practice.attempts", "practice.started"
 PASTE_UNREAD = "practice.paste_unread"  # the exercise id whose Check found a paste it could not read
+ANSWERS_FOR = "practice.answers_for"  # the exercise id whose answer the grid's boxes hold
 
 
 def new_seed() -> int:
@@ -92,6 +94,21 @@ def same_check(stored: tuple | None, ex: exercises.Exercise, answer: object) -> 
     if not stored or stored[0] != ex.id or len(stored) < 3:
         return False
     return json.dumps(stored[2], sort_keys=True, default=str) == json.dumps(answer, sort_keys=True, default=str)
+
+
+def answer_prefix(ex: exercises.Exercise) -> str:
+    """The key prefix of the answer grid: one per kind and level, not per problem, so New problem keeps the
+    boxes on screen and the browser redraws only their text (mounting them again is most of its work)."""
+    return f"ans-{ex.kind}-L{ex.level}"
+
+
+def answer_boxes(ex: exercises.Exercise) -> str:
+    """answer_prefix(ex), with its boxes emptied when they hold an answer to another problem."""
+    prefix, state = answer_prefix(ex), st.session_state
+    if state.get(ANSWERS_FOR) != ex.id:
+        answer_grid.clear(prefix)
+        state[ANSWERS_FOR] = ex.id
+    return prefix
 
 
 def sync_url(kind: str, level: int, seed: int) -> None:

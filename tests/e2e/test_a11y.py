@@ -28,6 +28,7 @@ from exercises.i18n import t
 from tests.e2e.conftest import REPO_ROOT
 from tests.e2e.streamlit_driver import StreamlitPage
 from ui.answer_grid import cell_key, paste_key
+from ui.practice_state import answer_prefix
 
 AXE = REPO_ROOT / "tests" / "a11y" / "node_modules" / "axe-core" / "axe.min.js"
 SERIOUS = ("serious", "critical")
@@ -80,7 +81,7 @@ def practice_views(app: StreamlitPage, axe_script: str, lang: str, report: dict[
     from ui import cache
 
     ex = cache.exercise("softmax", 103, 3)
-    prefix = f"ans-{ex.id}"
+    prefix = answer_prefix(ex)
     fill_wrong(app, prefix, "A", (4, 4))
     app.rerun(lambda: app.button(t("practice.check", lang)).click())
     audit(app, axe_script, f"practice checked ({lang})", report)

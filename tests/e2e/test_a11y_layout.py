@@ -23,6 +23,7 @@ import exercises
 from tests.e2e.streamlit_driver import StreamlitPage
 from ui import cache
 from ui.answer_grid import cell_key, cell_label
+from ui.practice_state import answer_prefix
 
 GAPS_JS = (Path(__file__).parent / "js" / "matrix_row_gaps.js").read_text()
 PHONE = {"width": 390, "height": 844}
@@ -73,7 +74,7 @@ ROW_NUMBERS_JS = """(rows) => rows.map(row => ({counter: getComputedStyle(row).c
 def test_cells_are_named_numbered_and_tabbed_row_by_row(app: StreamlitPage) -> None:
     app.open(FRACTION_CASES[0])
     ex = cache.exercise("softmax", 103, 3)
-    prefix = f"ans-{ex.id}"
+    prefix = answer_prefix(ex)
     for i in range(4):
         for j in range(4):
             name = cell_label("A", i + 1, j + 1, "en")
@@ -95,7 +96,7 @@ def test_cells_are_named_numbered_and_tabbed_row_by_row(app: StreamlitPage) -> N
 def test_a_phone_keeps_the_grid_a_grid(phone: StreamlitPage, screenshots) -> None:
     phone.open(FRACTION_CASES[0])
     ex = cache.exercise("softmax", 103, 3)
-    boxes = grid_boxes(phone, f"ans-{ex.id}", "A", (4, 4))
+    boxes = grid_boxes(phone, answer_prefix(ex), "A", (4, 4))
     tops = [{round(box["y"]) for box in row} for row in boxes]
     assert all(len(row) == 1 for row in tops), f"a row's cells are not side by side: {tops}"
     assert len({next(iter(row)) for row in tops}) == 4, "four rows"

@@ -11,6 +11,7 @@ from exercises.i18n import t
 from tests.e2e.streamlit_driver import StreamlitPage
 from ui.answer_grid import cell_key
 from ui.i18n import NAMES
+from ui.practice_state import answer_prefix
 
 
 def test_lang_zh_in_the_address_opens_the_app_in_chinese(app: StreamlitPage, screenshots) -> None:
@@ -32,8 +33,8 @@ def test_the_sidebar_switch_translates_practice_and_keeps_the_problem(app: Strea
     ex = exercises.generate("softmax", 5, 2)
     for (i, j), x in np.ndenumerate(ex.part("A").reference):
         text = "0.5" if (i, j) == (0, 0) else selftest.format_cell(x)  # one wrong cell
-        app.keyed(cell_key(f"ans-{ex.id}", "A", i, j)).locator("input").fill(text)
-    typed = app.keyed(cell_key(f"ans-{ex.id}", "A", 0, 0)).locator("input")
+        app.keyed(cell_key(answer_prefix(ex), "A", i, j)).locator("input").fill(text)
+    typed = app.keyed(cell_key(answer_prefix(ex), "A", 0, 0)).locator("input")
     app.rerun(lambda: app.button(t("practice.check")).click())
     switch_to(app, "zh")
     expect(app.page.get_by_role("heading", name=t("practice.title", "zh"))).to_be_visible()
@@ -52,7 +53,7 @@ def test_the_sidebar_switch_translates_practice_and_keeps_the_problem(app: Strea
 def test_switching_language_keeps_what_was_typed_but_not_yet_checked(app: StreamlitPage) -> None:
     app.open("/practice?kind=softmax&level=2&seed=5&lang=en")
     ex = exercises.generate("softmax", 5, 2)
-    typed = app.keyed(cell_key(f"ans-{ex.id}", "A", 0, 0)).locator("input")
+    typed = app.keyed(cell_key(answer_prefix(ex), "A", 0, 0)).locator("input")
     typed.fill("0.11")
     switch_to(app, "zh")
     expect(typed).to_have_value("0.11")

@@ -13,6 +13,7 @@ from exercises.solutions import given_latex
 from tests.e2e.streamlit_driver import StreamlitPage
 from ui import mathview
 from ui.answer_grid import MARK, TINT, cell_key, cell_label, paste_key
+from ui.practice_state import answer_prefix
 
 DEEP_LINK = "/practice?kind=softmax&level=2&seed=5"
 
@@ -22,7 +23,7 @@ def reference_texts(ex: exercises.Exercise, part: str) -> list[list[str]]:
 
 
 def cell(app: StreamlitPage, ex: exercises.Exercise, part: str, i: int, j: int):
-    return app.keyed(cell_key(f"ans-{ex.id}", part, i, j)).locator("input")
+    return app.keyed(cell_key(answer_prefix(ex), part, i, j)).locator("input")
 
 
 def type_answer(app: StreamlitPage, ex: exercises.Exercise, part: str, texts: list[list[str]]) -> None:
@@ -108,6 +109,31 @@ def test_new_problem_changes_the_seed_in_the_address(app: StreamlitPage) -> None
     expect(cell(app, fresh, "A", 0, 0)).to_have_value("")
 
 
+def test_new_problem_empties_the_same_boxes_and_what_was_typed_never_comes_back(app: StreamlitPage) -> None:
+    """New problem keeps the boxes on screen (the browser redraws their text, not the boxes) and empties
+    them: text typed for the old problem and never checked is not graded for the new one."""
+    app.open(DEEP_LINK)
+    ex = exercises.generate("softmax", 5, 2)
+    cell(app, ex, "A", 0, 0).fill("7")
+    cell(app, ex, "A", 1, 1).fill("0.25")
+    cell(app, ex, "A", 0, 0).evaluate("box => { box.abhBefore = true; }")
+    app.rerun(lambda: app.button(exercises.t("practice.new_problem")).click())
+    fresh = exercises.generate("softmax", int(app.query()["seed"]), 2)
+    assert fresh.seed != 5 and answer_prefix(fresh) == answer_prefix(ex)
+    expect(cell(app, fresh, "A", 0, 0)).to_have_value("")
+    expect(cell(app, fresh, "A", 1, 1)).to_have_value("")
+    assert cell(app, fresh, "A", 0, 0).evaluate("box => box.abhBefore === true"), "the box was drawn anew"
+
+    texts = reference_texts(fresh, "A")
+    texts[0][0] = ""  # left empty: the 7 typed for the old problem must not be graded here
+    type_answer(app, fresh, "A", texts)
+    check(app)
+    where = exercises.t("grid.cell_label", part="The attention weights A", row=1, col=1)
+    expect(app.page.get_by_text(exercises.t("parse.empty", where=where[:1].lower() + where[1:]))).to_be_visible()
+    expect(cell(app, fresh, "A", 0, 0)).to_have_value("")
+    expect(cell(app, fresh, "A", 0, 0)).to_have_css("background-color", tint(app, "error"))
+
+
 def test_reload_keeps_the_problem_of_the_address(app: StreamlitPage) -> None:
     app.open("/practice?kind=scores&level=1&seed=3")
     app.page.reload()
@@ -169,7 +195,7 @@ def live_cell(app: StreamlitPage, part: str, i: int, j: int):
 
 
 def paste_box(app: StreamlitPage, ex: exercises.Exercise, part: str):
-    return app.keyed(paste_key(f"ans-{ex.id}", part)).locator("textarea")
+    return app.keyed(paste_key(answer_prefix(ex), part)).locator("textarea")
 
 
 def as_rows(texts: list[list[str]]) -> str:

@@ -11,6 +11,7 @@ import exercises
 from tests.e2e.streamlit_driver import StreamlitPage
 from ui import cache
 from ui.answer_grid import cell_key
+from ui.practice_state import answer_prefix
 
 PAGE = "/practice?kind=gqa&level=3&seed=3"
 
@@ -22,7 +23,7 @@ def test_the_counts_are_wide_inputs_and_the_heads_are_asked_once(browser, site: 
         app = StreamlitPage(context.new_page(), site)
         app.open(PAGE)
         ex = cache.exercise("gqa", 3, 3)
-        prefix = f"ans-{ex.id}"
+        prefix = answer_prefix(ex)
         head = app.keyed(cell_key(prefix, "O1", 0, 0)).locator("input").bounding_box()
         for part in ("concat_width", "cache_floats"):
             single = app.keyed(cell_key(prefix, part, 0, 0)).locator("input").bounding_box()

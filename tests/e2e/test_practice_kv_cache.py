@@ -12,6 +12,7 @@ import exercises
 from tests.e2e.streamlit_driver import StreamlitPage
 from ui import cache
 from ui.answer_grid import cell_key
+from ui.practice_state import answer_prefix
 
 PHONE = {"width": 390, "height": 844}
 DESKTOP = {"width": 1280, "height": 900}
@@ -32,7 +33,7 @@ def test_kv_cache_practice_shows_its_grids_and_a_wide_one_cell_box(screen: Strea
     screen.open(PATH)
     ex = cache.exercise("kv_cache", 1, 2)
     expect(screen.page.get_by_text(exercises.t("kind.kv_cache.title")).first).to_be_visible()
-    prefix = f"ans-{ex.id}"
+    prefix = answer_prefix(ex)
     total = sum(p.shape[0] * p.shape[1] for p in ex.parts)
     expect(screen.page.locator('[data-testid="stForm"] [data-testid="stTextInput"]')).to_have_count(total)
     for name in ("cache_floats", "O"):

@@ -10,6 +10,7 @@ from exercises.cli import selftest
 from exercises.i18n import t
 from tests.e2e.streamlit_driver import StreamlitPage
 from ui.answer_grid import cell_key
+from ui.practice_state import answer_prefix
 
 
 def test_a_checked_answer_shows_up_in_progress(app: StreamlitPage, screenshots) -> None:
@@ -18,7 +19,7 @@ def test_a_checked_answer_shows_up_in_progress(app: StreamlitPage, screenshots) 
     ex = exercises.generate("softmax", 5, 2)
     for (i, j), x in np.ndenumerate(ex.part("A").reference):
         text = "0.5" if (i, j) == (0, 0) else selftest.format_cell(x)
-        app.keyed(cell_key(f"ans-{ex.id}", "A", i, j)).locator("input").fill(text)
+        app.keyed(cell_key(answer_prefix(ex), "A", i, j)).locator("input").fill(text)
     app.rerun(lambda: app.button(t("practice.check")).click())
     score = exercises.grade(ex, {"A": [["0.5" if (i, j) == (0, 0) else selftest.format_cell(x)
                                         for j, x in enumerate(row)] for i, row in enumerate(ex.part("A").reference)]})

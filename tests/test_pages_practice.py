@@ -170,6 +170,24 @@ def test_new_problem_empties_the_grid_and_forgets_its_pastes():
     assert feedback_of(at).correct, "the new problem is graded on what was typed for it"
 
 
+def test_a_link_naming_another_topic_opens_it_over_the_problem_on_screen():
+    """A link into Practice (Home's Up next, the pipeline map) names a topic and a level: it opens a new
+    problem of them even when Practice already shows one; the address the page wrote itself does not."""
+    at = open_page("app_pages/practice.py", {"kind": "softmax", "level": "2", "seed": "5"})
+    at.run()
+    assert (at.session_state["practice.kind"], at.session_state["practice.seed"]) == ("softmax", 5)
+    at.query_params.clear()
+    at.query_params.update({"kind": "scores", "level": "1"})
+    at.run()
+    assert not at.exception
+    assert (at.session_state["practice.kind"], at.session_state["practice.level"]) == ("scores", 1)
+    assert at.query_params["kind"] in ("scores", ["scores"])
+    seed = at.session_state["practice.seed"]
+    at.query_params.clear()  # the navigation's own link names no topic: the problem stays
+    at.run()
+    assert (at.session_state["practice.kind"], at.session_state["practice.seed"]) == ("scores", seed)
+
+
 def test_rerun_does_not_regenerate():
     at = open_page("app_pages/practice.py", {"kind": "scaling", "level": "1"})
     seed = at.session_state["practice.seed"]

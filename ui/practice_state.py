@@ -23,6 +23,7 @@ KIND, LEVEL, SEED = "practice.kind", "practice.level", "practice.seed"
 KIND_WIDGET = "practice.kind_widget"  # + the language: see kind_widget_key()
 NOTICES, FEEDBACK, ATTEMPTS, STARTED = "practice.notices", "practice.feedback", "practice.attempts", "practice.started"
 PASTE_UNREAD = "practice.paste_unread"  # the exercise id whose Check found a paste it could not read
+ADDRESS = "practice.address"  # the (kind, level, seed) this page last wrote into the address
 ANSWERS_FOR = "practice.answers_for"  # the exercise id whose answer the grid's boxes hold
 
 
@@ -59,10 +60,21 @@ def from_url(params: dict[str, str]) -> tuple[str, int, int, list[Msg]]:
     return kind, level, seed, notices
 
 
+def _addressed(params) -> tuple[str | None, ...] | None:
+    """(kind, level, seed) as the address names them, or None when it names no topic (the navigation's
+    own link to Practice)."""
+    if "kind" not in params:
+        return None
+    return params.get("kind"), params.get("level"), params.get("seed")
+
+
 def ensure() -> tuple[str, int, int]:
-    """The current (kind, level, seed); read from the URL the first time the page runs."""
+    """The current (kind, level, seed): read from the address on arrival, and whenever the address names
+    another problem than the one this page last wrote into it (a link into Practice, the browser's Back);
+    otherwise the learner's choices, which the address catches up with (sync_url)."""
     state = st.session_state
-    if KIND not in state:
+    asked = _addressed(st.query_params)
+    if KIND not in state or (asked is not None and asked != state.get(ADDRESS)):
         kind, level, seed, notices = from_url(dict(st.query_params))
         choose(kind, level, seed)
         state[NOTICES] = notices
@@ -116,6 +128,7 @@ def sync_url(kind: str, level: int, seed: int) -> None:
     wanted = {"kind": kind, "level": str(level), "seed": str(seed)}
     if any(st.query_params.get(k) != v for k, v in wanted.items()):
         st.query_params.update(wanted)
+    st.session_state[ADDRESS] = (kind, str(level), str(seed))
 
 
 # ---------------------------------------------------------------- callbacks

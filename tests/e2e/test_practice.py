@@ -134,6 +134,21 @@ def test_new_problem_empties_the_same_boxes_and_what_was_typed_never_comes_back(
     expect(cell(app, fresh, "A", 0, 0)).to_have_css("background-color", tint(app, "error"))
 
 
+def test_a_topic_link_on_home_opens_that_topic_after_practice(app: StreamlitPage) -> None:
+    """Home's links into Practice open their topic even when the session already has a problem; the
+    navigation's own Practice link comes back to that problem."""
+    app.open(DEEP_LINK)
+    app.rerun(lambda: app.page.locator('[data-testid="stSidebarNav"] a').first.click())  # Home
+    app.rerun(lambda: app.page.locator('a[href*="kind=scores"]').first.click())
+    query = app.query()
+    assert query["kind"] == "scores", query
+    expect(app.page.get_by_text(exercises.t("practice.share", kind=exercises.t("kind.scores.title"),
+                                            level=int(query["level"]), seed=int(query["seed"])))).to_be_visible()
+    app.rerun(lambda: app.page.locator('[data-testid="stSidebarNav"] a').first.click())
+    app.rerun(lambda: app.page.locator('[data-testid="stSidebarNav"] a[href$="/practice"]').click())
+    assert app.query()["seed"] == query["seed"], "the navigation's link keeps the problem on screen"
+
+
 def test_reload_keeps_the_problem_of_the_address(app: StreamlitPage) -> None:
     app.open("/practice?kind=scores&level=1&seed=3")
     app.page.reload()

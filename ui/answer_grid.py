@@ -54,9 +54,13 @@ def paste_key(prefix: str, part: str) -> str:
     return _slug(f"{prefix}-{part}-paste")
 
 
+# A paste box's bookkeeping in session state (no widget): its key + one of these
+ROUND, ERROR, FILLED = ".round", ".error", ".filled"
+
+
 def round_key(prefix: str, part: str) -> str:
     """How many pastes went into the grid of `part` (session state; 0 when none)."""
-    return paste_key(prefix, part) + ".round"
+    return paste_key(prefix, part) + ROUND
 
 
 def cells_prefix(prefix: str, part: str, paste_round: int = 0) -> str:
@@ -80,7 +84,7 @@ def clear(prefix: str) -> None:
     and forget its pastes: what the grid held belonged to another problem."""
     state = st.session_state
     for key in [k for k in state if isinstance(k, str) and k.startswith(prefix + "-")]:
-        if key.endswith((".round", ".error", ".filled")):  # paste bookkeeping, not a widget
+        if key.endswith((ROUND, ERROR, FILLED)):  # paste bookkeeping, not a widget
             del state[key]
         else:
             state[key] = "" if isinstance(state[key], str) else None
@@ -246,11 +250,11 @@ def collect(ex: Exercise, prefix: str) -> dict[str, object]:
 
 
 def _paste_error_key(prefix: str, part: str) -> str:
-    return paste_key(prefix, part) + ".error"
+    return paste_key(prefix, part) + ERROR
 
 
 def _paste_filled_key(prefix: str, part: str) -> str:
-    return paste_key(prefix, part) + ".filled"
+    return paste_key(prefix, part) + FILLED
 
 
 def pasteable(ex: Exercise) -> list[Part]:
